@@ -1,0 +1,94 @@
+"""Every Redis key name, in one place.
+
+Topic keys share the hash tag ``{<namespace>:<topic>}`` so each Lua script touches one Redis
+Cluster slot. Namespace keys use ``{<namespace>}``: they are bookkeeping (registry, due index,
+monitor counters, leases), never the truth about a message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class NamespaceKeys:
+    prefix: str
+    namespace: str
+
+    @property
+    def base(self) -> str:
+        return f"{self.prefix}:{{{self.namespace}}}"
+
+    @property
+    def topics(self) -> str:
+        """ZSET topic -> last time (ms) the topic was used: the topic registry."""
+        return f"{self.base}:topics"
+
+    @property
+    def due(self) -> str:
+        """ZSET topic -> earliest time (ms) the topic needs the scheduler (the due index)."""
+        return f"{self.base}:due"
+
+    @property
+    def hint_channel(self) -> str:
+        """Pub/sub channel carrying "<count> <topic>" hints that messages became ready."""
+        return f"{self.base}:hint"
+
+    def lease(self, name: str) -> str:
+        return f"{self.base}:lease:{name}"
+
+    def monitor(self, interval_start_ms: int) -> str:
+        """HASH of counters and histogram buckets for one monitoring interval."""
+        return f"{self.base}:monitor:{interval_start_ms}"
+
+    @property
+    def monitor_total(self) -> str:
+        """HASH of counters and histogram buckets since the namespace began (for /metrics)."""
+        return f"{self.base}:monitor:total"
+
+    @property
+    def snapshot_mark(self) -> str:
+        """STRING: start (ms) of the last interval whose snapshot was written."""
+        return f"{self.base}:snapshot:last"
+
+    def topic(self, topic: str) -> "TopicKeys":
+        return TopicKeys(self.prefix, self.namespace, topic)
+
+
+@dataclass(frozen=True)
+class TopicKeys:
+    prefix: str
+    namespace: str
+    topic: str
+
+    @property
+    def base(self) -> str:
+        return f"{self.prefix}:{{{self.namespace}:{self.topic}}}"
+
+    @property
+    def waiting(self) -> str:
+        """ZSET msgId -> triggerTime (ms): accepted, not yet due."""
+        return f"{self.base}:waiting"
+
+    @property
+    def ready(self) -> str:
+        """ZSET msgId -> triggerTime (ms): due, waiting for a consumer (FIFO by triggerTime)."""
+        return f"{self.base}:ready"
+
+    @property
+    def ack(self) -> str:
+        """ZSET msgId -> ack deadline (ms) of the current delivery."""
+        return f"{self.base}:ack"
+
+    @property
+    def expire(self) -> str:
+        """ZSET msgId -> expireTime (ms) of every live message: the expiry index."""
+        return f"{self.base}:expire"
+
+    @property
+    def msg_prefix(self) -> str:
+        """Prefix of the per-message HASH keys; same hash tag as the queues."""
+        return f"{self.base}:msg:"
+
+    def msg(self, msg_id: str) -> str:
+        return self.msg_prefix + msg_id
