@@ -1,0 +1,73 @@
+"""One clock for the whole fleet: the Redis server's.
+
+Every score written or compared in Redis is in Redis time. ``RedisClock`` measures the
+offset between this process's monotonic clock and Redis ``TIME`` and reads
+``now = redis_base + (monotonic() - local_base)``. The reading is a lower bound of Redis
+time (the ``TIME`` reply is pinned to the moment the reply arrived), so a node can be a
+round trip late but never early. A node whose wall clock is minutes off still agrees with
+every other node, because the wall clock is never read.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Protocol
+
+import redis
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+
+
+class RedisClock:
+    """Follows Redis ``TIME``; re-measured by ``sync()`` (the clock loop calls it)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self._redis_base_ms: float | None = None
+        self._local_base_s = 0.0
+        self.round_trip_ms = 0.0
+
+    def sync(self) -> None:
+        before = time.monotonic()
+        seconds, micros = self._client.time()
+        after = time.monotonic()
+        redis_ms = seconds * 1000 + micros / 1000.0
+        with self._lock:
+            # Pin the reply to `after`: true Redis time at `after` is >= redis_ms.
+            self._redis_base_ms = redis_ms
+            self._local_base_s = after
+            self.round_trip_ms = (after - before) * 1000.0
+
+    def now_ms(self) -> int:
+        if self._redis_base_ms is None:
+            self.sync()
+        with self._lock:
+            elapsed_ms = (time.monotonic() - self._local_base_s) * 1000.0
+            return int(self._redis_base_ms + elapsed_ms)
+
+    def seconds_until(self, when_ms: int) -> float:
+        """Local seconds to sleep until Redis time reaches ``when_ms`` (>= 0)."""
+        return max(0.0, (when_ms - self.now_ms()) / 1000.0)
+
+
+class ManualClock:
+    """A clock tests drive by hand."""
+
+    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+        self._now_ms = now_ms
+
+    def now_ms(self) -> int:
+        return self._now_ms
+
+    def advance(self, ms: int) -> None:
+        self._now_ms += ms
+
+    def sync(self) -> None:
+        pass
+
+    def seconds_until(self, when_ms: int) -> float:
+        return max(0.0, (when_ms - self._now_ms) / 1000.0)
