@@ -51,6 +51,10 @@ class NamespaceKeys:
         """STRING: start (ms) of the last interval whose snapshot was written."""
         return f"{self.base}:snapshot:last"
 
+    def offline(self, node: str) -> str:
+        """STRING present while the node was taken offline by /camellia/health/offline."""
+        return f"{self.base}:offline:{node}"
+
     def topic(self, topic: str) -> "TopicKeys":
         return TopicKeys(self.prefix, self.namespace, topic)
 

@@ -1,0 +1,156 @@
+"""HTTP routes: camellia's paths and shapes. Views parse, make one service call, serialise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from .errors import BadRequest
+from .longpoll import long_poll
+from .metrics import render_metrics
+from .params import Params
+from .server import Runtime
+
+delay_queue = Blueprint("delay_queue", __name__, url_prefix="/camellia/delayQueue")
+health = Blueprint("health", __name__, url_prefix="/camellia/health")
+metrics = Blueprint("metrics", __name__)
+
+METHODS = ["GET", "POST"]
+
+
+def runtime() -> Runtime:
+    return current_app.extensions["delayqueue"]
+
+
+def params() -> Params:
+    values: dict[str, Any] = {}
+    values.update(request.args.to_dict())
+    values.update(request.form.to_dict())
+    if request.is_json:
+        body = request.get_json(silent=True)
+        if not isinstance(body, dict):
+            raise BadRequest("body: a JSON body must be an object of parameters")
+        values.update(body)
+    s = runtime().settings
+    return Params(values, max_topic_length=s.max_topic_length,
+                  max_msg_id_length=s.max_msg_id_length, max_msg_bytes=s.max_msg_bytes,
+                  max_batch=s.max_batch,
+                  max_long_polling_timeout_ms=s.max_long_polling_timeout_millis)
+
+
+def success(**fields: Any) -> Response:
+    return jsonify({"code": 200, "msg": "success", **fields})
+
+
+@delay_queue.route("/sendMsg", methods=METHODS)
+def send_msg() -> Response:
+    p = params()
+    topic, body, msg_id = p.topic(), p.body(), p.msg_id(required=False)
+    delay_ms, trigger_ms = p.duration("delayMillis"), p.trigger_time()
+    if delay_ms is not None and trigger_ms is not None:
+        raise BadRequest("delayMillis, triggerTime: give at most one of them")
+    result = runtime().queue.send(topic, body, msg_id=msg_id, delay_ms=delay_ms,
+                                  trigger_time_ms=trigger_ms, ttl_ms=p.duration("ttlMillis"),
+                                  max_retry=p.max_retry())
+    extra = {"duplicate": True} if result.duplicate else {}
+    return success(delayMsg=result.message.to_json(), **extra)
+
+
+@delay_queue.route("/pullMsg", methods=METHODS)
+def pull_msg() -> Response:
+    p = params()
+    result = runtime().queue.pull(p.topic(), p.batch(), p.duration("ackTimeoutMillis"))
+    return success(delayMsgList=[m.to_json() for m in result.messages])
+
+
+@delay_queue.route("/longPollingMsg", methods=METHODS)
+def long_polling_msg() -> Response:
+    p = params()
+    rt = runtime()
+    s = rt.settings
+    result = long_poll(rt.queue, rt.hub, rt.clock, p.topic(), p.batch(),
+                       p.duration("ackTimeoutMillis"),
+                       p.long_polling_timeout(s.long_polling_timeout_millis),
+                       s.long_polling_safety_millis / 1000.0)
+    return success(delayMsgList=[m.to_json() for m in result.messages])
+
+
+@delay_queue.route("/ackMsg", methods=METHODS)
+def ack_msg() -> Response:
+    p = params()
+    topic, msg_id, ack = p.topic(), p.msg_id(), p.boolean("ack", default=True)
+    queue = runtime().queue
+    if ack:
+        queue.ack(topic, msg_id)
+    else:
+        queue.nack(topic, msg_id)
+    return success()
+
+
+@delay_queue.route("/getMsg", methods=METHODS)
+def get_msg() -> Response:
+    p = params()
+    return success(delayMsg=runtime().queue.get(p.topic(), p.msg_id()).to_json())
+
+
+@delay_queue.route("/deleteMsg", methods=METHODS)
+def delete_msg() -> Response:
+    p = params()
+    runtime().queue.delete(p.topic(), p.msg_id(), p.boolean("release", default=False))
+    return success()
+
+
+@delay_queue.route("/getMonitorData", methods=METHODS)
+def get_monitor_data() -> Response:
+    from .queue import redis_errors
+
+    with redis_errors():
+        return success(data=runtime().monitor.monitor_data())
+
+
+@delay_queue.route("/getTopicInfo", methods=METHODS)
+def get_topic_info() -> Response:
+    return success(data=runtime().queue.topic_info(params().topic()))
+
+
+@delay_queue.route("/getTopicInfoList", methods=METHODS)
+def get_topic_info_list() -> Response:
+    queue = runtime().queue
+    return success(data=[queue.topic_info(t) for t in queue.topics()])
+
+
+@health.route("/status", methods=METHODS)
+def status() -> Response:
+    rt = runtime()
+    ok = rt.is_online() and rt.healthy()
+    response = jsonify({"code": 200 if ok else 500})
+    response.status_code = 200 if ok else 500
+    return response
+
+
+@health.route("/check", methods=METHODS)
+def check() -> Response:
+    return jsonify({"code": 200})
+
+
+@health.route("/online", methods=METHODS)
+def online() -> Response:
+    runtime().set_online(True)
+    return jsonify({"code": 200})
+
+
+@health.route("/offline", methods=METHODS)
+def offline() -> Response:
+    runtime().set_online(False)
+    return jsonify({"code": 200})
+
+
+@metrics.route("/metrics", methods=["GET"])
+def prometheus() -> Response:
+    from .queue import redis_errors
+
+    rt = runtime()
+    with redis_errors():
+        body, content_type = render_metrics(rt.monitor, rt.queue.queue_sizes)
+    return Response(body, content_type=content_type)

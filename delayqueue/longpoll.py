@@ -1,0 +1,177 @@
+"""Long polling without pinning a worker.
+
+One pub/sub subscriber per process (``Hub``) fans "<count> <topic>" hints out to the requests
+held in that process. A held request waits on its own ``threading.Event`` (a greenlet under
+gevent), so thousands fit in one worker. Pub/sub is only a hint: each waiter also wakes by
+itself at the topic's next due time and at least every ``safety_s`` — only the topic's
+first waiter in the process does, so a thousand waiters on one topic neither stampede Redis
+at the due millisecond nor poll it while idle; a lost hint costs at most that interval.
+
+A held request takes messages only by calling ``pull`` when it is about to answer, so it
+never moves a message to consuming that it cannot hand back.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import defaultdict
+
+import redis
+
+from .clock import Clock
+from .queue import DelayQueue, PullResult
+
+logger = logging.getLogger(__name__)
+
+
+class Waiter:
+    __slots__ = ("topic", "event")
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.event = threading.Event()
+
+
+class Hub:
+    """The process's subscriber and the registry of its held long polls."""
+
+    def __init__(self, client: redis.Redis, channel: str) -> None:
+        self._client = client
+        self._channel = channel
+        self._waiters: dict[str, list[Waiter]] = defaultdict(list)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.subscribed = threading.Event()
+        self.on_due_hint = None  # callable(topic), set by the scheduler to be nudged
+
+    # -- waiters -------------------------------------------------------------------------
+    def register(self, topic: str) -> Waiter:
+        waiter = Waiter(topic)
+        with self._lock:
+            self._waiters[topic].append(waiter)
+        return waiter
+
+    def unregister(self, waiter: Waiter) -> None:
+        with self._lock:
+            waiters = self._waiters.get(waiter.topic)
+            if not waiters:
+                return
+            was_leader = waiters[0] is waiter
+            waiters.remove(waiter)
+            if not waiters:
+                del self._waiters[waiter.topic]
+            elif was_leader:
+                # The new leader may be sleeping on the safety interval only: let it
+                # re-read the topic's next due time.
+                waiters[0].event.set()
+
+    def is_leader(self, waiter: Waiter) -> bool:
+        with self._lock:
+            waiters = self._waiters.get(waiter.topic)
+            return bool(waiters) and waiters[0] is waiter
+
+    def held(self) -> int:
+        with self._lock:
+            return sum(len(w) for w in self._waiters.values())
+
+    def wake(self, topic: str, count: int) -> None:
+        """Wake up to ``count`` idle waiters of ``topic``, oldest first (at least one)."""
+        with self._lock:
+            woken = 0
+            for waiter in self._waiters.get(topic, ()):
+                if woken >= max(count, 1):
+                    break
+                if not waiter.event.is_set():
+                    waiter.event.set()
+                    woken += 1
+
+    def wake_all(self) -> None:
+        with self._lock:
+            for waiters in self._waiters.values():
+                for waiter in waiters:
+                    waiter.event.set()
+
+    # -- subscriber ----------------------------------------------------------------------
+    def dispatch(self, payload: str) -> None:
+        count, _, topic = payload.partition(" ")
+        try:
+            n = int(count)
+        except ValueError:
+            logger.warning("ignoring malformed hint %r", payload)
+            return
+        self.wake(topic, n)
+        if n == 0 and self.on_due_hint is not None:
+            self.on_due_hint(topic)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="dq-hub", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.wake_all()
+
+    def run(self) -> None:
+        """Subscribe and dispatch until stopped; reconnect with capped, jittered backoff."""
+        backoff = 0.1
+        while not self._stop.is_set():
+            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+            try:
+                pubsub.subscribe(self._channel)
+                self.subscribed.set()
+                # Hints published while we were away are lost: let every waiter re-check.
+                self.wake_all()
+                backoff = 0.1
+                while not self._stop.is_set():
+                    message = pubsub.get_message(timeout=1.0)
+                    if message and message["type"] == "message":
+                        data = message["data"]
+                        self.dispatch(data.decode() if isinstance(data, bytes) else data)
+            except redis.RedisError as exc:
+                self.subscribed.clear()
+                logger.warning("hint subscriber lost Redis (%s); retrying in %.1fs", exc, backoff)
+                self._stop.wait(backoff * (1 + random.random()))
+                backoff = min(backoff * 2, 5.0)
+            except Exception:  # noqa: BLE001 - the subscriber must never die silently
+                self.subscribed.clear()
+                logger.exception("hint subscriber failed; restarting")
+                self._stop.wait(1.0)
+            finally:
+                try:
+                    pubsub.close()
+                except Exception:  # noqa: BLE001
+                    pass
+
+
+def long_poll(queue: DelayQueue, hub: Hub, clock: Clock, topic: str, batch: int,
+              ack_timeout_ms: int | None, timeout_ms: int, safety_s: float) -> PullResult:
+    """Answer as soon as messages are ready, or with an empty result after ``timeout_ms``."""
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    # Register before the first pull so a hint between the pull and the wait is not lost.
+    waiter = hub.register(topic)
+    try:
+        while True:
+            waiter.event.clear()
+            result = queue.pull(topic, batch, ack_timeout_ms)
+            if result.messages:
+                if result.ready_left:
+                    hub.wake(topic, result.ready_left)
+                return result
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return result
+            wait_s = remaining
+            if hub.is_leader(waiter):
+                # Only the topic's first waiter re-checks on its own; the others are woken
+                # by hints, by the leader passing on what it saw, or by becoming leader.
+                wait_s = min(wait_s, safety_s)
+                if result.next_due_ms is not None:
+                    # +1 ms: the clock reads a lower bound of Redis time; never wake early.
+                    wait_s = min(wait_s, clock.seconds_until(result.next_due_ms + 1))
+            waiter.event.wait(wait_s)
+    finally:
+        hub.unregister(waiter)

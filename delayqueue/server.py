@@ -1,0 +1,145 @@
+"""The per-process runtime: Redis client, scripts, clock, queue, hub and background loops.
+
+``Runtime`` is built by ``create_app`` (no I/O, no threads) and stored in
+``app.extensions["delayqueue"]``; ``start()`` (called by the WSGI entry point after the
+worker forks) starts the subscriber and the loops, ``stop()`` ends them and frees leases.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from typing import Callable
+
+import redis
+
+from .clock import Clock, RedisClock
+from .config import Settings
+from .keys import NamespaceKeys
+from .lease import Lease, once_per
+from .longpoll import Hub
+from .loop import Loop
+from .monitor import Monitor
+from .queue import DelayQueue, redis_errors
+from .redis_client import make_client
+from .scripts import Scripts
+from .snapshot import SnapshotWriter
+
+logger = logging.getLogger(__name__)
+
+MONITOR_FLUSH_S = 1.0
+SNAPSHOT_TICK_S = 1.0
+
+
+class Runtime:
+    def __init__(self, settings: Settings, client: redis.Redis | None = None,
+                 clock: Clock | None = None) -> None:
+        self.settings = settings
+        self.client = client or make_client(
+            settings.redis_url,
+            socket_timeout_ms=settings.redis_socket_timeout_millis,
+            connect_timeout_ms=settings.redis_connect_timeout_millis,
+            max_connections=settings.redis_max_connections,
+        )
+        self.clock = clock or RedisClock(self.client)
+        self.scripts = Scripts(self.client)
+        self.keys = NamespaceKeys(settings.redis_key_prefix, settings.namespace)
+        self.monitor = Monitor(self.client, self.keys, self.clock,
+                               settings.monitor_interval_seconds, self.scripts.script)
+        self.queue = DelayQueue(
+            self.client, self.scripts, self.clock, self.monitor,
+            namespace=settings.namespace, key_prefix=settings.redis_key_prefix,
+            ttl_ms=settings.ttl_millis, max_retry=settings.max_retry,
+            ack_timeout_ms=settings.ack_timeout_millis,
+            end_life_ms=settings.end_life_msg_expire_millis,
+        )
+        self.hub = Hub(self.client, self.keys.hint_channel)
+        self.snapshots = SnapshotWriter(
+            self.monitor, self.client, self.keys, self.clock, settings.snapshot_dir,
+            settings.namespace, settings.monitor_interval_seconds,
+            topics=self.queue.topics, topic_info=self.queue.topic_info,
+        )
+        self.loops: list[Loop] = []
+
+    # -- loop ticks ----------------------------------------------------------------------
+    def _schedule_tick(self) -> float:
+        next_due = self.queue.schedule_tick()
+        cap_s = self.settings.msg_schedule_millis / 1000.0
+        if next_due is None:
+            return cap_s
+        # Wake 1 ms after the due time: the clock is a lower bound, never early.
+        return min(cap_s, self.clock.seconds_until(next_due + 1))
+
+    def _repair_tick(self) -> None:
+        interval_ms = self.settings.due_repair_seconds * 1000
+        if once_per(self.client, self.keys.lease("repair-gate"), interval_ms):
+            self.queue.repair_due_index()
+
+    def _recycle_tick(self) -> None:
+        interval_ms = self.settings.topic_schedule_seconds * 1000
+        if once_per(self.client, self.keys.lease("recycle-gate"), interval_ms):
+            self.queue.recycle_topics(self.settings.topic_active_tag_timeout_millis)
+
+    def _clock_tick(self) -> None:
+        self.clock.sync()
+
+    def _lease(self, name: str) -> Lease:
+        return Lease(self.client, self.keys.lease(name), self.settings.lease_ttl_millis / 1000)
+
+    def build_loops(self) -> list[Loop]:
+        s = self.settings
+        timing: Callable[[str, float], None] = self.monitor.observe_loop
+        schedule = Loop("schedule", self._schedule_tick, s.msg_schedule_millis / 1000,
+                        self._lease("schedule"), timing)
+        # A send that brings a topic's due time forward publishes "0 <topic>": wake early.
+        self.hub.on_due_hint = lambda topic: schedule.nudge()
+        return [
+            schedule,
+            Loop("repair", self._repair_tick, s.due_repair_seconds, None, timing),
+            Loop("recycle", self._recycle_tick, min(s.topic_schedule_seconds, 60), None, timing),
+            Loop("snapshot", self.snapshots.tick, SNAPSHOT_TICK_S, self._lease("snapshot"),
+                 timing),
+            Loop("monitor-flush", self.monitor.flush, MONITOR_FLUSH_S),
+            Loop("clock", self._clock_tick, s.clock_sync_seconds),
+        ]
+
+    def start(self) -> None:
+        """Start the subscriber and every loop (once per worker process, after fork)."""
+        if self.loops:
+            return
+        self.hub.start()
+        self.loops = self.build_loops()
+        for loop in self.loops:
+            loop.start()
+        logger.info("background loops started: %s", ", ".join(l.name for l in self.loops))
+
+    def stop(self) -> None:
+        self.hub.stop()
+        for loop in self.loops:
+            loop.stop()
+        self.monitor.flush()
+        self.loops = []
+
+    @property
+    def node_id(self) -> str:
+        return f"{socket.gethostname()}:{self.settings.port}"
+
+    def set_online(self, online: bool) -> None:
+        """Flip the flag a load balancer reads, for every worker of this node."""
+        with redis_errors():
+            if online:
+                self.client.delete(self.keys.offline(self.node_id))
+            else:
+                self.client.set(self.keys.offline(self.node_id), "1")
+
+    def is_online(self) -> bool:
+        try:
+            return not self.client.exists(self.keys.offline(self.node_id))
+        except redis.RedisError:
+            return False
+
+    def healthy(self) -> bool:
+        try:
+            return bool(self.client.ping())
+        except redis.RedisError:
+            return False

@@ -1,0 +1,23 @@
+--[[ Record a topic's next scheduler time in the namespace due index, after a tick.
+  Compare-and-set: if the index still holds the score the tick started from, the tick's
+  answer replaces it (or removes the topic when it holds nothing live); if a send lowered it
+  meanwhile, keep the lower of the two. Bookkeeping only: never the truth about a message.
+  KEYS[1] due      zset  topic -> next scheduler time (ms)
+  ARGV[1] topic  ARGV[2] score the tick read (ms)  ARGV[3] next time (ms), -1 = nothing live
+  Returns: 1 replaced, 0 kept the lower concurrent score ]]
+local due = KEYS[1]
+local topic, seen, next_time = ARGV[1], ARGV[2], tonumber(ARGV[3])
+
+local current = redis.call('ZSCORE', due, topic)
+if current == false or tonumber(current) == tonumber(seen) then
+  if next_time < 0 then
+    redis.call('ZREM', due, topic)
+  else
+    redis.call('ZADD', due, next_time, topic)
+  end
+  return 1
+end
+if next_time >= 0 then
+  redis.call('ZADD', due, 'LT', next_time, topic)
+end
+return 0

@@ -1,0 +1,32 @@
+--[[ Shared helpers, pasted into a script where it says `--@include message`.
+  A message is a HASH at <msg_prefix><msgId> with short fields (they cost bytes per message):
+    m body   p produceTime   t triggerTime   e expireTime
+    r maxRetry   n deliveries so far (camellia's "retry")   s status (1..7)
+  Live statuses 1..3 sit in exactly one of waiting / ready / ack, and in the expiry index. ]]
+
+-- The message's fields in a fixed order, or nil when the hash is gone.
+local function read_message(key)
+  local v = redis.call('HMGET', key, 'm', 'p', 't', 'e', 'r', 'n', 's')
+  if not v[7] then return nil end
+  return v
+end
+
+-- Ended messages (4..7) keep their body for end_life_ms so getMsg and dedup can see them.
+local function end_message(key, status, end_life_ms)
+  redis.call('HSET', key, 's', status)
+  redis.call('PEXPIRE', key, end_life_ms)
+end
+
+-- Earliest time (ms) the scheduler must look at the topic: the head of waiting, ack or the
+-- expiry index; false when all three are empty. O(log n).
+local function attention(waiting, ack, expire)
+  local best = false
+  for _, key in ipairs({waiting, ack, expire}) do
+    local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if head[2] then
+      local score = tonumber(head[2])
+      if not best or score < best then best = score end
+    end
+  end
+  return best
+end

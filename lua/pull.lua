@@ -1,0 +1,69 @@
+--[[ Hand out up to `batch` ready messages: ready (2) -> consuming (3), oldest triggerTime first.
+  Promotes this topic's due messages first, so a consumer arriving at the due time never
+  waits for a scheduler. A message past its expireTime, or past its deliveries, is never
+  handed out: it ends (5 if never delivered, else 6).
+  KEYS[1] waiting  zset  msgId -> triggerTime
+  KEYS[2] ready    zset  msgId -> triggerTime
+  KEYS[3] ack      zset  msgId -> ack deadline
+  KEYS[4] expire   zset  msgId -> expireTime
+  ARGV[1] msg_prefix (same hash tag)  ARGV[2] now_ms  ARGV[3] batch (<= 1000)
+  ARGV[4] ack_timeout_ms  ARGV[5] end_life_ms  ARGV[6] promote limit (<= 1000)
+  ARGV[7] hint channel  ARGV[8] topic
+  Returns: {messages, promoted, gaps, ended, next_due, ready_left, attention}
+    messages   list of {msgId, m, p, t, e, r, n, s} as stored after the pull
+    promoted   moved waiting -> ready by this call; gaps: their promotion gaps (ms)
+    ended      messages ended here (expired or out of deliveries) instead of handed out
+    next_due   triggerTime of the earliest waiting message, -1 if none
+    ready_left ready messages still queued after this pull
+    attention  the topic's new earliest scheduler time if this pull lowered it, else -1
+  Publishes "<ready_left> <topic>" when it promoted messages it did not hand out, so
+  consumers held on other processes take them. ]]
+--@include message
+--@include promote
+local waiting, ready, ack, expire = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local msg_prefix, now = ARGV[1], tonumber(ARGV[2])
+local batch, ack_timeout = tonumber(ARGV[3]), tonumber(ARGV[4])
+local end_life, promote_limit = tonumber(ARGV[5]), tonumber(ARGV[6])
+local channel, topic = ARGV[7], ARGV[8]
+
+local before = attention(waiting, ack, expire)
+local promoted, gaps = promote(waiting, ready, msg_prefix, now, promote_limit)
+
+local messages, ended = {}, 0
+-- Bounded work: skipping dead entries costs at most `batch` extra pops per call.
+local pops_left = batch * 2
+while #messages < batch and pops_left > 0 do
+  local popped = redis.call('ZPOPMIN', ready)
+  if not popped[1] then break end
+  pops_left = pops_left - 1
+  local id = popped[1]
+  local key = msg_prefix .. id
+  local m = read_message(key)
+  if not m then
+    redis.call('ZREM', expire, id)
+  else
+    local deliveries, max_retry = tonumber(m[6]), tonumber(m[5])
+    if now >= tonumber(m[4]) or deliveries >= max_retry + 1 then
+      redis.call('ZREM', expire, id)
+      end_message(key, deliveries == 0 and 5 or 6, end_life)
+      ended = ended + 1
+    else
+      redis.call('HSET', key, 'n', deliveries + 1, 's', 3)
+      redis.call('ZADD', ack, now + ack_timeout, id)
+      m[6], m[7] = tostring(deliveries + 1), '3'
+      table.insert(m, 1, id)
+      messages[#messages + 1] = m
+    end
+  end
+end
+
+local ready_left = redis.call('ZCARD', ready)
+if promoted > 0 and ready_left > 0 then
+  redis.call('PUBLISH', channel, ready_left .. ' ' .. topic)
+end
+local head = redis.call('ZRANGE', waiting, 0, 0, 'WITHSCORES')
+local next_due = head[2] and tonumber(head[2]) or -1
+local after = attention(waiting, ack, expire)
+local lowered = -1
+if after and (not before or after < before) then lowered = after end
+return {messages, promoted, gaps, ended, next_due, ready_left, lowered}
