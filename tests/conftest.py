@@ -90,3 +90,12 @@ def redis_url(redis_server, redis_client):
 
 def pytest_configure(config):
     os.environ.setdefault("DELAYQUEUE_LOG_LEVEL", "warning")
+
+
+@pytest.fixture
+def server(redis_url):
+    """One live node (gunicorn, 1 gevent worker) on a flushed Redis."""
+    from server_process import ServerProcess
+
+    with ServerProcess(redis_url) as node:
+        yield node

@@ -1,0 +1,58 @@
+"""gunicorn settings, derived from delayqueue's own settings.
+
+Used as ``gunicorn -c python:delayqueue.gunicorn_conf delayqueue.wsgi:app`` by both
+``delayqueue serve`` and the Dockerfile. gunicorn executes this module as its config file, so
+reading the settings here, at import, is the point of it (no other module does that).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from delayqueue.config import ConfigError, load_settings
+
+try:
+    _settings = load_settings()  # $DELAYQUEUE_CONFIG / ./config / packaged, then DELAYQUEUE_*
+except ConfigError as _exc:
+    # SystemExit passes through gunicorn's config loader: one clear line, no traceback.
+    print(f"delayqueue: config error: {_exc}", file=sys.stderr)
+    sys.exit(2)
+
+proc_name = "delayqueue"
+bind = f"{_settings.host}:{_settings.port}"
+workers = _settings.workers
+worker_class = _settings.worker_class
+worker_connections = _settings.worker_connections  # gevent: concurrent requests per worker
+# gunicorn silently turns "sync" with threads > 1 into gthread, so threads only for gthread.
+threads = _settings.threads if _settings.worker_class == "gthread" else 1
+graceful_timeout = _settings.graceful_timeout_seconds
+# For gevent/gthread this is only the worker heartbeat; a sync worker is busy for the whole
+# of a long poll, so it must be allowed the longest one.
+timeout = 30
+if _settings.worker_class == "sync":
+    timeout = max(timeout, _settings.max_long_polling_timeout_millis // 1000 + 10)
+keepalive = 5
+loglevel = _settings.log_level
+errorlog = "-"
+# Access logging costs throughput; enable with --access-logfile - (gunicorn's CLI) or
+# GUNICORN_CMD_ARGS="--access-logfile -".
+accesslog = None
+# Each worker imports the app after fork, so gevent's monkey-patching runs before any socket
+# (Redis pool, pub/sub) exists, and no connection is shared between processes.
+preload_app = False
+# gunicorn >= 27 opens a control socket at one fixed per-user path; two nodes on one machine
+# (tests, benchmarks) would fight over it. Older gunicorn ignores the unknown name.
+control_socket_disable = True
+
+
+def worker_exit(server, worker) -> None:
+    """Release this worker's leases on exit: stop the app's background loops if it loaded."""
+    app = getattr(worker, "wsgi", None)  # unset when the app failed to load
+    extensions = getattr(app, "extensions", None)
+    service = extensions.get("delayqueue") if isinstance(extensions, dict) else None
+    stop = getattr(service, "stop", None)
+    if callable(stop):
+        try:
+            stop()
+        except Exception:  # noqa: BLE001 - the worker is exiting anyway; say why
+            server.log.exception("delayqueue: stopping background work failed")

@@ -1,0 +1,94 @@
+"""A real server node for tests: one gunicorn master (the deployed command) on a free port."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import psutil
+import requests
+
+from conftest import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+GUNICORN = [sys.executable, "-m", "gunicorn", "-c", "python:delayqueue.gunicorn_conf",
+            "delayqueue.wsgi:app"]
+
+
+class ServerProcess:
+    """Start with ``start()``; ``url`` is the base URL; ``stop()`` ends it gracefully.
+
+    ``wrapper`` prefixes the command (e.g. ``["faketime", "+60s"]`` for a skewed clock).
+    ``settings`` are delayqueue settings passed as DELAYQUEUE_* environment variables.
+    """
+
+    def __init__(self, redis_url: str, *, workers: int = 1, worker_class: str = "gevent",
+                 settings: Mapping[str, object] | None = None,
+                 wrapper: Sequence[str] = (), log_path: Path | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ)
+        values = {
+            "redis-url": redis_url, "host": "127.0.0.1", "port": self.port,
+            "workers": workers, "worker-class": worker_class, "snapshot-dir": "",
+            "log-level": "warning", **(settings or {}),
+        }
+        for key, value in values.items():
+            env["DELAYQUEUE_" + key.upper().replace("-", "_")] = str(value)
+        env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+        self.env = env
+        self.command = [*wrapper, *GUNICORN]
+        self.log_path = log_path
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 30.0) -> "ServerProcess":
+        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        self.process = subprocess.Popen(self.command, env=self.env, cwd=REPO,
+                                        stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited with {self.process.returncode}")
+            try:
+                if requests.get(self.url + "/camellia/health/check", timeout=1).ok:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("server did not answer within %.0fs" % timeout_s)
+
+    def workers(self) -> list[psutil.Process]:
+        return psutil.Process(self.process.pid).children()
+
+    def kill_worker(self) -> int:
+        """``kill -9`` one worker (gunicorn's master starts a new one); returns its pid."""
+        victim = self.workers()[0]
+        victim.send_signal(signal.SIGKILL)
+        return victim.pid
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> "ServerProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def call(self, endpoint: str, timeout: float = 15.0, **params) -> dict:
+        """POST a form to /camellia/delayQueue/<endpoint> and return the JSON envelope."""
+        response = requests.post(f"{self.url}/camellia/delayQueue/{endpoint}", data=params,
+                                 timeout=timeout)
+        return response.json()
