@@ -3,7 +3,7 @@ VENV := .venv
 PY := python3
 PYTEST_ARGS ?=
 
-.PHONY: install run test wheel clean
+.PHONY: install system-deps run test wheel clean
 
 # The venv is rebuilt whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -18,8 +18,24 @@ install: $(VENV)/.installed
 run: install
 	$(VENV)/bin/delayqueue serve
 
+# Debian packages some tests need: faketime (a node with a skewed clock) and chromium (the
+# report opens in a headless browser). Installed only when missing and when we are root.
+SYSTEM_PACKAGES := faketime chromium
+system-deps:
+	@missing=""; \
+	command -v faketime >/dev/null 2>&1 || missing="$$missing faketime"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else \
+	    echo "warning: missing$$missing (install them with apt-get as root); tests that need them will say so"; \
+	  fi; \
+	fi
+
 # The whole suite; e.g. make test PYTEST_ARGS='-k config -x'.
-test: install
+test: install system-deps
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
 wheel: install

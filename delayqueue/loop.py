@@ -45,7 +45,9 @@ class Loop:
             self._lease.release()
 
     def nudge(self) -> None:
-        self._wake.set()
+        """Cut the current sleep short, if this worker is the one doing the work."""
+        if self._lease is None or self._lease.held:
+            self._wake.set()
 
     def _sleep(self, seconds: float) -> None:
         self._wake.wait(max(seconds, 0.0))

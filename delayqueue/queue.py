@@ -79,7 +79,7 @@ def redis_errors() -> Iterator[None]:
 class DelayQueue:
     def __init__(self, client: redis.Redis, scripts: Scripts, clock: Clock, monitor: Monitor,
                  *, namespace: str, key_prefix: str, ttl_ms: int, max_retry: int,
-                 ack_timeout_ms: int, end_life_ms: int) -> None:
+                 ack_timeout_ms: int, end_life_ms: int, hint_horizon_ms: int = 1000) -> None:
         self.client = client
         self.scripts = scripts
         self.clock = clock
@@ -89,6 +89,7 @@ class DelayQueue:
         self.max_retry = max_retry
         self.ack_timeout_ms = ack_timeout_ms
         self.end_life_ms = end_life_ms
+        self.hint_horizon_ms = hint_horizon_ms
         self._touched: dict[str, float] = {}
 
     def topic_keys(self, topic: str) -> TopicKeys:
@@ -98,8 +99,9 @@ class DelayQueue:
     def _bookkeep(self, topic: str, now_ms: int, attention_ms: int = -1) -> None:
         """Bump the registry (rate-limited) and lower the due index; one round trip at most.
 
-        A lowered due time is also published as a "0 <topic>" hint so held long polls and the
-        scheduler re-read the topic's timing instead of sleeping past it.
+        A due time lowered to within ``hint_horizon_ms`` is also published as a "0 <topic>"
+        hint, so held long polls and the scheduler re-read the topic's timing instead of
+        sleeping past it; later ones are found by their own periodic re-checks.
         """
         touch = time.monotonic() - self._touched.get(topic, -REGISTRY_TOUCH_S) >= REGISTRY_TOUCH_S
         if not touch and attention_ms < 0:
@@ -109,7 +111,8 @@ class DelayQueue:
             pipe.zadd(self.keys.topics, {topic: now_ms})
         if attention_ms >= 0:
             pipe.zadd(self.keys.due, {topic: attention_ms}, lt=True)
-            pipe.publish(self.keys.hint_channel, f"0 {topic}")
+            if attention_ms - now_ms < self.hint_horizon_ms:
+                pipe.publish(self.keys.hint_channel, f"0 {topic}")
         pipe.execute()
         if touch:
             self._touched[topic] = time.monotonic()

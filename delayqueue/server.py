@@ -52,6 +52,7 @@ class Runtime:
             ttl_ms=settings.ttl_millis, max_retry=settings.max_retry,
             ack_timeout_ms=settings.ack_timeout_millis,
             end_life_ms=settings.end_life_msg_expire_millis,
+            hint_horizon_ms=settings.long_polling_safety_millis,
         )
         self.hub = Hub(self.client, self.keys.hint_channel)
         self.snapshots = SnapshotWriter(
