@@ -1,0 +1,96 @@
+"""Invariant 5: no script and no tick costs O(backlog); idle topics cost the scheduler nothing."""
+
+from __future__ import annotations
+
+import redis
+
+from delayqueue.clock import ManualClock
+from delayqueue.config import load_settings
+from delayqueue.keys import NamespaceKeys
+from delayqueue.queue import SCRIPT_LIMIT
+from delayqueue.server import Runtime
+
+
+def make_runtime(redis_url: str, clock=None) -> Runtime:
+    settings = load_settings(overrides={"redis_url": redis_url, "snapshot_dir": ""})
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    return Runtime(settings, client=client, clock=clock)
+
+
+def fill_waiting(client: redis.Redis, rt: Runtime, topic: str, count: int, trigger_ms: int):
+    """Send ``count`` messages through the send script, all due at ``trigger_ms``."""
+    tk = rt.queue.topic_keys(topic)
+    pipe = client.pipeline(transaction=False)
+    for i in range(count):
+        rt.scripts.script("send")(
+            keys=[tk.waiting, tk.ready, tk.ack, tk.expire, tk.msg(f"m{i}")],
+            args=[f"m{i}", "body", trigger_ms - 1, trigger_ms, 3_600_000, 3,
+                  rt.keys.hint_channel, topic],
+            client=pipe)
+    pipe.execute()
+
+
+def test_one_promote_call_moves_at_most_its_limit(redis_url, redis_client):
+    clock = ManualClock()
+    rt = make_runtime(redis_url, clock)
+    fill_waiting(redis_client, rt, "big", 2500, clock.now_ms())
+    tk = rt.queue.topic_keys("big")
+    moved, gaps, _ = rt.scripts.promote(tk, clock.now_ms(), SCRIPT_LIMIT, rt.keys.hint_channel)
+    assert moved == SCRIPT_LIMIT and len(gaps) == SCRIPT_LIMIT
+    assert redis_client.zcard(tk.ready) == SCRIPT_LIMIT
+    assert redis_client.zcard(tk.waiting) == 1500
+
+
+def test_schedule_topic_drains_a_large_backlog_in_bounded_rounds(redis_url, redis_client):
+    clock = ManualClock()
+    rt = make_runtime(redis_url, clock)
+    fill_waiting(redis_client, rt, "big", 2500, clock.now_ms())
+    tk = rt.queue.topic_keys("big")
+    rt.queue.schedule_topic("big")
+    assert redis_client.zcard(tk.ready) == 2500
+    assert redis_client.zcard(tk.waiting) == 0
+
+
+def test_pull_skips_a_bounded_number_of_dead_entries_per_call(redis_url, redis_client):
+    clock = ManualClock()
+    rt = make_runtime(redis_url, clock)
+    fill_waiting(redis_client, rt, "dead", 300, clock.now_ms())
+    tk = rt.queue.topic_keys("dead")
+    rt.queue.schedule_topic("dead")
+    clock.advance(3_600_000)  # every message is now past its expireTime
+    result = rt.queue.pull("dead", batch=10)
+    assert result.messages == []
+    # batch 10 may skip at most 2 * 10 dead entries in one call; the rest wait for expiry.
+    assert redis_client.zcard(tk.ready) == 300 - 20
+
+
+def test_idle_topics_cost_the_scheduler_nothing_per_tick(redis_url, redis_client):
+    """camellia scans every topic 10x a second; the due index visits only due topics."""
+    clock = ManualClock()
+    rt = make_runtime(redis_url, clock)
+    for n in range(200):
+        fill_waiting(redis_client, rt, f"idle-{n}", 1, clock.now_ms() + 3_600_000)
+    redis_client.zadd(rt.keys.topics, {f"idle-{n}": clock.now_ms() for n in range(200)})
+    assert rt.queue.repair_due_index() == 200
+    redis_client.config_resetstat()
+    for _ in range(50):  # 5 seconds' worth of ticks at msg-schedule-millis = 100
+        rt.queue.schedule_tick()
+    stats = redis_client.info("commandstats")
+    calls = sum(v["calls"] for k, v in stats.items() if not k.startswith("cmdstat_config"))
+    assert calls <= 50 * 2, stats   # one ZRANGEBYSCORE and one ZRANGE per tick, whatever the topics
+
+
+def test_due_index_points_at_each_topics_next_event(redis_url, redis_client):
+    clock = ManualClock()
+    rt = make_runtime(redis_url, clock)
+    now = clock.now_ms()
+    rt.queue.send("a", "x", delay_ms=5000)
+    rt.queue.send("b", "x", delay_ms=1000)
+    keys = NamespaceKeys("dq", "default")
+    assert redis_client.zscore(keys.due, "a") == now + 5000
+    assert redis_client.zscore(keys.due, "b") == now + 1000
+    clock.advance(1000)
+    assert rt.queue.schedule_tick() == now + 5000
+    # b's message was promoted; b's next event is its expiry, an hour after the trigger time
+    assert redis_client.zscore(keys.due, "b") == now + 1000 + 3_600_000
+    assert rt.queue.get("b", rt.queue.pull("b").messages[0].msg_id).status == 3
