@@ -21,6 +21,11 @@ def create_app(overrides: Mapping[str, Any] | None = None,
     settings = settings or load_settings(overrides=overrides)
     app = Flask(__name__)
     app.json.sort_keys = False
+    # Multipart form fields must fit a full message (Flask's default cap is 500 kB); our own
+    # check then answers an oversized body with the max-msg-bytes rule. Whole bodies far
+    # beyond it are refused by Werkzeug (413, as a JSON envelope).
+    app.config["MAX_FORM_MEMORY_SIZE"] = settings.max_msg_bytes + 65536
+    app.config["MAX_CONTENT_LENGTH"] = 4 * settings.max_msg_bytes + 65536
     app.extensions["delayqueue"] = runtime or Runtime(settings)
 
     from .api import delay_queue, health, metrics
