@@ -30,7 +30,10 @@ logger = logging.getLogger(__name__)
 ENV_PREFIX = "DELAYQUEUE_"
 CONFIG_ENV_VAR = "DELAYQUEUE_CONFIG"
 # DELAYQUEUE_* variables that are not settings (read elsewhere); never warned about.
-NON_SETTING_ENV_VARS = frozenset({CONFIG_ENV_VAR, "DELAYQUEUE_REDIS_SERVER"})
+# DELAYQUEUE_* variables that are not server settings: the config path, the test fixture's
+# redis-server, and the client side's (the CLI's server URL, what `consume` gives its command).
+NON_SETTING_ENV_VARS = frozenset({CONFIG_ENV_VAR, "DELAYQUEUE_REDIS_SERVER", "DELAYQUEUE_URL"})
+NON_SETTING_ENV_PREFIXES = ("DELAYQUEUE_MSG_",)
 CAMELLIA_BLOCK = "camellia-delay-queue-server"
 # camellia keys with no meaning here (thread-pool sizes): accepted and ignored, with a warning.
 CAMELLIA_IGNORED_KEYS = frozenset(
@@ -424,7 +427,8 @@ def load_settings(
     if config_file is not None:
         raw.update(_read_yaml(config_file))
     for name, value in env.items():
-        if not name.startswith(ENV_PREFIX) or name in NON_SETTING_ENV_VARS:
+        if (not name.startswith(ENV_PREFIX) or name in NON_SETTING_ENV_VARS
+                or name.startswith(NON_SETTING_ENV_PREFIXES)):
             continue
         key = _canonical(name[len(ENV_PREFIX):])
         if key in _KEY_TO_FIELD:

@@ -20,6 +20,17 @@ GUNICORN = [sys.executable, "-m", "gunicorn", "-c", "python:delayqueue.gunicorn_
             "delayqueue.wsgi:app"]
 
 
+def _group_alive(group: int) -> bool:
+    """True while any process of the group is still running (zombies do not count)."""
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(proc.pid) == group and proc.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return False
+
+
 class ServerProcess:
     """Start with ``start()``; ``url`` is the base URL; ``stop()`` ends it gracefully.
 
@@ -29,8 +40,9 @@ class ServerProcess:
 
     def __init__(self, redis_url: str, *, workers: int = 1, worker_class: str = "gevent",
                  settings: Mapping[str, object] | None = None,
-                 wrapper: Sequence[str] = (), log_path: Path | None = None) -> None:
-        self.port = free_port()
+                 wrapper: Sequence[str] = (), log_path: Path | None = None,
+                 port: int | None = None) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ)
         values = {
@@ -48,8 +60,11 @@ class ServerProcess:
 
     def start(self, timeout_s: float = 30.0) -> "ServerProcess":
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        # Its own process group: stop() signals the group, so a wrapper (faketime) that does
+        # not forward signals cannot leave an orphaned gunicorn holding the leases.
         self.process = subprocess.Popen(self.command, env=self.env, cwd=REPO,
-                                        stdout=log, stderr=subprocess.STDOUT)
+                                        stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -73,13 +88,22 @@ class ServerProcess:
         return victim.pid
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        """SIGTERM the whole process group (graceful), SIGKILL whatever is left after 15 s."""
+        if not self.process:
+            return
+        group = self.process.pid
+        try:
+            os.killpg(group, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and _group_alive(group):
+            time.sleep(0.05)
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
 
     def __enter__(self) -> "ServerProcess":
         return self.start()

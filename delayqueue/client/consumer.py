@@ -1,0 +1,227 @@
+"""Consumer: camellia's listener model (pull threads, consume threads, long polling).
+
+Back-pressure: a pull asks for at most ``min(batch, idle consume threads)`` messages, so
+every message pulled starts on a free thread at once; nothing waits in a local queue while
+its ack timeout runs. Pull threads share the count of idle threads, so several of them
+never over-commit either.
+
+stop(): pulling stops (a poll already in flight finishes, at most ``poll_timeout_ms``, and
+whatever it brings back is nacked), running handlers get ``grace_s`` to finish, and any
+message that was pulled but not started is nacked, so it is redelivered at once instead of
+after its ack timeout.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
+from typing import TYPE_CHECKING, Callable
+
+from .backoff import Backoff
+from .errors import DelayQueueError, NotFoundError
+from .model import DelayMsg
+
+if TYPE_CHECKING:
+    from .client import DelayQueueClient
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[DelayMsg], bool]
+
+
+class Consumer:
+    """Pull messages of ``topic`` and run ``handler`` on each: True acks, False/raise nacks.
+
+    Args:
+        limit: take at most this many messages, then finish (``wait()`` returns).
+        poll_timeout_ms: hold of each long poll; bounds how long stop() waits for a poll.
+        pull_interval_ms: pause after an empty short poll (``long_polling=False``).
+        backoff_base_s, backoff_max_s: back-off after a failed pull (doubling, jittered).
+        grace_s: how long stop() lets running handlers finish.
+    """
+
+    def __init__(self, client: "DelayQueueClient", topic: str, handler: Handler, *,
+                 pull_threads: int = 1, consume_threads: int = 1, batch: int = 1,
+                 ack_timeout_ms: int = 30_000, long_polling: bool = True,
+                 poll_timeout_ms: int = 3_000, pull_interval_ms: int = 100,
+                 backoff_base_s: float = 0.1, backoff_max_s: float = 10.0,
+                 grace_s: float = 30.0, limit: int | None = None) -> None:
+        if min(pull_threads, consume_threads, batch) < 1:
+            raise ValueError("pull_threads, consume_threads and batch must be at least 1")
+        self.client, self.topic, self.handler = client, topic, handler
+        self.pull_threads, self.consume_threads, self.batch = pull_threads, consume_threads, batch
+        self.ack_timeout_ms, self.long_polling = ack_timeout_ms, long_polling
+        self.poll_timeout_ms, self.pull_interval_ms = poll_timeout_ms, pull_interval_ms
+        self.backoff_base_s, self.backoff_max_s = backoff_base_s, backoff_max_s
+        self.grace_s = grace_s
+        self.acked = self.nacked = 0
+        self._idle = consume_threads  # consume threads not yet promised to a message
+        self._remaining = limit  # messages still to take; None = no limit
+        self._settled = 0
+        self._limit = limit
+        self._cond = threading.Condition()
+        self._stopping = threading.Event()
+        self._done = threading.Event()
+        self._in_handler = threading.local()
+        self._pending: dict[int, tuple[Future[None], DelayMsg]] = {}  # token -> work
+        self._tokens = itertools.count()
+        self._executor = ThreadPoolExecutor(consume_threads,
+                                            thread_name_prefix=f"dq-consume-{topic}")
+        self._pullers: list[threading.Thread] = []
+
+    # ---- lifecycle -------------------------------------------------------------------
+    def start(self) -> "Consumer":
+        if self._pullers:
+            return self
+        for i in range(self.pull_threads):
+            thread = threading.Thread(target=self._pull_loop, daemon=True,
+                                      name=f"dq-pull-{self.topic}-{i}")
+            self._pullers.append(thread)
+            thread.start()
+        return self
+
+    def __enter__(self) -> "Consumer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until stopped or, with ``limit``, until every message is handled."""
+        return self._done.wait(timeout)
+
+    def stop(self, grace_s: float | None = None) -> None:
+        """Stop pulling, let running handlers finish, nack what will not be handled."""
+        grace = self.grace_s if grace_s is None else grace_s
+        self._stopping.set()
+        with self._cond:
+            self._cond.notify_all()
+        poll_s = self.poll_timeout_ms / 1000 + self.client.timeout
+        for thread in self._pullers:
+            if thread is not threading.current_thread():
+                thread.join(poll_s)
+        with self._cond:
+            pending = list(self._pending.values())
+        running = [f for f, _ in pending if not f.done()]
+        if getattr(self._in_handler, "active", False):  # stop() from inside a handler
+            grace = 0.0
+        if running:
+            _, not_done = wait_futures(running, timeout=grace)
+            if not_done:
+                logger.warning("%s: %d handler(s) still running after %.1fs grace; each "
+                               "settles its message when it returns", self.topic,
+                               len(not_done), grace)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        for future, msg in pending:
+            if future.cancelled():  # pulled but never started
+                self._settle(msg, False, "consumer stopped before handling it")
+        self._done.set()
+
+    # ---- pulling ---------------------------------------------------------------------
+    def _take_slots(self) -> int:
+        """Wait for idle consume threads; promise up to ``batch`` of them to one pull."""
+        with self._cond:
+            while not self._stopping.is_set() and (self._idle == 0 or self._remaining == 0):
+                if self._remaining == 0:
+                    return 0
+                self._cond.wait()
+            if self._stopping.is_set():
+                return 0
+            n = min(self.batch, self._idle, self._remaining or self.batch)
+            self._idle -= n
+            if self._remaining is not None:
+                self._remaining -= n
+            return n
+
+    def _give_back(self, n: int, untaken: int = 0) -> None:
+        with self._cond:
+            self._idle += n
+            if self._remaining is not None:
+                self._remaining += untaken
+            self._cond.notify_all()
+
+    def _pull(self, n: int) -> list[DelayMsg]:
+        if self.long_polling:
+            return self.client.long_poll(self.topic, n, self.poll_timeout_ms, self.ack_timeout_ms)
+        return self.client.pull(self.topic, n, self.ack_timeout_ms)
+
+    def _pull_loop(self) -> None:
+        backoff = Backoff(self.backoff_base_s, self.backoff_max_s)
+        while True:
+            n = self._take_slots()
+            if n == 0:
+                return
+            try:
+                messages = self._pull(n)
+            except Exception as exc:  # noqa: BLE001 - a pull loop must never die
+                self._give_back(n, n)
+                delay = backoff.next()
+                if isinstance(exc, DelayQueueError):
+                    logger.warning("%s: pull failed: %s; retrying in %.2fs", self.topic, exc, delay)
+                else:
+                    logger.exception("%s: pull failed; retrying in %.2fs", self.topic, delay)
+                self._stopping.wait(delay)
+                continue
+            backoff.reset()
+            self._give_back(n - len(messages), n - len(messages))
+            for msg in messages:
+                self._dispatch(msg)
+            if not messages and not self.long_polling:
+                self._stopping.wait(self.pull_interval_ms / 1000)
+
+    def _dispatch(self, msg: DelayMsg) -> None:
+        if self._stopping.is_set():
+            self._give_back(1)
+            self._settle(msg, False, "consumer stopping")
+            return
+        with self._cond:  # held so _consume cannot pop its token before it is stored
+            token = next(self._tokens)
+            try:
+                self._pending[token] = (self._executor.submit(self._consume, msg, token), msg)
+                return
+            except RuntimeError:  # shut down between the check and here
+                pass
+        self._give_back(1)
+        self._settle(msg, False, "consumer stopped")
+
+    # ---- consuming -------------------------------------------------------------------
+    def _consume(self, msg: DelayMsg, token: int) -> None:
+        self._in_handler.active = True
+        try:
+            try:
+                ok = self.handler(msg)
+                reason = "handler returned %r" % (ok,)
+            except Exception:  # noqa: BLE001 - any handler failure means nack
+                logger.exception("%s: handler raised on %s; nacking", self.topic, msg.msg_id)
+                ok, reason = False, "handler raised"
+            self._settle(msg, bool(ok), reason)
+        finally:
+            self._in_handler.active = False
+            self._give_back(1)
+            with self._cond:
+                self._pending.pop(token, None)
+                self._settled += 1
+                if self._limit is not None and self._settled >= self._limit:
+                    self._done.set()
+
+    def _settle(self, msg: DelayMsg, ok: bool, reason: str) -> None:
+        """Ack or nack; a failure is logged (the server redelivers after the ack timeout)."""
+        try:
+            if ok:
+                self.client.ack(msg.topic, msg.msg_id)
+                with self._cond:
+                    self.acked += 1
+            else:
+                logger.info("%s: nacking %s (%s)", msg.topic, msg.msg_id, reason)
+                self.client.nack(msg.topic, msg.msg_id)
+                with self._cond:
+                    self.nacked += 1
+        except NotFoundError:
+            logger.warning("%s: %s of %s: message is gone (deleted or ended)", msg.topic,
+                           "ack" if ok else "nack", msg.msg_id)
+        except DelayQueueError as exc:
+            logger.warning("%s: %s of %s failed: %s; the server redelivers it after its ack "
+                           "timeout", msg.topic, "ack" if ok else "nack", msg.msg_id, exc)

@@ -1,0 +1,44 @@
+"""One exception hierarchy for every failure the client reports."""
+
+from __future__ import annotations
+
+
+class DelayQueueError(Exception):
+    """Base class. ``code`` is the server's envelope code (None when no server answered)."""
+
+    def __init__(self, msg: str, code: int | None = None) -> None:
+        super().__init__(msg)
+        self.code = code
+        self.msg = msg
+
+    def __str__(self) -> str:
+        return self.msg if self.code is None else f"{self.msg} (code {self.code})"
+
+
+class BadRequestError(DelayQueueError):
+    """Code 400: a parameter broke a rule, or the message is in the wrong state."""
+
+
+class NotFoundError(DelayQueueError):
+    """Code 404: no such message."""
+
+
+class ServerError(DelayQueueError):
+    """Code 500 (Redis unreachable, script error), or an answer that is not the envelope."""
+
+
+class UnavailableError(DelayQueueError):
+    """No server node could be reached (connection refused, timed out, reset)."""
+
+
+ERRORS_BY_CODE: dict[int, type[DelayQueueError]] = {
+    400: BadRequestError,
+    404: NotFoundError,
+    500: ServerError,
+}
+
+
+def error_for(code: int, msg: str | None) -> DelayQueueError:
+    """The exception for an envelope whose code is not 200."""
+    cls = ERRORS_BY_CODE.get(code, ServerError)
+    return cls(msg or f"server answered code {code}", code)

@@ -1,0 +1,155 @@
+"""HTTP to one or more server nodes: a pooled keep-alive session, spreading and fail-over.
+
+Requests go round-robin over the nodes. A node that fails at the connection level is skipped
+for a cool-down that doubles with each consecutive failure (camellia's discovery mode drops a
+failed node the same way); when every node is cooling down, the one that recovers first is
+tried anyway, so a restarted single node is found again at once.
+
+Which failures move on to the next node depends on the call: a request that never reached a
+server (connection refused, connect timeout) is always safe to send elsewhere; one that may
+have been executed (read timeout, reset) is re-sent only when the call is idempotent.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from typing import Any, Mapping
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+
+from .errors import DelayQueueError, ServerError, UnavailableError, error_for
+
+logger = logging.getLogger(__name__)
+
+BASE_PATH = "/camellia/delayQueue/"
+NODE_COOLDOWN_BASE_S = 0.5
+NODE_COOLDOWN_MAX_S = 30.0
+
+
+class Node:
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+        self.failures = 0
+        self.down_until = 0.0
+
+
+class NodePool:
+    """The nodes and their health; ``order()`` is the try order for one request."""
+
+    def __init__(self, urls: list[str], cooldown_base_s: float = NODE_COOLDOWN_BASE_S,
+                 cooldown_max_s: float = NODE_COOLDOWN_MAX_S) -> None:
+        if not urls:
+            raise ValueError("at least one server URL is required")
+        self.nodes = [Node(u) for u in urls]
+        self._next = itertools.count()
+        self._lock = threading.Lock()
+        self.cooldown_base_s = cooldown_base_s
+        self.cooldown_max_s = cooldown_max_s
+
+    def order(self) -> list[Node]:
+        start = next(self._next) % len(self.nodes)
+        rotated = self.nodes[start:] + self.nodes[:start]
+        now = time.monotonic()
+        with self._lock:
+            healthy = [n for n in rotated if n.down_until <= now]
+            down = sorted((n for n in rotated if n.down_until > now), key=lambda n: n.down_until)
+        return healthy + down
+
+    def failed(self, node: Node) -> None:
+        with self._lock:
+            node.failures += 1
+            cooldown = min(self.cooldown_max_s,
+                           self.cooldown_base_s * 2 ** min(node.failures - 1, 16))
+            node.down_until = time.monotonic() + cooldown
+
+    def succeeded(self, node: Node) -> None:
+        if node.failures:
+            with self._lock:
+                node.failures = 0
+                node.down_until = 0.0
+
+
+def _never_sent(exc: requests.RequestException) -> bool:
+    """True when the request cannot have reached a server (safe to send anywhere)."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    return isinstance(reason, (NewConnectionError, ConnectTimeoutError))
+
+
+def _reason(exc: requests.RequestException) -> str:
+    """A short cause: "connection refused", "read timed out", ..."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return "connect timed out"
+    if isinstance(exc, requests.ReadTimeout):
+        return "read timed out"
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    if isinstance(reason, NewConnectionError):
+        text = str(reason).rsplit("]", 1)[-1].strip() or str(reason)
+        return text[:1].lower() + text[1:]
+    return f"{type(exc).__name__}: {exc}"[:200]
+
+
+class Transport:
+    """POSTs forms to ``/camellia/delayQueue/<endpoint>`` and unwraps the envelope."""
+
+    def __init__(self, urls: list[str], *, connect_timeout_s: float, read_timeout_s: float,
+                 pool_size: int) -> None:
+        self.pool = NodePool(urls)
+        self.connect_timeout_s = connect_timeout_s
+        self.read_timeout_s = read_timeout_s
+        self.session = requests.Session()
+        adapter = HTTPAdapter(pool_connections=len(self.pool.nodes), pool_maxsize=pool_size)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
+        self.session.headers["User-Agent"] = "delayqueue-python"
+
+    def close(self) -> None:
+        self.session.close()
+
+    def call(self, endpoint: str, params: Mapping[str, Any], *, idempotent: bool,
+             read_timeout_s: float | None = None) -> dict[str, Any]:
+        """Send one request; return the envelope of a code-200 answer.
+
+        Raises:
+            DelayQueueError: the subclass for the server's code, or UnavailableError.
+        """
+        timeout = (self.connect_timeout_s, read_timeout_s or self.read_timeout_s)
+        last: Exception | None = None
+        failures: list[str] = []
+        for node in self.pool.order():
+            try:
+                response = self.session.post(node.url + BASE_PATH + endpoint, data=params,
+                                             timeout=timeout)
+            except requests.RequestException as exc:
+                self.pool.failed(node)
+                logger.debug("%s %s failed: %s", node.url, endpoint, exc)
+                last = exc
+                failures.append(f"{node.url} ({_reason(exc)})")
+                if idempotent or _never_sent(exc):
+                    continue
+                raise UnavailableError(f"{endpoint} failed: {failures[-1]}") from exc
+            try:
+                envelope: dict[str, Any] = response.json()
+                code = int(envelope["code"])
+            except (ValueError, KeyError, TypeError) as exc:
+                # Not our envelope: a proxy's 502/503 means the node is gone.
+                if response.status_code >= 500:
+                    self.pool.failed(node)
+                    last = ServerError(f"{node.url}: HTTP {response.status_code}")
+                    if idempotent:
+                        continue
+                raise ServerError(f"{node.url}: HTTP {response.status_code}, "
+                                  "not a delayqueue answer") from exc
+            self.pool.succeeded(node)
+            if code != 200:
+                raise error_for(code, envelope.get("msg"))
+            return envelope
+        if isinstance(last, DelayQueueError):
+            raise last
+        raise UnavailableError("no server reachable: " + ", ".join(failures)) from last

@@ -1,0 +1,81 @@
+"""Fixtures shared by the SDK, consumer and CLI tests: one server node per test module.
+
+A node per test costs seconds to start and stop; these tests instead share a module-wide
+node and keep apart by topic (each test gets its own). Nodes that a test stops or configures
+itself run on their own Redis database (``redis_db_url``), so flushing it never disturbs the
+shared node.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+import redis
+from server_process import ServerProcess
+
+# Database numbers: 0 belongs to the conftest fixtures, 1 to the shared node.
+_next_db = itertools.count(2)
+FAST_STOP = {"graceful-timeout-seconds": 1}
+
+
+def db_url(base_url: str, db: int) -> str:
+    url = base_url.rsplit("/", 1)[0] + f"/{db}"
+    redis.Redis.from_url(url).flushdb()
+    return url
+
+
+@pytest.fixture(scope="module")
+def node(redis_server):
+    """A live node shared by the module (Redis db 1, flushed when it starts)."""
+    with ServerProcess(db_url(redis_server.url, 1), settings=FAST_STOP) as started:
+        yield started
+
+
+@pytest.fixture
+def redis_db_url(redis_server):
+    """A flushed Redis database of its own, for a node the test starts itself."""
+    return db_url(redis_server.url, next(_next_db) % 16 or 2)
+
+
+@pytest.fixture
+def topic(request):
+    """A topic name unique to the test."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:200]
+
+
+class RestartableRedis:
+    """A private redis-server on a fixed port, to take away from a node and give back."""
+
+    def __init__(self, directory, port: int | None = None) -> None:
+        from conftest import free_port, redis_server_binary
+
+        self.port = port or free_port()
+        self.directory = directory
+        self.binary = redis_server_binary()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process = None
+
+    def start(self) -> "RestartableRedis":
+        import subprocess
+        import time
+
+        self.process = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.directory)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                if redis.Redis.from_url(self.url).ping():
+                    return self
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
