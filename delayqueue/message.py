@@ -1,9 +1,12 @@
-"""The message as the API shows it (camellia's ``delayMsg``)."""
+"""The message as the API shows it (camellia's ``delayMsg``).
+
+Shared by the server and the client SDK, so it imports nothing but the status enum.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from .status import Status
 
@@ -19,6 +22,7 @@ class DelayMsg:
     max_retry: int
     retry: int
     status: Status
+    duplicate: bool = False  # sendMsg only (client side): the msgId was live, nothing enqueued
 
     @classmethod
     def from_fields(cls, topic: str, msg_id: str, fields: Sequence[Any]) -> "DelayMsg":
@@ -26,6 +30,17 @@ class DelayMsg:
         body, produce, trigger, expire, max_retry, retry, status = fields
         return cls(topic, msg_id, body, int(produce), int(trigger), int(expire),
                    int(max_retry), int(retry), Status(int(status)))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], duplicate: bool = False) -> "DelayMsg":
+        """Build from the API's JSON ``delayMsg`` object."""
+        return cls(
+            topic=str(data["topic"]), msg_id=str(data["msgId"]), msg=str(data["msg"]),
+            produce_time=int(data["produceTime"]), trigger_time=int(data["triggerTime"]),
+            expire_time=int(data["expireTime"]), max_retry=int(data["maxRetry"]),
+            retry=int(data["retry"]), status=Status(int(data["status"])),
+            duplicate=duplicate,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {

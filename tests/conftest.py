@@ -33,43 +33,45 @@ def redis_server_binary() -> str:
 
 
 class RedisServer:
-    """A throwaway redis-server process on a free loopback port."""
+    """A throwaway redis-server on a loopback port; ``stop()`` and ``start()`` again give a
+    fresh, empty server on the same port (no scripts loaded: the NOSCRIPT path)."""
 
-    def __init__(self, directory: Path) -> None:
-        self.port = free_port()
+    def __init__(self, directory: Path, port: int | None = None) -> None:
+        self.port = port or free_port()
         self.directory = directory
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> "RedisServer":
         self.process = subprocess.Popen(
             [
                 redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no", "--dir", str(directory),
+                "--save", "", "--appendonly", "no", "--dir", str(self.directory),
                 "--maxmemory-policy", "noeviction",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
         )
-        self.url = f"redis://127.0.0.1:{self.port}/0"
         deadline = time.monotonic() + 10
         while True:
             try:
                 if redis.Redis.from_url(self.url).ping():
-                    break
+                    return self
             except redis.ConnectionError:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.02)
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(5)
-        except subprocess.TimeoutExpired:
+        """Kill it outright, as an outage would."""
+        if self.process and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
 
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory):
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
     yield server
     server.stop()
 

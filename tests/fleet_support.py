@@ -10,53 +10,19 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import subprocess
 import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import redis
 import requests
 
-from conftest import redis_server_binary
 
 API = "/camellia/delayQueue/"
 
 
 def now_ms() -> float:
     return time.time() * 1000.0
-
-
-class RedisOnPort:
-    """A redis-server that can be stopped and started again, fresh, on the same port."""
-
-    def __init__(self, directory: Path, port: int) -> None:
-        self.directory = directory
-        self.port = port
-        self.url = f"redis://127.0.0.1:{port}/0"
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> "RedisOnPort":
-        self.process = subprocess.Popen(
-            [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--dir", str(self.directory)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                if redis.Redis.from_url(self.url).ping():
-                    return self
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
 
 
 @dataclass

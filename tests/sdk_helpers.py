@@ -43,39 +43,3 @@ def redis_db_url(redis_server):
 def topic(request):
     """A topic name unique to the test."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:200]
-
-
-class RestartableRedis:
-    """A private redis-server on a fixed port, to take away from a node and give back."""
-
-    def __init__(self, directory, port: int | None = None) -> None:
-        from conftest import free_port, redis_server_binary
-
-        self.port = port or free_port()
-        self.directory = directory
-        self.binary = redis_server_binary()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process = None
-
-    def start(self) -> "RestartableRedis":
-        import subprocess
-        import time
-
-        self.process = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.directory)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                if redis.Redis.from_url(self.url).ping():
-                    return self
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()

@@ -8,10 +8,11 @@ import time
 from typing import Callable
 
 import pytest
+from conftest import RedisServer
 from server_process import ServerProcess
 
 from delayqueue.client import Backoff, DelayMsg, DelayQueueClient, Status
-from sdk_helpers import FAST_STOP, RestartableRedis, node, redis_db_url, topic  # noqa: F401
+from sdk_helpers import FAST_STOP, node, redis_db_url, topic  # noqa: F401
 
 
 def wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
@@ -194,7 +195,7 @@ def test_consumer_backs_off_while_the_server_is_down_and_recovers(redis_db_url, 
 
 
 def test_consumer_backs_off_during_a_redis_outage_and_recovers(tmp_path, topic):
-    store = RestartableRedis(tmp_path).start()
+    store = RedisServer(tmp_path).start()
     handled: list[str] = []
     try:
         with ServerProcess(store.url, settings=FAST_STOP) as dq_node, \

@@ -13,8 +13,9 @@ import pytest
 import redis
 import requests
 
-from fleet_support import (Ledger, RedisOnPort, consume, now_ms, post, produce,
+from fleet_support import (Ledger, consume, now_ms, produce,
                            start_threads)
+from conftest import RedisServer
 from server_process import ServerProcess
 
 pytestmark = pytest.mark.timeout(120)
@@ -206,9 +207,7 @@ def held_long_poll_latency(node: ServerProcess, topic: str, sender: ServerProces
 
 
 def test_redis_outage_answers_500_and_the_node_recovers_by_itself(tmp_path):
-    from conftest import free_port
-
-    store = RedisOnPort(tmp_path, free_port()).start()
+    store = RedisServer(tmp_path).start()
     # Safety re-checks every 5 s: a wake-up well under that came from pub/sub.
     settings = {"long-polling-safety-millis": 5000, "redis-socket-timeout-millis": 1000}
     try:

@@ -5,41 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from delayqueue.status import Status
-
-
-@dataclass(frozen=True)
-class DelayMsg:
-    """camellia's ``delayMsg``; times are milliseconds since the epoch."""
-
-    topic: str
-    msg_id: str
-    msg: str
-    produce_time: int
-    trigger_time: int
-    expire_time: int
-    max_retry: int
-    retry: int
-    status: Status
-    duplicate: bool = False  # sendMsg only: the msgId was live, nothing was enqueued
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any], duplicate: bool = False) -> "DelayMsg":
-        return cls(
-            topic=str(data["topic"]), msg_id=str(data["msgId"]), msg=str(data["msg"]),
-            produce_time=int(data["produceTime"]), trigger_time=int(data["triggerTime"]),
-            expire_time=int(data["expireTime"]), max_retry=int(data["maxRetry"]),
-            retry=int(data["retry"]), status=Status(int(data["status"])),
-            duplicate=duplicate,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "topic": self.topic, "msgId": self.msg_id, "msg": self.msg,
-            "produceTime": self.produce_time, "triggerTime": self.trigger_time,
-            "expireTime": self.expire_time, "maxRetry": self.max_retry, "retry": self.retry,
-            "status": int(self.status),
-        }
+from delayqueue.message import DelayMsg  # noqa: F401 - shared with the server
 
 
 @dataclass(frozen=True)
