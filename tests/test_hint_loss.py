@@ -1,0 +1,59 @@
+"""Invariant 8: pub/sub is only a hint. A held long poll gets a message whose hint was lost
+within the safety interval, and at its due time once it has seen it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import redis
+
+from delayqueue.keys import NamespaceKeys
+from delayqueue.scripts import Scripts
+from server_process import ServerProcess
+
+SAFETY_MS = 1000
+
+
+def send_without_hint(client: redis.Redis, topic: str, msg_id: str, delay_ms: int) -> int:
+    """Enqueue through the real send script, but publish its hint where nobody listens."""
+    tk = NamespaceKeys("dq", "default").topic(topic)
+    seconds, micros = client.time()
+    now = seconds * 1000 + micros // 1000
+    Scripts(client).send(tk, msg_id, "body", now, now + delay_ms, 60_000, 3, "nobody-listens")
+    return now + delay_ms
+
+
+def held_poll(node: ServerProcess, topic: str, out: dict) -> threading.Thread:
+    def run() -> None:
+        out["answer"] = node.call("longPollingMsg", topic=topic,
+                                  longPollingTimeoutMillis=10_000, timeout=20)
+        out["at"] = time.time() * 1000
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_lost_hint_costs_at_most_the_safety_interval(redis_url, redis_client):
+    with ServerProcess(redis_url, settings={"long-polling-safety-millis": SAFETY_MS}) as node:
+        out: dict = {}
+        thread = held_poll(node, "lost", out)
+        time.sleep(0.3)  # the poll is held
+        ready_at = send_without_hint(redis_client, "lost", "m1", 0)
+        thread.join(15)
+        assert [m["msgId"] for m in out["answer"]["delayMsgList"]] == ["m1"]
+        assert out["at"] - ready_at <= SAFETY_MS + 300, out["at"] - ready_at
+
+
+def test_waiter_that_saw_the_due_time_wakes_at_it_without_any_hint(redis_url, redis_client):
+    """The 0-hint of a new due time is lost too; after one safety re-check the first waiter
+    knows the topic's next due time and wakes at it, not a safety interval later."""
+    with ServerProcess(redis_url, settings={"long-polling-safety-millis": SAFETY_MS}) as node:
+        out: dict = {}
+        thread = held_poll(node, "due", out)
+        time.sleep(0.3)
+        due = send_without_hint(redis_client, "due", "m2", 2 * SAFETY_MS + 500)
+        thread.join(15)
+        assert [m["msgId"] for m in out["answer"]["delayMsgList"]] == ["m2"]
+        late_ms = out["at"] - due
+        assert 0 <= late_ms <= 150, late_ms
