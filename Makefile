@@ -3,7 +3,7 @@ VENV := .venv
 PY := python3
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps run test wheel clean
+.PHONY: install system-deps run test wheel report bench-report clean
 
 # The venv is rebuilt whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -41,8 +41,17 @@ test: install system-deps
 wheel: install
 	$(VENV)/bin/python -m build --wheel
 
-# report: install        (added by the lead: Spark report from the snapshots)
-# bench: install         (added by the lead: load and timing benchmark)
+# The monitoring report: one synthetic day of snapshots when none exist yet, then the Spark job.
+SNAPSHOTS ?= data/snapshots
+REPORT_OUT ?= data/report
+report: install
+	@test -d $(SNAPSHOTS) || $(VENV)/bin/python -m spark_jobs.generate_snapshots --output $(SNAPSHOTS) --topics 20 --days 1
+	$(VENV)/bin/delayqueue report --input $(SNAPSHOTS) --output $(REPORT_OUT)
+	@echo "open $(REPORT_OUT)/report.html"
+
+# The report's throughput benchmark (1M and 10M snapshot lines); figures go to docs/benchmarks.md.
+bench-report: install
+	$(VENV)/bin/python bench/spark_report_bench.py --work /tmp/spark-bench --days 4 35
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

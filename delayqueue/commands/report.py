@@ -1,0 +1,56 @@
+"""``delayqueue report``: run the Spark monitoring report over a snapshot directory.
+
+The job lives in ``spark_jobs.monitor_report`` and needs the ``report`` extra (pyspark,
+matplotlib); it is imported only when the command runs, so the CLI works without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+# (flag, type, help) forwarded unchanged to spark_jobs.monitor_report.main
+_OPTIONS = (
+    ("--master", str, "Spark master (default: local[*])"),
+    ("--lag-threshold-ms", int, "p99 delivery-lag finding threshold in ms (default 1000)"),
+    ("--growth-min-intervals", int, "consecutive growing snapshots that make a backlog finding (default 10)"),
+    ("--top-topics", int, "topics charted individually (default 5)"),
+    ("--max-findings", int, "findings listed in report.html (default 200)"),
+    ("--driver-memory", str, "Spark driver memory when Spark starts here (default 4g)"),
+    ("--shuffle-partitions", int, "spark.sql.shuffle.partitions (default 8 in local mode)"),
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="build the monitoring report (Parquet tables, CSV, report.html) from snapshots",
+        description="Aggregate monitoring snapshot files with Spark (local mode by default).",
+    )
+    parser.add_argument("--input", required=True, help="snapshot directory or URI, read recursively")
+    parser.add_argument("--output", required=True, help="output directory or URI (overwritten)")
+    for flag, kind, text in _OPTIONS:
+        parser.add_argument(flag, type=kind, default=None, help=text)
+    parser.set_defaults(func=run)
+
+
+def job_argv(args: argparse.Namespace) -> list[str]:
+    """The job's argv for the parsed command options (unset options keep the job's default)."""
+    argv = ["--input", args.input, "--output", args.output]
+    for flag, _, _ in _OPTIONS:
+        value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from spark_jobs import monitor_report
+    except ImportError as error:
+        print(
+            f"error: the report needs the 'report' extra (pip install 'delayqueue[report]'): {error}",
+            file=sys.stderr,
+        )
+        return 1
+    return monitor_report.main(job_argv(args))

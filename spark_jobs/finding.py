@@ -1,0 +1,101 @@
+"""Findings an operator acts on, derived from the hourly per-topic table.
+
+Every finding is one row: kind, namespace, topic, date, time, figure, unit, detail.
+  * ``ready_backlog_growing``  -- the ready queue grew at each of at least N consecutive
+    snapshots (consumers falling behind); time = run start, figure = growth in messages.
+  * ``delivery_lag_p99_high``  -- per topic and day, the hours whose p99 delivery lag exceeds
+    the threshold; time = worst hour, figure = its p99 (ms).
+  * ``messages_ended``         -- messages ended by expiry or exhausted retries
+    (triggerMsgEndLife) in the day; time = first such hour, figure = count.
+  * ``no_consumer``            -- messages sent in the day and none delivered; time = first
+    hour with sends, figure = messages sent.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+FINDING_COLUMNS = ("kind", "namespace", "topic", "date", "time", "figure", "unit", "detail")
+KEYS = ("namespace", "topic", "date")
+
+
+def _finding(df: DataFrame, kind: str, time, figure, unit: str, detail) -> DataFrame:
+    return df.select(
+        F.lit(kind).alias("kind"),
+        "namespace",
+        "topic",
+        "date",
+        time.cast("timestamp").alias("time"),
+        figure.cast("double").alias("figure"),
+        F.lit(unit).alias("unit"),
+        detail.alias("detail"),
+    )
+
+
+def backlog_growth_findings(runs: DataFrame) -> DataFrame:
+    """One finding per ready-queue growth run (see ``aggregate.ready_growth_runs``)."""
+    detail = F.format_string(
+        "ready queue grew from %d to %d over %d consecutive snapshots (until %s)",
+        "from_size",
+        "to_size",
+        "intervals",
+        F.date_format("run_end", "yyyy-MM-dd HH:mm"),
+    )
+    return _finding(
+        runs, "ready_backlog_growing", F.col("run_start"), F.col("to_size") - F.col("from_size"), "messages", detail
+    )
+
+
+def delivery_lag_findings(topic_hour: DataFrame, threshold_ms: int) -> DataFrame:
+    """Topic-days with hours whose p99 delivery lag is above ``threshold_ms``."""
+    hot = (
+        topic_hour.filter(F.col("delivery_lag_p99_ms") > threshold_ms)
+        .groupBy(*KEYS)
+        .agg(
+            F.count(F.lit(1)).alias("hours"),
+            F.max("delivery_lag_p99_ms").alias("worst_p99"),
+            F.max_by("hour_start", F.col("delivery_lag_p99_ms") * 1e13 - F.col("hour_start_ms")).alias("worst_hour"),
+        )
+    )
+    detail = F.format_string(
+        "p99 delivery lag above %d ms in %d hour(s); worst %d ms", F.lit(threshold_ms), "hours", "worst_p99"
+    )
+    return _finding(hot, "delivery_lag_p99_high", F.col("worst_hour"), F.col("worst_p99"), "ms", detail)
+
+
+def _daily(topic_hour: DataFrame, when_col: str) -> DataFrame:
+    return topic_hour.groupBy(*KEYS).agg(
+        F.sum("sent").alias("sent"),
+        F.sum("delivered").alias("delivered"),
+        F.sum("ended").alias("ended"),
+        F.min(F.when(F.col(when_col) > 0, F.col("hour_start"))).alias("first_hour"),
+        F.max_by("ready_size_last", "hour_start_ms").alias("ready_size_last"),
+    )
+
+
+def ended_findings(topic_hour: DataFrame) -> DataFrame:
+    """Topic-days in which messages ended by expiry or exhausted retries."""
+    days = _daily(topic_hour, "ended").filter(F.col("ended") > 0)
+    detail = F.format_string("%d message(s) ended by expiry or exhausted retries", "ended")
+    return _finding(days, "messages_ended", F.col("first_hour"), F.col("ended"), "messages", detail)
+
+
+def no_consumer_findings(topic_hour: DataFrame) -> DataFrame:
+    """Topic-days with messages sent and none delivered."""
+    days = _daily(topic_hour, "sent").filter((F.col("sent") > 0) & (F.col("delivered") == 0))
+    detail = F.format_string(
+        "%d message(s) sent, none delivered; ready queue at end of day: %d", "sent", "ready_size_last"
+    )
+    return _finding(days, "no_consumer", F.col("first_hour"), F.col("sent"), "messages", detail)
+
+
+def findings(topic_hour: DataFrame, growth_runs: DataFrame, lag_threshold_ms: int) -> DataFrame:
+    """All findings, ordered by date, kind, namespace, topic, time."""
+    return (
+        backlog_growth_findings(growth_runs)
+        .unionByName(delivery_lag_findings(topic_hour, lag_threshold_ms))
+        .unionByName(ended_findings(topic_hour))
+        .unionByName(no_consumer_findings(topic_hour))
+        .orderBy("date", "kind", "namespace", "topic", "time")
+    )

@@ -1,0 +1,56 @@
+"""Column expressions for the fixed-bound time-gap histograms of the snapshot contract.
+
+``counts[i]`` holds the samples with ``BOUNDS_MS[i-1] < gap <= BOUNDS_MS[i]``; the bounds are
+fixed, so histograms add element-wise across topics, intervals and nodes.
+
+Percentile rule (exact bucket arithmetic on the summed counts): the p-th percentile is the
+upper bound of the first bucket whose cumulative count is >= ceil(p * total); when that bucket
+is the last one (+inf) the observed maximum is reported instead. An empty histogram has no
+percentile (null).
+
+Everything here is built from Spark built-in functions, so it runs in the JVM (no Python UDF).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000)
+"""Finite upper bounds in ms; a 16th bucket (index 15) is unbounded (+inf)."""
+
+BUCKETS = len(BOUNDS_MS) + 1
+
+
+def sum_buckets(counts: Column) -> list[Column]:
+    """One ``sum`` aggregate per bucket; a null or short array counts as zeros."""
+    return [F.sum(F.coalesce(counts.getItem(i), F.lit(0))) for i in range(BUCKETS)]
+
+
+def bucket_array(bucket_sums: list[Column]) -> Column:
+    """Assemble per-bucket aggregates back into one ``array<bigint>`` column."""
+    return F.array(*[c.cast("long") for c in bucket_sums])
+
+
+def summed_counts(counts: Column) -> Column:
+    """Aggregate expression: the element-wise sum of a histogram ``counts`` column."""
+    return bucket_array(sum_buckets(counts))
+
+
+def percentile(counts: Column, observed_max: Column, p: float) -> Column:
+    """The p-th percentile (0 < p <= 1) of a histogram, by the rule in the module docstring."""
+    cumulative = F.transform(
+        counts,
+        lambda _, i: F.aggregate(F.slice(counts, 1, i + 1), F.lit(0).cast("long"), lambda a, b: a + b),
+    )
+    total = F.element_at(cumulative, -1)
+    target = F.ceil(F.lit(p) * total)
+    # Cumulative counts never decrease, so the buckets below target form a prefix whose
+    # length is the 0-based index of the first bucket reaching it.
+    index = F.size(F.filter(cumulative, lambda c: c < target))
+    bounds = F.array(*[F.lit(b).cast("long") for b in BOUNDS_MS])
+    return (
+        F.when(total.isNull() | (total <= 0), F.lit(None).cast("long"))
+        .when(index >= len(BOUNDS_MS), observed_max.cast("long"))
+        .otherwise(F.element_at(bounds, index + 1))
+    )

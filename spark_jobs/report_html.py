@@ -1,0 +1,291 @@
+"""report.html: one self-contained page (charts embedded as PNG data URIs).
+
+Everything drawn here comes from the small aggregate tables (namespace and top-topic series,
+totals, findings), collected with explicit limits; raw rows never reach the driver.
+Every figure cell carries its unrounded value in ``data-value`` so the page can be checked
+against the tables. A small script sets ``data-charts="ok"`` on <body> once every chart image
+has loaded (``"failed"`` otherwise), which a headless browser check reads.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from datetime import datetime, timezone
+
+MAX_TOPIC_ROWS = 50
+MAX_HOURLY_DAYS = 31
+CHART_NAMESPACES = 3
+
+NAMESPACE_COLUMNS = (
+    ("namespace", "Namespace"), ("topics", "Topics"), ("sent", "Sent"), ("delivered", "Delivered"),
+    ("acked", "Acked"), ("nacked", "Nacked"), ("timed_out", "Timed out"), ("ended", "Ended"),
+    ("sent_per_s", "Sent/s"), ("delivered_per_s", "Delivered/s"), ("ack_ratio", "Ack ratio"),
+    ("redelivery_ratio", "Redelivery ratio"), ("delivery_lag_mean_ms", "Lag mean ms"),
+    ("delivery_lag_p50_ms", "Lag p50 ms"), ("delivery_lag_p90_ms", "Lag p90 ms"),
+    ("delivery_lag_p99_ms", "Lag p99 ms"), ("delivery_lag_max", "Lag max ms"),
+    ("scheduling_lag_p99_ms", "Sched. p99 ms"), ("waiting_size_last", "Waiting"),
+    ("ready_size_last", "Ready"), ("consuming_size_last", "Consuming"),
+)  # fmt: skip
+TOPIC_COLUMNS = (("topic", "Topic"),) + tuple(c for c in NAMESPACE_COLUMNS if c[0] not in ("namespace", "topics"))
+DAY_COLUMNS = (("date", "Date"),) + NAMESPACE_COLUMNS
+FINDING_COLUMNS = (
+    ("kind", "Finding"), ("namespace", "Namespace"), ("topic", "Topic"), ("time", "Time (UTC)"),
+    ("figure", "Figure"), ("unit", "Unit"), ("detail", "Detail"),
+)  # fmt: skip
+SERIES_COLUMNS = (
+    "namespace", "topic", "time", "sent_per_s", "delivered_per_s", "acked_per_s",
+    "delivery_lag_p50_ms", "delivery_lag_p90_ms", "delivery_lag_p99_ms", "scheduling_lag_p99_ms",
+    "waiting_size_avg", "ready_size_avg", "consuming_size_avg",
+)  # fmt: skip
+
+
+def _rows(df) -> list[dict]:
+    return [row.asDict() for row in df.collect()]
+
+
+def collect_report_data(topic_hours, tables: dict, quality: dict, top_topics: int, max_findings: int) -> dict:
+    """Collect the bounded pieces the page shows from the aggregate tables."""
+    from pyspark.sql import functions as F
+
+    namespace_day = tables["namespace_day"]
+    days = namespace_day.select("date").distinct().count()
+    hourly = days <= MAX_HOURLY_DAYS
+    latest = namespace_day.agg(F.max("date")).first()[0]
+    namespaces = _rows(tables["namespace_total"].orderBy(F.desc("sent")))
+    chart_namespaces = [row["namespace"] for row in namespaces[:CHART_NAMESPACES]]
+    top = _rows(tables["topic_total"].orderBy(F.desc("sent"), "namespace", "topic").limit(top_topics))
+    top_keys = [f"{row['namespace']}/{row['topic']}" for row in top]
+
+    if hourly:
+        ns_series = tables["namespace_hour"].withColumn("time", F.col("hour_start"))
+        topic_series = topic_hours.withColumn("time", F.col("hour_start"))
+    else:
+        ns_series = namespace_day.withColumn("time", F.col("date").cast("timestamp"))
+        topic_series = tables["topic_day"].withColumn("time", F.col("date").cast("timestamp"))
+    ns_series = ns_series.withColumn("topic", F.lit(None).cast("string"))
+    findings = tables["findings"]
+    return {
+        "quality": quality,
+        "grain": "hour" if hourly else "day",
+        "latest_date": latest,
+        "namespace_totals": namespaces,
+        "namespace_days": _rows(namespace_day.orderBy("date", "namespace")),
+        "latest_topics": _rows(
+            tables["topic_day"].filter(F.col("date") == F.lit(latest))
+            .orderBy(F.desc("sent"), "namespace", "topic").limit(MAX_TOPIC_ROWS)
+        ),
+        "latest_topic_count": tables["topic_day"].filter(F.col("date") == F.lit(latest)).count(),
+        "finding_count": findings.count(),
+        "findings": _rows(
+            findings.orderBy(F.desc("date"), "kind", "namespace", "topic", "time").limit(max_findings)
+        ),
+        "namespace_series": _rows(
+            ns_series.filter(F.col("namespace").isin(chart_namespaces)).select(*SERIES_COLUMNS).orderBy("time")
+        ),
+        "topic_series": _rows(
+            topic_series.filter(F.concat_ws("/", "namespace", "topic").isin(top_keys))
+            .select(*SERIES_COLUMNS).orderBy("time")
+        ),
+        "top_topics": top_keys,
+    }
+
+
+# ---- charts --------------------------------------------------------------------------------
+
+
+def _num(value) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def _chart(title: str, series: dict[str, tuple[list, list]], ylabel: str, log: bool = False) -> str:
+    """One line chart as a base64 PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(11, 3.2), dpi=90)
+    for label, (xs, ys) in series.items():
+        ax.plot(xs, [_num(y) for y in ys], label=label, linewidth=1.3)
+    ax.set_title(title, fontsize=11, loc="left")
+    ax.set_ylabel(ylabel)
+    if log and any(not math.isnan(_num(y)) and _num(y) > 0 for _, ys in series.values() for y in ys):
+        ax.set_yscale("log")
+    ax.grid(True, alpha=0.3)
+    if series:
+        ax.legend(fontsize=8, loc="upper left", ncol=min(len(series), 5))
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _by(rows: list[dict], key: str) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(row[key], []).append(row)
+    return groups
+
+
+def _charts(data: dict) -> list[tuple[str, str]]:
+    charts = []
+    for ns, rows in _by(data["namespace_series"], "namespace").items():
+        t = [r["time"] for r in rows]
+        col = lambda name: [r[name] for r in rows]  # noqa: E731
+        charts.append((f"Throughput — namespace {ns}", _chart(
+            f"Throughput per second — namespace {ns}",
+            {k: (t, col(f"{k}_per_s")) for k in ("sent", "delivered", "acked")}, "messages/s")))
+        charts.append((f"Lag percentiles — namespace {ns}", _chart(
+            f"Lag percentiles — namespace {ns}",
+            {"delivery p50": (t, col("delivery_lag_p50_ms")), "delivery p90": (t, col("delivery_lag_p90_ms")),
+             "delivery p99": (t, col("delivery_lag_p99_ms")), "scheduling p99": (t, col("scheduling_lag_p99_ms"))},
+            "ms", log=True)))
+        charts.append((f"Backlog — namespace {ns}", _chart(
+            f"Backlog (average queue size) — namespace {ns}",
+            {k: (t, col(f"{k}_size_avg")) for k in ("waiting", "ready", "consuming")}, "messages")))
+    topics = {f"{r['namespace']}/{r['topic']}": r for r in data["topic_series"]}
+    grouped: dict[str, list[dict]] = {}
+    for row in data["topic_series"]:
+        grouped.setdefault(f"{row['namespace']}/{row['topic']}", []).append(row)
+    if topics:
+        def per_topic(name: str) -> dict:
+            return {key: ([r["time"] for r in rows], [r[name] for r in rows]) for key, rows in grouped.items()}
+
+        charts.append(("Top topics — delivered per second", _chart(
+            "Top topics — delivered per second", per_topic("delivered_per_s"), "messages/s")))
+        charts.append(("Top topics — p99 delivery lag", _chart(
+            "Top topics — p99 delivery lag", per_topic("delivery_lag_p99_ms"), "ms", log=True)))
+        charts.append(("Top topics — ready backlog", _chart(
+            "Top topics — ready queue (average size)", per_topic("ready_size_avg"), "messages")))
+    return charts  # fmt: skip
+
+
+# ---- page ----------------------------------------------------------------------------------
+
+
+def _format(value) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return "–" if math.isnan(value) else (f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}")
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M")
+    return str(value)
+
+
+def _raw(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _table(table_id: str, columns, rows: list[dict]) -> str:
+    head = "".join(f"<th>{html.escape(label)}</th>" for _, label in columns)
+    body = []
+    for row in rows:
+        cells = "".join(
+            f'<td data-col="{name}" data-value="{html.escape(_raw(row.get(name)))}">'
+            f"{html.escape(_format(row.get(name)))}</td>"
+            for name, _ in columns
+        )
+        body.append(f"<tr>{cells}</tr>")
+    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+_STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#1d2330}
+h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ccd}
+table{border-collapse:collapse;font-size:12px;margin:8px 0} th,td{padding:3px 7px;border:1px solid #dde}
+th{background:#eef1f7;text-align:left} td{text-align:right} td[data-col=namespace],td[data-col=topic],
+td[data-col=kind],td[data-col=detail],td[data-col=unit],td[data-col=date],td[data-col=time]{text-align:left}
+.meta{color:#5a6275;font-size:12px} .warn{color:#a4262c;font-weight:600} img{display:block;margin:6px 0;max-width:100%}
+"""
+
+_SCRIPT = """
+window.addEventListener('load', function () {
+  var images = document.querySelectorAll('img.chart'), failed = 0;
+  for (var i = 0; i < images.length; i++) {
+    if (!images[i].complete || images[i].naturalWidth === 0) { failed++; }
+  }
+  document.body.setAttribute('data-charts', failed ? 'failed' : 'ok');
+  document.body.setAttribute('data-chart-count', String(images.length - failed));
+});
+"""
+
+
+def _quality_section(q: dict) -> str:
+    bad = q["malformed_lines"] + q["unsupported_lines"]
+    rows = [
+        ("Input lines", q["input_lines"]), ("Valid lines", q["valid_lines"]),
+        ("Malformed lines (skipped)", q["malformed_lines"]),
+        ("Unsupported schemaVersion (skipped)", q["unsupported_lines"]),
+        ("Duplicate intervals (counted once)", q["duplicate_lines"]),
+        ("Distinct topic-intervals", q["distinct_intervals"]),
+    ]  # fmt: skip
+    keys = ("input_lines", "valid_lines", "malformed_lines", "unsupported_lines", "duplicate_lines",
+            "distinct_intervals")  # fmt: skip
+    body = "".join(
+        f'<tr><th>{html.escape(label)}</th><td data-col="{key}" data-value="{value}">{value:,}</td></tr>'
+        for (label, value), key in zip(rows, keys)
+    )
+    note = ""
+    if bad:
+        note = (
+            f'<p class="warn">{bad:,} input line(s) were skipped. First in '
+            f"{html.escape(str(q.get('example_bad_file')))}: <code>{html.escape(str(q.get('example_bad_line')))}</code></p>"
+        )
+    return f'<table id="input-quality">{body}</table>{note}'
+
+
+def render_report(data: dict) -> str:
+    """The whole page as a string."""
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    settings = data.get("settings", {})
+    charts = "".join(
+        f'<h3>{html.escape(title)}</h3><img class="chart" alt="{html.escape(title)}" '
+        f'src="data:image/png;base64,{png}">'
+        for title, png in _charts(data)
+    )
+    shown = len(data["findings"])
+    findings_note = (
+        f'<p class="meta">Showing {shown} of {data["finding_count"]} findings (all are in findings/).</p>'
+        if data["finding_count"] > shown
+        else ""
+    )
+    findings = (
+        _table("findings", FINDING_COLUMNS, data["findings"]) + findings_note
+        if data["findings"]
+        else '<p id="findings-none">No findings.</p>'
+    )
+    topics_note = (
+        f'<p class="meta">Top {len(data["latest_topics"])} of {data["latest_topic_count"]} topics by messages '
+        "sent; every topic is in topic_daily.csv.</p>"
+    )
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>delayqueue monitoring report</title>
+<style>{_STYLE}</style><script>{_SCRIPT}</script></head>
+<body data-charts="pending">
+<h1>delayqueue monitoring report</h1>
+<p class="meta">Input {html.escape(str(settings.get("input", "")))} · generated {generated} ·
+charts by {data["grain"]} (UTC) · p99 lag threshold {settings.get("lag_threshold_ms", "")} ms ·
+backlog growth finding after {settings.get("growth_min_intervals", "")} intervals</p>
+<h2>Findings</h2>{findings}
+<h2>Summary — whole input, per namespace</h2>{_table("namespace-totals", NAMESPACE_COLUMNS, data["namespace_totals"])}
+<h2>Per namespace and day</h2>{_table("namespace-days", DAY_COLUMNS, data["namespace_days"])}
+<h2>Topics on {data["latest_date"]} (latest day)</h2>{topics_note}
+{_table("latest-topics", (("namespace", "Namespace"),) + TOPIC_COLUMNS, data["latest_topics"])}
+<h2>Charts</h2>{charts}
+<h2>Input quality</h2>{_quality_section(data["quality"])}
+</body></html>
+"""
