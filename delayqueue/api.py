@@ -10,6 +10,7 @@ from .errors import BadRequest
 from .longpoll import long_poll
 from .metrics import render_metrics
 from .params import Params
+from .queue import redis_errors
 from .server import Runtime
 
 delay_queue = Blueprint("delay_queue", __name__, url_prefix="/camellia/delayQueue")
@@ -103,8 +104,6 @@ def delete_msg() -> Response:
 
 @delay_queue.route("/getMonitorData", methods=METHODS)
 def get_monitor_data() -> Response:
-    from .queue import redis_errors
-
     with redis_errors():
         return success(data=runtime().monitor.monitor_data())
 
@@ -148,8 +147,6 @@ def offline() -> Response:
 
 @metrics.route("/metrics", methods=["GET"])
 def prometheus() -> Response:
-    from .queue import redis_errors
-
     rt = runtime()
     with redis_errors():
         body, content_type = render_metrics(rt.monitor, rt.queue.queue_sizes)

@@ -17,6 +17,10 @@ except ConfigError as _exc:
     # SystemExit passes through gunicorn's config loader: one clear line, no traceback.
     print(f"delayqueue: config error: {_exc}", file=sys.stderr)
     sys.exit(2)
+if not _settings.redis_url:
+    print("delayqueue: config error: redis-url: is empty; set DELAYQUEUE_REDIS_URL, or start "
+          "with `delayqueue serve`, which runs an embedded Redis", file=sys.stderr)
+    sys.exit(2)
 
 proc_name = "delayqueue"
 bind = f"{_settings.host}:{_settings.port}"

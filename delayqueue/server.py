@@ -14,7 +14,7 @@ from typing import Callable
 import redis
 
 from .clock import Clock, RedisClock
-from .config import Settings
+from .config import ConfigError, Settings
 from .keys import NamespaceKeys
 from .lease import Lease, once_per
 from .longpoll import Hub
@@ -35,6 +35,9 @@ class Runtime:
     def __init__(self, settings: Settings, client: redis.Redis | None = None,
                  clock: Clock | None = None) -> None:
         self.settings = settings
+        if client is None and not settings.redis_url:
+            raise ConfigError("redis-url: is empty; set DELAYQUEUE_REDIS_URL, or start with "
+                              "`delayqueue serve`, which runs an embedded Redis")
         self.client = client or make_client(
             settings.redis_url,
             socket_timeout_ms=settings.redis_socket_timeout_millis,

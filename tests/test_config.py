@@ -312,6 +312,7 @@ def test_gunicorn_conf_follows_the_settings(monkeypatch):
     monkeypatch.setenv("DELAYQUEUE_PORT", "9400")
     monkeypatch.setenv("DELAYQUEUE_WORKER_CLASS", "gthread")
     monkeypatch.setenv("DELAYQUEUE_THREADS", "8")
+    monkeypatch.setenv("DELAYQUEUE_REDIS_URL", "redis://127.0.0.1:1/0")
     monkeypatch.delitem(sys.modules, "delayqueue.gunicorn_conf", raising=False)
     conf = importlib.import_module("delayqueue.gunicorn_conf")
     try:
@@ -328,5 +329,22 @@ def test_gunicorn_conf_follows_the_settings(monkeypatch):
             "delayqueue": type("S", (), {"stop": lambda self: stopped.append(1)})()}})()
         conf.worker_exit(None, worker)
         assert stopped == [1]
+    finally:
+        sys.modules.pop("delayqueue.gunicorn_conf", None)
+
+
+def test_gunicorn_conf_without_a_redis_url_stops_with_one_clear_line(monkeypatch, capsys):
+    import importlib
+    import sys
+
+    import pytest
+
+    monkeypatch.delenv("DELAYQUEUE_REDIS_URL", raising=False)
+    monkeypatch.delitem(sys.modules, "delayqueue.gunicorn_conf", raising=False)
+    try:
+        with pytest.raises(SystemExit) as exited:
+            importlib.import_module("delayqueue.gunicorn_conf")
+        assert exited.value.code == 2
+        assert "redis-url: is empty" in capsys.readouterr().err
     finally:
         sys.modules.pop("delayqueue.gunicorn_conf", None)
