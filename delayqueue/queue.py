@@ -113,7 +113,13 @@ class DelayQueue:
             pipe.zadd(self.keys.due, {topic: attention_ms}, lt=True)
             if attention_ms - now_ms < self.hint_horizon_ms:
                 pipe.publish(self.keys.hint_channel, f"0 {topic}")
-        pipe.execute()
+        try:
+            pipe.execute()
+        except redis.RedisError as exc:
+            # The transition itself is done: answering 500 now would invite a retry that
+            # enqueues twice. The next use retries the registry; the repair sweep the due index.
+            logger.warning("bookkeeping for topic %r failed after its script: %s", topic, exc)
+            return
         if touch:
             self._touched[topic] = time.monotonic()
 

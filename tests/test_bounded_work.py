@@ -94,3 +94,4 @@ def test_due_index_points_at_each_topics_next_event(redis_url, redis_client):
     # b's message was promoted; b's next event is its expiry, an hour after the trigger time
     assert redis_client.zscore(keys.due, "b") == now + 1000 + 3_600_000
     assert rt.queue.get("b", rt.queue.pull("b").messages[0].msg_id).status == 3
+
