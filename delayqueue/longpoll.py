@@ -58,7 +58,7 @@ class Hub:
     def unregister(self, waiter: Waiter) -> None:
         with self._lock:
             waiters = self._waiters.get(waiter.topic)
-            if not waiters:
+            if not waiters or waiter not in waiters:
                 return
             was_leader = waiters[0] is waiter
             waiters.remove(waiter)
@@ -158,6 +158,7 @@ def long_poll(queue: DelayQueue, hub: Hub, clock: Clock, topic: str, batch: int,
             waiter.event.clear()
             result = queue.pull(topic, batch, ack_timeout_ms)
             if result.messages:
+                hub.unregister(waiter)  # first, so the wake-up below goes to others
                 if result.ready_left:
                     hub.wake(topic, result.ready_left)
                 return result
