@@ -37,20 +37,28 @@ def summed_counts(counts: Column) -> Column:
     return bucket_array(sum_buckets(counts))
 
 
-def percentile(counts: Column, observed_max: Column, p: float) -> Column:
-    """The p-th percentile (0 < p <= 1) of a histogram, by the rule in the module docstring."""
-    cumulative = F.transform(
-        counts,
-        lambda _, i: F.aggregate(F.slice(counts, 1, i + 1), F.lit(0).cast("long"), lambda a, b: a + b),
-    )
-    total = F.element_at(cumulative, -1)
+def cumulative_counts(counts: Column) -> Column:
+    """``array<bigint>`` of running sums of a histogram ``counts`` column (plain arithmetic)."""
+    running = []
+    for i in range(BUCKETS):
+        item = counts.getItem(i)
+        running.append(item if not running else running[-1] + item)
+    return F.array(*running)
+
+
+def percentile(cumulative: Column, observed_max: Column, p: float) -> Column:
+    """The p-th percentile (0 < p <= 1) of a histogram given its ``cumulative_counts``, by the
+    rule in the module docstring.
+
+    Plain column expressions (a CASE over the buckets), no higher-order functions: lambdas run
+    interpreted, and with them the derived columns of a 20,000-row hourly table took about
+    15 s; code-generated they take well under a second. Take the cumulative array from a
+    separate projection so it is computed once per row, not once per percentile.
+    """
+    total = cumulative.getItem(BUCKETS - 1)
     target = F.ceil(F.lit(p) * total)
-    # Cumulative counts never decrease, so the buckets below target form a prefix whose
-    # length is the 0-based index of the first bucket reaching it.
-    index = F.size(F.filter(cumulative, lambda c: c < target))
-    bounds = F.array(*[F.lit(b).cast("long") for b in BOUNDS_MS])
-    return (
-        F.when(total.isNull() | (total <= 0), F.lit(None).cast("long"))
-        .when(index >= len(BOUNDS_MS), observed_max.cast("long"))
-        .otherwise(F.element_at(bounds, index + 1))
-    )
+    # Cumulative counts never decrease, so the first bucket reaching target is the answer.
+    result = F.when(total.isNull() | (total <= 0), F.lit(None).cast("long"))
+    for i, bound in enumerate(BOUNDS_MS):
+        result = result.when(cumulative.getItem(i) >= target, F.lit(bound).cast("long"))
+    return result.otherwise(observed_max.cast("long"))

@@ -2,9 +2,16 @@
 
 Input: a directory (local, HDFS, S3-style URI) holding snapshot files, read recursively:
 ``<dir>/date=YYYY-MM-DD/<namespace>-<HH>.jsonl``, one JSON line per topic per interval
-(shared/DESIGN.md, "Monitoring and the snapshot contract"). Lines are parsed with the explicit
-``SNAPSHOT_SCHEMA``; malformed lines and unsupported schema versions are counted and reported,
-duplicate intervals (namespace, topic, intervalStart) count once.
+(shared/DESIGN.md, "Monitoring and the snapshot contract"). Lines are parsed by Spark's JSON
+source with the explicit ``SNAPSHOT_SCHEMA``; malformed lines and unsupported schema versions
+are counted and reported (blank lines are skipped), duplicate intervals (namespace, topic,
+intervalStart) count once.
+
+Execution: the input is read once. ``aggregate.hour_parts`` is the only pass over raw rows
+(one shuffle by namespace and topic, one sort, windows for de-duplication and backlog-growth
+runs, one hash aggregate); its small result is persisted, and every table, the findings and
+the report derive from it. Backlog growth follows the rule in
+``aggregate.growth_intervals``. Throughput: docs/benchmarks-spark.md.
 
 Output under ``--output``:
   topic_hour/ topic_day/ namespace_hour/ namespace_day/             Parquet, partitioned by date
@@ -34,6 +41,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make `spark_jobs
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spark_jobs.aggregate import (  # noqa: E402
+    hour_parts,
     namespace_rollup,
     ready_growth_runs,
     topic_hour,
@@ -42,9 +50,10 @@ from spark_jobs.aggregate import (  # noqa: E402
 )
 from spark_jobs.finding import findings  # noqa: E402
 from spark_jobs.snapshot import (  # noqa: E402
+    CORRUPT_COLUMN,
     SNAPSHOT_SCHEMA,
-    parse_snapshots,
     quality_metrics,
+    snapshot_rows,
     valid_snapshots,
 )
 
@@ -94,20 +103,27 @@ def join(base: str, name: str) -> str:
 # ---- read / write (thin) ------------------------------------------------------------------
 
 
-def read_lines(spark, input_path: str):
-    """Every line of every ``*.jsonl`` file under ``input_path`` (recursively)."""
+def read_snapshots(spark, input_path: str):
+    """Every line of every ``*.jsonl`` file under ``input_path`` (recursively), parsed with
+    ``SNAPSHOT_SCHEMA`` by Spark's JSON source -> ``snapshot_rows`` (one row per line)."""
     from pyspark.sql import functions as F
     from pyspark.sql.utils import AnalysisException
 
     try:
-        lines = (
-            spark.read.option("recursiveFileLookup", "true")
+        records = (
+            spark.read.schema(SNAPSHOT_SCHEMA)
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+            .option("recursiveFileLookup", "true")
             .option("pathGlobFilter", "*.jsonl")
-            .text(input_path)
+            .json(input_path)
         )
     except AnalysisException as error:
         raise InputError(f"cannot read snapshots under {input_path}: {error}", EXIT_EMPTY_INPUT) from error
-    return lines.select("value", F.input_file_name().alias("source_file"))
+    records = records.select(
+        "*", F.col(CORRUPT_COLUMN).alias("value"), F.input_file_name().alias("source_file")
+    )
+    return snapshot_rows(records)
 
 
 def write_table(df, path: str, partition_by_date: bool) -> None:
@@ -179,38 +195,50 @@ def _quality_summary(metrics: dict, topic_hours) -> dict:
 
 def run(spark, args: argparse.Namespace) -> int:
     """Run the job in ``spark``; return the exit code."""
+    from pyspark import StorageLevel
     from pyspark.sql import Observation
 
     started = time.monotonic()
-    lines = read_lines(spark, args.input)
-    if lines.isEmpty():
+    snapshots = read_snapshots(spark, args.input)
+    if snapshots.isEmpty():
         raise InputError(f"no snapshot lines (*.jsonl) found under {args.input}", EXIT_EMPTY_INPUT)
     observation = Observation("input_quality")
-    parsed = parse_snapshots(lines).observe(observation, *quality_metrics())
-    hourly = with_derived(topic_hour(valid_snapshots(parsed)))
-    write_table(hourly, join(args.output, "topic_hour"), partition_by_date=True)
+    parsed = snapshots.observe(observation, *quality_metrics())
+    # The one pass over the input; everything else derives from this small cached table.
+    parts = hour_parts(valid_snapshots(parsed), args.growth_min_intervals).persist(StorageLevel.MEMORY_AND_DISK)
+    topic_hours = with_derived(topic_hour(parts)).persist(StorageLevel.MEMORY_AND_DISK)
+    write_table(topic_hours, join(args.output, "topic_hour"), partition_by_date=True)
     logger.info("wrote topic_hour (the pass over the input) in %.1fs", time.monotonic() - started)
     metrics = observation.get
     if not metrics.get("valid_lines"):
         # Nothing valid: adaptive execution prunes the empty plan and the observation with it,
         # so count the bad lines directly (a second read, on this failure path only).
-        metrics = parse_snapshots(lines).agg(*quality_metrics()).first().asDict()
+        metrics = snapshots.agg(*quality_metrics()).first().asDict()
         _print_quality(_quality_summary(metrics, None))
         raise InputError(f"no valid snapshot lines under {args.input}", EXIT_NO_VALID_LINES)
-    topic_hours = spark.read.parquet(join(args.output, "topic_hour"))
+    try:
+        _write_outputs(spark, args, started, metrics, parts, topic_hours)
+    finally:
+        topic_hours.unpersist()
+        parts.unpersist()
+    return 0
+
+
+def _write_outputs(spark, args: argparse.Namespace, started: float, metrics: dict, parts, topic_hours) -> None:
+    """Every table after topic_hour, the CSV and report.html, from the cached hourly tables."""
     quality = _quality_summary(metrics, topic_hours)
     _print_quality(quality)
 
     tables = build_tables(topic_hours)
-    tables["ready_growth_runs"] = ready_growth_runs(topic_hours, args.growth_min_intervals)
+    tables["ready_growth_runs"] = ready_growth_runs(parts)
     tables["findings"] = findings(topic_hours, tables["ready_growth_runs"], args.lag_threshold_ms)
     for name, table in tables.items():
         step = time.monotonic()
         write_table(table, join(args.output, name), partition_by_date="date" in table.columns)
         logger.info("wrote %s in %.1fs", name, time.monotonic() - step)
-    spark.createDataFrame([tuple(quality[k] for k in QUALITY_FIELDS)], QUALITY_SCHEMA).coalesce(1).write.mode("overwrite").parquet(
-        join(args.output, "input_quality")
-    )
+    spark.createDataFrame([tuple(quality[k] for k in QUALITY_FIELDS)], QUALITY_SCHEMA).coalesce(1).write.mode(
+        "overwrite"
+    ).parquet(join(args.output, "input_quality"))
     written = {name: spark.read.parquet(join(args.output, name)) for name in tables}
     write_single_csv(
         written["topic_day"].select(*CSV_COLUMNS).orderBy("date", "namespace", "topic"),
@@ -234,7 +262,6 @@ def run(spark, args: argparse.Namespace) -> int:
         f"({quality['input_lines']} lines in {time.monotonic() - started:.1f}s)",
         file=sys.stderr,
     )
-    return 0
 
 
 def _print_quality(quality: dict) -> None:

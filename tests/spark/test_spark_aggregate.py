@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from spark_jobs.aggregate import namespace_rollup, ready_growth_runs, topic_hour, topic_rollup, with_derived
+from spark_jobs.aggregate import hour_parts, namespace_rollup, ready_growth_runs, topic_hour, topic_rollup, with_derived
 from spark_jobs.finding import findings
 from spark_jobs.snapshot import parse_snapshots, valid_snapshots
 
@@ -15,8 +15,16 @@ pytestmark = pytest.mark.spark
 DAY = dt.date(2025, 11, 20)
 
 
+def _parts(lines_frame, lines, min_intervals=10):
+    return hour_parts(valid_snapshots(parse_snapshots(lines_frame(lines))), min_intervals)
+
+
 def _hourly(lines_frame, lines):
-    return with_derived(topic_hour(valid_snapshots(parse_snapshots(lines_frame(lines)))))
+    return with_derived(topic_hour(_parts(lines_frame, lines)))
+
+
+def _runs(lines_frame, lines, min_intervals):
+    return ready_growth_runs(_parts(lines_frame, lines, min_intervals))
 
 
 def _rows(df, *columns):
@@ -65,7 +73,6 @@ def test_queue_sizes_give_average_max_and_last_of_the_hour(lines_frame, line):
     assert (row["ready_size_avg"], row["ready_size_max"], row["ready_size_last"]) == (4.0, 6, 2)
     assert (row["consuming_size_max"], row["consuming_size_last"]) == (2, 0)
     assert (row["waiting_0_1min"], row["waiting_1_6h"]) == (0, 0)  # the last snapshot's distribution
-    assert row["ready_by_minute"][:4] == [4, 6, 2, None]
 
 
 def test_hour_without_snapshots_has_no_row_and_day_rollup_skips_it(lines_frame, line):
@@ -106,12 +113,46 @@ def test_namespace_gauges_sum_topic_figures(lines_frame, line):
 def test_ready_growth_run_spans_consecutive_growing_snapshots(lines_frame, line):
     sizes = [5, 3, 4, 6, 9, 12, 12, 13, 20, 25, 30, 28]  # grows 3->12 (4 steps), then 12->30 (4 steps)
     lines = [line("a", 55 + i, readyQueueSize=s) for i, s in enumerate(sizes)]  # crosses 01:00
-    runs = ready_growth_runs(_hourly(lines_frame, lines), min_intervals=4)
+    runs = _runs(lines_frame, lines, min_intervals=4)
     assert _rows(runs, "topic", "run_start", "run_end", "intervals", "from_size", "to_size") == [
         ("a", dt.datetime(2025, 11, 20, 0, 56), dt.datetime(2025, 11, 20, 1, 0), 4, 3, 12),
         ("a", dt.datetime(2025, 11, 20, 1, 1), dt.datetime(2025, 11, 20, 1, 5), 4, 12, 30),
     ]
-    assert ready_growth_runs(_hourly(lines_frame, lines), min_intervals=5).count() == 0
+    assert _runs(lines_frame, lines, min_intervals=5).count() == 0
+
+
+def test_growth_run_skips_missing_minutes_counts_copies_once_and_restarts_each_day(lines_frame, line):
+    lines = [
+        # 00:00..00:04 without 00:02: the gap is skipped, not a break; 00:01 is written twice.
+        line("a", 0, readyQueueSize=1), line("a", 1, readyQueueSize=2), line("a", 1, readyQueueSize=2),
+        line("a", 3, readyQueueSize=3), line("a", 4, readyQueueSize=4), line("a", 5, readyQueueSize=4),
+        # 23:57..23:59 grows twice; the next day starts a new sequence (00:00 cannot grow).
+        line("b", 1437, readyQueueSize=1), line("b", 1438, readyQueueSize=2), line("b", 1439, readyQueueSize=3),
+        line("b", 1440, readyQueueSize=4), line("b", 1441, readyQueueSize=5),
+    ]  # fmt: skip
+    parts = _parts(lines_frame, lines, min_intervals=2)
+    assert _rows(ready_growth_runs(parts), "topic", "date", "run_start", "run_end", "intervals",
+                 "from_size", "to_size") == [  # fmt: skip
+        ("a", DAY, dt.datetime(2025, 11, 20, 0, 0), dt.datetime(2025, 11, 20, 0, 4), 3, 1, 4),
+        ("b", DAY, dt.datetime(2025, 11, 20, 23, 57), dt.datetime(2025, 11, 20, 23, 59), 2, 1, 3),
+    ]
+    # The run's last snapshot is kept apart in the parts, yet the hour's figures are whole.
+    hourly = with_derived(topic_hour(parts))
+    assert _rows(hourly, "topic", "hour_start", "snapshot_lines", "ready_size_sum", "ready_size_max",
+                 "ready_size_last") == [  # fmt: skip
+        ("a", dt.datetime(2025, 11, 20, 0, 0), 5, 14, 4, 4),
+        ("b", dt.datetime(2025, 11, 20, 23, 0), 3, 6, 3, 3),
+        ("b", dt.datetime(2025, 11, 21, 0, 0), 2, 9, 5, 5),
+    ]
+
+
+def test_growth_run_reaching_threshold_is_reported_once_with_its_full_length(lines_frame, line):
+    sizes = [0, 1, 2, 3, 4, 5, 6, 2]  # 7 steps from 00:58 to 01:05, across the hour
+    lines = [line("a", 58 + i, readyQueueSize=s) for i, s in enumerate(sizes)]
+    runs = _runs(lines_frame, lines, min_intervals=3)
+    assert _rows(runs, "run_start", "run_end", "intervals", "from_size", "to_size") == [
+        (dt.datetime(2025, 11, 20, 0, 58), dt.datetime(2025, 11, 20, 1, 4), 6, 0, 6),
+    ]
 
 
 def test_findings_name_topic_time_and_figure(lines_frame, line, hist):
@@ -126,8 +167,9 @@ def test_findings_name_topic_time_and_figure(lines_frame, line, hist):
         # growing: ready queue grows at 3 consecutive snapshots from 06:00
         *[line("growing", 360 + i, sendMsg=1, pullMsg=1, readyQueueSize=10 * i) for i in range(4)],
     ]
-    hourly = _hourly(lines_frame, lines)
-    result = findings(hourly, ready_growth_runs(hourly, min_intervals=3), lag_threshold_ms=1000)
+    parts = _parts(lines_frame, lines, min_intervals=3)
+    hourly = with_derived(topic_hour(parts))
+    result = findings(hourly, ready_growth_runs(parts), lag_threshold_ms=1000)
     assert _rows(result, "kind", "topic", "time", "figure", "unit") == [
         ("delivery_lag_p99_high", "slow", dt.datetime(2025, 11, 20, 3, 0), 2000.0, "ms"),
         ("messages_ended", "expiring", dt.datetime(2025, 11, 20, 5, 0), 3.0, "messages"),
@@ -137,6 +179,6 @@ def test_findings_name_topic_time_and_figure(lines_frame, line, hist):
     assert result.filter("kind = 'delivery_lag_p99_high'").first()["detail"] == (
         "p99 delivery lag above 1000 ms in 1 hour(s); worst 2000 ms"
     )
-    assert findings(hourly, ready_growth_runs(hourly, 3), lag_threshold_ms=2000).filter(
+    assert findings(hourly, ready_growth_runs(parts), lag_threshold_ms=2000).filter(
         "kind = 'delivery_lag_p99_high'"
     ).count() == 0

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.aggregate import namespace_rollup, topic_hour, with_derived
+from spark_jobs.aggregate import hour_parts, namespace_rollup, topic_hour, with_derived
 from spark_jobs.snapshot import parse_snapshots, valid_snapshots
 
 pytestmark = pytest.mark.spark
 
 
 def _hourly(lines_frame, lines):
-    return topic_hour(valid_snapshots(parse_snapshots(lines_frame(lines))))
+    return topic_hour(hour_parts(valid_snapshots(parse_snapshots(lines_frame(lines))), 10))
 
 
 def test_p99_reads_upper_bound_of_bucket_from_summed_histograms(lines_frame, line, hist):

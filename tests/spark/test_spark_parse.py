@@ -51,3 +51,20 @@ def test_schema_is_explicit_and_names_every_contract_field():
     for field in ("schemaVersion", "intervalStart", "pullMsgTimeGap", "readyQueueTimeGap",
                   "waitingQueueInfo", "triggerMsgTimeout", "ackQueueSize"):  # fmt: skip
         assert field in names
+
+
+def test_job_reader_classifies_file_lines_like_parse_snapshots_and_skips_blank_lines(spark, tmp_path, line):
+    from spark_jobs.monitor_report import read_snapshots
+
+    no_topic = json.loads(line("c", 0))
+    del no_topic["topic"]
+    day = tmp_path / "date=2025-11-20"
+    day.mkdir()
+    lines = [line("a", 0, sendMsg=5), "not json at all", "", line("f", 0, sendMsg="many"),
+             json.dumps(no_topic), line("g", 0, schemaVersion=2)]  # fmt: skip
+    (day / "default-00.jsonl").write_text("\n".join(lines) + "\n")
+    (day / "ignored.txt").write_text("not a snapshot file\n")
+    rows = read_snapshots(spark, str(tmp_path)).orderBy("status").collect()
+    assert sorted(row["status"] for row in rows) == ["malformed", "malformed", "malformed", "ok", "unsupported"]
+    assert {row["value"] for row in rows if row["status"] == "malformed"} >= {"not json at all"}
+    assert all(row["source_file"].endswith("default-00.jsonl") for row in rows)
