@@ -25,6 +25,21 @@ def now_ms() -> float:
     return time.time() * 1000.0
 
 
+def hold_long_poll(node, topic: str, timeout_ms: int = 5000) -> tuple[threading.Thread, dict]:
+    """Start a long poll on ``node`` in a thread; the dict receives the envelope ("answer")
+    and the client's receive time in ms ("at")."""
+    result: dict = {}
+
+    def poll() -> None:
+        result["answer"] = node.call("longPollingMsg", timeout=timeout_ms / 1000 + 10,
+                                     topic=topic, longPollingTimeoutMillis=timeout_ms)
+        result["at"] = now_ms()
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    return thread, result
+
+
 @dataclass
 class Ledger:
     """What the clients saw: accepted sends, and every delivery with its receive time."""

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import email.utils
 import shutil
-import threading
 import time
 
 import pytest
 import requests
 
-from fleet_support import now_ms
+from fleet_support import hold_long_poll, now_ms
 from server_process import ServerProcess
 
 pytestmark = pytest.mark.timeout(90)
@@ -48,15 +47,7 @@ def nodes(redis_url):
 
 def send_and_long_poll(sender: ServerProcess, receiver: ServerProcess, topic: str) -> None:
     """Send with delayMillis=1000 via ``sender`` while ``receiver`` holds a long poll."""
-    result: dict = {}
-
-    def poll() -> None:
-        result["answer"] = receiver.call("longPollingMsg", timeout=20, topic=topic,
-                                         longPollingTimeoutMillis=5000)
-        result["at"] = now_ms()
-
-    thread = threading.Thread(target=poll, daemon=True)
-    thread.start()
+    thread, result = hold_long_poll(receiver, topic)
     time.sleep(0.3)
     before = now_ms()
     sent = sender.call("sendMsg", topic=topic, msg="x", delayMillis=1000)["delayMsg"]

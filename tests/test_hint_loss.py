@@ -3,13 +3,13 @@ within the safety interval, and at its due time once it has seen it."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import redis
 
 from delayqueue.keys import NamespaceKeys
 from delayqueue.scripts import Scripts
+from fleet_support import hold_long_poll
 from server_process import ServerProcess
 
 SAFETY_MS = 1000
@@ -24,20 +24,9 @@ def send_without_hint(client: redis.Redis, topic: str, msg_id: str, delay_ms: in
     return now + delay_ms
 
 
-def held_poll(node: ServerProcess, topic: str, out: dict) -> threading.Thread:
-    def run() -> None:
-        out["answer"] = node.call("longPollingMsg", topic=topic,
-                                  longPollingTimeoutMillis=10_000, timeout=20)
-        out["at"] = time.time() * 1000
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread
-
-
 def test_lost_hint_costs_at_most_the_safety_interval(redis_url, redis_client):
     with ServerProcess(redis_url, settings={"long-polling-safety-millis": SAFETY_MS}) as node:
-        out: dict = {}
-        thread = held_poll(node, "lost", out)
+        thread, out = hold_long_poll(node, "lost", 10_000)
         time.sleep(0.3)  # the poll is held
         ready_at = send_without_hint(redis_client, "lost", "m1", 0)
         thread.join(15)
@@ -49,8 +38,7 @@ def test_waiter_that_saw_the_due_time_wakes_at_it_without_any_hint(redis_url, re
     """The 0-hint of a new due time is lost too; after one safety re-check the first waiter
     knows the topic's next due time and wakes at it, not a safety interval later."""
     with ServerProcess(redis_url, settings={"long-polling-safety-millis": SAFETY_MS}) as node:
-        out: dict = {}
-        thread = held_poll(node, "due", out)
+        thread, out = hold_long_poll(node, "due", 10_000)
         time.sleep(0.3)
         due = send_without_hint(redis_client, "due", "m2", 2 * SAFETY_MS + 500)
         thread.join(15)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from fleet_support import Ledger, consume, now_ms, produce, start_threads
+from fleet_support import Ledger, consume, hold_long_poll, now_ms, produce, start_threads
 from server_process import ServerProcess
 
 pytestmark = pytest.mark.timeout(90)
@@ -63,15 +63,7 @@ def test_held_long_poll_is_answered_within_tens_of_ms_of_the_due_time(node):
     lags = []
     for i in range(8):
         topic = f"lp{i}"
-        result: dict = {}
-
-        def poll() -> None:
-            result["answer"] = node.call("longPollingMsg", timeout=15, topic=topic,
-                                         longPollingTimeoutMillis=5000)
-            result["at"] = now_ms()
-
-        thread = threading.Thread(target=poll, daemon=True)
-        thread.start()
+        thread, result = hold_long_poll(node, topic)
         time.sleep(0.2)
         assert thread.is_alive(), result  # held: nothing to hand out yet
         sent = node.call("sendMsg", topic=topic, msg="x", delayMillis=500)["delayMsg"]
