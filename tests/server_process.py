@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 import psutil
 import requests
 
-from conftest import free_port
+from redis_support import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 GUNICORN = [sys.executable, "-m", "gunicorn", "-c", "python:delayqueue.gunicorn_conf",

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import free_port
+from redis_support import free_port
 
 from delayqueue.client import DelayQueueClient, Status
 from sdk_helpers import node, topic  # noqa: F401 - fixtures

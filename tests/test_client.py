@@ -6,7 +6,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from conftest import free_port
+from redis_support import free_port
 from server_process import ServerProcess
 
 from delayqueue.client import (

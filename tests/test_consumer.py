@@ -8,7 +8,7 @@ import time
 from typing import Callable
 
 import pytest
-from conftest import RedisServer
+from redis_support import RedisServer
 from server_process import ServerProcess
 
 from delayqueue.client import Backoff, DelayMsg, DelayQueueClient, Status

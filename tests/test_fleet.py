@@ -15,7 +15,7 @@ import requests
 
 from fleet_support import (Ledger, consume, now_ms, produce,
                            start_threads)
-from conftest import RedisServer
+from redis_support import RedisServer
 from server_process import ServerProcess
 
 pytestmark = pytest.mark.timeout(120)
