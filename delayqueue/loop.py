@@ -13,18 +13,22 @@ logger = logging.getLogger(__name__)
 
 
 class Loop:
-    """Run ``tick`` until stopped; only while holding ``lease`` when one is given.
+    """Run ``tick`` every ``interval_s`` until stopped; only while holding ``lease`` if given.
 
-    ``tick`` returns how long to sleep (seconds), or None for ``interval_s``. A failing tick
-    is logged and retried with backoff; the loop never dies silently. ``nudge()`` cuts the
-    current sleep short (the scheduler uses it when a send brings a due time forward).
+    With ``tick_returns_delay`` the tick's return value is the next sleep in seconds (None:
+    ``interval_s``); otherwise it is ignored, so a tick that happens to return a count can
+    never turn into a busy loop. A failing tick is logged and retried with backoff; the loop
+    never dies silently. ``nudge()`` cuts the current sleep short (the scheduler uses it when
+    a send brings a due time forward).
     """
 
-    def __init__(self, name: str, tick: Callable[[], float | None], interval_s: float,
+    def __init__(self, name: str, tick: Callable[[], object], interval_s: float,
                  lease: Lease | None = None,
-                 on_timing: Callable[[str, float], None] | None = None) -> None:
+                 on_timing: Callable[[str, float], None] | None = None,
+                 tick_returns_delay: bool = False) -> None:
         self.name = name
         self._tick = tick
+        self._tick_returns_delay = tick_returns_delay
         self._interval_s = interval_s
         self._lease = lease
         self._on_timing = on_timing
@@ -62,7 +66,8 @@ class Loop:
                 continue
             started = time.perf_counter()
             try:
-                delay = self._tick()
+                result = self._tick()
+                delay = result if self._tick_returns_delay else None
                 failures = 0
             except Exception:  # noqa: BLE001 - a loop must survive anything a tick raises
                 failures += 1

@@ -87,11 +87,6 @@ class Runtime:
     def _clock_tick(self) -> None:
         self.clock.sync()
 
-    def _snapshot_tick(self) -> None:
-        # Not `self.snapshots.tick` itself: it returns lines written, which Loop would read
-        # as seconds to sleep (0 -> a busy loop burning a core in the lease holder).
-        self.snapshots.tick()
-
     def _lease(self, name: str) -> Lease:
         return Lease(self.client, self.keys.lease(name), self.settings.lease_ttl_millis / 1000)
 
@@ -99,14 +94,14 @@ class Runtime:
         s = self.settings
         timing: Callable[[str, float], None] = self.monitor.observe_loop
         schedule = Loop("schedule", self._schedule_tick, s.msg_schedule_millis / 1000,
-                        self._lease("schedule"), timing)
+                        self._lease("schedule"), timing, tick_returns_delay=True)
         # A send that brings a topic's due time forward publishes "0 <topic>": wake early.
         self.hub.on_due_hint = lambda topic: schedule.nudge()
         return [
             schedule,
             Loop("repair", self._repair_tick, s.due_repair_seconds, None, timing),
             Loop("recycle", self._recycle_tick, min(s.topic_schedule_seconds, 60), None, timing),
-            Loop("snapshot", self._snapshot_tick, SNAPSHOT_TICK_S, self._lease("snapshot"),
+            Loop("snapshot", self.snapshots.tick, SNAPSHOT_TICK_S, self._lease("snapshot"),
                  timing),
             Loop("monitor-flush", self.monitor.flush, MONITOR_FLUSH_S),
             Loop("clock", self._clock_tick, s.clock_sync_seconds),
