@@ -116,7 +116,7 @@ def get_topic_info() -> Response:
 @delay_queue.route("/getTopicInfoList", methods=METHODS)
 def get_topic_info_list() -> Response:
     queue = runtime().queue
-    return success(data=[queue.topic_info(t) for t in queue.topics()])
+    return success(data=queue.topic_infos(queue.topics()))
 
 
 @health.route("/status", methods=METHODS)

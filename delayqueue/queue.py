@@ -222,23 +222,36 @@ class DelayQueue:
             return sorted(self.client.zrange(self.keys.topics, 0, -1))
 
     def topic_info(self, topic: str) -> dict:
-        """Queue sizes and the waiting queue's delay distribution, read in one MULTI."""
-        tk = self.topic_keys(topic)
+        return self.topic_infos([topic])[0]
+
+    def topic_infos(self, topics: list[str]) -> list[dict]:
+        """Queue sizes and the waiting queue's delay distribution, one round trip for all.
+
+        The buckets are half-open and together cover every trigger time, so the waiting size
+        is their sum: never a figure that disagrees with its own buckets.
+        """
         with redis_errors():
             now = self.clock.now_ms()
-            pipe = self.client.pipeline(transaction=True)
-            pipe.zcard(tk.waiting).zcard(tk.ready).zcard(tk.ack)
-            for _, lo, hi in WAITING_BUCKETS:
-                pipe.zcount(tk.waiting, "-inf" if lo is None else now + lo,
-                            "+inf" if hi is None else f"({now + hi}")
-            waiting, ready, ack, *buckets = pipe.execute()
-        return {
-            "topic": topic,
-            "waitingQueueSize": waiting,
-            "waitingQueueInfo": {name: n for (name, _, _), n in zip(WAITING_BUCKETS, buckets)},
-            "readyQueueSize": ready,
-            "ackQueueSize": ack,
-        }
+            pipe = self.client.pipeline(transaction=False)
+            for topic in topics:
+                tk = self.topic_keys(topic)
+                pipe.zcard(tk.ready).zcard(tk.ack)
+                for _, lo, hi in WAITING_BUCKETS:
+                    pipe.zcount(tk.waiting, "-inf" if lo is None else now + lo,
+                                "+inf" if hi is None else f"({now + hi}")
+            replies = pipe.execute()
+        width = 2 + len(WAITING_BUCKETS)
+        infos = []
+        for i, topic in enumerate(topics):
+            ready, ack, *buckets = replies[i * width:(i + 1) * width]
+            infos.append({
+                "topic": topic,
+                "waitingQueueSize": sum(buckets),
+                "waitingQueueInfo": {name: n for (name, _, _), n in zip(WAITING_BUCKETS, buckets)},
+                "readyQueueSize": ready,
+                "ackQueueSize": ack,
+            })
+        return infos
 
     def queue_sizes(self) -> dict[str, tuple[int, int, int]]:
         """(waiting, ready, consuming) per registered topic, one pipelined round trip."""
@@ -259,36 +272,63 @@ class DelayQueue:
 
     def schedule_topic(self, topic: str) -> int:
         """Promote, time out and expire one topic; returns its next scheduler time or -1."""
-        tk = self.topic_keys(topic)
+        return self.schedule_topics([topic])[topic]
+
+    def schedule_topics(self, topics: list[str]) -> dict[str, int]:
+        """Promote, time out and expire these topics; returns each one's next scheduler time.
+
+        Every round runs the three scripts of every topic still busy in one pipelined round
+        trip; a topic stays busy while a script moved its full limit.
+        """
         channel = self.keys.hint_channel
-        attention = -1
+        attention: dict[str, int] = {}
+        busy = list(topics)
         for _ in range(ROUNDS_PER_TOPIC):
+            if not busy:
+                return attention
             now = self.clock.now_ms()
             pipe = self.client.pipeline(transaction=False)
-            self.scripts.promote(tk, now, SCRIPT_LIMIT, channel, client=pipe)
-            self.scripts.timeout(tk, now, SCRIPT_LIMIT, self.end_life_ms, channel, client=pipe)
-            self.scripts.expire(tk, now, SCRIPT_LIMIT, self.end_life_ms, client=pipe)
-            (moved, gaps, _), (requeued, exhausted, _), (expired, ended6, scanned, attention) = \
-                pipe.execute()
-            self._record_promotions(topic, moved, gaps)
-            if requeued or exhausted:
-                self.monitor.incr(topic, "triggerMsgTimeout", requeued + exhausted)
-            if exhausted or expired or ended6:
-                self.monitor.incr(topic, "triggerMsgEndLife", exhausted + expired + ended6)
-            full = (moved == SCRIPT_LIMIT or requeued + exhausted == SCRIPT_LIMIT
-                    or scanned == SCRIPT_LIMIT)
-            if not full:
-                return int(attention)
-        return self.clock.now_ms()  # still busy: come back on the next tick
+            for topic in busy:
+                tk = self.topic_keys(topic)
+                self.scripts.promote(tk, now, SCRIPT_LIMIT, channel, client=pipe)
+                self.scripts.timeout(tk, now, SCRIPT_LIMIT, self.end_life_ms, channel,
+                                     client=pipe)
+                self.scripts.expire(tk, now, SCRIPT_LIMIT, self.end_life_ms, client=pipe)
+            replies = pipe.execute()
+            still_busy = []
+            for i, topic in enumerate(busy):
+                (moved, gaps, _), (requeued, exhausted, _), \
+                    (expired, ended6, scanned, next_time) = replies[3 * i:3 * i + 3]
+                self._record_promotions(topic, moved, gaps)
+                if requeued or exhausted:
+                    self.monitor.incr(topic, "triggerMsgTimeout", requeued + exhausted)
+                if exhausted or expired or ended6:
+                    self.monitor.incr(topic, "triggerMsgEndLife", exhausted + expired + ended6)
+                if SCRIPT_LIMIT in (moved, requeued + exhausted, scanned):
+                    still_busy.append(topic)
+                else:
+                    attention[topic] = int(next_time)
+            busy = still_busy
+        now = self.clock.now_ms()
+        attention.update({topic: now for topic in busy})  # still busy: back on the next tick
+        return attention
 
     def schedule_tick(self) -> int | None:
-        """Visit every topic whose due time has come; returns the next due time, if any."""
+        """Visit every topic whose due time has come; returns the next due time, if any.
+
+        Two round trips besides the due-index read, however many topics are due: one for the
+        scripts, one for the due-index updates and the new head.
+        """
         now = self.clock.now_ms()
         due = self.client.zrangebyscore(self.keys.due, "-inf", now, start=0,
                                         num=TOPICS_PER_TICK, withscores=True)
-        for topic, seen in due:
-            self.scripts.due_set(self.keys, topic, seen, self.schedule_topic(topic))
-        head = self.client.zrange(self.keys.due, 0, 0, withscores=True)
+        pipe = self.client.pipeline(transaction=False)
+        if due:
+            attention = self.schedule_topics([topic for topic, _ in due])
+            for topic, seen in due:
+                self.scripts.due_set(self.keys, topic, seen, attention[topic], client=pipe)
+        pipe.zrange(self.keys.due, 0, 0, withscores=True)
+        head = pipe.execute()[-1]
         return int(head[0][1]) if head else None
 
     def repair_due_index(self, chunk: int = 500) -> int:

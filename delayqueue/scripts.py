@@ -105,8 +105,9 @@ class Scripts:
             [tk.msg_prefix, now_ms, limit, end_life_ms], client,
         )
 
-    def due_set(self, nk: NamespaceKeys, topic: str, seen_ms: float, next_ms: int) -> int:
-        return self._run("due_set", [nk.due], [topic, seen_ms, next_ms])
+    def due_set(self, nk: NamespaceKeys, topic: str, seen_ms: float, next_ms: int,
+                client=None) -> int:
+        return self._run("due_set", [nk.due], [topic, seen_ms, next_ms], client)
 
     def recycle(self, nk: NamespaceKeys, topic: str, seen_ms: float) -> int:
         return self._run("recycle", [nk.topics, nk.due], [topic, seen_ms])

@@ -61,7 +61,7 @@ class Runtime:
         self.snapshots = SnapshotWriter(
             self.monitor, self.client, self.keys, self.clock, settings.snapshot_dir,
             settings.namespace, settings.monitor_interval_seconds,
-            topics=self.queue.topics, topic_info=self.queue.topic_info,
+            topics=self.queue.topics, topic_infos=self.queue.topic_infos,
         )
         self.loops: list[Loop] = []
 

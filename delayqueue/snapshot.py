@@ -71,7 +71,8 @@ class SnapshotWriter:
 
     def __init__(self, monitor: Monitor, client: redis.Redis, keys: NamespaceKeys, clock: Clock,
                  directory: str, namespace: str, interval_s: int,
-                 topics: Callable[[], list[str]], topic_info: Callable[[str], dict],
+                 topics: Callable[[], list[str]],
+                 topic_infos: Callable[[list[str]], list[dict]],
                  grace_ms: int = 2000, max_catch_up: int = 60) -> None:
         self.monitor = monitor
         self.client = client
@@ -81,7 +82,7 @@ class SnapshotWriter:
         self.namespace = namespace
         self.interval_ms = interval_s * 1000
         self.topics = topics
-        self.topic_info = topic_info
+        self.topic_infos = topic_infos
         self.grace_ms = grace_ms
         self.max_catch_up = max(1, max_catch_up)
 
@@ -123,11 +124,12 @@ class SnapshotWriter:
     def _write_interval(self, start: int, info_cache: dict[str, dict]) -> int:
         stats = self.monitor.read_interval(start)
         topics = sorted(set(self.topics()) | set(stats))
+        # Queue sizes are as of writing time: one pipelined read per tick for all topics.
+        missing = [topic for topic in topics if topic not in info_cache]
+        if missing:
+            info_cache.update(zip(missing, self.topic_infos(missing)))
         lines = []
         for topic in topics:
-            if topic not in info_cache:
-                # Queue sizes are as of writing time; one read per topic per tick.
-                info_cache[topic] = self.topic_info(topic)
             record = snapshot_line(self.namespace, topic, start, start + self.interval_ms,
                                    stats.get(topic) or empty_topic_stats(), info_cache[topic])
             lines.append(json.dumps(record, separators=(",", ":")) + "\n")

@@ -95,3 +95,28 @@ def test_due_index_points_at_each_topics_next_event(redis_url, redis_client):
     assert redis_client.zscore(keys.due, "b") == now + 1000 + 3_600_000
     assert rt.queue.get("b", rt.queue.pull("b").messages[0].msg_id).status == 3
 
+
+
+def test_one_scheduler_tick_costs_the_same_round_trips_for_one_or_fifty_due_topics(
+        redis_url, redis_client, monkeypatch):
+    clock = ManualClock()
+    rt = make_runtime(redis_url, clock)
+    for n in range(50):
+        fill_waiting(redis_client, rt, f"due-{n}", 3, clock.now_ms() + 1000)
+    redis_client.zadd(rt.keys.due, {f"due-{n}": clock.now_ms() + 1000 for n in range(50)})
+    clock.advance(1000)
+
+    pipelines, commands = [], []
+    real_execute, real_command = redis.client.Pipeline.execute, redis.Redis.execute_command
+    monkeypatch.setattr(redis.client.Pipeline, "execute",
+                        lambda self, *a, **k: pipelines.append(1) or real_execute(self, *a, **k))
+    monkeypatch.setattr(redis.Redis, "execute_command",
+                        lambda self, *a, **k: (isinstance(self, redis.client.Pipeline)
+                                               or commands.append(a[0]))
+                        and False or real_command(self, *a, **k))
+    rt.queue.schedule_tick()
+    monkeypatch.undo()
+    assert all(redis_client.zcard(rt.queue.topic_keys(f"due-{n}").ready) == 3
+               for n in range(50))
+    assert len(pipelines) == 2, pipelines            # scripts; due-index updates + head
+    assert commands.count("ZRANGEBYSCORE") == 1 and "EVALSHA" not in commands, commands

@@ -44,7 +44,8 @@ class Fleet:
         self.monitor = Monitor(client, self.keys, self.clock, INTERVAL_S, self._load)
         self.writer = SnapshotWriter(
             self.monitor, client, self.keys, self.clock, directory, "default", INTERVAL_S,
-            topics=lambda: list(self.topics), topic_info=topic_info, grace_ms=GRACE_MS,
+            topics=lambda: list(self.topics),
+            topic_infos=lambda topics: [topic_info(t) for t in topics], grace_ms=GRACE_MS,
             max_catch_up=3)
 
     def _load(self, name: str):
