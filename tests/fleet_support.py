@@ -46,6 +46,11 @@ class Ledger:
 
     accepted: dict[str, dict] = field(default_factory=dict)          # msgId -> delayMsg
     deliveries: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    # Receive times per copy of a message, (msgId, produceTime): a re-sent msgId whose first
+    # copy had already ended is a new copy (API.md: an ended message is replaced).
+    copies: dict[tuple[str, int], list[float]] = field(
+        default_factory=lambda: defaultdict(list))
+    resent: set[str] = field(default_factory=set)                    # sends retried
     early: list[tuple[str, float, int]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -53,6 +58,7 @@ class Ledger:
     def record(self, message: dict, received_ms: float) -> None:
         with self.lock:
             self.deliveries[message["msgId"]].append(received_ms)
+            self.copies[(message["msgId"], message["produceTime"])].append(received_ms)
             if received_ms < message["triggerTime"]:
                 self.early.append((message["msgId"], received_ms, message["triggerTime"]))
 
@@ -72,7 +78,8 @@ def produce(bases: list[str], plan: list[tuple[str, str, int]], ledger: Ledger,
     """Send (topic, msgId, delayMillis) entries round-robin over the nodes.
 
     A send whose connection broke (a killed worker) is retried with the same msgId: a
-    repeat of a live message is answered with the stored one, so it is never enqueued twice.
+    repeat of a live message is answered with the stored one, so it is not enqueued twice —
+    unless the first copy was already delivered and acked, which a repeat replaces (API.md).
     """
     session = requests.Session()
     for i, (topic, msg_id, delay) in enumerate(plan):
@@ -87,6 +94,7 @@ def produce(bases: list[str], plan: list[tuple[str, str, int]], ledger: Ledger,
                 session = requests.Session()
                 with ledger.lock:
                     ledger.errors.append(f"send {msg_id}: {exc.__class__.__name__}")
+                    ledger.resent.add(msg_id)
                 continue
             if answer.get("code") == 200:
                 with ledger.lock:
