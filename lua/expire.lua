@@ -1,5 +1,8 @@
 --[[ Expiry: a message whose expireTime has passed ends without another delivery.
   Driven by the expiry index, so the cost is O(log n) per expired message, never a scan.
+  The index holds ready and consuming messages (promotion adds them; waiting ones enter it
+  when promoted, since they cannot expire before their triggerTime; a waiting entry left by
+  an older version is still honoured).
   waiting (1) -> expired (5); ready (2) -> expired (5) if never delivered, else retry
   exhausted (6). A consuming (3) message only leaves the index: its consumer may still ack
   it, and the ack timeout ends it (6) instead of redelivering.

@@ -2,7 +2,7 @@
   KEYS[1] waiting  zset  msgId -> triggerTime
   KEYS[2] ready    zset  msgId -> triggerTime
   KEYS[3] ack      zset  (read only, for the attention time)
-  KEYS[4] expire   zset  (read only, for the attention time)
+  KEYS[4] expire   zset  msgId -> expireTime; promoted messages enter it
   ARGV[1] msg_prefix (same hash tag)  ARGV[2] now_ms  ARGV[3] limit (<= 1000)
   ARGV[4] hint channel  ARGV[5] topic
   Returns: {moved, gaps, attention}; the caller repeats while moved equals limit.
@@ -14,7 +14,7 @@ local waiting, ready, ack, expire = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local msg_prefix, now, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local channel, topic = ARGV[4], ARGV[5]
 
-local moved, gaps = promote(waiting, ready, msg_prefix, now, limit)
+local moved, gaps = promote(waiting, ready, expire, msg_prefix, now, limit)
 if moved > 0 then
   redis.call('PUBLISH', channel, moved .. ' ' .. topic)
 end

@@ -27,7 +27,7 @@ local end_life, promote_limit = tonumber(ARGV[5]), tonumber(ARGV[6])
 local channel, topic = ARGV[7], ARGV[8]
 
 local before = attention(waiting, ack, expire)
-local promoted, gaps = promote(waiting, ready, msg_prefix, now, promote_limit)
+local promoted, gaps = promote(waiting, ready, expire, msg_prefix, now, promote_limit)
 
 local messages, ended = {}, 0
 -- Bounded work: skipping dead entries costs at most `batch` extra pops per call.

@@ -2,7 +2,8 @@
   KEYS[1] waiting  zset  msgId -> triggerTime
   KEYS[2] ready    zset  msgId -> triggerTime
   KEYS[3] ack      zset  msgId -> ack deadline (read only, for the attention time)
-  KEYS[4] expire   zset  msgId -> expireTime
+  KEYS[4] expire   zset  msgId -> expireTime, only when ready at once (waiting messages
+                         enter the expiry index when promoted: they cannot expire before)
   KEYS[5] msg      hash  the message (same hash tag as the queues)
   ARGV[1] msg_id  ARGV[2] body  ARGV[3] now_ms  ARGV[4] trigger_ms  ARGV[5] ttl_ms
   ARGV[6] max_retry  ARGV[7] hint channel  ARGV[8] topic
@@ -32,8 +33,8 @@ redis.call('DEL', msg)
 redis.call('HSET', msg, 'm', body, 'p', now, 't', trigger, 'e', expire_at,
   'r', max_retry, 'n', 0, 's', status)
 redis.call('ZADD', due_now and ready or waiting, trigger, msg_id)
-redis.call('ZADD', expire, expire_at, msg_id)
 if due_now then
+  redis.call('ZADD', expire, expire_at, msg_id)
   redis.call('PUBLISH', channel, '1 ' .. topic)
 end
 local after = attention(waiting, ack, expire)

@@ -46,7 +46,8 @@ def status_of(client, tk: TopicKeys, msg_id: str) -> int | None:
 
 
 def assert_one_place(client, tk: TopicKeys, msg_id: str, expected_status: int | None) -> None:
-    """The id is in exactly the zset its status names, and in the expiry index iff live."""
+    """The id is in exactly the zset its status names, and in the expiry index iff it is
+    ready or consuming (a waiting message enters the index when promoted)."""
     status = status_of(client, tk, msg_id)
     assert status == expected_status
     places = {name for name in ("waiting", "ready", "ack")
@@ -54,7 +55,7 @@ def assert_one_place(client, tk: TopicKeys, msg_id: str, expected_status: int | 
     in_expire = client.zscore(tk.expire, msg_id) is not None
     if status in ZSET_OF_STATUS:
         assert places == {ZSET_OF_STATUS[status]}
-        assert in_expire
+        assert in_expire == (status != 1)   # waiting messages are not in the index
     else:
         assert places == set()
         assert not in_expire
@@ -83,6 +84,8 @@ def test_send_of_future_message_waits_and_reports_its_trigger_as_attention(scrip
     assert fields == ["body", str(T0), str(T0 + 5000), str(T0 + 5000 + HOUR), "10", "0", "1"]
     assert attention == T0 + 5000
     assert_one_place(redis_client, tk, "a", 1)
+    assert redis_client.zscore(tk.expire, "a") is None      # enters the index when promoted
+    scripts.promote(tk, T0 + 5000, 1000, CHANNEL)
     assert redis_client.zscore(tk.expire, "a") == T0 + 5000 + HOUR
 
 
@@ -385,6 +388,8 @@ def test_expire_ends_waiting_and_ready_messages(scripts, tk, redis_client):
     redis_client.zadd(tk.ready, {"ready": T0 + 1, "alive": T0 + 1})   # "redelivered" first
     assert pulled_ids(pull(scripts, tk, T0, ack_timeout=5)) == ["redelivered"]
     scripts.timeout(tk, T0 + 5, 1000, END_LIFE, CHANNEL)
+    # The scheduler's round: promote (puts "waiting" in the expiry index), then expire.
+    scripts.promote(tk, T0 + 1010, 1000, CHANNEL)
     expired, exhausted, scanned, attention = scripts.expire(tk, T0 + 1010, 1000, END_LIFE)
     assert (expired, exhausted, scanned) == (2, 1, 3)
     assert_one_place(redis_client, tk, "waiting", 5)
