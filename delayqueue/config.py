@@ -217,6 +217,8 @@ class Settings:
     redis_max_connections: int = _setting(64, "connection pool size per worker", _integer(1))
     # Scheduling internals.
     lease_ttl_millis: int = _setting(5000, "scheduler lease TTL (failover time)", _integer(1))
+    schedule_min_gap_millis: int = _setting(
+        10, "shortest time between two scheduler ticks (due topics are batched)", _integer(0))
     long_polling_safety_millis: int = _setting(1000, "a held long poll re-checks this often",
                                                _integer(1))
     clock_sync_seconds: int = _setting(10, "how often the Redis clock offset is re-measured",
