@@ -862,3 +862,25 @@ def test_multipart_form_body_up_to_the_limit_is_accepted_and_beyond_it_refused(n
     too_big = requests.post(
         url, files={"topic": (None, topic), "msg": (None, "x" * (1_048_576 + 1))}).json()
     assert too_big["code"] == 400 and too_big["msg"].startswith("msg:"), too_big
+
+
+# -- the wire: one send per response (delayqueue/worker.py) ------------------------------
+def test_responses_with_and_without_body_keep_a_keep_alive_connection_in_step(node):
+    """Headers travel with the body in one send; a HEAD answer (no body) still gets its
+    headers, and the next request on the same connection is answered correctly."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    url = urlsplit(node.url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=5)
+    try:
+        for method in ("GET", "HEAD", "POST", "HEAD", "GET"):
+            conn.request(method, "/camellia/health/check")
+            response = conn.getresponse()
+            body = response.read()
+            assert response.status == 200
+            assert response.getheader("Content-Type") == "application/json"
+            assert body == (b"" if method == "HEAD" else b'{"code":200}\n')
+            assert int(response.getheader("Content-Length")) == len(b'{"code":200}\n')
+    finally:
+        conn.close()
