@@ -3,7 +3,7 @@ VENV := .venv
 PY := python3
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps run test wheel report bench-report clean
+.PHONY: install system-deps run test wheel report bench bench-deps bench-report clean
 
 # The venv is rebuilt whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -49,10 +49,32 @@ report: install
 	$(VENV)/bin/delayqueue report --input $(SNAPSHOTS) --output $(REPORT_OUT)
 	@echo "open $(REPORT_OUT)/report.html"
 
+# The performance suite (bench/run_all.py): every workload against a node it starts itself, then
+# the figures against the bars. BENCH_ARGS='--only w1,w6' picks some, '--quick' scales down.
+# Its own venv: the load generator and the peers (bullmq, dramatiq, arq) are never server deps.
+BENCH_VENV := .venv-bench
+BENCH_ARGS ?=
+$(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
+	$(PY) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install --upgrade pip
+	$(BENCH_VENV)/bin/pip install -e . -r bench/requirements.txt
+	touch $@
+
+# wrk (Debian's package) drives the sendMsg throughput run.
+bench-deps:
+	@command -v wrk >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian package: wrk"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; \
+	  else echo "error: wrk is missing (apt-get install wrk)"; exit 1; fi; }
+
+bench: install bench-deps $(BENCH_VENV)/.installed
+	$(BENCH_VENV)/bin/python bench/run_all.py $(BENCH_ARGS)
+
 # The report's throughput benchmark (1M and 10M snapshot lines); figures go to docs/benchmarks.md.
 bench-report: install
 	$(VENV)/bin/python bench/spark_report_bench.py --work /tmp/spark-bench --days 4 35
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) $(BENCH_VENV) build dist *.egg-info .pytest_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -53,10 +53,10 @@ class Scripts:
         return self._scripts[name](keys=list(keys), args=list(args), client=client)
 
     def send(self, tk: TopicKeys, msg_id: str, body: str, now_ms: int, trigger_ms: int,
-             ttl_ms: int, max_retry: int, channel: str) -> list:
+             ttl_ms: int, max_retry: int, channel: str, client=None) -> list:
         return self._run(
             "send", [tk.waiting, tk.ready, tk.ack, tk.expire, tk.msg(msg_id)],
-            [msg_id, body, now_ms, trigger_ms, ttl_ms, max_retry, channel, tk.topic],
+            [msg_id, body, now_ms, trigger_ms, ttl_ms, max_retry, channel, tk.topic], client,
         )
 
     def promote(self, tk: TopicKeys, now_ms: int, limit: int, channel: str, client=None) -> list:

@@ -16,7 +16,7 @@ import requests
 from redis_support import free_port
 
 REPO = Path(__file__).resolve().parent.parent
-GUNICORN = [sys.executable, "-m", "gunicorn", "-c", "python:delayqueue.gunicorn_conf",
+GUNICORN = ["-m", "gunicorn", "-c", "python:delayqueue.gunicorn_conf",
             "delayqueue.wsgi:app"]
 
 
@@ -35,13 +35,14 @@ class ServerProcess:
     """Start with ``start()``; ``url`` is the base URL; ``stop()`` ends it gracefully.
 
     ``wrapper`` prefixes the command (e.g. ``["faketime", "+60s"]`` for a skewed clock).
-    ``settings`` are delayqueue settings passed as DELAYQUEUE_* environment variables.
+    ``settings`` are delayqueue settings passed as DELAYQUEUE_* environment variables;
+    ``python`` is the interpreter that runs gunicorn (benchmarks use the project's venv).
     """
 
     def __init__(self, redis_url: str, *, workers: int = 1, worker_class: str = "gevent",
                  settings: Mapping[str, object] | None = None,
                  wrapper: Sequence[str] = (), log_path: Path | None = None,
-                 port: int | None = None) -> None:
+                 port: int | None = None, python: str = sys.executable) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ)
@@ -54,7 +55,7 @@ class ServerProcess:
             env["DELAYQUEUE_" + key.upper().replace("-", "_")] = str(value)
         env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
         self.env = env
-        self.command = [*wrapper, *GUNICORN]
+        self.command = [*wrapper, python, *GUNICORN]
         self.log_path = log_path
         self.process: subprocess.Popen | None = None
 

@@ -1,0 +1,1 @@
+"""Peer job queues on Redis (BullMQ, Dramatiq, arq), driven through the workloads we run."""
