@@ -223,8 +223,10 @@ def profile_summary(path: Path, top: int = 25) -> list[tuple[str, float]]:
     """Inclusive share (%) of the ``top`` functions of a raw py-spy profile."""
     inclusive: dict[str, int] = {}
     total = 0
-    for line in path.read_text().splitlines():
+    for line in path.read_text(errors="replace").splitlines():
         stack_text, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue  # a stack py-spy could not render whole
         n = int(count)
         total += n
         seen = set()
@@ -237,11 +239,11 @@ def profile_summary(path: Path, top: int = 25) -> list[tuple[str, float]]:
     return [(name, round(100.0 * n / max(total, 1), 1)) for name, n in ranked]
 
 
-def node_workers_cpu(node: ServerProcess) -> float:
-    """Summed user+system CPU seconds of the node's workers so far."""
-    total = 0.0
+def node_workers_cpu(node: ServerProcess, each: bool = False) -> float | list[float]:
+    """User+system CPU seconds of the node's workers so far: summed, or one per worker."""
+    per_worker = []
     for worker in node.workers():
         with contextlib.suppress(Exception):
             times = worker.cpu_times()
-            total += times.user + times.system
-    return total
+            per_worker.append(times.user + times.system)
+    return per_worker if each else sum(per_worker)

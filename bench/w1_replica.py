@@ -3,8 +3,10 @@
 camellia's README: 100 topics × 1,000 messages, delays uniformly random 10–70 s, 10 consumers
 per topic; 100k sent in 41 s (~2,400 msg/s) on a 6-core desktop; lag average 43 ms, max
 798 ms (and up to 100 ms early). Here the producer sends single-message ``sendMsg`` requests
-as fast as ``--send-concurrency`` allows while the consumers (in their own processes) long
-poll, record the receipt time of every delivery and ack it.
+as fast as ``--send-concurrency`` requests in flight allow (8: a producer that waits for its
+answers; 64 floods the node's two cores with sends and the deliveries queue behind them —
+both are in docs/benchmarks.md) while the consumers (in their own processes) long poll,
+record the receipt time of every delivery and ack it.
 
     python bench/w1_replica.py                 # the full replica (~2.5 minutes)
     python bench/w1_replica.py --scale         # 100 topics x 100 messages, delays 2-10 s
@@ -22,7 +24,7 @@ from load import ConsumerFleet, Http, Ledger, produce
 
 
 def run(*, topics: int = 100, per_topic: int = 1000, delay_min_s: float = 10.0,
-        delay_max_s: float = 70.0, consumers: int = 10, send_concurrency: int = 64,
+        delay_max_s: float = 70.0, consumers: int = 10, send_concurrency: int = 8,
         consumer_processes: int = 2, workers: int = 2, batch: int = 1,
         grace_s: float = 30.0) -> dict:
     names = [f"w1-{i:03d}" for i in range(topics)]
@@ -53,6 +55,7 @@ def run(*, topics: int = 100, per_topic: int = 1000, delay_min_s: float = 10.0,
                            reverse=True)[:6]
         received = fleet.stop()
         cpu = node_workers_cpu(s.node) - cpu0
+        per_worker = [round(c, 1) for c in node_workers_cpu(s.node, each=True)]
     ledger.merge(received)
     figures = ledger.figures()
     figures.update({
@@ -60,6 +63,7 @@ def run(*, topics: int = 100, per_topic: int = 1000, delay_min_s: float = 10.0,
         "send_seconds": round(send_s, 2),
         "send_latency_ms": summary(ledger.send_latency_ms),
         "node_cpu_seconds": round(cpu, 1),
+        "node_cpu_per_worker": per_worker,
         "consumer_cpu_seconds": round(consumer_cpu, 1),
         "redis_commands": {name: stats for name, stats in redis_top},
     })
@@ -80,9 +84,10 @@ def rows(figures: dict) -> list[tuple[str, object]]:
         ("lag mean (ms)", lag.get("mean")),
         ("early / duplicates / lost", f"{figures['early']} / {figures['duplicates']} / "
                                       f"{figures['lost']}"),
-        ("client errors", figures["errors"]),
+        ("client errors", f"{figures['errors']} {figures['error_kinds'] or ''}"),
         ("CPU seconds: node workers / consumer processes",
-         f"{figures['node_cpu_seconds']} / {figures['consumer_cpu_seconds']}"),
+         f"{figures['node_cpu_seconds']} {figures['node_cpu_per_worker']} / "
+         f"{figures['consumer_cpu_seconds']}"),
         ("Redis time by command (s, calls)", ", ".join(
             f"{name} {stats['usec'] / 1e6:.1f} ({stats['calls']:,})"
             for name, stats in figures["redis_commands"].items())),
@@ -98,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay-min", type=float, default=10.0, help="seconds")
     parser.add_argument("--delay-max", type=float, default=70.0, help="seconds")
     parser.add_argument("--consumers", type=int, default=10, help="per topic")
-    parser.add_argument("--send-concurrency", type=int, default=64)
+    parser.add_argument("--send-concurrency", type=int, default=8,
+                        help="sendMsg requests in flight")
     parser.add_argument("--consumer-processes", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers of the node")
     args = parser.parse_args(argv)

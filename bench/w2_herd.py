@@ -38,7 +38,6 @@ import threading
 import time
 from typing import Any
 
-import aiohttp
 import redis
 
 import common
@@ -98,7 +97,7 @@ async def _produce_at(base: str, plan: list[tuple[str, str]], trigger: int | Non
             t0 = time.monotonic()
             try:
                 reply = await http.call("sendMsg", topic=topic, msgId=msg_id, msg=body, **timing)
-            except (aiohttp.ClientError, asyncio.TimeoutError):
+            except load.CALL_ERRORS:
                 errors += 1
                 continue
             latencies.append((time.monotonic() - t0) * 1000.0)
@@ -170,7 +169,7 @@ async def _consume_part(base: str, expected: dict[str, int], start_at_ms: float,
                 acked.append((msg_id, common.now_ms()))
             else:
                 counters["ack_rejected"] += 1
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except load.CALL_ERRORS:
             counters["ack_errors"] += 1
         finally:
             unacked -= 1
@@ -187,7 +186,7 @@ async def _consume_part(base: str, expected: dict[str, int], start_at_ms: float,
                 reply = await http.call("longPollingMsg", topic=topic, batch=p["batch"],
                                         longPollingTimeoutMillis=p["poll_ms"],
                                         ackTimeoutMillis=p["ack_timeout_ms"])
-            except (aiohttp.ClientError, asyncio.TimeoutError):
+            except load.CALL_ERRORS:
                 counters["poll_errors"] += 1
                 await asyncio.sleep(0.1 + random.random() * 0.1)
                 continue
