@@ -219,6 +219,9 @@ class Settings:
     lease_ttl_millis: int = _setting(5000, "scheduler lease TTL (failover time)", _integer(1))
     schedule_min_gap_millis: int = _setting(
         10, "shortest time between two scheduler ticks (due topics are batched)", _integer(0))
+    schedule_defer_millis: int = _setting(
+        100, "later visits to topics whose consumers promote them (0: never defer)",
+        _integer(0))
     long_polling_safety_millis: int = _setting(1000, "a held long poll re-checks this often",
                                                _integer(1))
     clock_sync_seconds: int = _setting(10, "how often the Redis clock offset is re-measured",

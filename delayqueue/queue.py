@@ -79,7 +79,8 @@ def redis_errors() -> Iterator[None]:
 class DelayQueue:
     def __init__(self, client: redis.Redis, scripts: Scripts, clock: Clock, monitor: Monitor,
                  *, namespace: str, key_prefix: str, ttl_ms: int, max_retry: int,
-                 ack_timeout_ms: int, end_life_ms: int, hint_horizon_ms: int = 1000) -> None:
+                 ack_timeout_ms: int, end_life_ms: int, hint_horizon_ms: int = 1000,
+                 schedule_defer_ms: int = 0) -> None:
         self.client = client
         self.scripts = scripts
         self.clock = clock
@@ -90,6 +91,7 @@ class DelayQueue:
         self.ack_timeout_ms = ack_timeout_ms
         self.end_life_ms = end_life_ms
         self.hint_horizon_ms = hint_horizon_ms
+        self.schedule_defer_ms = schedule_defer_ms
         self._touched: dict[str, float] = {}
 
     def topic_keys(self, topic: str) -> TopicKeys:
@@ -279,10 +281,17 @@ class DelayQueue:
 
         Every round runs the three scripts of every topic still busy in one pipelined round
         trip; a topic stays busy while a script moved its full limit.
+
+        A topic whose visit found nothing to do although its time had come was served by its
+        consumers (a pull promotes its own topic): its next visit is deferred by
+        ``schedule_defer_ms``, so a busy consumed topic costs the scheduler a visit per
+        deferral instead of one per due message. Consumers still get every message on time;
+        only promotion with nobody polling, ack timeouts and expiry may wait that much longer,
+        and the first visit that finds work makes the topic's visits exact again.
         """
         channel = self.keys.hint_channel
         attention: dict[str, int] = {}
-        busy = list(topics)
+        busy = topics = list(topics)
         for _ in range(ROUNDS_PER_TOPIC):
             if not busy:
                 return attention
@@ -296,6 +305,7 @@ class DelayQueue:
                 self.scripts.expire(tk, now, SCRIPT_LIMIT, self.end_life_ms, client=pipe)
             replies = pipe.execute()
             still_busy = []
+            first_round = busy is topics
             for i, topic in enumerate(busy):
                 (moved, gaps, _), (requeued, exhausted, _), \
                     (expired, ended6, scanned, next_time) = replies[3 * i:3 * i + 3]
@@ -306,6 +316,9 @@ class DelayQueue:
                     self.monitor.incr(topic, "triggerMsgEndLife", exhausted + expired + ended6)
                 if SCRIPT_LIMIT in (moved, requeued + exhausted, scanned):
                     still_busy.append(topic)
+                elif first_round and next_time >= 0 and self.schedule_defer_ms and \
+                        not (moved or requeued or exhausted or expired or ended6):
+                    attention[topic] = int(next_time) + self.schedule_defer_ms
                 else:
                     attention[topic] = int(next_time)
             busy = still_busy

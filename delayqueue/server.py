@@ -57,6 +57,7 @@ class Runtime:
             ack_timeout_ms=settings.ack_timeout_millis,
             end_life_ms=settings.end_life_msg_expire_millis,
             hint_horizon_ms=settings.long_polling_safety_millis,
+            schedule_defer_ms=settings.schedule_defer_millis,
         )
         self.hub = Hub(self.client, self.keys.hint_channel)
         self.snapshots = SnapshotWriter(

@@ -25,3 +25,31 @@ def test_send_answers_success_when_only_the_bookkeeping_after_its_script_fails(
     assert redis_client.zscore(rt.keys.topics, "flaky") is None   # retried on next use
     rt.queue.pull("flaky")
     assert redis_client.zscore(rt.keys.topics, "flaky") is not None
+
+
+def test_a_topic_its_consumers_promote_is_visited_later_one_without_them_exactly(
+        redis_url, redis_client):
+    """schedule-defer-millis: a visit that finds nothing to do (a pull promoted the topic
+    first) puts the topic's next visit that much after its next due time; a visit that does
+    work keeps it exact."""
+    clock = ManualClock()
+    rt = make_runtime(redis_url, clock)
+    defer = rt.settings.schedule_defer_millis
+    assert defer > 0
+    t0 = clock.now_ms()
+    for topic in ("consumed", "unconsumed"):
+        rt.queue.send(topic, "a", msg_id="a", delay_ms=1000)
+        rt.queue.send(topic, "b", msg_id="b", delay_ms=2000)
+    clock.advance(1000)
+    assert [m.msg_id for m in rt.queue.pull("consumed").messages] == ["a"]
+    rt.queue.schedule_tick()
+    due = dict(redis_client.zrange(rt.keys.due, 0, -1, withscores=True))
+    assert due["unconsumed"] == t0 + 2000
+    assert due["consumed"] == t0 + 2000 + defer
+    assert rt.queue.get("unconsumed", "a").status == 2
+    # The deferred visit promotes "b" (nobody pulled it): the next one is exact again.
+    clock.advance(1000 + defer)
+    rt.queue.send("consumed", "c", msg_id="c", delay_ms=500)
+    rt.queue.schedule_tick()
+    assert rt.queue.get("consumed", "b").status == 2
+    assert redis_client.zscore(rt.keys.due, "consumed") == clock.now_ms() + 500
