@@ -26,7 +26,7 @@ from load import ConsumerFleet, Http, Ledger, produce
 def run(*, topics: int = 100, per_topic: int = 1000, delay_min_s: float = 10.0,
         delay_max_s: float = 70.0, consumers: int = 10, send_concurrency: int = 8,
         consumer_processes: int = 2, workers: int = 2, batch: int = 1,
-        grace_s: float = 30.0) -> dict:
+        send_rate: float = 0.0, grace_s: float = 30.0) -> dict:
     names = [f"w1-{i:03d}" for i in range(topics)]
     plan = [(topic, uuid.uuid4().hex,
              int(random.uniform(delay_min_s, delay_max_s) * 1000))
@@ -41,7 +41,8 @@ def run(*, topics: int = 100, per_topic: int = 1000, delay_min_s: float = 10.0,
         async def send() -> float:
             http = Http(s.base)
             try:
-                return await produce(http, plan, ledger, concurrency=send_concurrency)
+                return await produce(http, plan, ledger, concurrency=send_concurrency,
+                                     rate=send_rate)
             finally:
                 await http.close()
 
@@ -105,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--consumers", type=int, default=10, help="per topic")
     parser.add_argument("--send-concurrency", type=int, default=8,
                         help="sendMsg requests in flight")
+    parser.add_argument("--send-rate", type=float, default=0.0,
+                        help="pace the sends at this many per second (0: as fast as they go)")
     parser.add_argument("--consumer-processes", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers of the node")
     args = parser.parse_args(argv)
@@ -113,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = {"topics": args.topics, "per_topic": args.per_topic,
                 "delay_min_s": args.delay_min, "delay_max_s": args.delay_max,
                 "consumers": args.consumers, "send_concurrency": args.send_concurrency,
+                "send_rate": args.send_rate,
                 "consumer_processes": args.consumer_processes, "workers": args.workers}
     figures = run(**settings)
     print_table("W1 camellia replica", rows(figures))
