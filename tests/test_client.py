@@ -189,14 +189,17 @@ def test_topics_lists_every_topic(client, topic):
 
 
 def test_monitor_data_reports_the_last_interval(redis_db_url, topic):
-    settings = {"monitor-interval-seconds": 1, **FAST_STOP}
+    # Intervals of 2 s: a sample reaches Redis within about a second (the flush period), so
+    # it is always in Redis while its interval is "the last one" (with 1 s intervals a flush
+    # that ran late could miss that window, and the test saw no row at all).
+    settings = {"monitor-interval-seconds": 2, **FAST_STOP}
     with ServerProcess(redis_db_url, settings=settings) as mon_node, \
             DelayQueueClient(mon_node.url) as c:
         c.send(topic, "x")
         c.pull(topic)
         # Send and pull may fall into two intervals: add up each interval seen once.
         rows: list[dict] = []
-        deadline = time.monotonic() + 8
+        deadline = time.monotonic() + 12
         while sum(r["pullMsg"] for r in rows) < 1 and time.monotonic() < deadline:
             row = next((r for r in c.monitor_data().request_stats if r["topic"] == topic), None)
             if row and (not rows or row != rows[-1]):
