@@ -6,7 +6,7 @@ after another (never two at once: they would share the two cores), reads the JSO
 wrote under ``bench/results/``, and prints the summary. ``--only w1,w6`` picks some; ``--quick``
 passes each script its short form (for a smoke run of the whole suite in a few minutes).
 
-    python bench/run_all.py            # the full suite (about 25 minutes)
+    python bench/run_all.py            # the full suite (about half an hour)
     python bench/run_all.py --quick    # every workload, scaled down
 """
 
@@ -29,6 +29,7 @@ WORKLOADS: dict[str, tuple[str, list[str], list[str]]] = {
     "send": ("send_wrk.py", ["--duration", "20"], ["--duration", "5"]),
     "core": ("core_lua.py", ["--messages", "20000"], ["--messages", "2000"]),
     "w1": ("w1_replica.py", [], ["--scale"]),
+    "w1paced": ("w1_replica.py", ["--send-rate", "1000"], ["--scale", "--send-rate", "1000"]),
     "w2": ("w2_herd.py", [], ["--messages", "5000"]),
     "w3": ("w3_immediate.py", ["--messages", "20000"], ["--messages", "3000"]),
     "w4": ("w4_longpoll.py", ["--polls", "2000"], ["--polls", "500", "--trickle", "100"]),
@@ -58,6 +59,13 @@ BARS: list[tuple[str, str, str, str, Callable[[Any], bool]]] = [
     ("w1", "W1 lag p99.9 (ms)", "lag_ms/p99.9", "(reported)", lambda v: True),
     ("w1", "W1 lag max (ms)", "lag_ms/max", "<= 400", lambda v: v <= 400),
     ("w1", "W1 early + duplicates + lost", "_w1_bad", "0", lambda v: v == 0),
+    ("w1paced", "W1, sends paced at 1,000/s: send throughput", "send_rate", "(reported)",
+     lambda v: True),
+    ("w1paced", "W1, sends paced: lag p50 (ms)", "lag_ms/p50", "<= 10", lambda v: v <= 10),
+    ("w1paced", "W1, sends paced: lag p99 (ms)", "lag_ms/p99", "<= 100", lambda v: v <= 100),
+    ("w1paced", "W1, sends paced: lag max (ms)", "lag_ms/max", "<= 400", lambda v: v <= 400),
+    ("w1paced", "W1, sends paced: early + duplicates + lost", "_w1_bad", "0",
+     lambda v: v == 0),
     ("w2", "W2 drain rate (msg/s)", "drain_rate", ">= 20,000", lambda v: v >= 20000),
     ("w2", "W2 slowest Redis command (ms)", "_w2_slowest", "<= 50", lambda v: v <= 50),
     ("w3", "W3 end-to-end throughput (msg/s)", "throughput", "(ratio to peers below)",
@@ -75,7 +83,7 @@ BARS: list[tuple[str, str, str, str, Callable[[Any], bool]]] = [
 
 def derived(name: str, figures: dict) -> dict:
     figures = dict(figures)
-    if name == "w1":
+    if name in ("w1", "w1paced"):
         figures["_w1_bad"] = sum(figures.get(k, 0) for k in ("early", "duplicates", "lost"))
     if name == "w2":
         slowest = figures.get("slowest_commands") or []
