@@ -36,6 +36,10 @@ class Loop:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @property
+    def interval_s(self) -> float:
+        return self._interval_s
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"dq-{self.name}", daemon=True)
         self._thread.start()

@@ -109,7 +109,10 @@ class Runtime:
             Loop("recycle", self._recycle_tick, min(s.topic_schedule_seconds, 60), None, timing),
             Loop("snapshot", self.snapshots.tick, SNAPSHOT_TICK_S, self._lease("snapshot"),
                  timing),
-            Loop("monitor-flush", self.monitor.flush, MONITOR_FLUSH_S),
+            # At most half an interval: getMonitorData reads the last complete interval, and a
+            # sample flushed later than that (1 s flushes, 1 s intervals) would never show.
+            Loop("monitor-flush", self.monitor.flush,
+                 min(MONITOR_FLUSH_S, s.monitor_interval_seconds / 2)),
             Loop("clock", self._clock_tick, s.clock_sync_seconds),
         ]
 

@@ -189,10 +189,10 @@ def test_topics_lists_every_topic(client, topic):
 
 
 def test_monitor_data_reports_the_last_interval(redis_db_url, topic):
-    # Intervals of 2 s: a sample reaches Redis within about a second (the flush period), so
-    # it is always in Redis while its interval is "the last one" (with 1 s intervals a flush
-    # that ran late could miss that window, and the test saw no row at all).
-    settings = {"monitor-interval-seconds": 2, **FAST_STOP}
+    # 1 s intervals, the shortest: each worker flushes every half interval, so a sample is
+    # in Redis while its interval is "the last one" (a fresh-clone run once saw no row at
+    # all when the flush period equalled the interval).
+    settings = {"monitor-interval-seconds": 1, **FAST_STOP}
     with ServerProcess(redis_db_url, settings=settings) as mon_node, \
             DelayQueueClient(mon_node.url) as c:
         c.send(topic, "x")

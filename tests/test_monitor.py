@@ -236,3 +236,19 @@ def test_flush_script_rejects_malformed_groups_before_writing(redis_client, keys
 def test_counters_constant_matches_camellia_plus_nack():
     assert set(COUNTERS) == {"sendMsg", "pullMsg", "ackMsg", "nackMsg", "getMsg", "deleteMsg",
                              "triggerMsgReady", "triggerMsgEndLife", "triggerMsgTimeout"}
+
+
+def test_each_worker_flushes_at_least_twice_per_monitoring_interval(redis_url):
+    """getMonitorData reads the last complete interval: a sample must reach Redis before
+    that window closes, even with the shortest interval (1 s)."""
+    import redis as redis_py
+
+    from delayqueue.config import load_settings
+    from delayqueue.server import Runtime
+
+    for seconds, expected in ((1, 0.5), (60, 1.0)):
+        settings = load_settings(overrides={"redis_url": redis_url, "snapshot_dir": "",
+                                            "monitor_interval_seconds": seconds})
+        rt = Runtime(settings, client=redis_py.Redis.from_url(redis_url))
+        loops = {loop.name: loop for loop in rt.build_loops()}
+        assert loops["monitor-flush"].interval_s == expected
