@@ -18,6 +18,7 @@ import json
 import math
 import os
 import platform
+import resource
 import shlex
 import subprocess
 import sys
@@ -42,6 +43,12 @@ API = "/camellia/delayQueue/"
 
 def now_ms() -> float:
     return time.time() * 1000.0
+
+
+def process_cpu_seconds() -> float:
+    """User + system CPU this process has used so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 # -- figures ---------------------------------------------------------------------------------

@@ -138,10 +138,13 @@ class Http:
 
 
 async def produce(http: Http, plan: Iterable[tuple[str, str, int]], ledger: Ledger, *,
-                  rate: float = 0.0, concurrency: int = 64, body: str = "x" * 64) -> float:
+                  rate: float = 0.0, concurrency: int = 64, body: str = "x" * 64,
+                  trigger_time: int | None = None) -> float:
     """Send every (topic, msgId, delayMillis) of ``plan``; returns the seconds it took.
 
     ``rate`` > 0 paces the sends (msg/s); otherwise ``concurrency`` requests are in flight.
+    ``trigger_time`` sends every message with that absolute ``triggerTime`` instead of its
+    delay. Every msgId is meant to be new: an answer flagged ``duplicate`` is an error.
     """
     queue: asyncio.Queue = asyncio.Queue()
     for item in plan:
@@ -161,15 +164,19 @@ async def produce(http: Http, plan: Iterable[tuple[str, str, int]], ledger: Ledg
                 if wait > 0:
                     await asyncio.sleep(wait)
                 n += concurrency
+            timing = {"delayMillis": delay} if trigger_time is None \
+                else {"triggerTime": trigger_time}
             t0 = time.monotonic()
             try:
                 reply = await http.call("sendMsg", topic=topic, msgId=msg_id, msg=body,
-                                        delayMillis=delay)
+                                        **timing)
             except CALL_ERRORS as exc:
                 ledger.error(exc)
                 continue
             ledger.send_latency_ms.append((time.monotonic() - t0) * 1000.0)
-            if reply.get("code") == 200:
+            if reply.get("code") == 200 and reply.get("duplicate"):
+                ledger.error("sendMsg answered duplicate for a new msgId")
+            elif reply.get("code") == 200:
                 ledger.sent[msg_id] = reply["delayMsg"]["triggerTime"]
             else:
                 ledger.error(f"sendMsg code {reply.get('code')}: {reply.get('msg')}"[:80])

@@ -33,7 +33,6 @@ import argparse
 import asyncio
 import multiprocessing
 import random
-import resource
 import threading
 import time
 from typing import Any
@@ -56,11 +55,6 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def topic_names(n: int) -> list[str]:
     return [f"w2t{i:02d}" for i in range(n)]
 
@@ -79,41 +73,16 @@ async def _produce_at(base: str, plan: list[tuple[str, str]], trigger: int | Non
                       delay_ms: int, concurrency: int, body: str) -> dict[str, Any]:
     """Send every (topic, msgId) with ``triggerTime=trigger`` (or ``delayMillis``)."""
     http = load.Http(base)
-    sent: dict[str, int] = {}
-    latencies: list[float] = []
-    errors = 0
-    queue: asyncio.Queue = asyncio.Queue()
-    for item in plan:
-        queue.put_nowait(item)
-    timing = {"triggerTime": trigger} if trigger is not None else {"delayMillis": delay_ms}
-
-    async def worker() -> None:
-        nonlocal errors
-        while True:
-            try:
-                topic, msg_id = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            t0 = time.monotonic()
-            try:
-                reply = await http.call("sendMsg", topic=topic, msgId=msg_id, msg=body, **timing)
-            except load.CALL_ERRORS:
-                errors += 1
-                continue
-            latencies.append((time.monotonic() - t0) * 1000.0)
-            if reply.get("code") == 200 and not reply["delayMsg"].get("duplicate"):
-                sent[msg_id] = reply["delayMsg"]["triggerTime"]
-            else:
-                errors += 1
-
-    started = time.monotonic()
-    cpu0 = cpu_s()
+    ledger = load.Ledger()
+    cpu0 = common.process_cpu_seconds()
     try:
-        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(plan))))))
+        seconds = await load.produce(http, [(topic, msg_id, delay_ms) for topic, msg_id in plan],
+                                     ledger, concurrency=concurrency, body=body,
+                                     trigger_time=trigger)
     finally:
         await http.close()
-    return {"sent": sent, "latency_ms": latencies, "errors": errors,
-            "seconds": time.monotonic() - started, "cpu_s": cpu_s() - cpu0}
+    return {"sent": ledger.sent, "latency_ms": ledger.send_latency_ms, "errors": ledger.errors,
+            "seconds": seconds, "cpu_s": common.process_cpu_seconds() - cpu0}
 
 
 def produce_part(base: str, plan: list[tuple[str, str]], trigger: int | None, delay_ms: int,
@@ -156,7 +125,7 @@ async def _consume_part(base: str, expected: dict[str, int], start_at_ms: float,
                 "ack_rejected": 0}
     unacked = 0                     # deliveries whose ack has not finished yet
     marks = {"cpu_at_last_delivery": 0.0}
-    cpu0 = cpu_s()
+    cpu0 = common.process_cpu_seconds()
     deadline = trigger / 1000.0 + p["max_drain_s"]
     all_delivered = asyncio.Event()
     acks: asyncio.Queue = asyncio.Queue()
@@ -199,7 +168,7 @@ async def _consume_part(base: str, expected: dict[str, int], start_at_ms: float,
                 deliveries.append((message["msgId"], at, message["triggerTime"]))
                 got[topic].add(message["msgId"])
             if messages:
-                marks["cpu_at_last_delivery"] = cpu_s() - cpu0
+                marks["cpu_at_last_delivery"] = common.process_cpu_seconds() - cpu0
             if all(len(got[t]) >= expected[t] for t in expected):
                 all_delivered.set()
             for message in messages:
@@ -209,7 +178,7 @@ async def _consume_part(base: str, expected: dict[str, int], start_at_ms: float,
                     acks.put_nowait((topic, message["msgId"]))
 
     await asyncio.sleep(max(0.0, start_at_ms / 1000.0 - time.time()))
-    cpu0 = cpu_s()
+    cpu0 = common.process_cpu_seconds()
     marks["cpu_at_last_delivery"] = 0.0
     senders = [asyncio.create_task(ack_sender()) for _ in range(p["ack_concurrency"])] \
         if p["ack_mode"] == "pool" else []
@@ -227,7 +196,7 @@ async def _consume_part(base: str, expected: dict[str, int], start_at_ms: float,
             task.cancel()
         await asyncio.gather(*consumers, *senders, return_exceptions=True)
         await http.close()
-    return {"deliveries": deliveries, "acked": acked, "cpu_s": cpu_s() - cpu0,
+    return {"deliveries": deliveries, "acked": acked, "cpu_s": common.process_cpu_seconds() - cpu0,
             "unacked_left": unacked, **marks, **counters}
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import resource
 import time
 from typing import Any
 
@@ -59,11 +58,6 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def topic_names(n: int) -> list[str]:
     return [f"w5t{i:03d}" for i in range(n)]
 
@@ -86,10 +80,10 @@ async def _send_phase(base: str, topics: list[str], count: int, warmup: int, rat
             await load.produce(http, plan(warmup), load.Ledger(), rate=rate,
                                concurrency=concurrency, body=body)
         ledger = load.Ledger()
-        cpu0 = cpu_s()
+        cpu0 = common.process_cpu_seconds()
         took = await load.produce(http, plan(count), ledger, rate=rate,
                                   concurrency=concurrency, body=body)
-        client_cpu = cpu_s() - cpu0
+        client_cpu = common.process_cpu_seconds() - cpu0
     finally:
         await http.close()
     # The latencies are in completion order, i.e. time order: p99 of consecutive slices shows
