@@ -120,3 +120,21 @@ def test_one_scheduler_tick_costs_the_same_round_trips_for_one_or_fifty_due_topi
                for n in range(50))
     assert len(pipelines) == 2, pipelines            # scripts; due-index updates + head
     assert commands.count("ZRANGEBYSCORE") == 1 and "EVALSHA" not in commands, commands
+
+
+def test_scheduler_ticks_are_at_least_the_min_gap_apart_even_when_a_topic_is_due_sooner(
+        redis_url, redis_client):
+    """schedule-min-gap-millis: with a message due every millisecond the scheduler would
+    otherwise tick every millisecond; the sleep it asks for never goes below the gap."""
+    clock = ManualClock()
+    for gap_ms in (10, 0):
+        settings = load_settings(overrides={"redis_url": redis_url, "snapshot_dir": "",
+                                            "schedule_min_gap_millis": gap_ms})
+        rt = Runtime(settings, client=redis.Redis.from_url(redis_url, decode_responses=True),
+                     clock=clock)
+        rt.queue.send(f"soon{gap_ms}", "x", delay_ms=1)   # due 1 ms from now
+        sleep_s = rt._schedule_tick()
+        if gap_ms:
+            assert 0.009 <= sleep_s <= 0.010
+        else:
+            assert sleep_s == clock.seconds_until(clock.now_ms() + 2)  # due + 1 ms, exact
