@@ -17,7 +17,7 @@ import uuid
 
 from common import print_table, progress, stack, write_result
 from delayqueue.config import Settings
-from delayqueue.server import Runtime
+from delayqueue.runtime import Runtime
 
 
 def _timed(label: str, count: int, fn) -> dict:

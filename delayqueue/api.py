@@ -11,7 +11,7 @@ from .longpoll import long_poll
 from .metrics import render_metrics
 from .params import Params
 from .queue import redis_errors
-from .server import Runtime
+from .runtime import Runtime
 
 delay_queue = Blueprint("delay_queue", __name__, url_prefix="/camellia/delayQueue")
 health = Blueprint("health", __name__, url_prefix="/camellia/health")

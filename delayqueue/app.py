@@ -10,7 +10,7 @@ from werkzeug.exceptions import HTTPException
 
 from .config import Settings, load_settings
 from .errors import DelayQueueError
-from .server import Runtime
+from .runtime import Runtime
 
 logger = logging.getLogger(__name__)
 

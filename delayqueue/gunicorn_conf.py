@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from delayqueue.config import ConfigError, load_settings
-from delayqueue.worker import GUNICORN_WORKERS
+from delayqueue.gunicorn_workers import GUNICORN_WORKERS
 
 try:
     _settings = load_settings()  # $DELAYQUEUE_CONFIG / ./config / packaged, then DELAYQUEUE_*
@@ -26,7 +26,7 @@ if not _settings.redis_url:
 proc_name = "delayqueue"
 bind = f"{_settings.host}:{_settings.port}"
 workers = _settings.workers
-# gunicorn's worker of that name, writing each response in one send (delayqueue/worker.py).
+# gunicorn's worker of that name, writing each response in one send (delayqueue/gunicorn_workers.py).
 worker_class = GUNICORN_WORKERS.get(_settings.worker_class, _settings.worker_class)
 worker_connections = _settings.worker_connections  # gevent: concurrent requests per worker
 # gunicorn silently turns "sync" with threads > 1 into gthread, so threads only for gthread.

@@ -8,7 +8,7 @@ from delayqueue.clock import ManualClock
 from delayqueue.config import load_settings
 from delayqueue.keys import NamespaceKeys
 from delayqueue.queue import SCRIPT_LIMIT
-from delayqueue.server import Runtime
+from delayqueue.runtime import Runtime
 
 
 def make_runtime(redis_url: str, clock=None) -> Runtime:

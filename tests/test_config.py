@@ -317,9 +317,9 @@ def test_gunicorn_conf_follows_the_settings(monkeypatch):
     conf = importlib.import_module("delayqueue.gunicorn_conf")
     try:
         assert conf.bind.endswith(":9400")
-        # gunicorn's gthread worker, in its one-send-per-response subclass (delayqueue/worker.py)
+        # gunicorn's gthread worker, in its one-send-per-response subclass (delayqueue/gunicorn_workers.py)
         assert (conf.worker_class, conf.threads, conf.preload_app) == \
-            ("delayqueue.worker.OneSendThreadWorker", 8, False)
+            ("delayqueue.gunicorn_workers.OneSendThreadWorker", 8, False)
         from gunicorn.util import load_class
         from gunicorn.workers.gthread import ThreadWorker
         assert issubclass(load_class(conf.worker_class), ThreadWorker)

@@ -14,7 +14,7 @@ import redis
 
 from delayqueue.config import load_settings
 from delayqueue.longpoll import Hub, long_poll
-from delayqueue.server import Runtime
+from delayqueue.runtime import Runtime
 
 SAFETY_S = 5.0
 

@@ -244,7 +244,7 @@ def test_each_worker_flushes_at_least_twice_per_monitoring_interval(redis_url):
     import redis as redis_py
 
     from delayqueue.config import load_settings
-    from delayqueue.server import Runtime
+    from delayqueue.runtime import Runtime
 
     for seconds, expected in ((1, 0.5), (60, 1.0)):
         settings = load_settings(overrides={"redis_url": redis_url, "snapshot_dir": "",

@@ -10,7 +10,7 @@
 from delayqueue.status import Status
 
 from .backoff import Backoff
-from .client import DelayQueueClient
+from .delay_queue_client import DelayQueueClient
 from .consumer import Consumer
 from .errors import (
     BadRequestError,

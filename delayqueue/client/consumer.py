@@ -25,7 +25,7 @@ from .errors import DelayQueueError, NotFoundError
 from .model import DelayMsg
 
 if TYPE_CHECKING:
-    from .client import DelayQueueClient
+    from .delay_queue_client import DelayQueueClient
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from .longpoll import Hub
 from .loop import Loop
 from .monitor import Monitor
 from .queue import DelayQueue, redis_errors
-from .redis_client import make_client
+from .redis_connection import connect_redis
 from .scripts import Scripts
 from .snapshot import SnapshotWriter
 
@@ -39,7 +39,7 @@ class Runtime:
         if client is None and not settings.redis_url:
             raise ConfigError("redis-url: is empty; set DELAYQUEUE_REDIS_URL, or start with "
                               "`delayqueue serve`, which runs an embedded Redis")
-        self.client = client or make_client(
+        self.client = client or connect_redis(
             settings.redis_url,
             socket_timeout_ms=settings.redis_socket_timeout_millis,
             connect_timeout_ms=settings.redis_connect_timeout_millis,

@@ -91,7 +91,7 @@ class OneSendSyncWorker(SyncWorker):
 
 
 GUNICORN_WORKERS = {
-    "gevent": "delayqueue.worker.OneSendGeventWorker",
-    "gthread": "delayqueue.worker.OneSendThreadWorker",
-    "sync": "delayqueue.worker.OneSendSyncWorker",
+    "gevent": "delayqueue.gunicorn_workers.OneSendGeventWorker",
+    "gthread": "delayqueue.gunicorn_workers.OneSendThreadWorker",
+    "sync": "delayqueue.gunicorn_workers.OneSendSyncWorker",
 }

@@ -7,7 +7,7 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 
-def make_client(url: str, *, socket_timeout_ms: int, connect_timeout_ms: int,
+def connect_redis(url: str, *, socket_timeout_ms: int, connect_timeout_ms: int,
                 max_connections: int) -> redis.Redis:
     """A client for ``redis://``, ``rediss://`` or ``unix://`` URLs.
 
