@@ -34,3 +34,7 @@ class Unavailable(DelayQueueError):
     """Redis is unreachable or a script failed."""
 
     code = 500
+
+
+class OutOfMemory(Unavailable):
+    """Redis is over its maxmemory and refused a write; nothing was written."""

@@ -90,6 +90,11 @@ class TopicKeys:
         return f"{self.base}:expire"
 
     @property
+    def queues(self) -> list[str]:
+        """waiting, ready, ack, expire: the first four KEYS of every topic script, in order."""
+        return [self.waiting, self.ready, self.ack, self.expire]
+
+    @property
     def msg_prefix(self) -> str:
         """Prefix of the per-message HASH keys; same hash tag as the queues."""
         return f"{self.base}:msg:"

@@ -10,6 +10,10 @@ from typing import Any, Mapping, Sequence
 
 from .status import Status
 
+# The message hash's fields, in the order every script returns them (lua/includes/message.lua):
+# body, produceTime, triggerTime, expireTime, maxRetry, deliveries (camellia's retry), status.
+MESSAGE_FIELDS = ("m", "p", "t", "e", "r", "n", "s")
+
 
 @dataclass(frozen=True)
 class DelayMsg:
@@ -26,7 +30,7 @@ class DelayMsg:
 
     @classmethod
     def from_fields(cls, topic: str, msg_id: str, fields: Sequence[Any]) -> "DelayMsg":
-        """Build from a script's ``{m, p, t, e, r, n, s}`` reply (see lua/includes/message.lua)."""
+        """Build from a script's reply: the values of ``MESSAGE_FIELDS``, in that order."""
         body, produce, trigger, expire, max_retry, retry, status = fields
         return cls(topic, msg_id, body, int(produce), int(trigger), int(expire),
                    int(max_retry), int(retry), Status(int(status)))

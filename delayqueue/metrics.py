@@ -81,6 +81,14 @@ class MonitorCollector(Collector):
                                     sum_value=hist["sum"])
         yield gaps
 
+        oom = CounterMetricFamily(
+            "delayqueue_redis_out_of_memory",
+            "Requests refused because Redis was over its maxmemory (nothing written), "
+            "cumulative over the whole fleet. Counted once Redis accepts writes again.",
+            labels=[])
+        oom.add_metric([], totals["events"]["redisOutOfMemory"])
+        yield oom
+
         loops = HistogramMetricFamily(
             "delayqueue_scheduler_loop_duration_milliseconds",
             "Duration of one tick of a background scheduler loop, in ms.",

@@ -10,7 +10,8 @@ Field names are ``"<topic>\\t<name>"`` (topics never contain control characters,
 them) where name is a counter (``sendMsg``), or ``<histogram>:count`` / ``:sum`` / ``:max`` /
 ``:b<i>`` (samples in bucket i of ``histogram.BOUNDS_MS``; only non-zero buckets are stored).
 Scheduler loop timings use the pseudo-topic ``LOOP_TOPIC = "\\tloop"`` (no real topic can start
-with a tab) and the loop's name as the histogram: ``"\\tloop\\tpromote:b0"``. Time gaps are whole
+with a tab) and the loop's name as the histogram: ``"\\tloop\\tpromote:b0"``; server events
+(``EVENTS``, such as a write Redis refused over maxmemory) the pseudo-topic ``"\\tevent"``. Time gaps are whole
 milliseconds (rounded, negatives clamped to 0); loop durations keep fractional ms in sum and max.
 """
 
@@ -20,24 +21,27 @@ import logging
 import math
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
-from redis.commands.core import Script
 
 from delayqueue.clock import Clock
 from delayqueue.histogram import BOUNDS_MS, bucket_index, percentile
 from delayqueue.keys import NamespaceKeys
+from delayqueue.scripts import Scripts
 
 logger = logging.getLogger(__name__)
 
 COUNTERS = ("sendMsg", "pullMsg", "ackMsg", "nackMsg", "getMsg", "deleteMsg",
             "triggerMsgReady", "triggerMsgEndLife", "triggerMsgTimeout")
 HISTOGRAMS = ("pullMsgTimeGap", "readyQueueTimeGap")
+# Fleet-wide counts of server events, not of any topic.
+EVENTS = ("redisOutOfMemory",)
 
 LOOP_TOPIC = "\tloop"
+EVENT_TOPIC = "\tevent"
 FIELD_SEPARATOR = "\t"
 # Intervals kept in the local buffer while Redis is unreachable; older ones are dropped.
 MAX_BUFFERED_INTERVALS = 10
@@ -157,7 +161,7 @@ class Monitor:
     """Fleet-wide monitoring: local buffers per interval, flushed into Redis hashes."""
 
     def __init__(self, client: redis.Redis, keys: NamespaceKeys, clock: Clock, interval_s: int,
-                 load_script: Callable[[str], Script]) -> None:
+                 scripts: Scripts) -> None:
         if interval_s <= 0:
             raise ValueError("monitor interval must be positive")
         self.client = client
@@ -165,7 +169,7 @@ class Monitor:
         self.clock = clock
         self.interval_ms = interval_s * 1000
         self.retention_ms = max(RETENTION_INTERVALS * self.interval_ms, MIN_RETENTION_MS)
-        self._flush_script = load_script("monitor_flush")
+        self.scripts = scripts
         self._lock = threading.Lock()
         self._pending: dict[int, _Batch] = {}
         self._failing = False
@@ -204,6 +208,18 @@ class Monitor:
             batch.set_max(prefix + "max", max(gaps))
             for gap in gaps:
                 batch.ints[f"{prefix}b{bucket_index(gap)}"] += 1
+
+    def record_promotions(self, topic: str, promoted: int, gaps_ms: Iterable[float]) -> None:
+        """Messages a script moved waiting -> ready, with their promotion gaps."""
+        if promoted:
+            self.incr(topic, "triggerMsgReady", promoted)
+            self.observe(topic, "readyQueueTimeGap", [float(g) for g in gaps_ms])
+
+    def count_event(self, event: str, n: int = 1) -> None:
+        if event not in EVENTS:
+            raise ValueError(f"unknown monitor event {event!r}")
+        with self._lock:
+            self._batch().ints[f"{EVENT_TOPIC}{FIELD_SEPARATOR}{event}"] += n
 
     def observe_loop(self, loop: str, duration_ms: float) -> None:
         duration = max(0.0, float(duration_ms))
@@ -252,16 +268,14 @@ class Monitor:
         """
         calls = [(start, batch, batch.args()) for start, batch in sorted(batches.items())]
         calls = [call for call in calls if call[2]]
-        ttl_ms = str(self.retention_ms)
         if len(calls) == 1:
             start, batch, args = calls[0]
-            results = [self._flush_script(keys=self._flush_keys(start), args=[ttl_ms, *args],
-                                          client=self.client)]
+            results = [self.scripts.monitor_flush(self.keys, start, self.retention_ms, args,
+                                                  client=self.client)]
         else:
             pipe = self.client.pipeline(transaction=False)
             for start, _, args in calls:
-                self._flush_script(keys=self._flush_keys(start), args=[ttl_ms, *args],
-                                   client=pipe)
+                self.scripts.monitor_flush(self.keys, start, self.retention_ms, args, client=pipe)
             results = pipe.execute(raise_on_error=False)
         failed: dict[int, _Batch] = {}
         error: Exception | None = None
@@ -273,9 +287,6 @@ class Monitor:
                 # A malformed call is a bug here, not an outage: retrying cannot help.
                 logger.error("monitor_flush rejected interval %d with code %s", start, result)
         return failed, error
-
-    def _flush_keys(self, start: int) -> list[str]:
-        return [self.keys.monitor(start), self.keys.monitor_total]
 
     def _requeue(self, failed: dict[int, _Batch]) -> None:
         with self._lock:
@@ -337,6 +348,14 @@ class Monitor:
         }
 
     def totals(self) -> dict:
-        """Cumulative fleet-wide stats: {"topics": {topic: stats}, "loops": {loop: histogram}}."""
-        topics, loops = parse_monitor_hash(self.client.hgetall(self.keys.monitor_total))
-        return {"topics": topics, "loops": loops}
+        """Cumulative fleet-wide stats: {"topics": {topic: stats}, "loops": {loop: histogram},
+        "events": {event: count}}."""
+        raw = self.client.hgetall(self.keys.monitor_total)
+        topics, loops = parse_monitor_hash(raw)
+        events = dict.fromkeys(EVENTS, 0)
+        prefix = EVENT_TOPIC + FIELD_SEPARATOR
+        for raw_field, raw_value in raw.items():
+            name = _text(raw_field)
+            if name.startswith(prefix) and name[len(prefix):] in events:
+                events[name[len(prefix):]] = int(_number(raw_value))
+        return {"topics": topics, "loops": loops, "events": events}

@@ -1,4 +1,4 @@
-"""The per-process runtime: Redis client, scripts, clock, queue, hub and background loops.
+"""The per-process runtime: Redis client, scripts, clock, queue, scheduler, hub and loops.
 
 ``Runtime`` is built by ``create_app`` (no I/O, no threads) and stored in
 ``app.extensions["delayqueue"]``; ``start()`` (called by the WSGI entry point after the
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import time
 from typing import Callable
 
 import redis
@@ -17,12 +16,13 @@ import redis
 from .clock import Clock, RedisClock
 from .config import ConfigError, Settings
 from .keys import NamespaceKeys
-from .lease import Lease, once_per
+from .lease import Lease
 from .longpoll import Hub
 from .loop import Loop
 from .monitor import Monitor
 from .queue import DelayQueue, redis_errors
 from .redis_connection import connect_redis
+from .scheduler import Scheduler
 from .scripts import Scripts
 from .snapshot import SnapshotWriter
 
@@ -49,7 +49,7 @@ class Runtime:
         self.scripts = Scripts(self.client)
         self.keys = NamespaceKeys(settings.redis_key_prefix, settings.namespace)
         self.monitor = Monitor(self.client, self.keys, self.clock,
-                               settings.monitor_interval_seconds, self.scripts.script)
+                               settings.monitor_interval_seconds, self.scripts)
         self.queue = DelayQueue(
             self.client, self.scripts, self.clock, self.monitor,
             namespace=settings.namespace, key_prefix=settings.redis_key_prefix,
@@ -57,7 +57,17 @@ class Runtime:
             ack_timeout_ms=settings.ack_timeout_millis,
             end_life_ms=settings.end_life_msg_expire_millis,
             hint_horizon_ms=settings.long_polling_safety_millis,
-            schedule_defer_ms=settings.schedule_defer_millis,
+        )
+        self.scheduler = Scheduler(
+            self.client, self.scripts, self.clock, self.monitor, self.keys,
+            end_life_ms=settings.end_life_msg_expire_millis,
+            max_sleep_ms=settings.msg_schedule_millis,
+            min_gap_ms=settings.schedule_min_gap_millis,
+            defer_ms=settings.schedule_defer_millis,
+            repair_interval_ms=settings.due_repair_seconds * 1000,
+            recycle_interval_ms=settings.topic_schedule_seconds * 1000,
+            topic_inactive_ms=settings.topic_active_tag_timeout_millis,
+            on_recycle=self.queue.forget,
         )
         self.hub = Hub(self.client, self.keys.hint_channel)
         self.snapshots = SnapshotWriter(
@@ -67,53 +77,28 @@ class Runtime:
         )
         self.loops: list[Loop] = []
 
-    # -- loop ticks ----------------------------------------------------------------------
-    def _schedule_tick(self) -> float:
-        started = time.monotonic()
-        next_due = self.queue.schedule_tick()
-        delay = self.settings.msg_schedule_millis / 1000.0
-        if next_due is not None:
-            # Wake 1 ms after the due time: the clock is a lower bound, never early.
-            delay = min(delay, self.clock.seconds_until(next_due + 1))
-        # Under load every millisecond has a due message somewhere: batch them, one tick per
-        # gap, instead of a tick (three round trips) per due millisecond.
-        gap_s = self.settings.schedule_min_gap_millis / 1000.0
-        return max(delay, gap_s - (time.monotonic() - started))
-
-    def _repair_tick(self) -> None:
-        interval_ms = self.settings.due_repair_seconds * 1000
-        if once_per(self.client, self.keys.lease("repair-gate"), interval_ms):
-            self.queue.repair_due_index()
-
-    def _recycle_tick(self) -> None:
-        interval_ms = self.settings.topic_schedule_seconds * 1000
-        if once_per(self.client, self.keys.lease("recycle-gate"), interval_ms):
-            self.queue.recycle_topics(self.settings.topic_active_tag_timeout_millis)
-
-    def _clock_tick(self) -> None:
-        self.clock.sync()
-
     def _lease(self, name: str) -> Lease:
         return Lease(self.client, self.keys.lease(name), self.settings.lease_ttl_millis / 1000)
 
     def build_loops(self) -> list[Loop]:
         s = self.settings
         timing: Callable[[str, float], None] = self.monitor.observe_loop
-        schedule = Loop("schedule", self._schedule_tick, s.msg_schedule_millis / 1000,
+        schedule = Loop("schedule", self.scheduler.tick, s.msg_schedule_millis / 1000,
                         self._lease("schedule"), timing, tick_returns_delay=True)
         # A send that brings a topic's due time forward publishes "0 <topic>": wake early.
         self.hub.on_due_hint = lambda topic: schedule.nudge()
         return [
             schedule,
-            Loop("repair", self._repair_tick, s.due_repair_seconds, None, timing),
-            Loop("recycle", self._recycle_tick, min(s.topic_schedule_seconds, 60), None, timing),
+            Loop("repair", self.scheduler.repair_tick, s.due_repair_seconds, None, timing),
+            Loop("recycle", self.scheduler.recycle_tick, min(s.topic_schedule_seconds, 60),
+                 None, timing),
             Loop("snapshot", self.snapshots.tick, SNAPSHOT_TICK_S, self._lease("snapshot"),
                  timing),
             # At most half an interval: getMonitorData reads the last complete interval, and a
             # sample flushed later than that (1 s flushes, 1 s intervals) would never show.
             Loop("monitor-flush", self.monitor.flush,
                  min(MONITOR_FLUSH_S, s.monitor_interval_seconds / 2)),
-            Loop("clock", self._clock_tick, s.clock_sync_seconds),
+            Loop("clock", self.clock.sync, s.clock_sync_seconds),
         ]
 
     def start(self) -> None:

@@ -1,9 +1,15 @@
 """Loads the Lua scripts once and gives each a typed method.
 
-Every state transition is one script under ``lua/``. ``--@include NAME`` lines paste
-``lua/includes/NAME.lua`` in (BullMQ's habit), so shared helpers stay in one file.
-redis-py's ``Script`` runs EVALSHA and reloads the script on NOSCRIPT (after a Redis restart
-or a failover), so a restarted Redis needs no action from us.
+Every state transition is one script under ``lua/``. ``--@include NAME`` pastes
+``lua/includes/NAME.lua`` in (BullMQ's habit), so shared helpers stay in one file; includes
+may include others, each is pasted once (where first needed), and a missing one fails at
+load time. redis-py's ``Script`` runs EVALSHA and reloads the script on NOSCRIPT (after a
+Redis restart or a failover), so a restarted Redis needs no action from us.
+
+Every topic script takes the same keys in the same order: waiting, ready, ack, expire, and
+the message hash for the scripts about one message. Each call is checked against the number
+of keys its script reads, so a key list that drifts from a script's header fails loudly here
+instead of reading the wrong key in Redis. Results use the codes of ``outcome.Outcome``.
 """
 
 from __future__ import annotations
@@ -18,7 +24,12 @@ from redis.commands.core import Script
 
 from .keys import NamespaceKeys, TopicKeys
 
-_INCLUDE = re.compile(r"^--@include (\w+)\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r"^--@include (\w+)[ \t]*$", re.MULTILINE)
+_KEY = re.compile(r"KEYS\[(\d+)\]")
+
+
+class ScriptSourceError(RuntimeError):
+    """A script cannot be assembled: a missing file or include."""
 
 
 def lua_dir() -> Path:
@@ -30,9 +41,32 @@ def lua_dir() -> Path:
 
 
 def lua_source(name: str, directory: Path | None = None) -> str:
+    """The script ``name`` with every ``--@include`` resolved, each include pasted once."""
     directory = directory or lua_dir()
-    text = (directory / f"{name}.lua").read_text()
-    return _INCLUDE.sub(lambda m: (directory / "includes" / f"{m.group(1)}.lua").read_text(), text)
+    pasted: set[str] = set()
+
+    def expand(path: Path) -> str:
+        if not path.is_file():
+            raise ScriptSourceError(f"no Lua file {path}")
+
+        def include(match: re.Match) -> str:
+            part = match.group(1)
+            if part in pasted:
+                return f"-- (includes/{part}.lua: pasted above)"
+            pasted.add(part)
+            part_path = directory / "includes" / f"{part}.lua"
+            if not part_path.is_file():
+                raise ScriptSourceError(f"{path.name}: --@include {part}: no file {part_path}")
+            return expand(part_path)
+
+        return _INCLUDE.sub(include, path.read_text())
+
+    return expand(directory / f"{name}.lua")
+
+
+def key_count(source: str) -> int:
+    """How many keys a script reads: the highest ``KEYS[n]`` it names."""
+    return max((int(n) for n in _KEY.findall(source)), default=0)
 
 
 class Scripts:
@@ -42,72 +76,73 @@ class Scripts:
              "due_set", "recycle", "monitor_flush")
 
     def __init__(self, client: redis.Redis, directory: Path | None = None) -> None:
+        sources = {name: lua_source(name, directory) for name in self.NAMES}
+        self.key_counts = {name: key_count(text) for name, text in sources.items()}
         self._scripts: dict[str, Script] = {
-            name: client.register_script(lua_source(name, directory)) for name in self.NAMES
+            name: client.register_script(text) for name, text in sources.items()
         }
 
     def script(self, name: str) -> Script:
         return self._scripts[name]
 
     def _run(self, name: str, keys: Sequence[str], args: Sequence[Any], client=None) -> Any:
+        if len(keys) != self.key_counts[name]:
+            raise TypeError(f"{name}.lua reads {self.key_counts[name]} keys; "
+                            f"called with {len(keys)}")
         return self._scripts[name](keys=list(keys), args=list(args), client=client)
 
+    # -- topic scripts: KEYS = waiting, ready, ack, expire [, msg] -------------------------
     def send(self, tk: TopicKeys, msg_id: str, body: str, now_ms: int, trigger_ms: int,
              ttl_ms: int, max_retry: int, channel: str, client=None) -> list:
         return self._run(
-            "send", [tk.waiting, tk.ready, tk.ack, tk.expire, tk.msg(msg_id)],
+            "send", [*tk.queues, tk.msg(msg_id)],
             [msg_id, body, now_ms, trigger_ms, ttl_ms, max_retry, channel, tk.topic], client,
         )
 
     def promote(self, tk: TopicKeys, now_ms: int, limit: int, channel: str, client=None) -> list:
-        return self._run(
-            "promote", [tk.waiting, tk.ready, tk.ack, tk.expire],
-            [tk.msg_prefix, now_ms, limit, channel, tk.topic], client,
-        )
+        return self._run("promote", tk.queues,
+                         [tk.msg_prefix, now_ms, limit, channel, tk.topic], client)
 
     def pull(self, tk: TopicKeys, now_ms: int, batch: int, ack_timeout_ms: int,
              end_life_ms: int, promote_limit: int, channel: str) -> list:
         return self._run(
-            "pull", [tk.waiting, tk.ready, tk.ack, tk.expire],
+            "pull", tk.queues,
             [tk.msg_prefix, now_ms, batch, ack_timeout_ms, end_life_ms, promote_limit,
              channel, tk.topic],
         )
 
     def ack(self, tk: TopicKeys, msg_id: str, end_life_ms: int) -> list:
-        return self._run(
-            "ack", [tk.ready, tk.ack, tk.expire, tk.msg(msg_id)], [msg_id, end_life_ms]
-        )
+        return self._run("ack", [*tk.queues, tk.msg(msg_id)], [msg_id, end_life_ms])
 
     def nack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int,
              channel: str) -> list:
-        return self._run(
-            "nack", [tk.ready, tk.ack, tk.expire, tk.msg(msg_id)],
-            [msg_id, now_ms, end_life_ms, channel, tk.topic],
-        )
+        return self._run("nack", [*tk.queues, tk.msg(msg_id)],
+                         [msg_id, now_ms, end_life_ms, channel, tk.topic])
 
     def delete(self, tk: TopicKeys, msg_id: str, end_life_ms: int, release: bool) -> list:
-        return self._run(
-            "delete", [tk.waiting, tk.ready, tk.ack, tk.expire, tk.msg(msg_id)],
-            [msg_id, end_life_ms, 1 if release else 0],
-        )
+        return self._run("delete", [*tk.queues, tk.msg(msg_id)],
+                         [msg_id, end_life_ms, 1 if release else 0])
 
     def timeout(self, tk: TopicKeys, now_ms: int, limit: int, end_life_ms: int,
                 channel: str, client=None) -> list:
-        return self._run(
-            "timeout", [tk.ready, tk.ack, tk.expire, tk.waiting],
-            [tk.msg_prefix, now_ms, limit, end_life_ms, channel, tk.topic], client,
-        )
+        return self._run("timeout", tk.queues,
+                         [tk.msg_prefix, now_ms, limit, end_life_ms, channel, tk.topic], client)
 
     def expire(self, tk: TopicKeys, now_ms: int, limit: int, end_life_ms: int,
                client=None) -> list:
-        return self._run(
-            "expire", [tk.waiting, tk.ready, tk.ack, tk.expire],
-            [tk.msg_prefix, now_ms, limit, end_life_ms], client,
-        )
+        return self._run("expire", tk.queues, [tk.msg_prefix, now_ms, limit, end_life_ms],
+                         client)
 
+    # -- namespace scripts (bookkeeping, slot {ns}) ----------------------------------------
     def due_set(self, nk: NamespaceKeys, topic: str, seen_ms: float, next_ms: int,
                 client=None) -> int:
         return self._run("due_set", [nk.due], [topic, seen_ms, next_ms], client)
 
     def recycle(self, nk: NamespaceKeys, topic: str, seen_ms: float) -> int:
         return self._run("recycle", [nk.topics, nk.due], [topic, seen_ms])
+
+    def monitor_flush(self, nk: NamespaceKeys, interval_start_ms: int, ttl_ms: int,
+                      groups: Sequence[str], client=None) -> int:
+        """``groups``: flat (field, op, value) triples, as monitor_flush.lua's header says."""
+        return self._run("monitor_flush", [nk.monitor(interval_start_ms), nk.monitor_total],
+                         [ttl_ms, *groups], client)

@@ -3,8 +3,10 @@
   KEYS[5] msg      hash  the message
   ARGV[1] msg_id  ARGV[2] end_life_ms  ARGV[3] release (1 = remove the body now)
   Returns: {outcome, fields}
-    outcome  1 deleted (fields as of the delete)
-            -1 no such live message (404); with release=1 a retained ended body is removed ]]
+    outcome  OK deleted (fields as of the delete);
+             NO_MESSAGE no such live message (404); with release=1 a retained ended body
+             is removed all the same
+  Memory: drains (first write ZREM or DEL): runs over maxmemory. ]]
 --@include message
 local waiting, ready, ack, expire, msg = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local msg_id, end_life, release = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
@@ -12,7 +14,7 @@ local msg_id, end_life, release = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
 local m = read_message(msg)
 if not m or tonumber(m[7]) > 3 then
   if m and release then redis.call('DEL', msg) end
-  return {-1, {}}
+  return {NO_MESSAGE, {}}
 end
 for _, key in ipairs({waiting, ready, ack, expire}) do
   redis.call('ZREM', key, msg_id)
@@ -23,4 +25,4 @@ else
   end_message(msg, 7, end_life)
 end
 m[7] = '7'
-return {1, m}
+return {OK, m}

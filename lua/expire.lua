@@ -9,7 +9,9 @@
   KEYS[1] waiting  KEYS[2] ready  KEYS[3] ack  KEYS[4] expire  (zsets)
   ARGV[1] msg_prefix (same hash tag)  ARGV[2] now_ms  ARGV[3] limit (<= 1000)
   ARGV[4] end_life_ms
-  Returns: {expired, exhausted, scanned, attention}; the caller repeats while scanned equals limit. ]]
+  Returns: {expired, exhausted, scanned, due}; the caller repeats while scanned equals limit.
+    due  the topic's next due time, -1 when it holds nothing live.
+  Memory: drains (first write ZREM): runs over maxmemory. ]]
 --@include message
 local waiting, ready, ack, expire = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local msg_prefix, now, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -34,4 +36,4 @@ for _, id in ipairs(due) do
     end
   end
 end
-return {expired, exhausted, #due, attention(waiting, ack, expire) or -1}
+return {expired, exhausted, #due, due_at(waiting, ack, expire) or -1}

@@ -7,8 +7,11 @@
       op "f"  HINCRBYFLOAT field value     (fractional ms sums of loop timings)
       op "m"  field = max(field, value)    (a missing field counts as -inf)
   Both keys carry the namespace hash tag {ns}: one Cluster slot.
-  Returns: number of groups applied; -1 if ARGV[2..] is not groups of three,
-  -2 on an unknown op, -3 on a ttl or value that is not a number. ]]
+  Returns: number of groups applied; BAD_ARGUMENT (nothing written) if ARGV[2..] is not
+  groups of three, an op is unknown, or a ttl or value is not a number.
+  Memory: grows Redis; its first write is HINCRBY or HSET (deny-oom), so over maxmemory it is
+  refused whole and the process keeps its samples for a later flush. ]]
+--@include outcome
 
 local interval_key = KEYS[1]
 local total_key = KEYS[2]
@@ -17,18 +20,18 @@ local first_group = 2
 
 -- All checks first: Redis does not roll back a script that fails halfway.
 if ttl_ms == nil or ttl_ms <= 0 then
-  return -3
+  return BAD_ARGUMENT
 end
 if (#ARGV - 1) % 3 ~= 0 then
-  return -1
+  return BAD_ARGUMENT
 end
 for i = first_group, #ARGV, 3 do
   local op = ARGV[i + 1]
   if op ~= "i" and op ~= "f" and op ~= "m" then
-    return -2
+    return BAD_ARGUMENT
   end
   if tonumber(ARGV[i + 2]) == nil then
-    return -3
+    return BAD_ARGUMENT
   end
 end
 

@@ -9,16 +9,16 @@
   ARGV[1] msg_prefix (same hash tag)  ARGV[2] now_ms  ARGV[3] batch (<= 1000)
   ARGV[4] ack_timeout_ms  ARGV[5] end_life_ms  ARGV[6] promote limit (<= 1000)
   ARGV[7] hint channel  ARGV[8] topic
-  Returns: {messages, promoted, gaps, ended, next_due, ready_left, attention}
-    messages   list of {msgId, m, p, t, e, r, n, s} as stored after the pull
-    promoted   moved waiting -> ready by this call; gaps: their promotion gaps (ms)
-    ended      messages ended here (expired or out of deliveries) instead of handed out
-    next_due   triggerTime of the earliest waiting message, -1 if none
-    ready_left ready messages still queued after this pull
-    attention  the topic's new earliest scheduler time if this pull lowered it, else -1
+  Returns: {messages, promoted, gaps, ended, next_trigger, ready_left, lowered_due}
+    messages     list of {msgId, m, p, t, e, r, n, s} as stored after the pull
+    promoted     moved waiting -> ready by this call; gaps: their promotion gaps (ms)
+    ended        messages ended here (expired or out of deliveries) instead of handed out
+    next_trigger triggerTime of the earliest waiting message, -1 if none
+    ready_left   ready messages still queued after this pull
+    lowered_due  the topic's new due time if this pull brought it forward, else -1
+  Memory: drains (first write ZREM or ZPOPMIN): runs over maxmemory, so a full Redis drains.
   Publishes "<ready_left> <topic>" when it promoted messages it did not hand out, so
   consumers held on other processes take them. ]]
---@include message
 --@include promote
 local waiting, ready, ack, expire = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local msg_prefix, now = ARGV[1], tonumber(ARGV[2])
@@ -26,7 +26,7 @@ local batch, ack_timeout = tonumber(ARGV[3]), tonumber(ARGV[4])
 local end_life, promote_limit = tonumber(ARGV[5]), tonumber(ARGV[6])
 local channel, topic = ARGV[7], ARGV[8]
 
-local before = attention(waiting, ack, expire)
+local before = due_at(waiting, ack, expire)
 local promoted, gaps = promote(waiting, ready, expire, msg_prefix, now, promote_limit)
 
 local messages, ended = {}, 0
@@ -62,8 +62,6 @@ if promoted > 0 and ready_left > 0 then
   redis.call('PUBLISH', channel, ready_left .. ' ' .. topic)
 end
 local head = redis.call('ZRANGE', waiting, 0, 0, 'WITHSCORES')
-local next_due = head[2] and tonumber(head[2]) or -1
-local after = attention(waiting, ack, expire)
-local lowered = -1
-if after and (not before or after < before) then lowered = after end
-return {messages, promoted, gaps, ended, next_due, ready_left, lowered}
+local next_trigger = head[2] and tonumber(head[2]) or -1
+return {messages, promoted, gaps, ended, next_trigger, ready_left,
+  lowered_due(before, waiting, ack, expire)}

@@ -1,17 +1,19 @@
 --[[ Accept a message: -> waiting (1), or -> ready (2) when already due.
   KEYS[1] waiting  zset  msgId -> triggerTime
   KEYS[2] ready    zset  msgId -> triggerTime
-  KEYS[3] ack      zset  msgId -> ack deadline (read only, for the attention time)
+  KEYS[3] ack      zset  (read only, for the due time)
   KEYS[4] expire   zset  msgId -> expireTime, only when ready at once (waiting messages
                          enter the expiry index when promoted: they cannot expire before)
   KEYS[5] msg      hash  the message (same hash tag as the queues)
   ARGV[1] msg_id  ARGV[2] body  ARGV[3] now_ms  ARGV[4] trigger_ms  ARGV[5] ttl_ms
   ARGV[6] max_retry  ARGV[7] hint channel  ARGV[8] topic
-  Returns: {stored, fields, attention}
-    stored    1 = accepted; 0 = a live message (1..3) has this id: nothing written, its
-              stored fields returned. An ended (4..7) one is replaced.
-    fields    {m, p, t, e, r, n, s} of the message now stored
-    attention new earliest scheduler time of the topic if this send lowered it, else -1
+  Returns: {outcome, fields, lowered_due}
+    outcome      OK accepted; DUPLICATE a live message (1..3) has this id: nothing written,
+                 its stored fields returned. An ended (4..7) one is replaced.
+    fields       {m, p, t, e, r, n, s} of the message now stored
+    lowered_due  the topic's new due time if this send brought it forward, else -1
+  Memory: grows Redis, so its first write is HSET, a deny-oom command: over maxmemory Redis
+  refuses the whole script (OOM) before anything is written. Keep it first.
   Publishes "1 <topic>" on the hint channel when the message is ready at once. ]]
 --@include message
 local waiting, ready, ack, expire, msg = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -22,22 +24,20 @@ local channel, topic = ARGV[7], ARGV[8]
 
 local existing = read_message(msg)
 if existing and tonumber(existing[7]) <= 3 then
-  return {0, existing, -1}
+  return {DUPLICATE, existing, -1}
 end
 
-local before = attention(waiting, ack, expire)
+local before = due_at(waiting, ack, expire)
 local due_now = trigger <= now
 local status = due_now and 2 or 1
 local expire_at = trigger + ttl
-redis.call('DEL', msg)
+-- Every field is written, so an ended message with this id is wholly replaced.
 redis.call('HSET', msg, 'm', body, 'p', now, 't', trigger, 'e', expire_at,
   'r', max_retry, 'n', 0, 's', status)
+redis.call('PERSIST', msg)   -- an ended message carried its retention TTL
 redis.call('ZADD', due_now and ready or waiting, trigger, msg_id)
 if due_now then
   redis.call('ZADD', expire, expire_at, msg_id)
   redis.call('PUBLISH', channel, '1 ' .. topic)
 end
-local after = attention(waiting, ack, expire)
-local lowered = -1
-if not before or after < before then lowered = after end
-return {1, read_message(msg), lowered}
+return {OK, read_message(msg), lowered_due(before, waiting, ack, expire)}

@@ -42,7 +42,7 @@ def test_a_topic_its_consumers_promote_is_visited_later_one_without_them_exactly
         rt.queue.send(topic, "b", msg_id="b", delay_ms=2000)
     clock.advance(1000)
     assert [m.msg_id for m in rt.queue.pull("consumed").messages] == ["a"]
-    rt.queue.schedule_tick()
+    rt.scheduler.run_due()
     due = dict(redis_client.zrange(rt.keys.due, 0, -1, withscores=True))
     assert due["unconsumed"] == t0 + 2000
     assert due["consumed"] == t0 + 2000 + defer
@@ -50,6 +50,6 @@ def test_a_topic_its_consumers_promote_is_visited_later_one_without_them_exactly
     # The deferred visit promotes "b" (nobody pulled it): the next one is exact again.
     clock.advance(1000 + defer)
     rt.queue.send("consumed", "c", msg_id="c", delay_ms=500)
-    rt.queue.schedule_tick()
+    rt.scheduler.run_due()
     assert rt.queue.get("consumed", "b").status == 2
     assert redis_client.zscore(rt.keys.due, "consumed") == clock.now_ms() + 500

@@ -22,11 +22,8 @@ def fill_waiting(client: redis.Redis, rt: Runtime, topic: str, count: int, trigg
     tk = rt.queue.topic_keys(topic)
     pipe = client.pipeline(transaction=False)
     for i in range(count):
-        rt.scripts.script("send")(
-            keys=[tk.waiting, tk.ready, tk.ack, tk.expire, tk.msg(f"m{i}")],
-            args=[f"m{i}", "body", trigger_ms - 1, trigger_ms, 3_600_000, 3,
-                  rt.keys.hint_channel, topic],
-            client=pipe)
+        rt.scripts.send(tk, f"m{i}", "body", trigger_ms - 1, trigger_ms, 3_600_000, 3,
+                        rt.keys.hint_channel, client=pipe)
     pipe.execute()
 
 
@@ -41,12 +38,12 @@ def test_one_promote_call_moves_at_most_its_limit(redis_url, redis_client):
     assert redis_client.zcard(tk.waiting) == 1500
 
 
-def test_schedule_topic_drains_a_large_backlog_in_bounded_rounds(redis_url, redis_client):
+def test_a_scheduler_visit_drains_a_large_backlog_in_bounded_rounds(redis_url, redis_client):
     clock = ManualClock()
     rt = make_runtime(redis_url, clock)
     fill_waiting(redis_client, rt, "big", 2500, clock.now_ms())
     tk = rt.queue.topic_keys("big")
-    rt.queue.schedule_topic("big")
+    rt.scheduler.visit(["big"])
     assert redis_client.zcard(tk.ready) == 2500
     assert redis_client.zcard(tk.waiting) == 0
 
@@ -56,7 +53,7 @@ def test_pull_skips_a_bounded_number_of_dead_entries_per_call(redis_url, redis_c
     rt = make_runtime(redis_url, clock)
     fill_waiting(redis_client, rt, "dead", 300, clock.now_ms())
     tk = rt.queue.topic_keys("dead")
-    rt.queue.schedule_topic("dead")
+    rt.scheduler.visit(["dead"])
     clock.advance(3_600_000)  # every message is now past its expireTime
     result = rt.queue.pull("dead", batch=10)
     assert result.messages == []
@@ -71,10 +68,10 @@ def test_idle_topics_cost_the_scheduler_nothing_per_tick(redis_url, redis_client
     for n in range(200):
         fill_waiting(redis_client, rt, f"idle-{n}", 1, clock.now_ms() + 3_600_000)
     redis_client.zadd(rt.keys.topics, {f"idle-{n}": clock.now_ms() for n in range(200)})
-    assert rt.queue.repair_due_index() == 200
+    assert rt.scheduler.repair_due_index() == 200
     redis_client.config_resetstat()
     for _ in range(50):  # 5 seconds' worth of ticks at msg-schedule-millis = 100
-        rt.queue.schedule_tick()
+        rt.scheduler.run_due()
     stats = redis_client.info("commandstats")
     calls = sum(v["calls"] for k, v in stats.items() if not k.startswith("cmdstat_config"))
     assert calls <= 50 * 2, stats   # one ZRANGEBYSCORE and one ZRANGE per tick, whatever the topics
@@ -90,7 +87,7 @@ def test_due_index_points_at_each_topics_next_event(redis_url, redis_client):
     assert redis_client.zscore(keys.due, "a") == now + 5000
     assert redis_client.zscore(keys.due, "b") == now + 1000
     clock.advance(1000)
-    assert rt.queue.schedule_tick() == now + 5000
+    assert rt.scheduler.run_due() == now + 5000
     # b's message was promoted; b's next event is its expiry, an hour after the trigger time
     assert redis_client.zscore(keys.due, "b") == now + 1000 + 3_600_000
     assert rt.queue.get("b", rt.queue.pull("b").messages[0].msg_id).status == 3
@@ -114,7 +111,7 @@ def test_one_scheduler_tick_costs_the_same_round_trips_for_one_or_fifty_due_topi
                         lambda self, *a, **k: (isinstance(self, redis.client.Pipeline)
                                                or commands.append(a[0]))
                         and False or real_command(self, *a, **k))
-    rt.queue.schedule_tick()
+    rt.scheduler.run_due()
     monkeypatch.undo()
     assert all(redis_client.zcard(rt.queue.topic_keys(f"due-{n}").ready) == 3
                for n in range(50))
@@ -133,7 +130,7 @@ def test_scheduler_ticks_are_at_least_the_min_gap_apart_even_when_a_topic_is_due
         rt = Runtime(settings, client=redis.Redis.from_url(redis_url, decode_responses=True),
                      clock=clock)
         rt.queue.send(f"soon{gap_ms}", "x", delay_ms=1)   # due 1 ms from now
-        sleep_s = rt._schedule_tick()
+        sleep_s = rt.scheduler.tick()
         if gap_ms:
             assert 0.009 <= sleep_s <= 0.010
         else:

@@ -13,6 +13,7 @@ import pytest
 from delayqueue.clock import ManualClock
 from delayqueue.keys import NamespaceKeys, TopicKeys
 from delayqueue.monitor import Monitor
+from delayqueue.outcome import Outcome
 from delayqueue.queue import DelayQueue
 from delayqueue.scripts import Scripts
 
@@ -77,35 +78,35 @@ def pulled_ids(result) -> list[str]:
 
 
 # -- send ------------------------------------------------------------------------------
-def test_send_of_future_message_waits_and_reports_its_trigger_as_attention(scripts, tk,
+def test_send_of_future_message_waits_and_reports_its_trigger_as_lowered_due(scripts, tk,
                                                                            redis_client):
-    stored, fields, attention = send(scripts, tk, "a", T0, T0 + 5000)
-    assert stored == 1
+    outcome, fields, lowered_due = send(scripts, tk, "a", T0, T0 + 5000)
+    assert outcome == Outcome.OK
     assert fields == ["body", str(T0), str(T0 + 5000), str(T0 + 5000 + HOUR), "10", "0", "1"]
-    assert attention == T0 + 5000
+    assert lowered_due == T0 + 5000
     assert_one_place(redis_client, tk, "a", 1)
     assert redis_client.zscore(tk.expire, "a") is None      # enters the index when promoted
     scripts.promote(tk, T0 + 5000, 1000, CHANNEL)
     assert redis_client.zscore(tk.expire, "a") == T0 + 5000 + HOUR
 
 
-def test_send_attention_is_minus_one_when_it_does_not_lower_the_earliest_time(scripts, tk):
+def test_send_lowered_due_is_minus_one_when_it_does_not_lower_the_due_time(scripts, tk):
     send(scripts, tk, "early", T0, T0 + 1000)
     assert send(scripts, tk, "late", T0, T0 + 9000)[2] == -1
     assert send(scripts, tk, "earlier", T0, T0 + 500)[2] == T0 + 500
 
 
 def test_send_of_due_message_is_ready_at_once(scripts, tk, redis_client):
-    stored, fields, _ = send(scripts, tk, "a", T0, T0)
-    assert stored == 1 and fields[6] == "2"
+    outcome, fields, _ = send(scripts, tk, "a", T0, T0)
+    assert outcome == Outcome.OK and fields[6] == "2"
     assert_one_place(redis_client, tk, "a", 2)
 
 
 def test_send_of_live_msg_id_returns_stored_message_and_writes_nothing(scripts, tk,
                                                                       redis_client):
     send(scripts, tk, "a", T0, T0 + 5000, body="first")
-    stored, fields, attention = send(scripts, tk, "a", T0 + 1, T0 + 1, body="second")
-    assert stored == 0 and attention == -1
+    outcome, fields, lowered_due = send(scripts, tk, "a", T0 + 1, T0 + 1, body="second")
+    assert outcome == Outcome.DUPLICATE and lowered_due == -1
     assert fields[0] == "first" and fields[6] == "1"
     assert redis_client.zcard(tk.ready) == 0
     assert_one_place(redis_client, tk, "a", 1)
@@ -114,9 +115,9 @@ def test_send_of_live_msg_id_returns_stored_message_and_writes_nothing(scripts, 
 def test_send_replaces_an_ended_message(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0)
     pull(scripts, tk, T0)
-    assert scripts.ack(tk, "a", END_LIFE)[0] == 1
-    stored, fields, _ = send(scripts, tk, "a", T0 + 10, T0 + 10, body="again")
-    assert stored == 1 and fields[0] == "again" and fields[5] == "0" and fields[6] == "2"
+    assert scripts.ack(tk, "a", END_LIFE)[0] == Outcome.OK
+    outcome, fields, _ = send(scripts, tk, "a", T0 + 10, T0 + 10, body="again")
+    assert outcome == Outcome.OK and fields[0] == "again" and fields[5] == "0" and fields[6] == "2"
     assert redis_client.pttl(tk.msg("a")) == -1   # a live message carries no TTL
     assert_one_place(redis_client, tk, "a", 2)
 
@@ -125,9 +126,9 @@ def test_send_replaces_an_ended_message(scripts, tk, redis_client):
 def test_promote_moves_only_due_messages_and_reports_gaps(scripts, tk, redis_client):
     send(scripts, tk, "due", T0, T0 + 100)
     send(scripts, tk, "later", T0, T0 + 200)
-    moved, gaps, attention = scripts.promote(tk, T0 + 150, 1000, CHANNEL)
+    moved, gaps, due = scripts.promote(tk, T0 + 150, 1000, CHANNEL)
     assert moved == 1 and gaps == [50]
-    assert attention == T0 + 200
+    assert due == T0 + 200
     assert_one_place(redis_client, tk, "due", 2)
     assert_one_place(redis_client, tk, "later", 1)
     assert redis_client.zscore(tk.ready, "due") == T0 + 100   # FIFO by triggerTime
@@ -188,7 +189,7 @@ def test_pull_never_returns_a_message_before_its_trigger_time(scripts, tk, redis
     send(scripts, tk, "a", clock.now_ms(), T0 + 1000)
     clock.advance(999)
     result = pull(scripts, tk, clock.now_ms())
-    assert result[0] == [] and result[4] == T0 + 1000   # next_due
+    assert result[0] == [] and result[4] == T0 + 1000   # next_trigger
     assert_one_place(redis_client, tk, "a", 1)
     clock.advance(1)
     result = pull(scripts, tk, clock.now_ms(), ack_timeout=5000)
@@ -244,7 +245,7 @@ def test_pull_drops_ids_whose_hash_is_gone(scripts, tk, redis_client):
     assert redis_client.zcard(tk.ready) == 0 and redis_client.zcard(tk.expire) == 0
 
 
-def test_pull_attention_reports_lowered_time_only(scripts, tk):
+def test_pull_lowered_due_reports_a_lowered_due_time_only(scripts, tk):
     send(scripts, tk, "a", T0, T0 + 100, ttl=HOUR)
     send(scripts, tk, "b", T0, T0 + 100000, ttl=HOUR)
     # Before: waiting head T0+100. After delivering "a" with a 10 ms ack timeout the
@@ -254,7 +255,7 @@ def test_pull_attention_reports_lowered_time_only(scripts, tk):
     assert pull(scripts, tk, T0 + 105)[6] == -1
 
 
-def test_pull_attention_reports_new_ack_deadline_when_it_is_earliest(scripts, tk):
+def test_pull_lowered_due_reports_new_ack_deadline_when_it_is_earliest(scripts, tk):
     send(scripts, tk, "a", T0, T0, ttl=HOUR)
     # Before: only the expiry index (T0 + HOUR). The ack deadline T0 + 50 lowers it.
     assert pull(scripts, tk, T0, ack_timeout=50)[6] == T0 + 50
@@ -267,12 +268,12 @@ def test_ack_of_consuming_message_ends_it_acked(scripts, tk, redis_client):
     outcome, fields = scripts.ack(tk, "a", END_LIFE)
     assert outcome == 1 and fields[6] == "4"
     assert_one_place(redis_client, tk, "a", 4)
-    assert scripts.ack(tk, "a", END_LIFE)[0] == 3       # idempotent
+    assert scripts.ack(tk, "a", END_LIFE)[0] == Outcome.ALREADY_ACKED       # idempotent
     assert_one_place(redis_client, tk, "a", 4)
 
 
 def test_ack_of_missing_id_creates_nothing(scripts, tk, redis_client):
-    assert scripts.ack(tk, "ghost", END_LIFE) == [-1, []]
+    assert scripts.ack(tk, "ghost", END_LIFE) == [Outcome.NO_MESSAGE, []]
     assert redis_client.exists(tk.msg("ghost")) == 0
     assert redis_client.keys("*ghost*") == []
 
@@ -281,8 +282,8 @@ def test_ack_of_waiting_or_never_delivered_ready_message_is_refused(scripts, tk,
                                                                   redis_client):
     send(scripts, tk, "w", T0, T0 + 100)
     send(scripts, tk, "r", T0, T0)
-    assert scripts.ack(tk, "w", END_LIFE)[0] == -2
-    assert scripts.ack(tk, "r", END_LIFE)[0] == -2
+    assert scripts.ack(tk, "w", END_LIFE)[0] == Outcome.NOT_DELIVERED
+    assert scripts.ack(tk, "r", END_LIFE)[0] == Outcome.NOT_DELIVERED
     assert_one_place(redis_client, tk, "w", 1)
     assert_one_place(redis_client, tk, "r", 2)
 
@@ -293,7 +294,7 @@ def test_late_ack_after_timeout_ends_it_acked_and_stops_redelivery(scripts, tk,
     pull(scripts, tk, T0, ack_timeout=10)
     assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL)[0] == 1
     assert_one_place(redis_client, tk, "a", 2)
-    assert scripts.ack(tk, "a", END_LIFE)[0] == 2
+    assert scripts.ack(tk, "a", END_LIFE)[0] == Outcome.ACKED_LATE
     assert_one_place(redis_client, tk, "a", 4)
     assert pull(scripts, tk, T0 + 20)[0] == []
 
@@ -301,7 +302,7 @@ def test_late_ack_after_timeout_ends_it_acked_and_stops_redelivery(scripts, tk,
 def test_ack_of_otherwise_ended_message_is_not_found(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0)
     scripts.delete(tk, "a", END_LIFE, False)
-    assert scripts.ack(tk, "a", END_LIFE)[0] == -1
+    assert scripts.ack(tk, "a", END_LIFE)[0] == Outcome.NO_MESSAGE
     assert_one_place(redis_client, tk, "a", 7)
 
 
@@ -311,7 +312,7 @@ def test_nack_returns_consuming_message_to_ready_with_its_trigger_time(scripts, 
     send(scripts, tk, "a", T0, T0 + 5)
     pull(scripts, tk, T0 + 5)
     outcome, fields = scripts.nack(tk, "a", T0 + 20, END_LIFE, CHANNEL)
-    assert outcome == 2 and fields[6] == "2" and fields[5] == "1"
+    assert outcome == Outcome.OK and fields[6] == "2" and fields[5] == "1"
     assert redis_client.zscore(tk.ready, "a") == T0 + 5
     assert_one_place(redis_client, tk, "a", 2)
 
@@ -320,8 +321,8 @@ def test_double_nack_answers_not_consuming_and_queues_the_id_once(scripts, tk,
                                                                   redis_client):
     send(scripts, tk, "a", T0, T0)
     pull(scripts, tk, T0)
-    assert scripts.nack(tk, "a", T0, END_LIFE, CHANNEL)[0] == 2
-    assert scripts.nack(tk, "a", T0, END_LIFE, CHANNEL)[0] == -2
+    assert scripts.nack(tk, "a", T0, END_LIFE, CHANNEL)[:1] == [Outcome.OK]
+    assert scripts.nack(tk, "a", T0, END_LIFE, CHANNEL)[0] == Outcome.NOT_CONSUMING
     assert redis_client.zrange(tk.ready, 0, -1) == ["a"]
     assert_one_place(redis_client, tk, "a", 2)
 
@@ -329,22 +330,22 @@ def test_double_nack_answers_not_consuming_and_queues_the_id_once(scripts, tk,
 def test_nack_of_last_delivery_ends_it_retry_exhausted(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0, max_retry=0)
     pull(scripts, tk, T0)
-    assert scripts.nack(tk, "a", T0, END_LIFE, CHANNEL)[0] == 6
+    assert scripts.nack(tk, "a", T0, END_LIFE, CHANNEL)[1][6] == "6"
     assert_one_place(redis_client, tk, "a", 6)
 
 
 def test_nack_past_expire_time_ends_it_retry_exhausted(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0, ttl=100)
     pull(scripts, tk, T0)
-    assert scripts.nack(tk, "a", T0 + 100, END_LIFE, CHANNEL)[0] == 6
+    assert scripts.nack(tk, "a", T0 + 100, END_LIFE, CHANNEL)[1][6] == "6"
     assert_one_place(redis_client, tk, "a", 6)
 
 
 def test_nack_of_missing_or_waiting_message_changes_nothing(scripts, tk, redis_client):
     send(scripts, tk, "w", T0, T0 + 100)
-    assert scripts.nack(tk, "ghost", T0, END_LIFE, CHANNEL) == [-1, []]
+    assert scripts.nack(tk, "ghost", T0, END_LIFE, CHANNEL) == [Outcome.NO_MESSAGE, []]
     assert redis_client.exists(tk.msg("ghost")) == 0
-    assert scripts.nack(tk, "w", T0, END_LIFE, CHANNEL)[0] == -2
+    assert scripts.nack(tk, "w", T0, END_LIFE, CHANNEL)[0] == Outcome.NOT_CONSUMING
     assert_one_place(redis_client, tk, "w", 1)
 
 
@@ -390,13 +391,13 @@ def test_expire_ends_waiting_and_ready_messages(scripts, tk, redis_client):
     scripts.timeout(tk, T0 + 5, 1000, END_LIFE, CHANNEL)
     # The scheduler's round: promote (puts "waiting" in the expiry index), then expire.
     scripts.promote(tk, T0 + 1010, 1000, CHANNEL)
-    expired, exhausted, scanned, attention = scripts.expire(tk, T0 + 1010, 1000, END_LIFE)
+    expired, exhausted, scanned, due = scripts.expire(tk, T0 + 1010, 1000, END_LIFE)
     assert (expired, exhausted, scanned) == (2, 1, 3)
     assert_one_place(redis_client, tk, "waiting", 5)
     assert_one_place(redis_client, tk, "ready", 5)
     assert_one_place(redis_client, tk, "redelivered", 6)
     assert_one_place(redis_client, tk, "alive", 2)
-    assert attention == T0 + 5000
+    assert due == T0 + 5000
 
 
 def test_expire_of_consuming_message_only_leaves_the_index(scripts, tk, redis_client):
@@ -407,7 +408,7 @@ def test_expire_of_consuming_message_only_leaves_the_index(scripts, tk, redis_cl
     assert redis_client.zscore(tk.ack, "a") is not None
     assert redis_client.zscore(tk.expire, "a") is None
     # Its consumer may still ack it ...
-    assert scripts.ack(tk, "a", END_LIFE)[0] == 1
+    assert scripts.ack(tk, "a", END_LIFE)[0] == Outcome.OK
     assert_one_place(redis_client, tk, "a", 4)
 
 
@@ -430,13 +431,13 @@ def test_delete_of_live_message_ends_it_deleted_from_every_state(scripts, tk, re
     outcome, fields = scripts.delete(tk, "a", END_LIFE, False)
     assert outcome == 1 and fields[6] == "7"
     assert_one_place(redis_client, tk, "a", 7)
-    assert scripts.ack(tk, "a", END_LIFE)[0] == -1
+    assert scripts.ack(tk, "a", END_LIFE)[0] == Outcome.NO_MESSAGE
     assert pull(scripts, tk, T0 + 1000)[0] == []
 
 
 def test_delete_with_release_removes_the_body(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0)
-    assert scripts.delete(tk, "a", END_LIFE, True)[0] == 1
+    assert scripts.delete(tk, "a", END_LIFE, True)[0] == Outcome.OK
     assert_one_place(redis_client, tk, "a", None)
     assert redis_client.exists(tk.msg("a")) == 0
 
@@ -446,11 +447,11 @@ def test_delete_of_ended_message_is_not_found_but_release_drops_its_body(scripts
     send(scripts, tk, "a", T0, T0)
     pull(scripts, tk, T0)
     scripts.ack(tk, "a", END_LIFE)
-    assert scripts.delete(tk, "a", END_LIFE, False) == [-1, []]
+    assert scripts.delete(tk, "a", END_LIFE, False) == [Outcome.NO_MESSAGE, []]
     assert_one_place(redis_client, tk, "a", 4)
-    assert scripts.delete(tk, "a", END_LIFE, True) == [-1, []]
+    assert scripts.delete(tk, "a", END_LIFE, True) == [Outcome.NO_MESSAGE, []]
     assert redis_client.exists(tk.msg("a")) == 0
-    assert scripts.delete(tk, "ghost", END_LIFE, False) == [-1, []]
+    assert scripts.delete(tk, "ghost", END_LIFE, False) == [Outcome.NO_MESSAGE, []]
 
 
 # -- namespace bookkeeping -------------------------------------------------------------
@@ -458,7 +459,7 @@ def test_due_set_replaces_the_score_the_tick_read(scripts, redis_client):
     redis_client.zadd(NS.due, {"t": 100})
     assert scripts.due_set(NS, "t", 100, 500) == 1
     assert redis_client.zscore(NS.due, "t") == 500
-    assert scripts.due_set(NS, "t", 500, -1) == 1
+    assert scripts.due_set(NS, "t", 500, -1) == Outcome.OK
     assert redis_client.zscore(NS.due, "t") is None
 
 
@@ -466,7 +467,7 @@ def test_due_set_keeps_a_lower_score_written_meanwhile(scripts, redis_client):
     redis_client.zadd(NS.due, {"t": 50})      # a send lowered it after the tick read 100
     assert scripts.due_set(NS, "t", 100, 500) == 0
     assert redis_client.zscore(NS.due, "t") == 50
-    assert scripts.due_set(NS, "t", 100, -1) == 0          # nothing live: still kept
+    assert scripts.due_set(NS, "t", 100, -1) == Outcome.KEPT          # nothing live: still kept
     assert redis_client.zscore(NS.due, "t") == 50
     assert scripts.due_set(NS, "t", 100, 20) == 0           # an even earlier answer wins
     assert redis_client.zscore(NS.due, "t") == 20
@@ -492,7 +493,7 @@ def test_recycle_forgets_topic_only_if_unused_since_read(scripts, redis_client):
 
 # -- topic info (service level, exact clock) --------------------------------------------
 def test_topic_info_buckets_are_half_open_at_their_edges(redis_client, scripts, clock):
-    monitor = Monitor(redis_client, NS, clock, 60, scripts.script)
+    monitor = Monitor(redis_client, NS, clock, 60, scripts)
     queue = DelayQueue(redis_client, scripts, clock, monitor, namespace="default",
                        key_prefix="dq", ttl_ms=HOUR, max_retry=10, ack_timeout_ms=30_000,
                        end_life_ms=END_LIFE)
@@ -556,7 +557,7 @@ def test_send_replaces_a_message_in_every_ended_status(scripts, tk, redis_client
         scripts.delete(tk, "a", END_LIFE, False)
     expected = {"acked": 4, "expired": 5, "exhausted": 6, "deleted": 7}[ending]
     assert_one_place(redis_client, tk, "a", expected)
-    stored, fields, _ = send(scripts, tk, "a", T0 + 200, T0 + 300, body="new")
-    assert stored == 1 and fields[0] == "new" and fields[6] == "1"
+    outcome, fields, _ = send(scripts, tk, "a", T0 + 200, T0 + 300, body="new")
+    assert outcome == Outcome.OK and fields[0] == "new" and fields[6] == "1"
     assert_one_place(redis_client, tk, "a", 1)
     assert redis_client.pttl(tk.msg("a")) == -1

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -11,16 +10,14 @@ from delayqueue.clock import ManualClock
 from delayqueue.histogram import BOUNDS_MS
 from delayqueue.keys import NamespaceKeys
 from delayqueue.metrics import render_metrics
+from delayqueue.scripts import Scripts
 from delayqueue.monitor import COUNTERS, Monitor
 
-LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
 START_MS = 1_763_596_800_000
 
 
 def make_monitor(client, clock):
-    def load(name: str):
-        return client.register_script((LUA_DIR / f"{name}.lua").read_text())
-    return Monitor(client, NamespaceKeys("dq", "default"), clock, 60, load)
+    return Monitor(client, NamespaceKeys("dq", "default"), clock, 60, Scripts(client))
 
 
 def samples_by_name(body: bytes) -> tuple[dict, dict]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import socket
-from pathlib import Path
 
 import pytest
 import redis
@@ -13,8 +12,9 @@ from delayqueue.clock import ManualClock
 from delayqueue.histogram import bucket_index
 from delayqueue.keys import NamespaceKeys
 from delayqueue.monitor import COUNTERS, MAX_BUFFERED_INTERVALS, Monitor
+from delayqueue.outcome import Outcome
+from delayqueue.scripts import Scripts
 
-LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
 INTERVAL_S = 60
 START_MS = 1_763_596_800_000  # an interval boundary for 60 s intervals
 
@@ -25,12 +25,6 @@ def dead_client() -> redis.Redis:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return redis.Redis(port=port, socket_connect_timeout=0.2, retry=None)
-
-
-def script_loader(client: redis.Redis):
-    def load(name: str):
-        return client.register_script((LUA_DIR / f"{name}.lua").read_text())
-    return load
 
 
 @pytest.fixture
@@ -44,7 +38,7 @@ def clock():
 
 
 def make_monitor(client, keys, clock):
-    return Monitor(client, keys, clock, INTERVAL_S, script_loader(client))
+    return Monitor(client, keys, clock, INTERVAL_S, Scripts(client))
 
 
 def test_two_processes_sum_up_in_read_interval(redis_client, keys, clock):
@@ -224,13 +218,16 @@ def test_unknown_counter_is_refused(redis_client, keys, clock):
 
 
 def test_flush_script_rejects_malformed_groups_before_writing(redis_client, keys):
-    script = script_loader(redis_client)("monitor_flush")
-    k = [keys.monitor(START_MS), keys.monitor_total]
-    assert script(keys=k, args=["60000", "a\tsendMsg", "i"]) == -1
-    assert script(keys=k, args=["60000", "a\tsendMsg", "i", "1", "a\tx", "z", "1"]) == -2
-    assert script(keys=k, args=["60000", "a\tsendMsg", "i", "x"]) == -3
-    assert redis_client.exists(*k) == 0
-    assert script(keys=k, args=["60000", "a\tsendMsg", "i", "2", "a\tp:max", "m", "5"]) == 2
+    scripts = Scripts(redis_client)
+
+    def flush(*groups: str) -> int:
+        return scripts.monitor_flush(keys, START_MS, 60000, groups)
+
+    assert flush("a\tsendMsg", "i") == Outcome.BAD_ARGUMENT                  # not a triple
+    assert flush("a\tsendMsg", "i", "1", "a\tx", "z", "1") == Outcome.BAD_ARGUMENT  # op z
+    assert flush("a\tsendMsg", "i", "x") == Outcome.BAD_ARGUMENT             # not a number
+    assert redis_client.exists(keys.monitor(START_MS), keys.monitor_total) == 0
+    assert flush("a\tsendMsg", "i", "2", "a\tp:max", "m", "5") == 2
 
 
 def test_counters_constant_matches_camellia_plus_nack():

@@ -15,7 +15,7 @@ def test_empty_topic_unused_past_the_timeout_is_recycled(redis_url, redis_client
     rt.queue.pull("gone")
     rt.queue.ack("gone", sent.msg_id)
     clock.advance(HALF_HOUR_MS + 1)
-    assert rt.queue.recycle_topics(HALF_HOUR_MS) == ["gone"]
+    assert rt.scheduler.recycle_topics() == ["gone"]
     assert "gone" not in rt.queue.topics()
     assert redis_client.zscore(rt.keys.due, "gone") is None
 
@@ -25,7 +25,7 @@ def test_recently_used_topic_is_kept(redis_url, redis_client):
     rt = make_runtime(redis_url, clock)
     rt.queue.pull("busy")  # registers the topic as used now
     clock.advance(HALF_HOUR_MS - 1)
-    assert rt.queue.recycle_topics(HALF_HOUR_MS) == []
+    assert rt.scheduler.recycle_topics() == []
     assert rt.queue.topics() == ["busy"]
 
 
@@ -34,7 +34,7 @@ def test_unused_topic_that_still_holds_messages_is_kept(redis_url, redis_client)
     rt = make_runtime(redis_url, clock)
     rt.queue.send("later", "x", delay_ms=7 * 24 * 3_600_000)
     clock.advance(HALF_HOUR_MS + 1)
-    assert rt.queue.recycle_topics(HALF_HOUR_MS) == []
+    assert rt.scheduler.recycle_topics() == []
     assert rt.queue.topics() == ["later"]
 
 

@@ -1,4 +1,4 @@
-"""SnapshotWriter: one JSON line per topic per completed interval, in DESIGN.md's format."""
+"""SnapshotWriter: one JSON line per topic per completed interval, in docs/design.md's format."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import redis
 
 from delayqueue.clock import ManualClock
 from delayqueue.keys import NamespaceKeys
+from delayqueue.scripts import Scripts
 from delayqueue.monitor import Monitor
 from delayqueue.snapshot import SnapshotWriter
 
-LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
 INTERVAL_S = 60
 INTERVAL_MS = INTERVAL_S * 1000
 START_MS = 1_763_596_800_000  # 2025-11-20T00:00:00Z
@@ -41,15 +41,12 @@ class Fleet:
         self.keys = NamespaceKeys("dq", "default")
         self.clock = ManualClock(START_MS + 5_000)
         self.topics = topics
-        self.monitor = Monitor(client, self.keys, self.clock, INTERVAL_S, self._load)
+        self.monitor = Monitor(client, self.keys, self.clock, INTERVAL_S, Scripts(client))
         self.writer = SnapshotWriter(
             self.monitor, client, self.keys, self.clock, directory, "default", INTERVAL_S,
             topics=lambda: list(self.topics),
             topic_infos=lambda topics: [topic_info(t) for t in topics], grace_ms=GRACE_MS,
             max_catch_up=3)
-
-    def _load(self, name: str):
-        return self.client.register_script((LUA_DIR / f"{name}.lua").read_text())
 
     def mark(self) -> int | None:
         value = self.client.get(self.keys.snapshot_mark)

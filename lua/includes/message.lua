@@ -1,10 +1,13 @@
 --[[ Shared helpers, pasted into a script where it says `--@include message`.
-  A message is a HASH at <msg_prefix><msgId> with short fields (they cost bytes per message):
+  A message is a HASH at <msg_prefix><msgId> with short fields (they cost bytes per message),
+  in this order (delayqueue/message.py MESSAGE_FIELDS; a test keeps the two equal):
     m body   p produceTime   t triggerTime   e expireTime
     r maxRetry   n deliveries so far (camellia's "retry")   s status (1..7)
-  Live statuses 1..3 sit in exactly one of waiting / ready / ack, and in the expiry index. ]]
+  Live statuses 1..3 sit in exactly one of waiting / ready / ack; ready and consuming ones
+  are in the expiry index too. ]]
+--@include outcome
 
--- The message's fields in a fixed order, or nil when the hash is gone.
+-- The message's fields in MESSAGE_FIELDS order, or nil when the hash is gone.
 local function read_message(key)
   local v = redis.call('HMGET', key, 'm', 'p', 't', 'e', 'r', 'n', 's')
   if not v[7] then return nil end
@@ -17,9 +20,9 @@ local function end_message(key, status, end_life_ms)
   redis.call('PEXPIRE', key, end_life_ms)
 end
 
--- Earliest time (ms) the scheduler must look at the topic: the head of waiting, ack or the
--- expiry index; false when all three are empty. O(log n).
-local function attention(waiting, ack, expire)
+-- The topic's due time: the earliest time (ms) the scheduler must look at it, from the
+-- heads of waiting, ack and the expiry index; false when all three are empty. O(log n).
+local function due_at(waiting, ack, expire)
   local best = false
   for _, key in ipairs({waiting, ack, expire}) do
     local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
@@ -29,4 +32,12 @@ local function attention(waiting, ack, expire)
     end
   end
   return best
+end
+
+-- The due time after a write, if the write brought it forward (else -1): the caller lowers
+-- the namespace due index to it.
+local function lowered_due(before, waiting, ack, expire)
+  local after = due_at(waiting, ack, expire)
+  if after and (not before or after < before) then return after end
+  return -1
 end

@@ -1,10 +1,11 @@
---[[ Shared: move due messages from waiting to ready (needs `--@include message`).
+--[[ Shared: move due messages from waiting to ready.
   Moves at most `limit` ids whose triggerTime <= now; ZREM decides, so two schedulers (or a
   scheduler and a pull) racing never move one id twice. A promoted message enters the expiry
   index here: a waiting message cannot expire (expireTime = triggerTime + ttl), so the index
   holds only ready and consuming messages and a large waiting backlog costs no entry in it.
   Returns moved count and a flat list of promotion gaps (now - triggerTime, ms) for the
   readyQueueTimeGap histogram. ]]
+--@include message
 local function promote(waiting, ready, expire, msg_prefix, now, limit)
   local due = redis.call('ZRANGEBYSCORE', waiting, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
   local moved, gaps = 0, {}

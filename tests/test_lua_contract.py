@@ -1,0 +1,91 @@
+"""The Lua <-> Python contract: one outcome table, one field order, one key order, and a
+loader that assembles every script or fails at load time."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from redis.crc import key_slot
+
+from delayqueue.keys import NamespaceKeys
+from delayqueue.message import MESSAGE_FIELDS
+from delayqueue.outcome import Outcome
+from delayqueue.scripts import Scripts, ScriptSourceError, key_count, lua_source
+
+LUA = Path(__file__).resolve().parent.parent / "lua"
+TOPIC_SCRIPTS = ("send", "promote", "pull", "ack", "nack", "delete", "timeout", "expire")
+
+
+def test_lua_outcome_table_equals_the_python_enum():
+    text = (LUA / "includes" / "outcome.lua").read_text()
+    lua = {name: int(value) for name, value in re.findall(r"^local (\w+) = (-?\d+)$", text, re.M)}
+    assert lua == {member.name: member.value for member in Outcome}
+
+
+def test_scripts_return_named_outcomes_not_bare_numbers():
+    """A script that reports an outcome says it by name (OK, NO_MESSAGE, ...)."""
+    for name in Scripts.NAMES:
+        source = (LUA / f"{name}.lua").read_text()
+        bare = re.findall(r"return \{?(-?[1-9]\d*|-\d+)\s*[,}]", source)
+        assert bare == [], f"{name}.lua returns bare outcome numbers {bare}"
+
+
+def test_lua_message_fields_are_in_python_field_order():
+    text = (LUA / "includes" / "message.lua").read_text()
+    (hmget,) = re.findall(r"HMGET', key, (.*)\)", text)
+    assert tuple(re.findall(r"'(\w)'", hmget)) == MESSAGE_FIELDS
+
+
+def test_every_topic_script_names_its_keys_in_the_same_order():
+    for name in TOPIC_SCRIPTS:
+        header = (LUA / f"{name}.lua").read_text().split("]]", 1)[0]
+        names = [re.search(rf"KEYS\[{i}\]\s+(\w+)", header).group(1)
+                 for i in range(1, key_count(header) + 1)]
+        assert names[:4] == ["waiting", "ready", "ack", "expire"], (name, names)
+        assert names[4:] in ([], ["msg"]), (name, names)
+
+
+def test_every_script_is_assembled_with_each_include_once():
+    for name in Scripts.NAMES:
+        source = lua_source(name)
+        assert not re.search(r"^--@include", source, re.M), name
+        # each helper is defined exactly once, however deep it was included
+        for helper in ("read_message", "due_at", "promote"):
+            assert source.count(f"local function {helper}(") <= 1, (name, helper)
+        assert source.count("local OK = 1") <= 1, name
+    # pull includes promote, which includes message, which includes outcome
+    pull = lua_source("pull")
+    assert pull.count("local function read_message(") == 1
+    assert pull.count("local NO_MESSAGE = -1") == 1
+
+
+def test_a_missing_include_fails_at_load_time(tmp_path):
+    (tmp_path / "includes").mkdir()
+    (tmp_path / "includes" / "a.lua").write_text("--@include nowhere\nlocal A = 1\n")
+    (tmp_path / "s.lua").write_text("--@include a\nreturn A\n")
+    with pytest.raises(ScriptSourceError, match="nowhere"):
+        lua_source("s", tmp_path)
+
+
+def test_a_call_with_the_wrong_number_of_keys_is_refused_before_redis(redis_client):
+    scripts = Scripts(redis_client)
+    assert scripts.key_counts["send"] == 5 and scripts.key_counts["pull"] == 4
+    assert scripts.key_counts["monitor_flush"] == 2 and scripts.key_counts["due_set"] == 1
+    with pytest.raises(TypeError, match="pull.lua reads 4 keys; called with 3"):
+        scripts._run("pull", ["a", "b", "c"], [])
+    redis_client.config_resetstat()
+    assert "cmdstat_evalsha" not in redis_client.info("commandstats")
+
+
+@pytest.mark.parametrize("topic", ["orders", "orders:eu/1", "a b", "é", "x" * 256])
+def test_every_key_of_a_topic_lives_in_one_cluster_slot(topic):
+    """Every topic script touches one Redis Cluster slot; every namespace script another."""
+    nk = NamespaceKeys("dq", "default")
+    tk = nk.topic(topic)
+    topic_keys = [*tk.queues, tk.msg("m-1"), tk.msg("another {id}")]
+    assert len({key_slot(key.encode()) for key in topic_keys}) == 1
+    namespace_keys = [nk.topics, nk.due, nk.hint_channel, nk.lease("schedule"), nk.monitor(0),
+                      nk.monitor_total, nk.snapshot_mark, nk.offline("node:8080")]
+    assert len({key_slot(key.encode()) for key in namespace_keys}) == 1
