@@ -279,7 +279,8 @@ class Settings:
         return redact_url(self.redis_url)
 
     def as_table(self) -> list[dict[str, Any]]:
-        """One row per setting: key, value, env var, default, doc (for docs and ``--help``)."""
+        """One row per setting: key, value, env var, default, doc (README's configuration table
+        is checked against it by tests/test_docs.py)."""
         return [
             {
                 "key": key_of(f.name),

@@ -86,7 +86,9 @@ class TopicKeys:
 
     @property
     def expire(self) -> str:
-        """ZSET msgId -> expireTime (ms) of every live message: the expiry index."""
+        """ZSET msgId -> expireTime (ms): the expiry index. Holds ready and consuming messages
+        (a waiting one enters when promoted; a consuming one leaves when its expireTime passes,
+        and its ack timeout then ends it)."""
         return f"{self.base}:expire"
 
     @property

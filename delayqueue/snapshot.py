@@ -1,9 +1,9 @@
 """The snapshot writer: one JSON line per topic per completed monitoring interval.
 
 Runs in the one worker holding the "snapshot" lease (the caller's loop handles the lease;
-``tick()`` has no threading). Each line follows DESIGN.md's snapshot contract (schemaVersion 1)
-and goes to ``<directory>/date=YYYY-MM-DD/<namespace>-<HH>.jsonl`` (UTC date and hour of the
-interval's start), appended, never rewritten.
+``tick()`` has no threading). Each line follows the snapshot contract of docs/design.md
+(schemaVersion 1) and goes to ``<directory>/date=YYYY-MM-DD/<namespace>-<HH>.jsonl`` (UTC
+date and hour of the interval's start), appended, never rewritten.
 
 Ordering: the interval's lines are written, flushed and fsynced, THEN the mark
 (``keys.snapshot_mark``) advances. A crash (or a lease handover) between the two writes the
@@ -43,7 +43,7 @@ def snapshot_path(directory: str, namespace: str, interval_start_ms: int) -> str
 
 def snapshot_line(namespace: str, topic: str, interval_start_ms: int, interval_end_ms: int,
                   stats: dict, info: dict) -> dict:
-    """One snapshot record, field for field as DESIGN.md fixes it."""
+    """One snapshot record, field for field as docs/design.md fixes it."""
     line: dict = {
         "schemaVersion": SCHEMA_VERSION,
         "namespace": namespace,

@@ -47,7 +47,7 @@ class Ledger:
     accepted: dict[str, dict] = field(default_factory=dict)          # msgId -> delayMsg
     deliveries: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     # Receive times per copy of a message, (msgId, produceTime): a re-sent msgId whose first
-    # copy had already ended is a new copy (API.md: an ended message is replaced).
+    # copy had already ended is a new copy (docs/api.md: an ended message is replaced).
     copies: dict[tuple[str, int], list[float]] = field(
         default_factory=lambda: defaultdict(list))
     resent: set[str] = field(default_factory=set)                    # sends retried
@@ -79,7 +79,8 @@ def produce(bases: list[str], plan: list[tuple[str, str, int]], ledger: Ledger,
 
     A send whose connection broke (a killed worker) is retried with the same msgId: a
     repeat of a live message is answered with the stored one, so it is not enqueued twice —
-    unless the first copy was already delivered and acked, which a repeat replaces (API.md).
+    unless the first copy was already delivered and acked, which a repeat replaces
+    (docs/api.md).
     """
     session = requests.Session()
     for i, (topic, msg_id, delay) in enumerate(plan):

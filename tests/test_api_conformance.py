@@ -1,4 +1,4 @@
-"""Conformance of the HTTP API (shared/API.md) against live gunicorn nodes.
+"""Conformance of the HTTP API (docs/api.md) against live gunicorn nodes.
 
 Servers are module-scoped and every test uses a topic of its own, so nothing is flushed
 between tests. ``node`` runs the defaults (with a 1 s monitoring interval); ``short_node``

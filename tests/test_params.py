@@ -1,4 +1,4 @@
-"""Parameter validation: every rule of API.md, through Params and through the Flask app.
+"""Parameter validation: every rule of docs/api.md, through Params and through the Flask app.
 
 Rule violations answer code 400 in an HTTP 200 envelope; a missing or unconvertible
 parameter answers HTTP 400. Either way the message names the parameter and nothing is written.

@@ -1,4 +1,4 @@
-"""A live node writes the monitoring snapshot files DESIGN.md defines, once per interval."""
+"""A live node writes the monitoring snapshot files docs/design.md defines, once per interval."""
 
 from __future__ import annotations
 
