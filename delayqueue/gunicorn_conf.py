@@ -26,7 +26,8 @@ if not _settings.redis_url:
 proc_name = "delayqueue"
 bind = f"{_settings.host}:{_settings.port}"
 workers = _settings.workers
-# gunicorn's worker of that name, writing each response in one send (delayqueue/gunicorn_workers.py).
+# gunicorn's worker of that name, writing each response in one send and its own error
+# answers as the JSON envelope (delayqueue/gunicorn_workers.py).
 worker_class = GUNICORN_WORKERS.get(_settings.worker_class, _settings.worker_class)
 worker_connections = _settings.worker_connections  # gevent: concurrent requests per worker
 # gunicorn silently turns "sync" with threads > 1 into gthread, so threads only for gthread.
@@ -38,6 +39,13 @@ timeout = 30
 if _settings.worker_class == "sync":
     timeout = max(timeout, _settings.max_long_polling_timeout_millis // 1000 + 10)
 keepalive = 5
+# What gunicorn refuses before the app sees a request, answered as the JSON envelope by our
+# workers (delayqueue/gunicorn_workers.py): a request line over 4094 bytes (414), more than
+# 100 header fields or one over 8190 bytes (431). gunicorn's defaults, stated here because
+# the API documentation names them.
+limit_request_line = 4094
+limit_request_fields = 100
+limit_request_field_size = 8190
 loglevel = _settings.log_level
 errorlog = "-"
 # Access logging costs throughput; enable with --access-logfile - (gunicorn's CLI) or

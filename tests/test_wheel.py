@@ -16,9 +16,13 @@ from delayqueue.scripts import Scripts, lua_source
 
 REPO = Path(__file__).resolve().parent.parent
 
+_BUILT: dict[str, Path] = {}
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
+
+def build_wheel(tmp_path_factory) -> Path:
+    """The project's wheel, built once per test session (test_install_wheel.py uses it too)."""
+    if "wheel" in _BUILT and _BUILT["wheel"].exists():
+        return _BUILT["wheel"]
     out = tmp_path_factory.mktemp("wheel")
     # Without hatchling in this environment pip builds in an isolated one (fetches it).
     isolation = [] if importlib.util.find_spec("hatchling") is None \
@@ -29,7 +33,13 @@ def wheel(tmp_path_factory) -> Path:
     assert result.returncode == 0, result.stderr
     wheels = list(out.glob("delayqueue-*.whl"))
     assert len(wheels) == 1, wheels
+    _BUILT["wheel"] = wheels[0]
     return wheels[0]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    return build_wheel(tmp_path_factory)
 
 
 def test_wheel_contains_every_lua_script_and_the_default_config(wheel):
@@ -80,3 +90,21 @@ def test_installed_wheel_reads_its_packaged_default_config(wheel, tmp_path):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["3600000", "10"]
+
+
+def test_wheel_bounds_every_runtime_requirement(wheel):
+    """Each runtime requirement has an upper bound, and gunicorn comes with its gevent extra
+    (what its gevent worker imports: gevent, and `packaging` since gunicorn 27)."""
+    from packaging.requirements import Requirement
+
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = archive.read(next(n for n in archive.namelist()
+                                     if n.endswith(".dist-info/METADATA"))).decode()
+    runtime = [Requirement(line.split(":", 1)[1].strip())
+               for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    runtime = [req for req in runtime if req.marker is None or "extra" not in str(req.marker)]
+    names = {req.name.lower(): req for req in runtime}
+    assert "gevent" in names["gunicorn"].extras
+    for req in runtime:
+        assert any(spec.operator in ("<", "<=", "==", "~=") for spec in req.specifier), \
+            f"{req} has no upper bound"
