@@ -19,7 +19,8 @@ run: install
 	$(VENV)/bin/delayqueue serve
 
 # Debian packages some tests need: faketime (a node with a skewed clock) and chromium (the
-# report opens in a headless browser). Installed only when missing and when we are root.
+# report opens in a headless browser). Installed when missing and we are root; otherwise
+# make test stops here, rather than let those tests fail or be skipped.
 SYSTEM_PACKAGES := faketime chromium
 system-deps:
 	@missing=""; \
@@ -30,7 +31,7 @@ system-deps:
 	    echo "installing Debian packages:$$missing"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else \
-	    echo "warning: missing$$missing (install them with apt-get as root); tests that need them will say so"; \
+	    echo "error: missing$$missing: install them with apt-get as root (the clock-skew and report tests need them)"; exit 1; \
 	  fi; \
 	fi
 
