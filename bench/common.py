@@ -33,8 +33,8 @@ import redis
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from redis_support import RedisServer  # noqa: E402
-from server_process import ServerProcess  # noqa: E402
+from support.node import ServerProcess  # noqa: E402
+from support.redis_server import RedisServer  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 SERVER_PYTHON = str(REPO / ".venv" / "bin" / "python")

@@ -20,7 +20,7 @@ import time
 import psutil
 
 from common import now_ms, print_table, progress, stack, summary, write_result
-from fleet_support import accepted_connections, start_polls
+from support.fleet import accepted_connections, start_polls
 from load import Http
 
 

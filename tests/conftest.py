@@ -1,4 +1,7 @@
-"""Shared fixtures: a real redis-server on a free port, started once per test session."""
+"""Shared fixtures: a real redis-server on a free port, started once per test session.
+
+The helpers themselves live in the ``support`` package (tests/support/).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,8 @@ import os
 import pytest
 import redis
 
-from redis_support import RedisServer
+from support.node import ServerProcess
+from support.redis_server import FIXTURE_DB, RedisServer
 
 
 @pytest.fixture(scope="session")
@@ -19,8 +23,9 @@ def redis_server(tmp_path_factory):
 
 @pytest.fixture
 def redis_client(redis_server):
-    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
-    client.flushall()
+    """A client of database 0, flushed (FLUSHDB: the other databases have other owners)."""
+    client = redis.Redis.from_url(redis_server.db_url(FIXTURE_DB), decode_responses=True)
+    client.flushdb()
     yield client
     client.close()
 
@@ -28,7 +33,14 @@ def redis_client(redis_server):
 @pytest.fixture
 def redis_url(redis_server, redis_client):
     """The URL of a flushed Redis, for tests that start servers of their own."""
-    return redis_server.url
+    return redis_server.db_url(FIXTURE_DB)
+
+
+@pytest.fixture
+def redis_db_url(redis_server):
+    """A flushed Redis database leased to this test alone (not 0, not the shared node's)."""
+    with redis_server.leased_db_url() as url:
+        yield url
 
 
 def pytest_configure(config):
@@ -38,7 +50,5 @@ def pytest_configure(config):
 @pytest.fixture
 def server(redis_url):
     """One live node (gunicorn, 1 gevent worker) on a flushed Redis."""
-    from server_process import ServerProcess
-
     with ServerProcess(redis_url) as node:
         yield node

@@ -4,28 +4,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from redis_support import free_port
 
 from delayqueue.client import DelayQueueClient, Status
-from sdk_helpers import node, topic  # noqa: F401 - fixtures
+from support import wait_until
+from support.ports import refused_port
+from support.sdk import node, topic  # noqa: F401 - fixtures
 
 REPO = Path(__file__).resolve().parent.parent
-# The real entry point. While a command module listed in COMMAND_MODULES is still being
-# written by someone else, it is skipped here so the client commands can be tested.
-LAUNCHER = """
-import importlib.util, sys
-from delayqueue import cli
-cli.COMMAND_MODULES = tuple(m for m in cli.COMMAND_MODULES
-                            if importlib.util.find_spec("delayqueue.commands." + m))
-sys.exit(cli.main(sys.argv[1:]))
-"""
+# The real entry point: the `delayqueue` console script pyproject.toml installs into the venv
+# that runs the tests ([project.scripts] delayqueue = "delayqueue.cli:main").
+DELAYQUEUE = Path(sys.executable).parent / "delayqueue"
 
 
 def env_for(url: str) -> dict[str, str]:
@@ -35,14 +30,31 @@ def env_for(url: str) -> dict[str, str]:
 
 
 def popen(url: str, *argv: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", LAUNCHER, *argv], env=env_for(url),
+    return subprocess.Popen([str(DELAYQUEUE), *argv], env=env_for(url),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
 
 def run(url: str, *argv: str, stdin: str | None = None,
         timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", LAUNCHER, *argv], env=env_for(url),
+    return subprocess.run([str(DELAYQUEUE), *argv], env=env_for(url),
                           input=stdin, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def dead_url():
+    """A server URL whose port refuses every connection (held for the test)."""
+    with refused_port() as port:
+        yield f"http://127.0.0.1:{port}"
+
+
+def test_the_console_script_is_the_installed_entry_point():
+    assert DELAYQUEUE.is_file(), f"{DELAYQUEUE} missing: install the project (make install)"
+    result = subprocess.run([str(DELAYQUEUE), "--help"], capture_output=True, text=True,
+                            timeout=30)
+    assert result.returncode == 0, result.stderr
+    listed = re.findall(r"^    (\S+)", result.stdout, re.MULTILINE)
+    assert listed == ["serve", "report", "send", "pull", "long-poll", "ack", "nack", "get",
+                      "delete", "topics", "topic-info", "monitor", "consume"], result.stdout
 
 
 @pytest.fixture
@@ -143,14 +155,14 @@ def test_monitor_prints_the_last_interval(dq):
     assert json.loads(dq("monitor", "--json").stdout).keys() >= {"requestStatsList"}
 
 
-def test_server_down_prints_one_line_and_exits_1(topic):
-    result = run(f"http://127.0.0.1:{free_port()}", "get", topic, "x")
+def test_server_down_prints_one_line_and_exits_1(dead_url, topic):
+    result = run(dead_url, "get", topic, "x")
     assert_one_line_error(result, 1)
     assert "no server reachable" in result.stderr
 
 
-def test_url_option_overrides_the_environment_variable(node, topic):
-    result = run(f"http://127.0.0.1:{free_port()}", "topics", "--url", node.url)
+def test_url_option_overrides_the_environment_variable(node, dead_url, topic):
+    result = run(dead_url, "topics", "--url", node.url)
     assert result.returncode == 0, result.stderr
 
 
@@ -184,10 +196,7 @@ def test_consume_stops_on_sigterm_after_the_running_command_finishes(node, clien
     proc = popen(node.url, "consume", topic, "--", "sh", "-c",
                  f"touch {started}; sleep 1; cat > /dev/null")
     try:
-        deadline = time.monotonic() + 10
-        while not started.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert started.exists()
+        wait_until(started.exists, 10, interval_s=0.05, message="the command never ran")
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=15)
     finally:

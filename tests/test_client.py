@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from redis_support import free_port
-from server_process import ServerProcess
 
 from delayqueue.client import (
     BadRequestError,
@@ -18,8 +17,11 @@ from delayqueue.client import (
     UnavailableError,
 )
 from delayqueue.client.transport import NodePool
-
-from sdk_helpers import FAST_STOP, node, redis_db_url, topic  # noqa: F401 - fixtures
+from support import wait_until
+from support.node import ServerProcess
+from support.ports import refused_port
+from support.proxy import AnswerDroppingProxy
+from support.sdk import FAST_STOP, node, topic  # noqa: F401 - fixtures
 
 
 @pytest.fixture
@@ -28,16 +30,19 @@ def client(node):
         yield c
 
 
-def dead_url() -> str:
-    return f"http://127.0.0.1:{free_port()}"
+@pytest.fixture
+def dead_url():
+    """A node URL whose port refuses every connection (held for the test)."""
+    with refused_port() as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_send_with_delay_is_waiting_and_get_returns_it(client, topic):
     sent = client.send(topic, "hello", delay_ms=60_000, max_retry=3, ttl_ms=120_000)
     assert isinstance(sent, DelayMsg)
     assert sent.status is Status.WAITING and not sent.duplicate
-    assert len(sent.msg_id) == 32
-    assert sent.trigger_time - sent.produce_time == pytest.approx(60_000, abs=50)
+    assert re.fullmatch(r"[0-9a-f]{32}", sent.msg_id)
+    assert sent.trigger_time - sent.produce_time == 60_000   # both from one server clock read
     assert sent.expire_time == sent.trigger_time + 120_000
     assert sent.max_retry == 3 and sent.retry == 0
     got = client.get(topic, sent.msg_id)
@@ -55,6 +60,32 @@ def test_send_twice_with_the_same_live_msg_id_reports_the_stored_duplicate(clien
     first = client.send(topic, "one", delay_ms=60_000, msg_id="dup")
     again = client.send(topic, "two", msg_id="dup")
     assert again.duplicate and again.msg == "one" and again.trigger_time == first.trigger_time
+
+
+def test_a_send_whose_answer_was_lost_is_resent_with_its_client_generated_id(client, node,
+                                                                            topic):
+    """The first answer is lost after the node stored the message; the SDK re-sends (sendMsg
+    is idempotent) with the msgId it generated, so the node recognises the re-send."""
+    with AnswerDroppingProxy(node.url, ports=2) as proxy, \
+            DelayQueueClient(proxy.urls, timeout=5) as through_proxy:
+        proxy.drop_next("sendMsg")
+        sent = through_proxy.send(topic, "once", delay_ms=60_000)
+    first, retry = proxy.forwarded("sendMsg")
+    assert (first.dropped, retry.dropped) == (True, False)
+    assert first.port != retry.port                       # re-sent to the other node URL
+    assert re.fullmatch(r"[0-9a-f]{32}", first.form.get("msgId", ""))   # made by the SDK
+    assert retry.form["msgId"] == first.form["msgId"] == sent.msg_id
+    assert sent.duplicate is True and sent.msg == "once"
+    info = client.topic_info(topic)
+    assert (info.waiting_queue_size, info.ready_queue_size) == (1, 0)   # stored once
+
+
+def test_each_send_without_msg_id_gets_an_id_of_its_own(client, topic):
+    first = client.send(topic, "same body")
+    second = client.send(topic, "same body")
+    assert first.msg_id != second.msg_id
+    assert not first.duplicate and not second.duplicate
+    assert client.topic_info(topic).ready_queue_size == 2
 
 
 def test_send_rejects_both_delay_and_trigger_time(client, topic):
@@ -90,12 +121,9 @@ def test_pull_delivers_ready_messages_up_to_batch_as_consuming(client, topic):
 def test_pull_with_short_ack_timeout_redelivers_the_unacked_message(client, topic):
     sent = client.send(topic, "x")
     assert client.pull(topic, ack_timeout_ms=200)[0].msg_id == sent.msg_id
-    deadline = time.monotonic() + 5
-    again: list[DelayMsg] = []
-    while not again and time.monotonic() < deadline:
-        time.sleep(0.1)
-        again = client.pull(topic, ack_timeout_ms=60_000)
-    assert again and again[0].msg_id == sent.msg_id and again[0].retry == 2
+    again = wait_until(lambda: client.pull(topic, ack_timeout_ms=60_000), 5, interval_s=0.1,
+                       message="not redelivered after its 200 ms ack timeout")
+    assert again[0].msg_id == sent.msg_id and again[0].retry == 2
 
 
 def test_long_poll_answers_as_soon_as_a_message_becomes_due(client, topic):
@@ -199,12 +227,14 @@ def test_monitor_data_reports_the_last_interval(redis_db_url, topic):
         c.pull(topic)
         # Send and pull may fall into two intervals: add up each interval seen once.
         rows: list[dict] = []
-        deadline = time.monotonic() + 12
-        while sum(r["pullMsg"] for r in rows) < 1 and time.monotonic() < deadline:
+
+        def pull_counted() -> bool:
             row = next((r for r in c.monitor_data().request_stats if r["topic"] == topic), None)
             if row and (not rows or row != rows[-1]):
                 rows.append(row)
-            time.sleep(0.2)
+            return sum(r["pullMsg"] for r in rows) >= 1
+
+        wait_until(pull_counted, 12, interval_s=0.2, message=lambda: f"rows seen: {rows}")
     assert sum(r["sendMsg"] for r in rows) == 1, rows
     assert sum(r["pullMsg"] for r in rows) == 1, rows
 
@@ -217,15 +247,15 @@ def test_requests_reuse_one_keep_alive_connection(client, topic):
     assert pool.num_connections == 1
 
 
-def test_unreachable_server_raises_unavailable_error(topic):
-    with DelayQueueClient(dead_url(), connect_timeout=1) as c:
+def test_unreachable_server_raises_unavailable_error(dead_url, topic):
+    with DelayQueueClient(dead_url, connect_timeout=1) as c:
         with pytest.raises(UnavailableError) as info:
             c.pull(topic)
     assert info.value.code is None
 
 
-def test_client_skips_a_dead_node_and_keeps_using_the_live_one(node, topic):
-    with DelayQueueClient([dead_url(), node.url]) as c:
+def test_client_skips_a_dead_node_and_keeps_using_the_live_one(node, dead_url, topic):
+    with DelayQueueClient([dead_url, node.url]) as c:
         ids = [c.send(topic, f"m{i}").msg_id for i in range(6)]
         pulled = [m.msg_id for m in c.pull(topic, batch=10)]
     assert pulled == ids

@@ -11,7 +11,8 @@ import redis
 
 from delayqueue import embedded as embedded_module
 from delayqueue.embedded import EmbeddedRedis, EmbeddedRedisError, find_redis_server
-from redis_support import free_port
+from support import wait_until
+from support.ports import PORT_TAKEN, free_port, listening_pids
 
 
 def pid_alive(pid: int) -> bool:
@@ -79,13 +80,9 @@ def test_starts_a_real_server_on_a_private_unix_socket(embedded, data_dir):
 def test_a_write_reaches_the_aof(embedded, data_dir):
     client = embedded.client()
     client.set("dq:test", "value-that-must-persist")
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        if any(b"value-that-must-persist" in p.read_bytes() for p in aof_files(data_dir)):
-            break
-        time.sleep(0.05)
-    else:
-        pytest.fail(f"write not in the AOF: {aof_files(data_dir)}")
+    wait_until(lambda: any(b"value-that-must-persist" in p.read_bytes()
+                           for p in aof_files(data_dir)), 5, interval_s=0.05,
+               message=lambda: f"write not in the AOF: {aof_files(data_dir)}")
     client.close()
 
 
@@ -154,30 +151,51 @@ def test_serve_runs_the_app_on_an_embedded_redis_and_stops_both(data_dir, tmp_pa
     import subprocess
     import sys
 
+    import psutil
     import requests
 
-    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("DELAYQUEUE_")}
     env.update(PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
                DELAYQUEUE_SNAPSHOT_DIR=str(tmp_path / "snapshots"),
                DELAYQUEUE_LOG_LEVEL="warning")
-    log = open(tmp_path / "serve.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SERVE, "serve", "--port", str(port), "--host", "127.0.0.1",
-         "--workers", "1", "--data-dir", str(data_dir)],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}/camellia/delayQueue"
+    log_path = tmp_path / "serve.log"
+    log = open(log_path, "ab")
+
+    def serve_on(port: int) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-c", SERVE, "serve", "--port", str(port), "--host", "127.0.0.1",
+             "--workers", "1", "--data-dir", str(data_dir)],
+            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    def first_send(proc: subprocess.Popen, port: int, offset: int) -> dict | str | None:
+        """sendMsg's answer once the node is up; "taken" when another process has the port."""
+        output = log_path.read_bytes()[offset:].decode(errors="replace")
+        if any(text in output for text in PORT_TAKEN):
+            return "taken"
+        assert proc.poll() is None, output
+        try:
+            sent = requests.post(f"http://127.0.0.1:{port}/camellia/delayQueue/sendMsg",
+                                 data={"topic": "t", "msg": "m"}, timeout=2).json()
+        except requests.ConnectionError:
+            return None
+        # Answered: by our node only if one of its processes listens on the port.
+        tree = [proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(True))]
+        return sent if listening_pids(tree, port) else "taken"
+
+    # A free port may be taken before serve binds it: then serve again on another one.
+    for _ in range(5):
+        port = free_port()
+        offset = log_path.stat().st_size
+        proc = serve_on(port)
+        sent = wait_until(lambda: first_send(proc, port, offset), 15, interval_s=0.1,
+                          message=lambda: log_path.read_text())
+        if sent != "taken":
+            break
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    else:
+        pytest.fail(f"no free port could be served:\n{log_path.read_text()}")
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                sent = requests.post(f"{base}/sendMsg", data={"topic": "t", "msg": "m"},
-                                     timeout=2).json()
-                break
-            except requests.ConnectionError:
-                assert proc.poll() is None, (tmp_path / "serve.log").read_text()
-                assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
-                time.sleep(0.1)
         assert sent["code"] == 200
         redis_pid = int((data_dir / "redis.pid").read_text())
         stored = redis.Redis(unix_socket_path=str(data_dir / "redis.sock"))

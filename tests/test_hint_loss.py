@@ -3,14 +3,12 @@ within the safety interval, and at its due time once it has seen it."""
 
 from __future__ import annotations
 
-import time
-
 import redis
 
 from delayqueue.keys import NamespaceKeys
 from delayqueue.scripts import Scripts
-from fleet_support import hold_long_poll
-from server_process import ServerProcess
+from support.fleet import hold_long_poll, wait_until_held
+from support.node import ServerProcess
 
 SAFETY_MS = 1000
 
@@ -27,7 +25,7 @@ def send_without_hint(client: redis.Redis, topic: str, msg_id: str, delay_ms: in
 def test_lost_hint_costs_at_most_the_safety_interval(redis_url, redis_client):
     with ServerProcess(redis_url, settings={"long-polling-safety-millis": SAFETY_MS}) as node:
         thread, out = hold_long_poll(node, "lost", 10_000)
-        time.sleep(0.3)  # the poll is held
+        wait_until_held(redis_url, "lost", thread, out)  # its first pull found nothing
         ready_at = send_without_hint(redis_client, "lost", "m1", 0)
         thread.join(15)
         assert [m["msgId"] for m in out["answer"]["delayMsgList"]] == ["m1"]
@@ -39,7 +37,7 @@ def test_waiter_that_saw_the_due_time_wakes_at_it_without_any_hint(redis_url, re
     knows the topic's next due time and wakes at it, not a safety interval later."""
     with ServerProcess(redis_url, settings={"long-polling-safety-millis": SAFETY_MS}) as node:
         thread, out = hold_long_poll(node, "due", 10_000)
-        time.sleep(0.3)
+        wait_until_held(redis_url, "due", thread, out)
         due = send_without_hint(redis_client, "due", "m2", 2 * SAFETY_MS + 500)
         thread.join(15)
         assert [m["msgId"] for m in out["answer"]["delayMsgList"]] == ["m2"]

@@ -3,7 +3,7 @@ give before our views run: a request line over 4094 bytes (414), too many or too
 fields (431), a malformed request (400), a body over the size limit (413, with a
 Content-Length and chunked).
 
-Real gunicorn nodes of each worker class (tests/server_process.py) and raw sockets, so the
+Real gunicorn nodes of each worker class (tests/support/node.py) and raw sockets, so the
 bytes on the wire are what is checked: status line, Content-Type, Connection, JSON body.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pytest
 import requests
 
-from server_process import ServerProcess
+from support.node import ServerProcess
 
 MIB = 1024 * 1024
 MAX_MSG_BYTES = MIB                      # the default max-msg-bytes
@@ -30,7 +30,9 @@ FORM = "application/x-www-form-urlencoded"
 
 @pytest.fixture(scope="module", params=["gevent", "gthread", "sync"])
 def node(request, redis_server):
-    with ServerProcess(redis_server.url, worker_class=request.param) as server:
+    # A database of its own: the function-scoped fixtures flush database 0 under it.
+    with redis_server.leased_db_url() as url, \
+            ServerProcess(url, worker_class=request.param) as server:
         yield server
 
 

@@ -29,7 +29,7 @@ import yaml
 from packaging.requirements import Requirement
 
 from delayqueue.commands.serve import GUNICORN_ARGS
-from server_process import ServerProcess
+from support.node import ServerProcess
 from test_wheel import build_wheel
 
 REPO = Path(__file__).resolve().parent.parent

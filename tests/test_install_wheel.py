@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from redis_support import free_port
+from support.ports import free_port
 from test_wheel import build_wheel
 
 pytestmark = pytest.mark.slow

@@ -15,6 +15,7 @@ import redis
 from delayqueue.config import load_settings
 from delayqueue.longpoll import Hub, long_poll
 from delayqueue.runtime import Runtime
+from support import wait_until
 
 SAFETY_S = 5.0
 
@@ -42,17 +43,11 @@ def hold(rt: Runtime, topic: str, timeout_ms: int) -> tuple[threading.Thread, di
     return thread, out
 
 
-def wait_until(predicate, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
-
-
 def test_a_new_long_poll_on_a_quiet_topic_runs_no_pull_script(redis_url, redis_client):
     rt = make_runtime(redis_url)
     leader, _ = hold(rt, "quiet", 3000)
-    wait_until(lambda: rt.hub.quiet("quiet", rt.clock.now_ms(), SAFETY_S) is not None)
+    wait_until(lambda: rt.hub.quiet("quiet", rt.clock.now_ms(), SAFETY_S) is not None, 5,
+               interval_s=0.01, message="the first poll never noted the topic quiet")
     before = script_calls(redis_client)
     follower, out = hold(rt, "quiet", 300)
     follower.join(5)
@@ -65,9 +60,10 @@ def test_a_new_long_poll_on_a_quiet_topic_runs_no_pull_script(redis_url, redis_c
 def test_a_hint_makes_waiters_that_trusted_the_memory_pull_again(redis_url, redis_client):
     rt = make_runtime(redis_url)
     first, first_out = hold(rt, "hinted", 5000)
-    wait_until(lambda: rt.hub.quiet("hinted", rt.clock.now_ms(), SAFETY_S) is not None)
+    wait_until(lambda: rt.hub.quiet("hinted", rt.clock.now_ms(), SAFETY_S) is not None, 5,
+               interval_s=0.01, message="the first poll never noted the topic quiet")
     second, second_out = hold(rt, "hinted", 1500)
-    wait_until(lambda: rt.hub.held() == 2)
+    wait_until(lambda: rt.hub.held() == 2, 5, interval_s=0.01, message="two polls not held")
     sent = rt.queue.send("hinted", "now", delay_ms=0).message
     assert rt.hub.quiet("hinted", rt.clock.now_ms(), SAFETY_S) is not None  # hint not yet in
     rt.hub.dispatch("1 hinted")                                            # ...now it is
@@ -99,7 +95,7 @@ def test_a_new_leader_trusts_what_the_old_one_saw_and_still_wakes_at_the_due_tim
     rt.queue.send("handoff", "a", msg_id="a", delay_ms=300)
     rt.queue.send("handoff", "b", msg_id="b", delay_ms=900)
     first, first_out = hold(rt, "handoff", 5000)
-    wait_until(lambda: rt.hub.held() == 1)
+    wait_until(lambda: rt.hub.held() == 1, 5, interval_s=0.01, message="the poll is not held")
     second, second_out = hold(rt, "handoff", 5000)
     first.join(5)
     assert [m.msg_id for m in first_out["result"].messages] == ["a"]

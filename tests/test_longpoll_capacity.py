@@ -7,18 +7,21 @@ is what is measured.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
 
-from fleet_support import accepted_connections, now_ms, percentile, post, start_polls
-from server_process import ServerProcess
+from support.fleet import accepted_connections, now_ms, percentile, post, start_polls
+from support.node import ServerProcess
 
 pytestmark = pytest.mark.timeout(90)
 
 POLLS = 1000
+P50_WAKE_BOUND_MS = 2500
+WORST_WAKE_BOUND_MS = 3700
 TOPICS = [f"cap{i}" for i in range(10)]
 
 
@@ -46,11 +49,15 @@ async def hold_and_answer(node: ServerProcess) -> dict:
     # All messages due at one instant: the node wakes its thousand polls together.
     trigger = int(now_ms()) + 5000
 
+    sessions = threading.local()  # one keep-alive connection per sending thread
+
     def send(i: int) -> dict:
-        session = requests.Session()
-        return post(session, node.url, "sendMsg", topic=TOPICS[i % len(TOPICS)],
+        if not hasattr(sessions, "session"):
+            sessions.session = requests.Session()
+        return post(sessions.session, node.url, "sendMsg", topic=TOPICS[i % len(TOPICS)],
                     msgId=f"c{i}", msg="x", triggerTime=trigger)
 
+    sends_started = now_ms()
     sent = await asyncio.gather(*[loop.run_in_executor(executor, send, i)
                                   for i in range(POLLS)])
     sends_done = now_ms()
@@ -60,7 +67,8 @@ async def hold_and_answer(node: ServerProcess) -> dict:
     executor.shutdown()
     return {"polls": polls, "sent": sent, "trigger": trigger, "sends_done": sends_done,
             "accepted": held_at_once, "answered_early": answered_early,
-            "pending": len(pending), "idle_cpu": idle_cpu}
+            "pending": len(pending), "idle_cpu": idle_cpu,
+            "sends_ms": sends_done - sends_started}
 
 
 def worker_cpu_s(workers) -> float:
@@ -68,7 +76,10 @@ def worker_cpu_s(workers) -> float:
 
 
 def test_one_node_holds_a_thousand_long_polls_and_wakes_each_with_a_message(redis_url):
-    with ServerProcess(redis_url, workers=2, worker_class="gevent") as node:
+    # Held polls re-check on their own only every 30 s (longer than the test): every wake-up
+    # measured below comes from a hint or a topic's due time, never from the safety net.
+    with ServerProcess(redis_url, workers=2, worker_class="gevent",
+                       settings={"long-polling-safety-millis": 30_000}) as node:
         r = asyncio.run(hold_and_answer(node))
     polls = r["polls"]
     assert not r["answered_early"], \
@@ -92,6 +103,9 @@ def test_one_node_holds_a_thousand_long_polls_and_wakes_each_with_a_message(redi
     p50, p99, worst = percentile(lags, 50), percentile(lags, 99), max(lags)
     print(f"\n{POLLS} long polls held ({r['accepted']} connections); wake-up after "
           f"triggerTime: p50 {p50:.0f} ms, p90 {percentile(lags, 90):.0f} ms, "
-          f"p99 {p99:.0f} ms, max {worst:.0f} ms; idle CPU while holding {r['idle_cpu']:.0%}")
-    # A thousand answers from one burst on a shared 2-core box: generous but finite.
-    assert worst < 5000, (p50, p99, worst)
+          f"p99 {p99:.0f} ms, max {worst:.0f} ms; idle CPU while holding {r['idle_cpu']:.0%}; "
+          f"{POLLS} sends took {r['sends_ms']:.0f} ms")
+    # A thousand answers from one burst on a shared 2-core box. Worst seen over 20 runs while
+    # other suites loaded the machine: p50 837 ms, max 1224 ms; each bound is 3x that.
+    assert p50 < P50_WAKE_BOUND_MS, (p50, p99, worst)
+    assert worst < WORST_WAKE_BOUND_MS, (p50, p99, worst)

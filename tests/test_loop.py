@@ -6,27 +6,37 @@ import threading
 import time
 
 from delayqueue.loop import Loop
+from support import wait_until
 
 
-def run_for(loop: Loop, seconds: float) -> None:
+def tick_times(loop: Loop, ticks: list[float], count: int, timeout_s: float) -> list[float]:
+    """Run ``loop`` until its tick has run ``count`` times; the gaps between the ticks (s)."""
     loop.start()
-    time.sleep(seconds)
-    loop.stop()
+    try:
+        wait_until(lambda: len(ticks) >= count, timeout_s,
+                   message=lambda: f"{len(ticks)} ticks, not {count}")
+    finally:
+        loop.stop()
+    return [b - a for a, b in zip(ticks, ticks[1:count])]
 
 
 def test_a_tick_returning_a_count_does_not_turn_into_a_busy_loop():
-    ticks = []
-    loop = Loop("count", lambda: ticks.append(1) or 0, interval_s=0.1)
-    run_for(loop, 0.55)
-    assert 3 <= len(ticks) <= 8, len(ticks)   # about every 100 ms, not thousands
+    ticks: list[float] = []
+    loop = Loop("count", lambda: ticks.append(time.monotonic()) or 0, interval_s=0.1)
+    gaps = tick_times(loop, ticks, 5, timeout_s=5)
+    # About every 100 ms, not thousands a second (a returned 0 taken as the next sleep).
+    # Worst gap seen over 10 runs: 104 ms; the upper bound is 3x that.
+    assert all(0.1 <= gap < 0.3 for gap in gaps), gaps
 
 
 def test_a_tick_that_returns_its_delay_sets_the_next_sleep():
-    ticks = []
-    loop = Loop("delay", lambda: ticks.append(1) or 0.02, interval_s=10,
+    ticks: list[float] = []
+    loop = Loop("delay", lambda: ticks.append(time.monotonic()) or 0.02, interval_s=10,
                 tick_returns_delay=True)
-    run_for(loop, 0.5)
-    assert len(ticks) >= 10, len(ticks)
+    # Ten ticks within 5 s: the 10 s interval was never slept; each sleep was the 20 ms asked
+    # (worst gap seen over 10 runs: 34 ms; the upper bound is 3x that).
+    gaps = tick_times(loop, ticks, 10, timeout_s=5)
+    assert all(0.02 <= gap < 0.1 for gap in gaps), gaps
 
 
 def test_a_failing_tick_is_retried_and_the_loop_survives():

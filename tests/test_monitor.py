@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import socket
 
 import pytest
 import redis
@@ -14,17 +13,19 @@ from delayqueue.keys import NamespaceKeys
 from delayqueue.monitor import COUNTERS, MAX_BUFFERED_INTERVALS, Monitor
 from delayqueue.outcome import Outcome
 from delayqueue.scripts import Scripts
+from support.ports import refused_port
 
 INTERVAL_S = 60
 START_MS = 1_763_596_800_000  # an interval boundary for 60 s intervals
 
 
-def dead_client() -> redis.Redis:
-    """A client to a loopback port nothing listens on: every command fails fast."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return redis.Redis(port=port, socket_connect_timeout=0.2, retry=None)
+@pytest.fixture
+def dead_client():
+    """A client to a loopback port that refuses connections: every command fails fast."""
+    with refused_port() as port:
+        client = redis.Redis(port=port, socket_connect_timeout=0.2, retry=None)
+        yield client
+        client.close()
 
 
 @pytest.fixture
@@ -157,9 +158,9 @@ def test_percentiles_come_from_bucket_bounds(redis_client, keys, clock):
 
 
 def test_flush_during_an_outage_keeps_the_data_for_a_later_flush(
-        redis_client, redis_server, keys, clock, caplog):
+        redis_client, redis_server, keys, clock, caplog, dead_client):
     monitor = make_monitor(redis_client, keys, clock)
-    monitor.client = dead_client()
+    monitor.client = dead_client
     monitor.incr("t1", "sendMsg", 2)
     with caplog.at_level(logging.ERROR, logger="delayqueue.monitor"):
         monitor.flush()  # must not raise
@@ -179,10 +180,11 @@ def test_flush_during_an_outage_keeps_the_data_for_a_later_flush(
     assert monitor.totals()["topics"]["t1"]["sendMsg"] == 6
 
 
-def test_buffer_keeps_only_the_newest_intervals_during_a_long_outage(redis_client, keys, clock):
+def test_buffer_keeps_only_the_newest_intervals_during_a_long_outage(redis_client, keys, clock,
+                                                                   dead_client):
     monitor = make_monitor(redis_client, keys, clock)
     good = monitor.client
-    monitor.client = dead_client()
+    monitor.client = dead_client
     for _ in range(MAX_BUFFERED_INTERVALS + 3):
         monitor.incr("t1", "getMsg")
         monitor.flush()

@@ -6,7 +6,8 @@ import json
 import time
 from pathlib import Path
 
-from server_process import ServerProcess
+from support import wait_until
+from support.node import ServerProcess
 
 
 def snapshot_lines(directory: Path) -> list[dict]:
@@ -21,15 +22,13 @@ def test_live_node_writes_one_snapshot_line_per_topic_and_interval(redis_url, tm
         pulled = node.call("pullMsg", topic="snap")["delayMsgList"]
         assert [m["msgId"] for m in pulled] == [sent["msgId"]]
         node.call("ackMsg", topic="snap", msgId=sent["msgId"])
-        deadline = time.monotonic() + 15
-        counted = {}
-        while time.monotonic() < deadline:
+
+        def counted() -> dict:
             lines = [l for l in snapshot_lines(tmp_path) if l["topic"] == "snap"]
-            counted = {k: sum(l[k] for l in lines) for k in ("sendMsg", "pullMsg", "ackMsg")}
-            if counted == {"sendMsg": 1, "pullMsg": 1, "ackMsg": 1}:
-                break
-            time.sleep(0.3)
-        assert counted == {"sendMsg": 1, "pullMsg": 1, "ackMsg": 1}, counted
+            return {k: sum(l[k] for l in lines) for k in ("sendMsg", "pullMsg", "ackMsg")}
+
+        wait_until(lambda: counted() == {"sendMsg": 1, "pullMsg": 1, "ackMsg": 1}, 15,
+                   interval_s=0.3, message=lambda: f"snapshot counts {counted()}")
     lines = snapshot_lines(tmp_path)
     intervals = [(l["topic"], l["intervalStart"]) for l in lines]
     assert len(intervals) == len(set(intervals)), "an interval was written twice"

@@ -15,10 +15,14 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import redis
 import requests
 
+from delayqueue.keys import NamespaceKeys
+from support.wait import wait_until
 
 API = "/camellia/delayQueue/"
+REGISTRY = NamespaceKeys("dq", "default").topics
 
 
 def now_ms() -> float:
@@ -38,6 +42,29 @@ def hold_long_poll(node, topic: str, timeout_ms: int = 5000) -> tuple[threading.
     thread = threading.Thread(target=poll, daemon=True)
     thread.start()
     return thread, result
+
+
+def wait_until_pulled(redis_url: str, topic: str, timeout_s: float = 10.0) -> None:
+    """Wait until a node has run a pull on ``topic``, a topic never used before.
+
+    A node registers a topic (``dq:{default}:topics``) right after the first script that
+    touched it in the process; for a pull, after the script found nothing to hand out. A
+    long poll that pulled is then waiting: a message sent now reaches it only through a hint
+    or its own re-check, never through that first pull.
+    """
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        wait_until(lambda: client.zscore(REGISTRY, topic) is not None, timeout_s,
+                   interval_s=0.005, message=f"no pull on {topic!r} reached Redis")
+    finally:
+        client.close()
+
+
+def wait_until_held(redis_url: str, topic: str, thread: threading.Thread, result: dict,
+                    timeout_s: float = 10.0) -> None:
+    """Wait until the long poll of ``hold_long_poll`` on a topic never used before is held."""
+    wait_until_pulled(redis_url, topic, timeout_s)
+    assert thread.is_alive(), f"the long poll on {topic!r} answered at once: {result}"
 
 
 @dataclass
@@ -108,9 +135,15 @@ def produce(bases: list[str], plan: list[tuple[str, str, int]], ledger: Ledger,
 
 def consume(base: str, topic: str, ledger: Ledger, stop: threading.Event, *,
             ack_timeout_ms: int, long_poll_ms: int = 1000, batch: int = 10,
-            long_poll: bool = True, ack: bool = True) -> None:
-    """Pull (or long-poll) and ack until ``stop``; connection errors are retried."""
+            long_poll: bool = True, ack: bool = True, forget_first: int = 0,
+            forgotten: list[str] | None = None) -> None:
+    """Pull (or long-poll) and ack until ``stop``; connection errors are retried.
+
+    ``forget_first``: never ack the first that many messages received (their ids go to
+    ``forgotten``), so they are redelivered after their ack timeout.
+    """
     session = requests.Session()
+    to_forget = forget_first
     endpoint = "longPollingMsg" if long_poll else "pullMsg"
     while not stop.is_set():
         try:
@@ -134,6 +167,12 @@ def consume(base: str, topic: str, ledger: Ledger, stop: threading.Event, *,
             ledger.record(message, received)
         if ack:
             for message in messages:
+                if to_forget > 0:
+                    to_forget -= 1
+                    if forgotten is not None:
+                        with ledger.lock:
+                            forgotten.append(message["msgId"])
+                    continue
                 try:
                     post(session, base, "ackMsg", timeout=10, topic=topic,
                          msgId=message["msgId"])

@@ -1,0 +1,28 @@
+"""Fixtures of the Lua script tests: the scripts on a flushed Redis, a topic, a hand-set clock.
+
+One test file per script (test_<script>.py; test_recycle_script.py for recycle.lua, beside
+tests/test_recycle.py). The helpers are in support/lua.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from delayqueue.clock import ManualClock
+from delayqueue.scripts import Scripts
+from support.lua import NS, T0
+
+
+@pytest.fixture
+def scripts(redis_client):
+    return Scripts(redis_client)
+
+
+@pytest.fixture
+def tk():
+    return NS.topic("topic-a")
+
+
+@pytest.fixture
+def clock():
+    return ManualClock(T0)

@@ -1,0 +1,90 @@
+"""sendMsg's script, lua/send.lua: accept, wait or ready at once, duplicates, replacing an
+ended message.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from delayqueue.outcome import Outcome
+from support.lua import CHANNEL, END_LIFE, HOUR, T0, assert_one_place, pull, send
+
+
+def test_send_of_future_message_waits_and_reports_its_trigger_as_lowered_due(scripts, tk,
+                                                                           redis_client):
+    outcome, fields, lowered_due = send(scripts, tk, "a", T0, T0 + 5000)
+    assert outcome == Outcome.OK
+    assert fields == ["body", str(T0), str(T0 + 5000), str(T0 + 5000 + HOUR), "10", "0", "1"]
+    assert lowered_due == T0 + 5000
+    assert_one_place(redis_client, tk, "a", 1)
+    assert redis_client.zscore(tk.expire, "a") is None      # enters the index when promoted
+    scripts.promote(tk, T0 + 5000, 1000, CHANNEL)
+    assert redis_client.zscore(tk.expire, "a") == T0 + 5000 + HOUR
+
+
+def test_send_lowered_due_is_minus_one_when_it_does_not_lower_the_due_time(scripts, tk):
+    send(scripts, tk, "early", T0, T0 + 1000)
+    assert send(scripts, tk, "late", T0, T0 + 9000)[2] == -1
+    assert send(scripts, tk, "earlier", T0, T0 + 500)[2] == T0 + 500
+
+
+def test_send_of_due_message_is_ready_at_once(scripts, tk, redis_client):
+    outcome, fields, _ = send(scripts, tk, "a", T0, T0)
+    assert outcome == Outcome.OK and fields[6] == "2"
+    assert_one_place(redis_client, tk, "a", 2)
+
+
+def test_send_of_live_msg_id_returns_stored_message_and_writes_nothing(scripts, tk,
+                                                                      redis_client):
+    send(scripts, tk, "a", T0, T0 + 5000, body="first")
+    outcome, fields, lowered_due = send(scripts, tk, "a", T0 + 1, T0 + 1, body="second")
+    assert outcome == Outcome.DUPLICATE and lowered_due == -1
+    assert fields[0] == "first" and fields[6] == "1"
+    assert redis_client.zcard(tk.ready) == 0
+    assert_one_place(redis_client, tk, "a", 1)
+
+
+@pytest.mark.parametrize("state", [1, 2, 3])
+def test_send_of_a_live_msg_id_in_any_live_status_is_a_duplicate(scripts, tk, redis_client,
+                                                                  state):
+    """Waiting (1), ready (2) and consuming (3) are all live: a re-send changes nothing."""
+    send(scripts, tk, "a", T0, T0 if state > 1 else T0 + 5000, body="first")
+    if state == 3:
+        pull(scripts, tk, T0)
+    before = {key: redis_client.dump(key) for key in redis_client.keys("*")}
+    outcome, fields, lowered_due = send(scripts, tk, "a", T0 + 1, T0 + 1, body="second")
+    assert outcome == Outcome.DUPLICATE and lowered_due == -1
+    assert fields[0] == "first" and fields[6] == str(state)
+    assert {key: redis_client.dump(key) for key in redis_client.keys("*")} == before
+    assert_one_place(redis_client, tk, "a", state)
+
+
+def test_send_replaces_an_ended_message(scripts, tk, redis_client):
+    send(scripts, tk, "a", T0, T0)
+    pull(scripts, tk, T0)
+    assert scripts.ack(tk, "a", END_LIFE)[0] == Outcome.OK
+    outcome, fields, _ = send(scripts, tk, "a", T0 + 10, T0 + 10, body="again")
+    assert outcome == Outcome.OK and fields[0] == "again" and fields[5] == "0" and fields[6] == "2"
+    assert redis_client.pttl(tk.msg("a")) == -1   # a live message carries no TTL
+    assert_one_place(redis_client, tk, "a", 2)
+
+
+@pytest.mark.parametrize("ending", ["acked", "expired", "exhausted", "deleted"])
+def test_send_replaces_a_message_in_every_ended_status(scripts, tk, redis_client, ending):
+    send(scripts, tk, "a", T0, T0, ttl=100, max_retry=0)
+    if ending == "acked":
+        pull(scripts, tk, T0)
+        scripts.ack(tk, "a", END_LIFE)
+    elif ending == "expired":
+        scripts.expire(tk, T0 + 100, 1000, END_LIFE)
+    elif ending == "exhausted":
+        pull(scripts, tk, T0)
+        scripts.nack(tk, "a", T0, END_LIFE, CHANNEL)
+    else:
+        scripts.delete(tk, "a", END_LIFE, False)
+    expected = {"acked": 4, "expired": 5, "exhausted": 6, "deleted": 7}[ending]
+    assert_one_place(redis_client, tk, "a", expected)
+    outcome, fields, _ = send(scripts, tk, "a", T0 + 200, T0 + 300, body="new")
+    assert outcome == Outcome.OK and fields[0] == "new" and fields[6] == "1"
+    assert_one_place(redis_client, tk, "a", 1)
+    assert redis_client.pttl(tk.msg("a")) == -1

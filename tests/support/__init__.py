@@ -1,0 +1,19 @@
+"""Test support shared by every test module (and the benchmarks): ``support.<module>``.
+
+An ordinary package, not conftest.py: tests/spark has a conftest.py of its own, and with two
+conftest modules only one can be importable by that name. pyproject's pytest settings put
+``tests/`` on ``sys.path`` (``pythonpath``), so this imports as ``support``.
+
+    wait.py          wait_until: the one way a test waits for a state
+    ports.py         free ports, and a reserved port nothing listens on
+    redis_server.py  throwaway redis-servers, and the Redis databases tests lease from them
+    node.py          a real server node (gunicorn, the deployed command) on a free port
+    fleet.py         load threads, raw HTTP long polls and timing helpers for multi-process tests
+    sdk.py           fixtures of the SDK, consumer and CLI tests (one shared node per module)
+    lua.py           helpers of the Lua script tests (tests/lua): the one-place invariant
+    proxy.py         an HTTP proxy that can drop an answer after the server processed it
+"""
+
+from support.wait import wait_until
+
+__all__ = ["wait_until"]

@@ -1,0 +1,36 @@
+"""Fixtures shared by the SDK, consumer and CLI tests: one server node per test module.
+
+A node per test costs seconds to start and stop; these tests instead share a module-wide
+node and keep apart by topic (each test gets its own). The shared node runs on Redis database
+1 (support/redis_server.py); a node that a test stops or configures itself runs on a
+database leased for that test (conftest.py's ``redis_db_url``), so flushing it never disturbs
+the shared node. Import the fixtures a module uses:
+
+    from support.sdk import FAST_STOP, node, topic  # noqa: F401 - fixtures
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from support.node import ServerProcess
+from support.redis_server import SHARED_NODE_DB, flush_db
+
+FAST_STOP = {"graceful-timeout-seconds": 1}
+
+
+@pytest.fixture(scope="module")
+def node(redis_server):
+    """A live node shared by the module (Redis db 1, flushed when it starts)."""
+    url = redis_server.db_url(SHARED_NODE_DB)
+    flush_db(url)
+    with ServerProcess(url, settings=FAST_STOP) as started:
+        yield started
+
+
+@pytest.fixture
+def topic(request):
+    """A topic name unique to the test."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:200]
