@@ -8,7 +8,9 @@ import time
 import redis
 
 from delayqueue.keys import NamespaceKeys
+from delayqueue.config import load_settings
 from delayqueue.scripts import Scripts
+from delayqueue.topic_config import server_defaults
 from fleet_support import hold_long_poll
 from server_process import ServerProcess
 
@@ -20,7 +22,8 @@ def send_without_hint(client: redis.Redis, topic: str, msg_id: str, delay_ms: in
     tk = NamespaceKeys("dq", "default").topic(topic)
     seconds, micros = client.time()
     now = seconds * 1000 + micros // 1000
-    Scripts(client).send(tk, msg_id, "body", now, now + delay_ms, 60_000, 3, "nobody-listens")
+    Scripts(client).send(tk, msg_id, "body", now, now + delay_ms, 60_000, 3, "",
+                         "nobody-listens", server_defaults(load_settings(env={})))
     return now + delay_ms
 
 

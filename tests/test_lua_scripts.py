@@ -15,7 +15,9 @@ from delayqueue.keys import NamespaceKeys, TopicKeys
 from delayqueue.monitor import Monitor
 from delayqueue.outcome import Outcome
 from delayqueue.queue import DelayQueue
+from delayqueue.config import load_settings
 from delayqueue.scripts import Scripts
+from delayqueue.topic_config import server_defaults
 
 NS = NamespaceKeys("dq", "default")
 CHANNEL = NS.hint_channel
@@ -51,12 +53,16 @@ def assert_one_place(client, tk: TopicKeys, msg_id: str, expected_status: int | 
     ready or consuming (a waiting message enters the index when promoted)."""
     status = status_of(client, tk, msg_id)
     assert status == expected_status
-    places = {name for name in ("waiting", "ready", "ack")
+    places = {name for name in ("waiting", "ready", "ack", "dead")
               if client.zscore(getattr(tk, name), msg_id) is not None}
     in_expire = client.zscore(tk.expire, msg_id) is not None
     if status in ZSET_OF_STATUS:
         assert places == {ZSET_OF_STATUS[status]}
         assert in_expire == (status != 1)   # waiting messages are not in the index
+    elif status == 6 and places:            # a dead letter: its own place, its own retention
+        assert places == {"dead"} and not in_expire
+        assert 0 < client.pttl(tk.msg(msg_id)) <= DEAD_RETENTION
+        return
     else:
         assert places == set()
         assert not in_expire
@@ -65,12 +71,16 @@ def assert_one_place(client, tk: TopicKeys, msg_id: str, expected_status: int | 
         assert 0 < ttl <= END_LIFE
 
 
+DEFAULTS = server_defaults(load_settings(env={}))
+DEAD_RETENTION = load_settings(env={}).dead_letter_retention_millis
+
+
 def send(scripts, tk, msg_id, now, trigger, ttl=HOUR, max_retry=10, body="body"):
-    return scripts.send(tk, msg_id, body, now, trigger, ttl, max_retry, CHANNEL)
+    return scripts.send(tk, msg_id, body, now, trigger, ttl, max_retry, "", CHANNEL, DEFAULTS)
 
 
 def pull(scripts, tk, now, batch=1, ack_timeout=30_000):
-    return scripts.pull(tk, now, batch, ack_timeout, END_LIFE, 1000, CHANNEL)
+    return scripts.pull(tk, now, batch, ack_timeout, END_LIFE, 1000, CHANNEL, DEFAULTS)
 
 
 def pulled_ids(result) -> list[str]:
@@ -82,7 +92,8 @@ def test_send_of_future_message_waits_and_reports_its_trigger_as_lowered_due(scr
                                                                            redis_client):
     outcome, fields, lowered_due = send(scripts, tk, "a", T0, T0 + 5000)
     assert outcome == Outcome.OK
-    assert fields == ["body", str(T0), str(T0 + 5000), str(T0 + 5000 + HOUR), "10", "0", "1"]
+    assert fields == ["body", str(T0), str(T0 + 5000), str(T0 + 5000 + HOUR), "10", "0", "1",
+                      None, None]
     assert lowered_due == T0 + 5000
     assert_one_place(redis_client, tk, "a", 1)
     assert redis_client.zscore(tk.expire, "a") is None      # enters the index when promoted
@@ -218,7 +229,7 @@ def test_pull_skips_expired_messages_and_ends_them(scripts, tk, redis_client):
     # Deliver "once", let its ack time out back to ready.
     redis_client.zadd(tk.ready, {"never": T0 + 1})       # make "once" first in line
     assert pulled_ids(pull(scripts, tk, T0, ack_timeout=10)) == ["once"]
-    assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL)[0] == 1
+    assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)[0] == 1
     result = pull(scripts, tk, T0 + 100, batch=10)
     assert pulled_ids(result) == ["fresh"]
     assert result[3] == 2                               # ended instead of handed out
@@ -292,7 +303,7 @@ def test_late_ack_after_timeout_ends_it_acked_and_stops_redelivery(scripts, tk,
                                                                    redis_client):
     send(scripts, tk, "a", T0, T0)
     pull(scripts, tk, T0, ack_timeout=10)
-    assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL)[0] == 1
+    assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)[0] == 1
     assert_one_place(redis_client, tk, "a", 2)
     assert scripts.ack(tk, "a", END_LIFE)[0] == Outcome.ACKED_LATE
     assert_one_place(redis_client, tk, "a", 4)
@@ -307,22 +318,25 @@ def test_ack_of_otherwise_ended_message_is_not_found(scripts, tk, redis_client):
 
 
 # -- nack ------------------------------------------------------------------------------
-def test_nack_returns_consuming_message_to_ready_with_its_trigger_time(scripts, tk,
-                                                                       redis_client):
+def test_nack_returns_consuming_message_to_the_tail_of_ready_keeping_its_trigger_time(
+        scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0 + 5)
     pull(scripts, tk, T0 + 5)
-    outcome, fields = scripts.nack(tk, "a", T0 + 20, END_LIFE, CHANNEL)
+    send(scripts, tk, "older", T0, T0 + 10)              # ready before the nack
+    outcome, fields, _, _ = scripts.nack(tk, "a", T0 + 20, END_LIFE, CHANNEL, DEFAULTS)
     assert outcome == Outcome.OK and fields[6] == "2" and fields[5] == "1"
-    assert redis_client.zscore(tk.ready, "a") == T0 + 5
+    assert fields[2] == str(T0 + 5)                       # triggerTime unchanged
+    assert redis_client.zscore(tk.ready, "a") == T0 + 20  # queued behind, as of the nack
     assert_one_place(redis_client, tk, "a", 2)
+    assert pulled_ids(pull(scripts, tk, T0 + 21, batch=2)) == ["older", "a"]
 
 
 def test_double_nack_answers_not_consuming_and_queues_the_id_once(scripts, tk,
                                                                   redis_client):
     send(scripts, tk, "a", T0, T0)
     pull(scripts, tk, T0)
-    assert scripts.nack(tk, "a", T0, END_LIFE, CHANNEL)[:1] == [Outcome.OK]
-    assert scripts.nack(tk, "a", T0, END_LIFE, CHANNEL)[0] == Outcome.NOT_CONSUMING
+    assert scripts.nack(tk, "a", T0, END_LIFE, CHANNEL, DEFAULTS)[:1] == [Outcome.OK]
+    assert scripts.nack(tk, "a", T0, END_LIFE, CHANNEL, DEFAULTS)[0] == Outcome.NOT_CONSUMING
     assert redis_client.zrange(tk.ready, 0, -1) == ["a"]
     assert_one_place(redis_client, tk, "a", 2)
 
@@ -330,34 +344,35 @@ def test_double_nack_answers_not_consuming_and_queues_the_id_once(scripts, tk,
 def test_nack_of_last_delivery_ends_it_retry_exhausted(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0, max_retry=0)
     pull(scripts, tk, T0)
-    assert scripts.nack(tk, "a", T0, END_LIFE, CHANNEL)[1][6] == "6"
+    assert scripts.nack(tk, "a", T0, END_LIFE, CHANNEL, DEFAULTS)[1][6] == "6"
     assert_one_place(redis_client, tk, "a", 6)
 
 
 def test_nack_past_expire_time_ends_it_retry_exhausted(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0, ttl=100)
     pull(scripts, tk, T0)
-    assert scripts.nack(tk, "a", T0 + 100, END_LIFE, CHANNEL)[1][6] == "6"
+    assert scripts.nack(tk, "a", T0 + 100, END_LIFE, CHANNEL, DEFAULTS)[1][6] == "6"
     assert_one_place(redis_client, tk, "a", 6)
 
 
 def test_nack_of_missing_or_waiting_message_changes_nothing(scripts, tk, redis_client):
     send(scripts, tk, "w", T0, T0 + 100)
-    assert scripts.nack(tk, "ghost", T0, END_LIFE, CHANNEL) == [Outcome.NO_MESSAGE, []]
+    assert scripts.nack(tk, "ghost", T0, END_LIFE, CHANNEL, DEFAULTS)[:2] == [Outcome.NO_MESSAGE, []]
     assert redis_client.exists(tk.msg("ghost")) == 0
-    assert scripts.nack(tk, "w", T0, END_LIFE, CHANNEL)[0] == Outcome.NOT_CONSUMING
+    assert scripts.nack(tk, "w", T0, END_LIFE, CHANNEL, DEFAULTS)[0] == Outcome.NOT_CONSUMING
     assert_one_place(redis_client, tk, "w", 1)
 
 
 # -- timeout ---------------------------------------------------------------------------
-def test_timeout_requeues_with_same_trigger_time_score(scripts, tk, redis_client):
+def test_timeout_requeues_at_the_tail_of_ready_keeping_its_trigger_time(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0 + 7)
     pull(scripts, tk, T0 + 7, ack_timeout=100)
-    assert scripts.timeout(tk, T0 + 106, 1000, END_LIFE, CHANNEL)[:2] == [0, 0]
+    assert scripts.timeout(tk, T0 + 106, 1000, END_LIFE, CHANNEL, DEFAULTS)[:2] == [0, 0]
     assert_one_place(redis_client, tk, "a", 3)
-    requeued, ended, _ = scripts.timeout(tk, T0 + 107, 1000, END_LIFE, CHANNEL)
+    requeued, ended, _, _ = scripts.timeout(tk, T0 + 107, 1000, END_LIFE, CHANNEL, DEFAULTS)
     assert (requeued, ended) == (1, 0)
-    assert redis_client.zscore(tk.ready, "a") == T0 + 7
+    assert redis_client.zscore(tk.ready, "a") == T0 + 107    # the tail, as of the timeout
+    assert redis_client.hget(tk.msg("a"), "t") == str(T0 + 7)   # triggerTime unchanged
     assert_one_place(redis_client, tk, "a", 2)
     again = pull(scripts, tk, T0 + 200)
     assert pulled_ids(again) == ["a"] and again[0][0][6] == "2"
@@ -366,9 +381,9 @@ def test_timeout_requeues_with_same_trigger_time_score(scripts, tk, redis_client
 def test_timeout_ends_message_when_deliveries_are_used_up(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0, max_retry=1)
     pull(scripts, tk, T0, ack_timeout=10)
-    assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL)[:2] == [1, 0]
+    assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)[:2] == [1, 0]
     pull(scripts, tk, T0 + 10, ack_timeout=10)
-    assert scripts.timeout(tk, T0 + 20, 1000, END_LIFE, CHANNEL)[:2] == [0, 1]
+    assert scripts.timeout(tk, T0 + 20, 1000, END_LIFE, CHANNEL, DEFAULTS)[:2] == [0, 1]
     assert_one_place(redis_client, tk, "a", 6)
     assert redis_client.hget(tk.msg("a"), "n") == "2"
 
@@ -376,7 +391,7 @@ def test_timeout_ends_message_when_deliveries_are_used_up(scripts, tk, redis_cli
 def test_timeout_ends_message_past_its_expire_time(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0, ttl=50)
     pull(scripts, tk, T0, ack_timeout=60)
-    assert scripts.timeout(tk, T0 + 60, 1000, END_LIFE, CHANNEL)[:2] == [0, 1]
+    assert scripts.timeout(tk, T0 + 60, 1000, END_LIFE, CHANNEL, DEFAULTS)[:2] == [0, 1]
     assert_one_place(redis_client, tk, "a", 6)
 
 
@@ -388,10 +403,10 @@ def test_expire_ends_waiting_and_ready_messages(scripts, tk, redis_client):
     send(scripts, tk, "alive", T0, T0, ttl=5000)
     redis_client.zadd(tk.ready, {"ready": T0 + 1, "alive": T0 + 1})   # "redelivered" first
     assert pulled_ids(pull(scripts, tk, T0, ack_timeout=5)) == ["redelivered"]
-    scripts.timeout(tk, T0 + 5, 1000, END_LIFE, CHANNEL)
+    scripts.timeout(tk, T0 + 5, 1000, END_LIFE, CHANNEL, DEFAULTS)
     # The scheduler's round: promote (puts "waiting" in the expiry index), then expire.
     scripts.promote(tk, T0 + 1010, 1000, CHANNEL)
-    expired, exhausted, scanned, due = scripts.expire(tk, T0 + 1010, 1000, END_LIFE)
+    expired, exhausted, scanned, due, _ = scripts.expire(tk, T0 + 1010, 1000, END_LIFE, DEFAULTS)
     assert (expired, exhausted, scanned) == (2, 1, 3)
     assert_one_place(redis_client, tk, "waiting", 5)
     assert_one_place(redis_client, tk, "ready", 5)
@@ -403,7 +418,7 @@ def test_expire_ends_waiting_and_ready_messages(scripts, tk, redis_client):
 def test_expire_of_consuming_message_only_leaves_the_index(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0, ttl=100)
     pull(scripts, tk, T0, ack_timeout=1000)
-    assert scripts.expire(tk, T0 + 100, 1000, END_LIFE)[:3] == [0, 0, 1]
+    assert scripts.expire(tk, T0 + 100, 1000, END_LIFE, DEFAULTS)[:3] == [0, 0, 1]
     assert status_of(redis_client, tk, "a") == 3
     assert redis_client.zscore(tk.ack, "a") is not None
     assert redis_client.zscore(tk.expire, "a") is None
@@ -415,8 +430,8 @@ def test_expire_of_consuming_message_only_leaves_the_index(scripts, tk, redis_cl
 def test_expired_consuming_message_times_out_to_retry_exhausted(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0, ttl=100)
     pull(scripts, tk, T0, ack_timeout=1000)
-    scripts.expire(tk, T0 + 100, 1000, END_LIFE)
-    assert scripts.timeout(tk, T0 + 1000, 1000, END_LIFE, CHANNEL)[:2] == [0, 1]
+    scripts.expire(tk, T0 + 100, 1000, END_LIFE, DEFAULTS)
+    assert scripts.timeout(tk, T0 + 1000, 1000, END_LIFE, CHANNEL, DEFAULTS)[:2] == [0, 1]
     assert_one_place(redis_client, tk, "a", 6)
 
 
@@ -494,9 +509,7 @@ def test_recycle_forgets_topic_only_if_unused_since_read(scripts, redis_client):
 # -- topic info (service level, exact clock) --------------------------------------------
 def test_topic_info_buckets_are_half_open_at_their_edges(redis_client, scripts, clock):
     monitor = Monitor(redis_client, NS, clock, 60, scripts)
-    queue = DelayQueue(redis_client, scripts, clock, monitor, namespace="default",
-                       key_prefix="dq", ttl_ms=HOUR, max_retry=10, ack_timeout_ms=30_000,
-                       end_life_ms=END_LIFE)
+    queue = DelayQueue(redis_client, scripts, clock, monitor, load_settings(env={}))
     minute = 60_000
     edges = {"a": minute - 1, "b": minute, "c": 10 * minute - 1, "d": 10 * minute,
              "e": 30 * 24 * 60 * minute, "f": 30 * 24 * 60 * minute - 1, "g": 1}
@@ -549,10 +562,10 @@ def test_send_replaces_a_message_in_every_ended_status(scripts, tk, redis_client
         pull(scripts, tk, T0)
         scripts.ack(tk, "a", END_LIFE)
     elif ending == "expired":
-        scripts.expire(tk, T0 + 100, 1000, END_LIFE)
+        scripts.expire(tk, T0 + 100, 1000, END_LIFE, DEFAULTS)
     elif ending == "exhausted":
         pull(scripts, tk, T0)
-        scripts.nack(tk, "a", T0, END_LIFE, CHANNEL)
+        scripts.nack(tk, "a", T0, END_LIFE, CHANNEL, DEFAULTS)
     else:
         scripts.delete(tk, "a", END_LIFE, False)
     expected = {"acked": 4, "expired": 5, "exhausted": 6, "deleted": 7}[ending]
