@@ -2,7 +2,7 @@
 
 Runs in the one worker holding the "snapshot" lease (the caller's loop handles the lease;
 ``tick()`` has no threading). Each line follows the snapshot contract of docs/design.md
-(schemaVersion 2) and goes to ``<directory>/date=YYYY-MM-DD/<namespace>-<HH>.jsonl`` (UTC
+(schemaVersion 1) and goes to ``<directory>/date=YYYY-MM-DD/<namespace>-<HH>.jsonl`` (UTC
 date and hour of the interval's start), appended, never rewritten.
 
 Ordering: the interval's lines are written, flushed and fsynced, THEN the mark
@@ -27,7 +27,7 @@ from delayqueue.monitor import COUNTERS, HISTOGRAMS, Monitor, empty_topic_stats
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2  # 2 added deadLettered and redriven; readers of 1 ignore them
+SCHEMA_VERSION = 1  # deadLettered and redriven were added in place: readers ignore new fields
 WAITING_QUEUE_INFO_KEYS = (
     "sizeOf0To1min", "sizeOf1minTo10min", "sizeOf10minTo30min", "sizeOf30minTo1hour",
     "sizeOf1hourTo6hour", "sizeOf6hourTo1day", "sizeOf1dayTo7day", "sizeOf7dayTo30day",

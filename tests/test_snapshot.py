@@ -82,7 +82,7 @@ def test_line_matches_design_format_field_for_field(fleet, tmp_path):
     lines = read_lines(path)
     assert [line["intervalStart"] for line in lines] == [START_MS, START_MS]
     assert lines[0] == {
-        "schemaVersion": 2, "namespace": "default", "topic": "t1",
+        "schemaVersion": 1, "namespace": "default", "topic": "t1",
         "intervalStart": START_MS, "intervalEnd": START_MS + INTERVAL_MS,
         "sendMsg": 35, "pullMsg": 12, "ackMsg": 12, "nackMsg": 1, "getMsg": 0, "deleteMsg": 0,
         "triggerMsgReady": 24, "triggerMsgEndLife": 0, "triggerMsgTimeout": 0,

@@ -34,7 +34,7 @@ def test_live_node_writes_one_snapshot_line_per_topic_and_interval(redis_url, tm
     intervals = [(l["topic"], l["intervalStart"]) for l in lines]
     assert len(intervals) == len(set(intervals)), "an interval was written twice"
     line = next(l for l in lines if l["topic"] == "snap" and l["sendMsg"])
-    assert line["schemaVersion"] == 2 and line["namespace"] == "default"
+    assert line["schemaVersion"] == 1 and line["namespace"] == "default"
     assert line["intervalEnd"] - line["intervalStart"] == 1000
     assert len(line["pullMsgTimeGap"]["counts"]) == 16
     day = time.strftime("%Y-%m-%d", time.gmtime(line["intervalStart"] / 1000))
