@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .config import Settings
-from .errors import BadRequest
+from .errors import BadRequest, MissingParameter
+
+MAX_DURATION_MS = 100 * 365 * 24 * 3600 * 1000   # as for the request parameters: 100 years
+
+
+class OutOfRange(ValueError):
+    """A value that converts but breaks the setting's rule (code 400, HTTP 200)."""
 
 
 @dataclass(frozen=True)
@@ -25,15 +31,15 @@ class TopicSetting:
     parse: Callable[[Any], Any]
 
 
-def _integer(low: int) -> Callable[[Any], int]:
+def _integer(low: int, high: int) -> Callable[[Any], int]:
     def parse(raw: Any) -> int:
         if isinstance(raw, bool):
             raise ValueError
         if isinstance(raw, float) and raw.is_integer():
             raw = int(raw)
         value = int(raw) if isinstance(raw, int) else int(str(raw).strip())
-        if value < low:
-            raise ValueError
+        if not low <= value <= high:
+            raise OutOfRange
         return value
     return parse
 
@@ -42,8 +48,10 @@ def _multiplier(raw: Any) -> float:
     if isinstance(raw, bool):
         raise ValueError
     value = float(raw)
-    if not math.isfinite(value) or value < 1 or value > 1000:
+    if not math.isfinite(value):
         raise ValueError
+    if not 1 <= value <= 1000:
+        raise OutOfRange
     return value
 
 
@@ -58,20 +66,24 @@ def _boolean(raw: Any) -> bool:
     raise ValueError
 
 
+_MS_RULE = f"an integer from {{}} to {MAX_DURATION_MS} (100 years)"
 SETTINGS: tuple[TopicSetting, ...] = (
-    TopicSetting("ttlMillis", "ttl_millis", "an integer > 0", _integer(1)),
-    TopicSetting("maxRetry", "max_retry", "an integer >= 0", _integer(0)),
-    TopicSetting("ackTimeoutMillis", "ack_timeout_millis", "an integer > 0", _integer(1)),
-    TopicSetting("redeliveryDelayMillis", "redelivery_delay_millis", "an integer >= 0",
-                 _integer(0)),
+    TopicSetting("ttlMillis", "ttl_millis", _MS_RULE.format(1), _integer(1, MAX_DURATION_MS)),
+    TopicSetting("maxRetry", "max_retry", "an integer from 0 to 1000000",
+                 _integer(0, 1_000_000)),
+    TopicSetting("ackTimeoutMillis", "ack_timeout_millis", _MS_RULE.format(1),
+                 _integer(1, MAX_DURATION_MS)),
+    TopicSetting("redeliveryDelayMillis", "redelivery_delay_millis", _MS_RULE.format(0),
+                 _integer(0, MAX_DURATION_MS)),
     TopicSetting("redeliveryBackoffMultiplier", "redelivery_backoff_multiplier",
                  "a number from 1 to 1000", _multiplier),
-    TopicSetting("redeliveryMaxDelayMillis", "redelivery_max_delay_millis", "an integer >= 0",
-                 _integer(0)),
+    TopicSetting("redeliveryMaxDelayMillis", "redelivery_max_delay_millis", _MS_RULE.format(0),
+                 _integer(0, MAX_DURATION_MS)),
     TopicSetting("deadLetter", "dead_letter", "true or false", _boolean),
-    TopicSetting("deadLetterRetentionMillis", "dead_letter_retention_millis", "an integer > 0",
-                 _integer(1)),
-    TopicSetting("deadLetterMaxSize", "dead_letter_max_size", "an integer >= 1", _integer(1)),
+    TopicSetting("deadLetterRetentionMillis", "dead_letter_retention_millis",
+                 _MS_RULE.format(1), _integer(1, MAX_DURATION_MS)),
+    TopicSetting("deadLetterMaxSize", "dead_letter_max_size", "an integer from 1 to 10000000",
+                 _integer(1, 10_000_000)),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -114,9 +126,12 @@ def parse_values(raw: Mapping[str, Any], others: tuple[str, ...] = ()) -> dict[s
             continue
         try:
             values[setting.name] = setting.parse(raw[setting.name])
-        except (TypeError, ValueError):
+        except OutOfRange:
             raise BadRequest(f"{setting.name}: must be {setting.rule}, "
                              f"got {raw[setting.name]!r}") from None
+        except (TypeError, ValueError):   # not convertible: HTTP 400, as for any parameter
+            raise MissingParameter(f"{setting.name}: must be {setting.rule}, "
+                                   f"got {raw[setting.name]!r}") from None
     return values
 
 
