@@ -6,11 +6,10 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from .errors import BadRequest
+from .errors import BadRequest, MissingParameter, redis_errors
 from .longpoll import long_poll
 from .metrics import render_metrics
 from .params import Params
-from .queue import redis_errors
 from .runtime import Runtime
 
 delay_queue = Blueprint("delay_queue", __name__, url_prefix="/camellia/delayQueue")
@@ -53,7 +52,7 @@ def send_msg() -> Response:
         raise BadRequest("delayMillis, triggerTime: give at most one of them")
     result = runtime().queue.send(topic, body, msg_id=msg_id, delay_ms=delay_ms,
                                   trigger_time_ms=trigger_ms, ttl_ms=p.duration("ttlMillis"),
-                                  max_retry=p.max_retry())
+                                  max_retry=p.max_retry(), attributes=p.attributes())
     extra = {"duplicate": True} if result.duplicate else {}
     return success(delayMsg=result.message.to_json(), **extra)
 
@@ -81,12 +80,71 @@ def long_polling_msg() -> Response:
 def ack_msg() -> Response:
     p = params()
     topic, msg_id, ack = p.topic(), p.msg_id(), p.boolean("ack", default=True)
+    receipt, delay_ms = p.receipt(), p.non_negative("delayMillis")
     queue = runtime().queue
     if ack:
-        queue.ack(topic, msg_id)
+        queue.ack(topic, msg_id, receipt)
     else:
-        queue.nack(topic, msg_id)
+        queue.nack(topic, msg_id, receipt, delay_ms)
     return success()
+
+
+@delay_queue.route("/changeVisibility", methods=METHODS)
+def change_visibility() -> Response:
+    p = params()
+    topic, msg_id = p.topic(), p.msg_id()
+    message = runtime().queue.change_visibility(
+        topic, msg_id, p.non_negative("ackTimeoutMillis", required=True), p.receipt())
+    return success(delayMsg=message.to_json())
+
+
+@delay_queue.route("/rescheduleMsg", methods=METHODS)
+def reschedule_msg() -> Response:
+    p = params()
+    topic, msg_id = p.topic(), p.msg_id()
+    delay_ms, trigger_ms = p.duration("delayMillis"), p.trigger_time()
+    if delay_ms is None and trigger_ms is None:
+        raise MissingParameter("delayMillis, triggerTime: give one of them")
+    if delay_ms is not None and trigger_ms is not None:
+        raise BadRequest("delayMillis, triggerTime: give only one of them")
+    message = runtime().queue.reschedule(topic, msg_id, delay_ms=delay_ms,
+                                         trigger_time_ms=trigger_ms)
+    return success(delayMsg=message.to_json())
+
+
+@delay_queue.route("/listDeadMsg", methods=METHODS)
+def list_dead_msg() -> Response:
+    p = params()
+    page = runtime().dead_letters.list(p.topic(), p.limit(100), p.string("cursor"))
+    extra = {"nextCursor": page.next_cursor} if page.next_cursor else {}
+    return success(delayMsgList=[m.to_json() for m in page.messages], **extra)
+
+
+@delay_queue.route("/redriveDeadMsg", methods=METHODS)
+def redrive_dead_msg() -> Response:
+    p = params()
+    topic, msg_id, limit = p.topic(), p.msg_id(required=False), p.limit(1000)
+    return success(count=runtime().dead_letters.redrive(topic, msg_id, limit))
+
+
+@delay_queue.route("/purgeDeadMsg", methods=METHODS)
+def purge_dead_msg() -> Response:
+    p = params()
+    return success(count=runtime().dead_letters.purge(p.topic(), p.msg_id(required=False)))
+
+
+@delay_queue.route("/setTopicConfig", methods=METHODS)
+def set_topic_config() -> Response:
+    p = params()
+    topic, reset = p.topic(), p.boolean("reset", default=False)
+    data, source = runtime().dead_letters.set_config(topic, p.values, reset)
+    return success(data=data, source=source)
+
+
+@delay_queue.route("/getTopicConfig", methods=METHODS)
+def get_topic_config() -> Response:
+    data, source = runtime().dead_letters.get_config(params().topic())
+    return success(data=data, source=source)
 
 
 @delay_queue.route("/getMsg", methods=METHODS)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import logging
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -84,6 +85,42 @@ def _integer(low: int | None = None, high: int | None = None) -> Check:
         if (low is not None and value < low) or (high is not None and value > high):
             raise _fail(key, rule, raw)
         return value
+
+    return check
+
+
+def _number(low: float) -> Check:
+    rule = f"must be a number >= {low:g}"
+
+    def check(key: str, raw: Any) -> float:
+        if isinstance(raw, bool):
+            raise _fail(key, rule, raw)
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            raise _fail(key, rule, raw) from None
+        if not math.isfinite(value) or value < low:
+            raise _fail(key, rule, raw)
+        return value
+
+    return check
+
+
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def _boolean() -> Check:
+    rule = "must be true or false"
+
+    def check(key: str, raw: Any) -> bool:
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower() if isinstance(raw, (str, int)) else None
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        raise _fail(key, rule, raw)
 
     return check
 
@@ -207,6 +244,19 @@ class Settings:
                                              _integer(1, 3600))
     long_polling_timeout_millis: int = _setting(10_000, "default long-poll hold time",
                                                 _integer(1))
+    # Redelivery and dead letters: the server's defaults; setTopicConfig overrides per topic.
+    redelivery_delay_millis: int = _setting(
+        0, "delay before a nacked or timed-out message is redelivered (0: at once)", _integer(0))
+    redelivery_backoff_multiplier: float = _setting(
+        1.0, "the redelivery delay grows by this factor per delivery", _number(1))
+    redelivery_max_delay_millis: int = _setting(
+        3_600_000, "longest redelivery delay", _integer(0))
+    dead_letter: bool = _setting(True, "keep messages that run out of deliveries (status 6)",
+                                 _boolean())
+    dead_letter_retention_millis: int = _setting(
+        7 * 86_400_000, "how long a dead letter is kept", _integer(1))
+    dead_letter_max_size: int = _setting(100_000, "most dead letters kept per topic (oldest "
+                                         "dropped first)", _integer(1))
     # Redis.
     redis_url: str = _setting("", "redis://, rediss:// or unix:// URL; empty = embedded",
                               _check_redis_url)

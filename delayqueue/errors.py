@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
+import redis
+
 
 class DelayQueueError(Exception):
     """Base class: ``code`` is the envelope code, ``http_status`` the HTTP status."""
@@ -30,6 +35,12 @@ class NotFound(DelayQueueError):
     code = 404
 
 
+class Conflict(DelayQueueError):
+    """A receipt that is not the latest delivery's: the message was delivered again since."""
+
+    code = 409
+
+
 class Unavailable(DelayQueueError):
     """Redis is unreachable or a script failed."""
 
@@ -38,3 +49,22 @@ class Unavailable(DelayQueueError):
 
 class OutOfMemory(Unavailable):
     """Redis is over its maxmemory and refused a write; nothing was written."""
+
+
+@contextlib.contextmanager
+def redis_errors() -> Iterator[None]:
+    """Translate redis-py failures into the project's 500 errors, chained."""
+    try:
+        yield
+    except redis.RedisError as exc:
+        if is_out_of_memory(exc):
+            raise OutOfMemory(f"Redis is out of memory (over its maxmemory); nothing was "
+                              f"written: {exc}") from exc
+        raise Unavailable(f"redis unavailable: {exc.__class__.__name__}: {exc}") from exc
+
+
+def is_out_of_memory(exc: redis.RedisError) -> bool:
+    """Redis refused a write over maxmemory: redis-py's OutOfMemoryError, or (Redis 6) a
+    script error wrapping the same OOM reply."""
+    return isinstance(exc, redis.exceptions.OutOfMemoryError) or (
+        isinstance(exc, redis.ResponseError) and "OOM command not allowed" in str(exc))

@@ -92,9 +92,19 @@ class TopicKeys:
         return f"{self.base}:expire"
 
     @property
+    def dead(self) -> str:
+        """ZSET msgId -> the time (ms) it entered the dead-letter queue (ended with status 6)."""
+        return f"{self.base}:dead"
+
+    @property
+    def config(self) -> str:
+        """HASH setting -> value: the topic's own settings (setTopicConfig)."""
+        return f"{self.base}:config"
+
+    @property
     def queues(self) -> list[str]:
-        """waiting, ready, ack, expire: the first four KEYS of every topic script, in order."""
-        return [self.waiting, self.ready, self.ack, self.expire]
+        """waiting, ready, ack, expire, dead, config: the first KEYS of every topic script."""
+        return [self.waiting, self.ready, self.ack, self.expire, self.dead, self.config]
 
     @property
     def msg_prefix(self) -> str:

@@ -5,14 +5,16 @@ Shared by the server and the client SDK, so it imports nothing but the status en
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 from .status import Status
 
 # The message hash's fields, in the order every script returns them (lua/includes/message.lua):
-# body, produceTime, triggerTime, expireTime, maxRetry, deliveries (camellia's retry), status.
-MESSAGE_FIELDS = ("m", "p", "t", "e", "r", "n", "s")
+# body, produceTime, triggerTime, expireTime, maxRetry, deliveries (camellia's retry), status,
+# attributes (JSON text, absent when none), receipt of the latest delivery (absent before one).
+MESSAGE_FIELDS = ("m", "p", "t", "e", "r", "n", "s", "a", "c")
 
 
 @dataclass(frozen=True)
@@ -27,13 +29,23 @@ class DelayMsg:
     retry: int
     status: Status
     duplicate: bool = False  # sendMsg only (client side): the msgId was live, nothing enqueued
+    attributes: Mapping[str, str] | None = None  # string -> string, as sent
+    receipt: str | None = None    # pullMsg / longPollingMsg only: this delivery's receipt
+    dead_time: int | None = None  # listDeadMsg only: when it entered the dead-letter queue
 
     @classmethod
-    def from_fields(cls, topic: str, msg_id: str, fields: Sequence[Any]) -> "DelayMsg":
-        """Build from a script's reply: the values of ``MESSAGE_FIELDS``, in that order."""
-        body, produce, trigger, expire, max_retry, retry, status = fields
+    def from_fields(cls, topic: str, msg_id: str, fields: Sequence[Any],
+                    with_receipt: bool = False) -> "DelayMsg":
+        """Build from a script's reply: the values of ``MESSAGE_FIELDS``, in that order.
+
+        The receipt is shown only where the API hands the delivery out (``with_receipt``).
+        """
+        body, produce, trigger, expire, max_retry, retry, status, attributes, receipt = \
+            (list(fields) + [None] * len(MESSAGE_FIELDS))[:len(MESSAGE_FIELDS)]
         return cls(topic, msg_id, body, int(produce), int(trigger), int(expire),
-                   int(max_retry), int(retry), Status(int(status)))
+                   int(max_retry), int(retry), Status(int(status)),
+                   attributes=json.loads(attributes) if attributes else None,
+                   receipt=receipt if with_receipt and receipt else None)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], duplicate: bool = False) -> "DelayMsg":
@@ -44,6 +56,9 @@ class DelayMsg:
             expire_time=int(data["expireTime"]), max_retry=int(data["maxRetry"]),
             retry=int(data["retry"]), status=Status(int(data["status"])),
             duplicate=duplicate,
+            attributes=dict(data["attributes"]) if data.get("attributes") else None,
+            receipt=data.get("receipt") or None,
+            dead_time=int(data["deadTime"]) if data.get("deadTime") is not None else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -57,4 +72,10 @@ class DelayMsg:
             "maxRetry": self.max_retry,
             "retry": self.retry,
             "status": int(self.status),
+            **({"attributes": dict(self.attributes)} if self.attributes else {}),
+            **({"receipt": self.receipt} if self.receipt else {}),
+            **({"deadTime": self.dead_time} if self.dead_time is not None else {}),
         }
+
+    def with_dead_time(self, dead_time_ms: int) -> "DelayMsg":
+        return replace(self, dead_time=dead_time_ms)

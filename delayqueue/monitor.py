@@ -35,7 +35,8 @@ from delayqueue.scripts import Scripts
 logger = logging.getLogger(__name__)
 
 COUNTERS = ("sendMsg", "pullMsg", "ackMsg", "nackMsg", "getMsg", "deleteMsg",
-            "triggerMsgReady", "triggerMsgEndLife", "triggerMsgTimeout")
+            "triggerMsgReady", "triggerMsgEndLife", "triggerMsgTimeout",
+            "deadLettered", "redriven")
 HISTOGRAMS = ("pullMsgTimeGap", "readyQueueTimeGap")
 # Fleet-wide counts of server events, not of any topic.
 EVENTS = ("redisOutOfMemory",)

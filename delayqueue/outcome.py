@@ -21,3 +21,5 @@ class Outcome(IntEnum):
     NOT_DELIVERED = -2  # ack: waiting, or ready and never delivered (400)
     NOT_CONSUMING = -3  # nack: waiting or ready, not being consumed (400)
     BAD_ARGUMENT = -4   # ARGV malformed: a bug in the caller, never a client's mistake
+    STALE_RECEIPT = -5  # the receipt given is not the latest delivery's (409)
+    CONSUMING = -6      # reschedule: being consumed, cannot move (400)

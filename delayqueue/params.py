@@ -7,6 +7,7 @@ code 400 in an HTTP 200 envelope. Every message names the parameter and the rule
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from typing import Any, Mapping
 
@@ -15,6 +16,8 @@ from .errors import BadRequest, MissingParameter
 TRUE = {"true", "1", "yes", "on"}
 FALSE = {"false", "0", "no", "off"}
 MAX_DURATION_MS = 100 * 365 * 24 * 3600 * 1000   # 100 years: keeps scores exact in Lua doubles
+MAX_ATTRIBUTES = 32               # keys of a message's attributes
+MAX_ATTRIBUTES_BYTES = 8192       # their keys and values in all, UTF-8
 
 
 def has_control_chars(text: str) -> bool:
@@ -145,3 +148,54 @@ class Params:
             raise BadRequest(f"longPollingTimeoutMillis: must be at most "
                              f"{self.max_long_polling_timeout_ms}, got {value}")
         return value
+
+    # -- failure handling and topic settings (ours) ----------------------------------------
+    def receipt(self) -> str | None:
+        """Any string: one that is not the latest delivery's receipt answers 409."""
+        return self.string("receipt")
+
+    def non_negative(self, name: str, required: bool = False) -> int | None:
+        value = self.duration(name)
+        if value is None and required:
+            raise MissingParameter(f"{name}: required parameter is missing or empty")
+        if value is not None and value < 0:
+            raise BadRequest(f"{name}: must be >= 0, got {value}")
+        return value
+
+    def limit(self, default: int) -> int:
+        value = self.integer("limit")
+        if value is None:
+            return default
+        if not 1 <= value <= self.max_batch:
+            raise BadRequest(f"limit: must be between 1 and {self.max_batch}, got {value}")
+        return value
+
+    def attributes(self) -> dict[str, str] | None:
+        """``attributes``: a JSON object of string keys to string values (JSON text in a form)."""
+        value = self._raw("attributes")
+        if value is None:
+            return None
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise BadRequest("attributes: must be a JSON object of strings to strings, "
+                                 "and this is not valid JSON") from None
+        if not isinstance(value, dict):
+            raise BadRequest(f"attributes: must be a JSON object of strings to strings, got "
+                             f"a {type(value).__name__}")
+        if len(value) > MAX_ATTRIBUTES:
+            raise BadRequest(f"attributes: at most {MAX_ATTRIBUTES} keys, got {len(value)}")
+        size = 0
+        for key, text in value.items():
+            if not isinstance(text, str):
+                raise BadRequest(f"attributes: the value of {key!r} must be a string, got a "
+                                 f"{type(text).__name__}")
+            if not key or has_control_chars(key):
+                raise BadRequest("attributes: keys must be non-empty, without control "
+                                 "characters")
+            size += len(key.encode("utf-8")) + len(text.encode("utf-8"))
+        if size > MAX_ATTRIBUTES_BYTES:
+            raise BadRequest(f"attributes: keys and values must be at most "
+                             f"{MAX_ATTRIBUTES_BYTES} bytes in all (UTF-8), got {size}")
+        return value or None

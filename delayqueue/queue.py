@@ -8,23 +8,25 @@ costs at most a repair sweep's delay.
 
 from __future__ import annotations
 
-import contextlib
+import json
 import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Mapping
 
 import redis
 
 from .clock import Clock
-from .errors import BadRequest, NotFound, OutOfMemory, Unavailable
+from .config import Settings
+from .errors import BadRequest, Conflict, NotFound, redis_errors
 from .keys import NamespaceKeys, TopicKeys
 from .message import MESSAGE_FIELDS, DelayMsg
 from .monitor import Monitor
 from .outcome import Outcome
 from .scripts import Scripts
 from .status import Status
+from .topic_config import server_defaults
 
 logger = logging.getLogger(__name__)
 
@@ -58,39 +60,21 @@ class PullResult:
     ready_left: int              # ready messages still queued
 
 
-@contextlib.contextmanager
-def redis_errors() -> Iterator[None]:
-    """Translate redis-py failures into the project's 500 errors, chained."""
-    try:
-        yield
-    except redis.RedisError as exc:
-        if is_out_of_memory(exc):
-            raise OutOfMemory(f"Redis is out of memory (over its maxmemory); nothing was "
-                              f"written: {exc}") from exc
-        raise Unavailable(f"redis unavailable: {exc.__class__.__name__}: {exc}") from exc
-
-
-def is_out_of_memory(exc: redis.RedisError) -> bool:
-    """Redis refused a write over maxmemory: redis-py's OutOfMemoryError, or (Redis 6) a
-    script error wrapping the same OOM reply."""
-    return isinstance(exc, redis.exceptions.OutOfMemoryError) or (
-        isinstance(exc, redis.ResponseError) and "OOM command not allowed" in str(exc))
-
-
 class DelayQueue:
+    """Every transition of a message, each one Lua script. Where a request gives no value,
+    the script uses the topic's own setting, then the server's (``defaults``)."""
+
     def __init__(self, client: redis.Redis, scripts: Scripts, clock: Clock, monitor: Monitor,
-                 *, namespace: str, key_prefix: str, ttl_ms: int, max_retry: int,
-                 ack_timeout_ms: int, end_life_ms: int, hint_horizon_ms: int = 1000) -> None:
+                 settings: Settings) -> None:
         self.client = client
         self.scripts = scripts
         self.clock = clock
         self.monitor = monitor
-        self.keys = NamespaceKeys(key_prefix, namespace)
-        self.ttl_ms = ttl_ms
-        self.max_retry = max_retry
-        self.ack_timeout_ms = ack_timeout_ms
-        self.end_life_ms = end_life_ms
-        self.hint_horizon_ms = hint_horizon_ms
+        self.settings = settings
+        self.keys = NamespaceKeys(settings.redis_key_prefix, settings.namespace)
+        self.defaults = server_defaults(settings)
+        self.end_life_ms = settings.end_life_msg_expire_millis
+        self.hint_horizon_ms = settings.long_polling_safety_millis
         self._touched: dict[str, float] = {}
 
     def topic_keys(self, topic: str) -> TopicKeys:
@@ -101,7 +85,7 @@ class DelayQueue:
         self._touched.pop(topic, None)
 
     # -- bookkeeping ---------------------------------------------------------------------
-    def _bookkeep(self, topic: str, now_ms: int, lowered_due_ms: int = -1) -> None:
+    def bookkeep(self, topic: str, now_ms: int, lowered_due_ms: int = -1) -> None:
         """Bump the registry (rate-limited) and lower the due index; one round trip at most.
 
         A due time lowered to within ``hint_horizon_ms`` is also published as a "0 <topic>"
@@ -131,54 +115,59 @@ class DelayQueue:
     # -- transitions ---------------------------------------------------------------------
     def send(self, topic: str, body: str, *, msg_id: str | None = None,
              delay_ms: int | None = None, trigger_time_ms: int | None = None,
-             ttl_ms: int | None = None, max_retry: int | None = None) -> SendResult:
+             ttl_ms: int | None = None, max_retry: int | None = None,
+             attributes: Mapping[str, str] | None = None) -> SendResult:
+        """Accept a message; a trigger time in the past means now (its life counts from now)."""
         msg_id = msg_id or uuid.uuid4().hex
-        ttl_ms = ttl_ms if ttl_ms and ttl_ms > 0 else self.ttl_ms
-        max_retry = max_retry if max_retry is not None and max_retry >= 0 else self.max_retry
+        attrs = json.dumps(dict(attributes), ensure_ascii=False, separators=(",", ":")) \
+            if attributes else ""
         with redis_errors():
             now = self.clock.now_ms()
-            if trigger_time_ms is not None:
-                trigger = trigger_time_ms
-            else:
-                trigger = now + max(delay_ms or 0, 0)
+            trigger = trigger_time_ms if trigger_time_ms is not None \
+                else now + max(delay_ms or 0, 0)
             tk = self.topic_keys(topic)
             outcome, fields, lowered_due = self.scripts.send(
-                tk, msg_id, body, now, trigger, ttl_ms, max_retry, self.keys.hint_channel)
-            self._bookkeep(topic, now, int(lowered_due))
+                tk, msg_id, body, now, max(trigger, now), ttl_ms if ttl_ms and ttl_ms > 0 else -1,
+                max_retry if max_retry is not None and max_retry >= 0 else -1, attrs,
+                self.keys.hint_channel, self.defaults)
+            self.bookkeep(topic, now, int(lowered_due))
         duplicate = outcome == Outcome.DUPLICATE
         if not duplicate:
             self.monitor.incr(topic, "sendMsg")
         return SendResult(DelayMsg.from_fields(topic, msg_id, fields), duplicate=duplicate)
 
     def pull(self, topic: str, batch: int = 1, ack_timeout_ms: int | None = None) -> PullResult:
-        ack_timeout_ms = ack_timeout_ms if ack_timeout_ms and ack_timeout_ms > 0 \
-            else self.ack_timeout_ms
         with redis_errors():
             now = self.clock.now_ms()
             tk = self.topic_keys(topic)
-            messages, promoted, gaps, ended, next_trigger, ready_left, lowered_due = \
-                self.scripts.pull(tk, now, batch, ack_timeout_ms, self.end_life_ms,
-                                  SCRIPT_LIMIT, self.keys.hint_channel)
-            self._bookkeep(topic, now, int(lowered_due))
-        delivered = [DelayMsg.from_fields(topic, m[0], m[1:]) for m in messages]
+            messages, promoted, gaps, ended, next_trigger, ready_left, lowered_due, dead = \
+                self.scripts.pull(tk, now, batch,
+                                  ack_timeout_ms if ack_timeout_ms and ack_timeout_ms > 0 else -1,
+                                  self.end_life_ms, SCRIPT_LIMIT, self.keys.hint_channel,
+                                  self.defaults)
+            self.bookkeep(topic, now, int(lowered_due))
+        delivered = [DelayMsg.from_fields(topic, m[0], m[1:], with_receipt=True)
+                     for m in messages]
         if delivered:
             self.monitor.incr(topic, "pullMsg", len(delivered))
             self.monitor.observe(topic, "pullMsgTimeGap",
                                  [now - m.trigger_time for m in delivered])
         self.monitor.record_promotions(topic, promoted, gaps)
-        if ended:
-            self.monitor.incr(topic, "triggerMsgEndLife", ended)
+        self.monitor.incr(topic, "triggerMsgEndLife", ended)
+        self.monitor.incr(topic, "deadLettered", dead)
         return PullResult(delivered, int(next_trigger) if next_trigger >= 0 else None,
                           int(ready_left))
 
-    def ack(self, topic: str, msg_id: str) -> DelayMsg:
-        """Ack a delivery (status 3, or 2 after a timeout not yet redelivered) -> 4."""
+    def ack(self, topic: str, msg_id: str, receipt: str | None = None) -> DelayMsg:
+        """Ack a delivery (status 3, or given back and not yet redelivered) -> 4."""
         with redis_errors():
-            outcome, fields = self.scripts.ack(self.topic_keys(topic), msg_id, self.end_life_ms)
-            self._bookkeep(topic, self.clock.now_ms())
+            outcome, fields = self.scripts.ack(self.topic_keys(topic), msg_id, self.end_life_ms,
+                                               receipt or "")
+            self.bookkeep(topic, self.clock.now_ms())
         if outcome == Outcome.NO_MESSAGE:
             raise NotFound(f"msgId: no live or acked message '{msg_id}' in topic '{topic}'")
         message = DelayMsg.from_fields(topic, msg_id, fields)
+        self._check_receipt(outcome, message)
         if outcome == Outcome.NOT_DELIVERED:
             raise BadRequest(f"msgId: message '{msg_id}' has not been delivered yet "
                              f"(status {int(message.status)}); use deleteMsg to drop it")
@@ -186,29 +175,70 @@ class DelayQueue:
             self.monitor.incr(topic, "ackMsg")
         return message
 
-    def nack(self, topic: str, msg_id: str) -> DelayMsg:
-        """Give a delivery back: 3 -> 2 at once, or -> 6 when its deliveries are used up."""
+    def nack(self, topic: str, msg_id: str, receipt: str | None = None,
+             delay_ms: int | None = None) -> DelayMsg:
+        """Give a delivery back: ready at once (the tail of the queue), waiting until
+        ``delay_ms`` (or the topic's backoff) has passed, or 6 when it cannot be redelivered."""
         with redis_errors():
             now = self.clock.now_ms()
-            outcome, fields = self.scripts.nack(self.topic_keys(topic), msg_id, now,
-                                                self.end_life_ms, self.keys.hint_channel)
-            self._bookkeep(topic, now)
+            outcome, fields, lowered_due, dead = self.scripts.nack(
+                self.topic_keys(topic), msg_id, now, self.end_life_ms, self.keys.hint_channel,
+                self.defaults, receipt or "", -1 if delay_ms is None else max(delay_ms, 0))
+            self.bookkeep(topic, now, int(lowered_due))
         if outcome == Outcome.NO_MESSAGE:
             raise NotFound(f"msgId: no live message '{msg_id}' in topic '{topic}'")
         message = DelayMsg.from_fields(topic, msg_id, fields)
+        self._check_receipt(outcome, message)
         if outcome == Outcome.NOT_CONSUMING:
             raise BadRequest(f"msgId: message '{msg_id}' is not being consumed "
                              f"(status {int(message.status)}); only status 3 can be nacked")
         self.monitor.incr(topic, "nackMsg")
-        if message.status == Status.RETRY_EXHAUSTED:
-            self.monitor.incr(topic, "triggerMsgEndLife")
+        self._count_end(topic, message, dead)
+        return message
+
+    def change_visibility(self, topic: str, msg_id: str, timeout_ms: int,
+                          receipt: str | None = None) -> DelayMsg:
+        """A consuming message's ack deadline becomes now + ``timeout_ms``; 0 gives it up."""
+        with redis_errors():
+            now = self.clock.now_ms()
+            outcome, fields, lowered_due, dead = self.scripts.change_visibility(
+                self.topic_keys(topic), msg_id, now, timeout_ms, self.end_life_ms,
+                self.keys.hint_channel, self.defaults, receipt or "")
+            self.bookkeep(topic, now, int(lowered_due))
+        if outcome == Outcome.NO_MESSAGE:
+            raise NotFound(f"msgId: no live message '{msg_id}' in topic '{topic}'")
+        message = DelayMsg.from_fields(topic, msg_id, fields)
+        self._check_receipt(outcome, message)
+        if outcome == Outcome.NOT_CONSUMING:
+            raise BadRequest(f"msgId: message '{msg_id}' is not being consumed "
+                             f"(status {int(message.status)}); only status 3 has an ack "
+                             f"deadline")
+        self._count_end(topic, message, dead)
+        return message
+
+    def reschedule(self, topic: str, msg_id: str, *, delay_ms: int | None = None,
+                   trigger_time_ms: int | None = None) -> DelayMsg:
+        """A waiting or ready message gets a new trigger time (past: now); its life moves too."""
+        with redis_errors():
+            now = self.clock.now_ms()
+            trigger = trigger_time_ms if trigger_time_ms is not None \
+                else now + max(delay_ms or 0, 0)
+            outcome, fields, lowered_due = self.scripts.reschedule(
+                self.topic_keys(topic), msg_id, now, trigger, self.keys.hint_channel)
+            self.bookkeep(topic, now, int(lowered_due))
+        if outcome == Outcome.NO_MESSAGE:
+            raise NotFound(f"msgId: no live message '{msg_id}' in topic '{topic}'")
+        message = DelayMsg.from_fields(topic, msg_id, fields)
+        if outcome == Outcome.CONSUMING:
+            raise BadRequest(f"msgId: message '{msg_id}' is being consumed (status 3); only "
+                             f"waiting or ready messages can be rescheduled")
         return message
 
     def get(self, topic: str, msg_id: str) -> DelayMsg:
         with redis_errors():
             fields = self.client.hmget(self.topic_keys(topic).msg(msg_id), MESSAGE_FIELDS)
         self.monitor.incr(topic, "getMsg")
-        if fields[-1] is None:
+        if fields[6] is None:
             raise NotFound(f"msgId: no message '{msg_id}' in topic '{topic}'")
         return DelayMsg.from_fields(topic, msg_id, fields)
 
@@ -216,11 +246,21 @@ class DelayQueue:
         with redis_errors():
             outcome, fields = self.scripts.delete(self.topic_keys(topic), msg_id,
                                                   self.end_life_ms, release)
-            self._bookkeep(topic, self.clock.now_ms())
+            self.bookkeep(topic, self.clock.now_ms())
         if outcome == Outcome.NO_MESSAGE:
             raise NotFound(f"msgId: no live message '{msg_id}' in topic '{topic}'")
         self.monitor.incr(topic, "deleteMsg")
         return DelayMsg.from_fields(topic, msg_id, fields)
+
+    def _check_receipt(self, outcome: int, message: DelayMsg) -> None:
+        if outcome == Outcome.STALE_RECEIPT:
+            raise Conflict(f"receipt: stale receipt: message '{message.msg_id}' was delivered "
+                           f"again since (status {int(message.status)}, retry {message.retry})")
+
+    def _count_end(self, topic: str, message: DelayMsg, dead: int) -> None:
+        if message.status == Status.RETRY_EXHAUSTED:
+            self.monitor.incr(topic, "triggerMsgEndLife")
+            self.monitor.incr(topic, "deadLettered", dead)
 
     # -- reads ---------------------------------------------------------------------------
     def topics(self) -> list[str]:
@@ -238,26 +278,38 @@ class DelayQueue:
         """
         with redis_errors():
             now = self.clock.now_ms()
+            retention = self._dead_retention(topics)
             pipe = self.client.pipeline(transaction=False)
             for topic in topics:
                 tk = self.topic_keys(topic)
                 pipe.zcard(tk.ready).zcard(tk.ack)
+                pipe.zcount(tk.dead, now - retention[topic], "+inf")
                 for _, lo, hi in WAITING_BUCKETS:
                     pipe.zcount(tk.waiting, "-inf" if lo is None else now + lo,
                                 "+inf" if hi is None else f"({now + hi}")
             replies = pipe.execute()
-        width = 2 + len(WAITING_BUCKETS)
+        width = 3 + len(WAITING_BUCKETS)
         infos = []
         for i, topic in enumerate(topics):
-            ready, ack, *buckets = replies[i * width:(i + 1) * width]
+            ready, ack, dead, *buckets = replies[i * width:(i + 1) * width]
             infos.append({
                 "topic": topic,
                 "waitingQueueSize": sum(buckets),
                 "waitingQueueInfo": {name: n for (name, _, _), n in zip(WAITING_BUCKETS, buckets)},
                 "readyQueueSize": ready,
                 "ackQueueSize": ack,
+                "deadQueueSize": dead,
             })
         return infos
+
+    def _dead_retention(self, topics: list[str]) -> dict[str, int]:
+        """Each topic's dead-letter retention: its own setting, else the server's."""
+        pipe = self.client.pipeline(transaction=False)
+        for topic in topics:
+            pipe.hget(self.topic_keys(topic).config, "deadLetterRetentionMillis")
+        own = pipe.execute() if topics else []
+        default = self.settings.dead_letter_retention_millis
+        return {topic: int(value) if value else default for topic, value in zip(topics, own)}
 
     def queue_sizes(self) -> dict[str, tuple[int, int, int]]:
         """(waiting, ready, consuming) per registered topic, one pipelined round trip."""

@@ -20,7 +20,9 @@ from .lease import Lease
 from .longpoll import Hub
 from .loop import Loop
 from .monitor import Monitor
-from .queue import DelayQueue, redis_errors
+from .errors import redis_errors
+from .dead_letters import DeadLetters
+from .queue import DelayQueue
 from .redis_connection import connect_redis
 from .scheduler import Scheduler
 from .scripts import Scripts
@@ -50,18 +52,13 @@ class Runtime:
         self.keys = NamespaceKeys(settings.redis_key_prefix, settings.namespace)
         self.monitor = Monitor(self.client, self.keys, self.clock,
                                settings.monitor_interval_seconds, self.scripts)
-        self.queue = DelayQueue(
-            self.client, self.scripts, self.clock, self.monitor,
-            namespace=settings.namespace, key_prefix=settings.redis_key_prefix,
-            ttl_ms=settings.ttl_millis, max_retry=settings.max_retry,
-            ack_timeout_ms=settings.ack_timeout_millis,
-            end_life_ms=settings.end_life_msg_expire_millis,
-            hint_horizon_ms=settings.long_polling_safety_millis,
-        )
+        self.queue = DelayQueue(self.client, self.scripts, self.clock, self.monitor, settings)
+        self.dead_letters = DeadLetters(self.queue)
         self.scheduler = Scheduler(
             self.client, self.scripts, self.clock, self.monitor, self.keys,
             end_life_ms=settings.end_life_msg_expire_millis,
             max_sleep_ms=settings.msg_schedule_millis,
+            defaults=self.queue.defaults,
             min_gap_ms=settings.schedule_min_gap_millis,
             defer_ms=settings.schedule_defer_millis,
             repair_interval_ms=settings.due_repair_seconds * 1000,

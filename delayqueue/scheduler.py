@@ -38,6 +38,7 @@ class Scheduler:
 
     Args:
         end_life_ms: retention of ended messages (``end-life-msg-expire-millis``).
+        defaults: the server's topic settings (``topic_config.server_defaults``).
         max_sleep_ms: the longest sleep between ticks (``msg-schedule-millis``): a safety scan.
         min_gap_ms: the shortest time between tick starts (``schedule-min-gap-millis``).
         defer_ms: how much later to visit a topic whose consumers promote it
@@ -49,6 +50,7 @@ class Scheduler:
 
     def __init__(self, client: redis.Redis, scripts: Scripts, clock: Clock, monitor: Monitor,
                  keys: NamespaceKeys, *, end_life_ms: int, max_sleep_ms: int,
+                 defaults: list[str],
                  min_gap_ms: int = 0, defer_ms: int = 0, repair_interval_ms: int = 60_000,
                  recycle_interval_ms: int = 60_000, topic_inactive_ms: int = 1_800_000,
                  on_recycle: Callable[[str], None] = lambda topic: None) -> None:
@@ -58,6 +60,7 @@ class Scheduler:
         self.monitor = monitor
         self.keys = keys
         self.end_life_ms = end_life_ms
+        self.defaults = defaults
         self.max_sleep_ms = max_sleep_ms
         self.min_gap_ms = min_gap_ms
         self.defer_ms = defer_ms
@@ -123,15 +126,17 @@ class Scheduler:
                 tk = self.keys.topic(topic)
                 self.scripts.promote(tk, now, SCRIPT_LIMIT, channel, client=pipe)
                 self.scripts.timeout(tk, now, SCRIPT_LIMIT, self.end_life_ms, channel,
-                                     client=pipe)
-                self.scripts.expire(tk, now, SCRIPT_LIMIT, self.end_life_ms, client=pipe)
+                                     self.defaults, client=pipe)
+                self.scripts.expire(tk, now, SCRIPT_LIMIT, self.end_life_ms, self.defaults,
+                                    client=pipe)
             replies = pipe.execute()
             still_busy = []
             first_round = busy is topics
             for i, topic in enumerate(busy):
-                (moved, gaps, _), (requeued, exhausted, _), \
-                    (expired, ended6, scanned, due) = replies[3 * i:3 * i + 3]
+                (moved, gaps, _), (requeued, exhausted, _, dead_timeout), \
+                    (expired, ended6, scanned, due, dead_expire) = replies[3 * i:3 * i + 3]
                 self.monitor.record_promotions(topic, moved, gaps)
+                self.monitor.incr(topic, "deadLettered", dead_timeout + dead_expire)
                 if requeued or exhausted:
                     self.monitor.incr(topic, "triggerMsgTimeout", requeued + exhausted)
                 if exhausted or expired or ended6:

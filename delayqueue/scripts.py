@@ -6,8 +6,8 @@ may include others, each is pasted once (where first needed), and a missing one 
 load time. redis-py's ``Script`` runs EVALSHA and reloads the script on NOSCRIPT (after a
 Redis restart or a failover), so a restarted Redis needs no action from us.
 
-Every topic script takes the same keys in the same order: waiting, ready, ack, expire, and
-the message hash for the scripts about one message. Each call is checked against the number
+Every topic script takes the same keys in the same order: waiting, ready, ack, expire, dead,
+config, and the message hash for the scripts about one message. Each call is checked against the number
 of keys its script reads, so a key list that drifts from a script's header fails loudly here
 instead of reading the wrong key in Redis. Results use the codes of ``outcome.Outcome``.
 """
@@ -70,10 +70,15 @@ def key_count(source: str) -> int:
 
 
 class Scripts:
-    """One explicit method per script; keys passed in the order of each script's header."""
+    """One explicit method per script; keys passed in the order of each script's header.
+
+    ``defaults`` (where a method takes it) is ``topic_config.server_defaults(settings)``: the
+    server's value of every topic setting, which the script uses where the topic has none.
+    """
 
     NAMES = ("send", "promote", "pull", "ack", "nack", "delete", "timeout", "expire",
-             "due_set", "recycle", "monitor_flush")
+             "change_visibility", "reschedule", "dead_list", "dead_redrive", "dead_purge",
+             "dead_trim", "topic_config", "due_set", "recycle", "monitor_flush")
 
     def __init__(self, client: redis.Redis, directory: Path | None = None) -> None:
         sources = {name: lua_source(name, directory) for name in self.NAMES}
@@ -91,12 +96,14 @@ class Scripts:
                             f"called with {len(keys)}")
         return self._scripts[name](keys=list(keys), args=list(args), client=client)
 
-    # -- topic scripts: KEYS = waiting, ready, ack, expire [, msg] -------------------------
+    # -- topic scripts: KEYS = waiting, ready, ack, expire, dead, config [, msg] -------------
     def send(self, tk: TopicKeys, msg_id: str, body: str, now_ms: int, trigger_ms: int,
-             ttl_ms: int, max_retry: int, channel: str, client=None) -> list:
+             ttl_ms: int, max_retry: int, attributes: str, channel: str,
+             defaults: Sequence[str], client=None) -> list:
         return self._run(
             "send", [*tk.queues, tk.msg(msg_id)],
-            [msg_id, body, now_ms, trigger_ms, ttl_ms, max_retry, channel, tk.topic], client,
+            [msg_id, body, now_ms, trigger_ms, ttl_ms, max_retry, attributes, channel,
+             tk.topic, *defaults], client,
         )
 
     def promote(self, tk: TopicKeys, now_ms: int, limit: int, channel: str, client=None) -> list:
@@ -104,34 +111,70 @@ class Scripts:
                          [tk.msg_prefix, now_ms, limit, channel, tk.topic], client)
 
     def pull(self, tk: TopicKeys, now_ms: int, batch: int, ack_timeout_ms: int,
-             end_life_ms: int, promote_limit: int, channel: str) -> list:
+             end_life_ms: int, promote_limit: int, channel: str,
+             defaults: Sequence[str]) -> list:
         return self._run(
             "pull", tk.queues,
             [tk.msg_prefix, now_ms, batch, ack_timeout_ms, end_life_ms, promote_limit,
-             channel, tk.topic],
+             channel, tk.topic, *defaults],
         )
 
-    def ack(self, tk: TopicKeys, msg_id: str, end_life_ms: int) -> list:
-        return self._run("ack", [*tk.queues, tk.msg(msg_id)], [msg_id, end_life_ms])
+    def ack(self, tk: TopicKeys, msg_id: str, end_life_ms: int, receipt: str = "") -> list:
+        return self._run("ack", [*tk.queues, tk.msg(msg_id)], [msg_id, end_life_ms, receipt])
 
-    def nack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int,
-             channel: str) -> list:
+    def nack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int, channel: str,
+             defaults: Sequence[str], receipt: str = "", delay_ms: int = -1) -> list:
         return self._run("nack", [*tk.queues, tk.msg(msg_id)],
-                         [msg_id, now_ms, end_life_ms, channel, tk.topic])
+                         [msg_id, tk.msg_prefix, now_ms, end_life_ms, receipt, delay_ms,
+                          channel, tk.topic, *defaults])
+
+    def change_visibility(self, tk: TopicKeys, msg_id: str, now_ms: int, timeout_ms: int,
+                          end_life_ms: int, channel: str, defaults: Sequence[str],
+                          receipt: str = "") -> list:
+        return self._run("change_visibility", [*tk.queues, tk.msg(msg_id)],
+                         [msg_id, tk.msg_prefix, now_ms, timeout_ms, receipt, end_life_ms,
+                          channel, tk.topic, *defaults])
+
+    def reschedule(self, tk: TopicKeys, msg_id: str, now_ms: int, trigger_ms: int,
+                   channel: str) -> list:
+        return self._run("reschedule", [*tk.queues, tk.msg(msg_id)],
+                         [msg_id, now_ms, trigger_ms, channel, tk.topic])
 
     def delete(self, tk: TopicKeys, msg_id: str, end_life_ms: int, release: bool) -> list:
         return self._run("delete", [*tk.queues, tk.msg(msg_id)],
                          [msg_id, end_life_ms, 1 if release else 0])
 
     def timeout(self, tk: TopicKeys, now_ms: int, limit: int, end_life_ms: int,
-                channel: str, client=None) -> list:
+                channel: str, defaults: Sequence[str], client=None) -> list:
         return self._run("timeout", tk.queues,
-                         [tk.msg_prefix, now_ms, limit, end_life_ms, channel, tk.topic], client)
+                         [tk.msg_prefix, now_ms, limit, end_life_ms, channel, tk.topic,
+                          *defaults], client)
 
     def expire(self, tk: TopicKeys, now_ms: int, limit: int, end_life_ms: int,
-               client=None) -> list:
-        return self._run("expire", tk.queues, [tk.msg_prefix, now_ms, limit, end_life_ms],
-                         client)
+               defaults: Sequence[str], client=None) -> list:
+        return self._run("expire", tk.queues,
+                         [tk.msg_prefix, now_ms, limit, end_life_ms, *defaults], client)
+
+    def dead_list(self, tk: TopicKeys, now_ms: int, limit: int, cursor_time: int | None,
+                  cursor_id: str, defaults: Sequence[str]) -> list:
+        return self._run("dead_list", tk.queues,
+                         [tk.msg_prefix, now_ms, limit,
+                          "" if cursor_time is None else cursor_time, cursor_id, *defaults])
+
+    def dead_redrive(self, tk: TopicKeys, now_ms: int, msg_id: str, limit: int, channel: str,
+                     defaults: Sequence[str]) -> list:
+        return self._run("dead_redrive", tk.queues,
+                         [tk.msg_prefix, now_ms, msg_id, limit, channel, tk.topic, *defaults])
+
+    def dead_purge(self, tk: TopicKeys, msg_id: str, limit: int) -> list:
+        return self._run("dead_purge", tk.queues, [tk.msg_prefix, msg_id, limit])
+
+    def dead_trim(self, tk: TopicKeys, now_ms: int, limit: int,
+                  defaults: Sequence[str]) -> int:
+        return self._run("dead_trim", tk.queues, [tk.msg_prefix, now_ms, limit, *defaults])
+
+    def topic_config(self, tk: TopicKeys, reset: bool, pairs: Sequence[str]) -> int:
+        return self._run("topic_config", tk.queues, [1 if reset else 0, *pairs])
 
     # -- namespace scripts (bookkeeping, slot {ns}) ----------------------------------------
     def due_set(self, nk: NamespaceKeys, topic: str, seen_ms: float, next_ms: int,

@@ -27,7 +27,7 @@ from delayqueue.monitor import COUNTERS, HISTOGRAMS, Monitor, empty_topic_stats
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 1  # deadLettered and redriven were added in place: readers ignore new fields
 WAITING_QUEUE_INFO_KEYS = (
     "sizeOf0To1min", "sizeOf1minTo10min", "sizeOf10minTo30min", "sizeOf30minTo1hour",
     "sizeOf1hourTo6hour", "sizeOf6hourTo1day", "sizeOf1dayTo7day", "sizeOf7dayTo30day",

@@ -1,30 +1,33 @@
 --[[ Acknowledge a delivery: consuming (3) -> acked (4).
-  A late ack of a message that timed out back to ready (2, delivered before, not yet
-  redelivered) is accepted too: it saves a duplicate delivery.
-  KEYS[1] waiting  zset  (unused; every topic script takes the same keys)
-  KEYS[2] ready    zset
-  KEYS[3] ack      zset
-  KEYS[4] expire   zset
-  KEYS[5] msg      hash  the message
-  ARGV[1] msg_id  ARGV[2] end_life_ms
+  A late ack of a message given back after an ack timeout or a nack (ready (2), or waiting
+  (1) for a delayed redelivery, delivered before and not yet redelivered) is accepted too:
+  it saves a duplicate delivery.
+  KEYS[1] waiting  KEYS[2] ready  KEYS[3] ack  KEYS[4] expire  (zsets)
+  KEYS[5] dead     KEYS[6] config  (unused; every topic script takes the same keys)
+  KEYS[7] msg      hash  the message
+  ARGV[1] msg_id  ARGV[2] end_life_ms  ARGV[3] receipt ('' = none: camellia's rules)
   Returns: {outcome, fields}
-    outcome  OK acked; ACKED_LATE acked, was ready after an ack timeout; ALREADY_ACKED;
+    outcome  OK acked; ACKED_LATE acked after it was given back; ALREADY_ACKED (with a
+             receipt: only the one that acked it);
              NO_MESSAGE no such message, or it ended otherwise (404);
-             NOT_DELIVERED waiting, or ready and never delivered (400)
-    fields   {m, p, t, e, r, n, s} after the ack, or {}
+             NOT_DELIVERED waiting or ready and never delivered (400);
+             STALE_RECEIPT the receipt is not the latest delivery's (409)
+    fields   {m, p, t, e, r, n, s, a, c} after the ack, or {}
   Memory: drains (first write ZREM): runs over maxmemory. ]]
 --@include message
-local ready, ack, expire, msg = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local msg_id, end_life = ARGV[1], tonumber(ARGV[2])
+local waiting, ready, ack, expire, msg = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]
+local msg_id, end_life, receipt = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 
 local m = read_message(msg)
 if not m then return {NO_MESSAGE, {}} end
 local status, deliveries = tonumber(m[7]), tonumber(m[6])
+if status > 4 then return {NO_MESSAGE, m} end
+if status < 3 and deliveries == 0 then return {NOT_DELIVERED, m} end
+if stale_receipt(m, receipt) then return {STALE_RECEIPT, m} end
 if status == 4 then return {ALREADY_ACKED, m} end
-if status == 1 or (status == 2 and deliveries == 0) then return {NOT_DELIVERED, m} end
-if status ~= 2 and status ~= 3 then return {NO_MESSAGE, m} end
 
-redis.call('ZREM', status == 3 and ack or ready, msg_id)
+local place = ({waiting, ready, ack})[status]
+redis.call('ZREM', place, msg_id)
 redis.call('ZREM', expire, msg_id)
 end_message(msg, 4, end_life)
 m[7] = '4'

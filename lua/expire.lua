@@ -3,22 +3,26 @@
   The index holds ready and consuming messages (promotion adds them; waiting ones enter it
   when promoted, since they cannot expire before their triggerTime; a waiting entry left by
   an older version is still honoured).
-  waiting (1) -> expired (5); ready (2) -> expired (5) if never delivered, else retry
-  exhausted (6). A consuming (3) message only leaves the index: its consumer may still ack
-  it, and the ack timeout ends it (6) instead of redelivering.
-  KEYS[1] waiting  KEYS[2] ready  KEYS[3] ack  KEYS[4] expire  (zsets)
+  waiting (1) / ready (2) -> expired (5) if never delivered, else retry exhausted (6, a dead
+  letter). A consuming (3) message only leaves the index: its consumer may still ack it, and
+  the ack timeout ends it (6) instead of redelivering.
+  KEYS[1] waiting  KEYS[2] ready  KEYS[3] ack  KEYS[4] expire  KEYS[5] dead  (zsets)
+  KEYS[6] config   hash  the topic's settings (read only)
   ARGV[1] msg_prefix (same hash tag)  ARGV[2] now_ms  ARGV[3] limit (<= 1000)
-  ARGV[4] end_life_ms
-  Returns: {expired, exhausted, scanned, due}; the caller repeats while scanned equals limit.
-    due  the topic's next due time, -1 when it holds nothing live.
+  ARGV[4] end_life_ms  ARGV[5..13] the server's default settings
+  Returns: {expired, exhausted, scanned, due, dead}; the caller repeats while scanned equals
+  limit. due: the topic's next due time, -1 when it holds nothing live; dead: how many of
+  the exhausted became dead letters.
   Memory: drains (first write ZREM): runs over maxmemory. ]]
---@include message
-local waiting, ready, ack, expire = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+--@include dead_letter
+local waiting, ready, ack, expire, dead, config =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local msg_prefix, now, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local end_life = tonumber(ARGV[4])
 
 local due = redis.call('ZRANGEBYSCORE', expire, '-inf', now, 'LIMIT', 0, limit)
-local expired, exhausted = 0, 0
+local expired, exhausted, dead_lettered = 0, 0, 0
+local s = #due > 0 and topic_settings(config)
 for _, id in ipairs(due) do
   if redis.call('ZREM', expire, id) == 1 then
     local key = msg_prefix .. id
@@ -30,10 +34,10 @@ for _, id in ipairs(due) do
         end_message(key, 5, end_life)
         expired = expired + 1
       else
-        end_message(key, 6, end_life)
+        dead_lettered = dead_lettered + end_exhausted(key, id, dead, msg_prefix, now, end_life, s)
         exhausted = exhausted + 1
       end
     end
   end
 end
-return {expired, exhausted, #due, due_at(waiting, ack, expire) or -1}
+return {expired, exhausted, #due, due_at(waiting, ack, expire) or -1, dead_lettered}

@@ -1,8 +1,9 @@
 --[[ Move due messages from waiting (1) to ready (2).
   KEYS[1] waiting  zset  msgId -> triggerTime
-  KEYS[2] ready    zset  msgId -> triggerTime
+  KEYS[2] ready    zset  msgId -> when it became ready
   KEYS[3] ack      zset  (read only, for the due time)
   KEYS[4] expire   zset  msgId -> expireTime; promoted messages enter it
+  KEYS[5] dead     KEYS[6] config  (unused; every topic script takes the same keys)
   ARGV[1] msg_prefix (same hash tag)  ARGV[2] now_ms  ARGV[3] limit (<= 1000)
   ARGV[4] hint channel  ARGV[5] topic
   Returns: {moved, gaps, due}; the caller repeats while moved equals limit.

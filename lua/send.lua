@@ -1,32 +1,41 @@
 --[[ Accept a message: -> waiting (1), or -> ready (2) when already due.
   KEYS[1] waiting  zset  msgId -> triggerTime
-  KEYS[2] ready    zset  msgId -> triggerTime
+  KEYS[2] ready    zset  msgId -> when it became ready (triggerTime for a send)
   KEYS[3] ack      zset  (read only, for the due time)
   KEYS[4] expire   zset  msgId -> expireTime, only when ready at once (waiting messages
                          enter the expiry index when promoted: they cannot expire before)
-  KEYS[5] msg      hash  the message (same hash tag as the queues)
-  ARGV[1] msg_id  ARGV[2] body  ARGV[3] now_ms  ARGV[4] trigger_ms  ARGV[5] ttl_ms
-  ARGV[6] max_retry  ARGV[7] hint channel  ARGV[8] topic
+  KEYS[5] dead     zset  a dead letter with this id is replaced: it leaves the dead queue
+  KEYS[6] config   hash  the topic's settings (read only)
+  KEYS[7] msg      hash  the message (same hash tag as the queues)
+  ARGV[1] msg_id  ARGV[2] body  ARGV[3] now_ms  ARGV[4] trigger_ms (>= now_ms)
+  ARGV[5] ttl_ms (-1: the topic's)  ARGV[6] max_retry (-1: the topic's)
+  ARGV[7] attributes (JSON text, '' = none)  ARGV[8] hint channel  ARGV[9] topic
+  ARGV[10..18] the server's default settings (includes/settings.lua)
   Returns: {outcome, fields, lowered_due}
     outcome      OK accepted; DUPLICATE a live message (1..3) has this id: nothing written,
                  its stored fields returned. An ended (4..7) one is replaced.
-    fields       {m, p, t, e, r, n, s} of the message now stored
+    fields       {m, p, t, e, r, n, s, a, c} of the message now stored
     lowered_due  the topic's new due time if this send brought it forward, else -1
   Memory: grows Redis, so its first write is HSET, a deny-oom command: over maxmemory Redis
   refuses the whole script (OOM) before anything is written. Keep it first.
   Publishes "1 <topic>" on the hint channel when the message is ready at once. ]]
+--@include settings
 --@include message
-local waiting, ready, ack, expire, msg = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local waiting, ready, ack, expire, dead, config, msg =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local msg_id, body = ARGV[1], ARGV[2]
 local now, trigger = tonumber(ARGV[3]), tonumber(ARGV[4])
 local ttl, max_retry = tonumber(ARGV[5]), tonumber(ARGV[6])
-local channel, topic = ARGV[7], ARGV[8]
+local attributes, channel, topic = ARGV[7], ARGV[8], ARGV[9]
 
 local existing = read_message(msg)
 if existing and tonumber(existing[7]) <= 3 then
   return {DUPLICATE, existing, -1}
 end
 
+local s = topic_settings(config)
+if ttl < 0 then ttl = s.ttlMillis end
+if max_retry < 0 then max_retry = s.maxRetry end
 local before = due_at(waiting, ack, expire)
 local due_now = trigger <= now
 local status = due_now and 2 or 1
@@ -34,7 +43,12 @@ local expire_at = trigger + ttl
 -- Every field is written, so an ended message with this id is wholly replaced.
 redis.call('HSET', msg, 'm', body, 'p', now, 't', trigger, 'e', expire_at,
   'r', max_retry, 'n', 0, 's', status)
-redis.call('PERSIST', msg)   -- an ended message carried its retention TTL
+if existing then
+  redis.call('PERSIST', msg)   -- an ended message carried its retention TTL
+  redis.call('HDEL', msg, 'a', 'c')
+  redis.call('ZREM', dead, msg_id)
+end
+if attributes ~= '' then redis.call('HSET', msg, 'a', attributes) end
 redis.call('ZADD', due_now and ready or waiting, trigger, msg_id)
 if due_now then
   redis.call('ZADD', expire, expire_at, msg_id)

@@ -1,40 +1,43 @@
---[[ Ack timeouts: consuming (3) past its deadline -> ready (2) for redelivery, or -> retry
-  exhausted (6) when its deliveries are used up or it is past its expireTime.
-  KEYS[1] waiting  zset  (read only, for the due time)
-  KEYS[2] ready    zset  msgId -> triggerTime
-  KEYS[3] ack      zset  msgId -> ack deadline
-  KEYS[4] expire   zset  msgId -> expireTime
+--[[ Ack timeouts: consuming (3) past its deadline is given back after the topic's
+  redelivery backoff: ready (2) at the tail of the queue (no backoff), waiting (1) until the
+  backoff ends, or retry exhausted (6, a dead letter) when its deliveries are used up or the
+  redelivery would come at or after its expireTime.
+  KEYS[1] waiting  KEYS[2] ready  KEYS[3] ack  KEYS[4] expire  KEYS[5] dead  (zsets)
+  KEYS[6] config   hash  the topic's settings (read only)
   ARGV[1] msg_prefix (same hash tag)  ARGV[2] now_ms  ARGV[3] limit (<= 1000)
   ARGV[4] end_life_ms  ARGV[5] hint channel  ARGV[6] topic
-  Returns: {requeued, ended, due}; the caller repeats while requeued + ended equals limit.
-    due  the topic's next due time, -1 when it holds nothing live.
+  ARGV[7..15] the server's default settings
+  Returns: {requeued, ended, due, dead}; the caller repeats while requeued + ended equals limit.
+    due   the topic's next due time, -1 when it holds nothing live.
+    dead  how many of the ended became dead letters
   Memory: drains (first write ZREM): runs over maxmemory.
-  Publishes "<requeued> <topic>" when it requeued anything. ]]
---@include message
-local waiting, ready, ack, expire = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+  Publishes "<n> <topic>" when it made n messages ready. ]]
+--@include dead_letter
+local waiting, ready, ack, expire, dead, config =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local msg_prefix, now, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local end_life, channel, topic = tonumber(ARGV[4]), ARGV[5], ARGV[6]
 
 local late = redis.call('ZRANGEBYSCORE', ack, '-inf', now, 'LIMIT', 0, limit)
-local requeued, ended = 0, 0
+local requeued, ended, readied, dead_lettered = 0, 0, 0, 0
+local s = #late > 0 and topic_settings(config)
 for _, id in ipairs(late) do
   if redis.call('ZREM', ack, id) == 1 then
     local key = msg_prefix .. id
     local m = read_message(key)
     if m and tonumber(m[7]) == 3 then
-      if tonumber(m[6]) >= tonumber(m[5]) + 1 or now >= tonumber(m[4]) then
-        redis.call('ZREM', expire, id)
-        end_message(key, 6, end_life)
-        ended = ended + 1
+      local status, d = redeliver(key, id, m, {waiting, ready, ack, expire, dead}, msg_prefix,
+        now, backoff(s, tonumber(m[6])), end_life, s)
+      if status == 6 then
+        ended, dead_lettered = ended + 1, dead_lettered + d
       else
-        redis.call('ZADD', ready, m[3], id)
-        redis.call('HSET', key, 's', 2)
         requeued = requeued + 1
+        if status == 2 then readied = readied + 1 end
       end
     end
   end
 end
-if requeued > 0 then
-  redis.call('PUBLISH', channel, requeued .. ' ' .. topic)
+if readied > 0 then
+  redis.call('PUBLISH', channel, readied .. ' ' .. topic)
 end
-return {requeued, ended, due_at(waiting, ack, expire) or -1}
+return {requeued, ended, due_at(waiting, ack, expire) or -1, dead_lettered}

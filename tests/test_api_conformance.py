@@ -164,8 +164,9 @@ def test_send_with_trigger_time_uses_the_absolute_time(node, topic, raw_redis):
     assert m["triggerTime"] == future and m["status"] == 1
     assert m["expireTime"] == future + HOUR
     past = redis_now_ms(raw_redis) - 5000
-    m = send(node, topic, msgId="p", triggerTime=past)
-    assert m["triggerTime"] == past and m["status"] == 2
+    m = send(node, topic, msgId="p", triggerTime=past)        # in the past: due now (fix)
+    assert m["status"] == 2 and m["triggerTime"] == m["produceTime"] >= past + 5000
+    assert m["expireTime"] == m["triggerTime"] + HOUR
 
 
 def test_send_with_both_delay_and_trigger_time_is_refused_and_writes_nothing(node, topic,
@@ -215,9 +216,10 @@ def test_pull_hands_out_oldest_trigger_time_first(node, topic):
 
 
 def test_pull_order_follows_trigger_time_not_send_order(node, topic, raw_redis):
-    now = redis_now_ms(raw_redis)
+    due = redis_now_ms(raw_redis) + 300
     for i, offset in enumerate([10, 40, 20, 30]):
-        send(node, topic, msgId=f"m{i}", triggerTime=now - offset)
+        send(node, topic, msgId=f"m{i}", triggerTime=due - offset)
+    time.sleep(max(0.0, (due - redis_now_ms(raw_redis)) / 1000) + 0.05)
     assert [m["msgId"] for m in pull(node, topic, batch=10)] == ["m1", "m3", "m2", "m0"]
 
 
@@ -581,7 +583,7 @@ def test_topic_info_shape_and_sizes(node, topic):
     assert status_code == 200 and reply["code"] == 200
     data = reply["data"]
     assert list(data) == ["topic", "waitingQueueSize", "waitingQueueInfo", "readyQueueSize",
-                          "ackQueueSize"]
+                          "ackQueueSize", "deadQueueSize"]          # the last one is ours
     assert data["topic"] == topic
     assert list(data["waitingQueueInfo"]) == [
         "sizeOf0To1min", "sizeOf1minTo10min", "sizeOf10minTo30min", "sizeOf30minTo1hour",

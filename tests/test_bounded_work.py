@@ -22,8 +22,8 @@ def fill_waiting(client: redis.Redis, rt: Runtime, topic: str, count: int, trigg
     tk = rt.queue.topic_keys(topic)
     pipe = client.pipeline(transaction=False)
     for i in range(count):
-        rt.scripts.send(tk, f"m{i}", "body", trigger_ms - 1, trigger_ms, 3_600_000, 3,
-                        rt.keys.hint_channel, client=pipe)
+        rt.scripts.send(tk, f"m{i}", "body", trigger_ms - 1, trigger_ms, 3_600_000, 3, "",
+                        rt.keys.hint_channel, rt.queue.defaults, client=pipe)
     pipe.execute()
 
 

@@ -53,8 +53,9 @@ def test_the_console_script_is_the_installed_entry_point():
                             timeout=30)
     assert result.returncode == 0, result.stderr
     listed = re.findall(r"^    (\S+)", result.stdout, re.MULTILINE)
-    assert listed == ["serve", "report", "send", "pull", "long-poll", "ack", "nack", "get",
-                      "delete", "topics", "topic-info", "monitor", "consume"], result.stdout
+    assert listed == ["serve", "report", "send", "pull", "long-poll", "ack", "nack",
+                      "change-visibility", "reschedule", "get", "delete", "topics", "topic-info",
+                      "topic-config", "dlq", "monitor", "consume"], result.stdout
 
 
 @pytest.fixture

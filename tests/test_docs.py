@@ -57,13 +57,24 @@ def normalise(cell: str) -> str:
     return "" if cell in ("empty", '""') else cell
 
 
+def rendered(value) -> str:
+    """A default as the README writes it: true/false, 1 rather than 1.0, empty for None."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def test_readme_config_table_lists_every_setting_with_its_default():
     table = config_table()
     settings = {row["key"]: row["default"] for row in Settings().as_table()}
     missing = sorted(set(settings) - set(table))
     assert not missing, f"settings missing from README's configuration table: {missing}"
     wrong = {key: (table[key], settings[key]) for key in settings
-             if normalise(table[key]) != str(settings[key])}
+             if normalise(table[key]) != rendered(settings[key])}
     assert not wrong, f"README default differs from config.py (README, code): {wrong}"
 
 
@@ -80,7 +91,7 @@ def test_readme_config_table_agrees_with_the_shipped_yaml():
         f"only in the YAML: {sorted(set(shipped) - set(table))}; "
         f"only in README: {sorted(set(table) - set(shipped))}")
     wrong = {key: (table[key], value) for key, value in shipped.items()
-             if normalise(table[key]) != ("" if value is None else str(value))}
+             if normalise(table[key]) != rendered(value)}
     assert not wrong, f"README default differs from config/delayqueue.yaml: {wrong}"
 
 

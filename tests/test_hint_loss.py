@@ -6,7 +6,9 @@ from __future__ import annotations
 import redis
 
 from delayqueue.keys import NamespaceKeys
+from delayqueue.config import load_settings
 from delayqueue.scripts import Scripts
+from delayqueue.topic_config import server_defaults
 from support.fleet import hold_long_poll, wait_until_held
 from support.node import ServerProcess
 
@@ -18,7 +20,8 @@ def send_without_hint(client: redis.Redis, topic: str, msg_id: str, delay_ms: in
     tk = NamespaceKeys("dq", "default").topic(topic)
     seconds, micros = client.time()
     now = seconds * 1000 + micros // 1000
-    Scripts(client).send(tk, msg_id, "body", now, now + delay_ms, 60_000, 3, "nobody-listens")
+    Scripts(client).send(tk, msg_id, "body", now, now + delay_ms, 60_000, 3, "",
+                         "nobody-listens", server_defaults(load_settings(env={})))
     return now + delay_ms
 
 

@@ -12,10 +12,13 @@ from redis.crc import key_slot
 from delayqueue.keys import NamespaceKeys
 from delayqueue.message import MESSAGE_FIELDS
 from delayqueue.outcome import Outcome
+from delayqueue.topic_config import SETTINGS
 from delayqueue.scripts import Scripts, ScriptSourceError, key_count, lua_source
 
 LUA = Path(__file__).resolve().parent.parent / "lua"
-TOPIC_SCRIPTS = ("send", "promote", "pull", "ack", "nack", "delete", "timeout", "expire")
+TOPIC_SCRIPTS = ("send", "promote", "pull", "ack", "nack", "delete", "timeout", "expire",
+                 "change_visibility", "reschedule", "dead_list", "dead_redrive", "dead_purge",
+                 "dead_trim", "topic_config")
 
 
 def test_lua_outcome_table_equals_the_python_enum():
@@ -32,6 +35,12 @@ def test_scripts_return_named_outcomes_not_bare_numbers():
         assert bare == [], f"{name}.lua returns bare outcome numbers {bare}"
 
 
+def test_lua_setting_names_are_the_python_topic_settings_in_order():
+    text = (LUA / "includes" / "settings.lua").read_text()
+    (names,) = re.findall(r"SETTING_NAMES = \{(.*?)\}", text, re.S)
+    assert tuple(re.findall(r"'(\w+)'", names)) == tuple(s.name for s in SETTINGS)
+
+
 def test_lua_message_fields_are_in_python_field_order():
     text = (LUA / "includes" / "message.lua").read_text()
     (hmget,) = re.findall(r"HMGET', key, (.*)\)", text)
@@ -43,8 +52,8 @@ def test_every_topic_script_names_its_keys_in_the_same_order():
         header = (LUA / f"{name}.lua").read_text().split("]]", 1)[0]
         names = [re.search(rf"KEYS\[{i}\]\s+(\w+)", header).group(1)
                  for i in range(1, key_count(header) + 1)]
-        assert names[:4] == ["waiting", "ready", "ack", "expire"], (name, names)
-        assert names[4:] in ([], ["msg"]), (name, names)
+        assert names[:6] == ["waiting", "ready", "ack", "expire", "dead", "config"], (name, names)
+        assert names[6:] in ([], ["msg"]), (name, names)
 
 
 def test_every_script_is_assembled_with_each_include_once():
@@ -71,9 +80,9 @@ def test_a_missing_include_fails_at_load_time(tmp_path):
 
 def test_a_call_with_the_wrong_number_of_keys_is_refused_before_redis(redis_client):
     scripts = Scripts(redis_client)
-    assert scripts.key_counts["send"] == 5 and scripts.key_counts["pull"] == 4
+    assert scripts.key_counts["send"] == 7 and scripts.key_counts["pull"] == 6
     assert scripts.key_counts["monitor_flush"] == 2 and scripts.key_counts["due_set"] == 1
-    with pytest.raises(TypeError, match="pull.lua reads 4 keys; called with 3"):
+    with pytest.raises(TypeError, match="pull.lua reads 6 keys; called with 3"):
         scripts._run("pull", ["a", "b", "c"], [])
     redis_client.config_resetstat()
     assert "cmdstat_evalsha" not in redis_client.info("commandstats")
@@ -85,6 +94,7 @@ def test_every_key_of_a_topic_lives_in_one_cluster_slot(topic):
     nk = NamespaceKeys("dq", "default")
     tk = nk.topic(topic)
     topic_keys = [*tk.queues, tk.msg("m-1"), tk.msg("another {id}")]
+    assert tk.dead in topic_keys and tk.config in topic_keys
     assert len({key_slot(key.encode()) for key in topic_keys}) == 1
     namespace_keys = [nk.topics, nk.due, nk.hint_channel, nk.lease("schedule"), nk.monitor(0),
                       nk.monitor_total, nk.snapshot_mark, nk.offline("node:8080")]

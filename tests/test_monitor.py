@@ -232,9 +232,10 @@ def test_flush_script_rejects_malformed_groups_before_writing(redis_client, keys
     assert flush("a\tsendMsg", "i", "2", "a\tp:max", "m", "5") == 2
 
 
-def test_counters_constant_matches_camellia_plus_nack():
+def test_counters_constant_matches_camellia_plus_ours():
     assert set(COUNTERS) == {"sendMsg", "pullMsg", "ackMsg", "nackMsg", "getMsg", "deleteMsg",
-                             "triggerMsgReady", "triggerMsgEndLife", "triggerMsgTimeout"}
+                             "triggerMsgReady", "triggerMsgEndLife", "triggerMsgTimeout",
+                             "deadLettered", "redriven"}
 
 
 def test_each_worker_flushes_at_least_twice_per_monitoring_interval(redis_url):

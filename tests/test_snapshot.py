@@ -86,6 +86,7 @@ def test_line_matches_design_format_field_for_field(fleet, tmp_path):
         "intervalStart": START_MS, "intervalEnd": START_MS + INTERVAL_MS,
         "sendMsg": 35, "pullMsg": 12, "ackMsg": 12, "nackMsg": 1, "getMsg": 0, "deleteMsg": 0,
         "triggerMsgReady": 24, "triggerMsgEndLife": 0, "triggerMsgTimeout": 0,
+        "deadLettered": 0, "redriven": 0,
         "pullMsgTimeGap": {"count": 3, "sum": 91, "max": 84,
                            "counts": [0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]},
         "readyQueueTimeGap": ZERO_HIST,

@@ -5,6 +5,9 @@
     client.send("orders", "order 42 timed out?", delay_ms=60_000)
     with client.listen("orders", lambda m: print(m.msg) or True):
         ...
+
+Deliveries carry a receipt (``DelayMsg.receipt``): ``client.ack(msg)`` / ``client.nack(msg)``
+send it, and a stale one raises StaleReceiptError (code 409).
 """
 
 from delayqueue.status import Status
@@ -17,12 +20,13 @@ from .errors import (
     DelayQueueError,
     NotFoundError,
     ServerError,
+    StaleReceiptError,
     UnavailableError,
 )
-from .model import DelayMsg, MonitorData, TopicInfo
+from .model import TOPIC_SETTINGS, DeadLetterPage, DelayMsg, MonitorData, TopicConfig, TopicInfo
 
 __all__ = [
-    "Backoff", "BadRequestError", "Consumer", "DelayMsg", "DelayQueueClient",
-    "DelayQueueError", "MonitorData", "NotFoundError", "ServerError", "Status", "TopicInfo",
-    "UnavailableError",
+    "Backoff", "BadRequestError", "Consumer", "DeadLetterPage", "DelayMsg", "DelayQueueClient",
+    "DelayQueueError", "MonitorData", "NotFoundError", "ServerError", "StaleReceiptError",
+    "Status", "TOPIC_SETTINGS", "TopicConfig", "TopicInfo", "UnavailableError",
 ]

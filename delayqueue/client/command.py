@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -33,6 +34,8 @@ class CommandHandler:
         env = {**self.env, "DELAYQUEUE_MSG_TOPIC": m.topic, "DELAYQUEUE_MSG_ID": m.msg_id,
                "DELAYQUEUE_MSG_RETRY": str(m.retry), "DELAYQUEUE_MSG_MAX_RETRY": str(m.max_retry),
                "DELAYQUEUE_MSG_TRIGGER_TIME": str(m.trigger_time)}
+        if m.attributes:
+            env["DELAYQUEUE_MSG_ATTRIBUTES"] = json.dumps(dict(m.attributes), ensure_ascii=False)
         try:
             done = subprocess.run(self.argv, input=m.msg.encode(), env=env,
                                   timeout=self.timeout_s, check=False)

@@ -9,6 +9,13 @@ stop(): pulling stops (a poll already in flight finishes, at most ``poll_timeout
 whatever it brings back is nacked), running handlers get ``grace_s`` to finish, and any
 message that was pulled but not started is nacked, so it is redelivered at once instead of
 after its ack timeout.
+
+Receipts and heartbeats: every ack and nack carries the delivery's receipt, so a consumer
+whose delivery timed out and was handed to someone else cannot settle the newer delivery
+(the server answers 409; it is logged and counted in ``lost``). A handler still running at
+half the ack timeout gets its ack deadline extended (``changeVisibility``) every half ack
+timeout until it returns (``heartbeat=False`` turns that off); a heartbeat that finds the
+delivery lost makes the consumer skip its ack or nack.
 """
 
 from __future__ import annotations
@@ -16,12 +23,14 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from typing import TYPE_CHECKING, Callable
 
 from .backoff import Backoff
-from .errors import DelayQueueError, NotFoundError
+from .errors import DelayQueueError, NotFoundError, StaleReceiptError
+from .heartbeat import Delivery, Heartbeats
 from .model import DelayMsg
 
 if TYPE_CHECKING:
@@ -41,6 +50,7 @@ class Consumer:
         pull_interval_ms: pause after an empty short poll (``long_polling=False``).
         backoff_base_s, backoff_max_s: back-off after a failed pull (doubling, jittered).
         grace_s: how long stop() lets running handlers finish.
+        heartbeat: extend the ack deadline of handlers that run past half ``ack_timeout_ms``.
     """
 
     def __init__(self, client: "DelayQueueClient", topic: str, handler: Handler, *,
@@ -48,7 +58,8 @@ class Consumer:
                  ack_timeout_ms: int = 30_000, long_polling: bool = True,
                  poll_timeout_ms: int = 3_000, pull_interval_ms: int = 100,
                  backoff_base_s: float = 0.1, backoff_max_s: float = 10.0,
-                 grace_s: float = 30.0, limit: int | None = None) -> None:
+                 grace_s: float = 30.0, limit: int | None = None,
+                 heartbeat: bool = True) -> None:
         if min(pull_threads, consume_threads, batch) < 1:
             raise ValueError("pull_threads, consume_threads and batch must be at least 1")
         self.client, self.topic, self.handler = client, topic, handler
@@ -58,6 +69,8 @@ class Consumer:
         self.backoff_base_s, self.backoff_max_s = backoff_base_s, backoff_max_s
         self.grace_s = grace_s
         self.acked = self.nacked = 0
+        self.lost = 0  # deliveries taken away while handled (stale receipt, gone): not settled
+        self._heartbeats = Heartbeats(client, topic, ack_timeout_ms) if heartbeat else None
         self._idle = consume_threads  # consume threads not yet promised to a message
         self._remaining = limit  # messages still to take; None = no limit
         self._settled = 0
@@ -66,7 +79,8 @@ class Consumer:
         self._stopping = threading.Event()
         self._done = threading.Event()
         self._in_handler = threading.local()
-        self._pending: dict[int, tuple[Future[None], DelayMsg]] = {}  # token -> work
+        # token -> (work, (message, monotonic time its pull was sent))
+        self._pending: dict[int, tuple[Future[None], tuple[DelayMsg, float]]] = {}
         self._tokens = itertools.count()
         self._executor = ThreadPoolExecutor(consume_threads,
                                             thread_name_prefix=f"dq-consume-{topic}")
@@ -115,9 +129,11 @@ class Consumer:
                                "settles its message when it returns", self.topic,
                                len(not_done), grace)
         self._executor.shutdown(wait=False, cancel_futures=True)
-        for future, msg in pending:
+        for future, (msg, _) in pending:
             if future.cancelled():  # pulled but never started
                 self._settle(msg, False, "consumer stopped before handling it")
+        if self._heartbeats is not None:
+            self._heartbeats.close()  # its thread ends when the last running handler returns
         self._done.set()
 
     # ---- pulling ---------------------------------------------------------------------
@@ -154,6 +170,7 @@ class Consumer:
             n = self._take_slots()
             if n == 0:
                 return
+            pulled_at = time.monotonic()
             try:
                 messages = self._pull(n)
             except Exception as exc:  # noqa: BLE001 - a pull loop must never die
@@ -168,11 +185,11 @@ class Consumer:
             backoff.reset()
             self._give_back(n - len(messages), n - len(messages))
             for msg in messages:
-                self._dispatch(msg)
+                self._dispatch(msg, pulled_at)
             if not messages and not self.long_polling:
                 self._stopping.wait(self.pull_interval_ms / 1000)
 
-    def _dispatch(self, msg: DelayMsg) -> None:
+    def _dispatch(self, msg: DelayMsg, pulled_at: float) -> None:
         if self._stopping.is_set():
             self._give_back(1)
             self._settle(msg, False, "consumer stopping")
@@ -180,7 +197,8 @@ class Consumer:
         with self._cond:  # held so _consume cannot pop its token before it is stored
             token = next(self._tokens)
             try:
-                self._pending[token] = (self._executor.submit(self._consume, msg, token), msg)
+                future = self._executor.submit(self._consume, msg, token, pulled_at)
+                self._pending[token] = (future, (msg, pulled_at))
                 return
             except RuntimeError:  # shut down between the check and here
                 pass
@@ -188,17 +206,32 @@ class Consumer:
         self._settle(msg, False, "consumer stopped")
 
     # ---- consuming -------------------------------------------------------------------
-    def _consume(self, msg: DelayMsg, token: int) -> None:
+    def _consume(self, msg: DelayMsg, token: int, pulled_at: float) -> None:
         self._in_handler.active = True
+        delivery: Delivery | None = None
         try:
+            if self._heartbeats is not None and msg.receipt:
+                # Without a receipt the server has no changeVisibility (camellia): no beats.
+                delivery = self._heartbeats.track(msg, pulled_at)
             try:
                 ok = self.handler(msg)
                 reason = "handler returned %r" % (ok,)
             except Exception:  # noqa: BLE001 - any handler failure means nack
                 logger.exception("%s: handler raised on %s; nacking", self.topic, msg.msg_id)
                 ok, reason = False, "handler raised"
+            if delivery is not None and self._heartbeats is not None:
+                self._heartbeats.untrack(delivery)
+                if delivery.lost:
+                    logger.warning("%s: not %s %s: its delivery was lost while handled (%s)",
+                                   self.topic, "acking" if ok else "nacking", msg.msg_id,
+                                   delivery.lost)
+                    with self._cond:
+                        self.lost += 1
+                    return
             self._settle(msg, bool(ok), reason)
         finally:
+            if delivery is not None and self._heartbeats is not None:
+                self._heartbeats.untrack(delivery)
             self._in_handler.active = False
             self._give_back(1)
             with self._cond:
@@ -211,14 +244,19 @@ class Consumer:
         """Ack or nack; a failure is logged (the server redelivers after the ack timeout)."""
         try:
             if ok:
-                self.client.ack(msg.topic, msg.msg_id)
+                self.client.ack(msg.topic, msg.msg_id, receipt=msg.receipt)
                 with self._cond:
                     self.acked += 1
             else:
                 logger.info("%s: nacking %s (%s)", msg.topic, msg.msg_id, reason)
-                self.client.nack(msg.topic, msg.msg_id)
+                self.client.nack(msg.topic, msg.msg_id, receipt=msg.receipt)
                 with self._cond:
                     self.nacked += 1
+        except StaleReceiptError as exc:
+            with self._cond:
+                self.lost += 1
+            logger.warning("%s: %s of %s refused, the message was delivered again since: %s",
+                           msg.topic, "ack" if ok else "nack", msg.msg_id, exc)
         except NotFoundError:
             logger.warning("%s: %s of %s: message is gone (deleted or ended)", msg.topic,
                            "ack" if ok else "nack", msg.msg_id)

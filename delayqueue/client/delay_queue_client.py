@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from .consumer import Consumer
 from .errors import NotFoundError
-from .model import DelayMsg, MonitorData, TopicInfo
+from .model import (
+    TOPIC_SETTINGS,
+    DeadLetterPage,
+    DelayMsg,
+    MonitorData,
+    TopicConfig,
+    TopicInfo,
+    setting_name,
+)
 from .transport import Transport
 
 # The server caps longPollingTimeoutMillis at this; a poll without a timeout may last as long.
@@ -32,6 +41,42 @@ def split_urls(url: str | Iterable[str]) -> list[str]:
     """One URL, a comma-separated list, or an iterable of URLs."""
     items = url.split(",") if isinstance(url, str) else list(url)
     return [u.strip() for u in items if u and u.strip()]
+
+
+def _ref(topic: "str | DelayMsg", msg_id: str | None,
+         receipt: str | None) -> tuple[str, str, str | None]:
+    """(topic, msgId, receipt) from a delivered DelayMsg or from names (receipt optional)."""
+    if isinstance(topic, DelayMsg):
+        if msg_id is not None:
+            raise TypeError("give a DelayMsg or topic and msg_id, not both")
+        return topic.topic, topic.msg_id, receipt if receipt is not None else topic.receipt
+    if msg_id is None:
+        raise TypeError("msg_id is required with a topic name")
+    return topic, msg_id, receipt
+
+
+def _attributes_json(attributes: Mapping[str, str]) -> str:
+    for key, value in attributes.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ValueError(f"attributes map strings to strings, got {key!r}: {value!r}")
+    return json.dumps(dict(attributes), ensure_ascii=False, separators=(",", ":"))
+
+
+def _setting_param(name: str, value: Any) -> str:
+    """A topic setting's value as the form parameter (durations may be timedeltas)."""
+    if name == "dead_letter":
+        if not isinstance(value, bool):
+            raise ValueError(f"dead_letter: must be True or False, got {value!r}")
+        return "true" if value else "false"
+    if isinstance(value, bool):
+        raise ValueError(f"{name}: must be a number, got {value!r}")
+    if isinstance(value, timedelta):
+        value = _ms(value)
+    if name == "redelivery_backoff_multiplier":
+        return repr(float(value))
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"{name}: must be a whole number, got {value!r}")
+    return str(int(value))
 
 
 class DelayQueueClient:
@@ -65,11 +110,13 @@ class DelayQueueClient:
     def send(self, topic: str, msg: str, delay_ms: int | timedelta = 0, *,
              trigger_time: int | datetime | None = None, msg_id: str | None = None,
              ttl_ms: int | timedelta | None = None,
-             max_retry: int | None = None) -> DelayMsg:
+             max_retry: int | None = None,
+             attributes: Mapping[str, str] | None = None) -> DelayMsg:
         """Send a message due in ``delay_ms`` or at ``trigger_time`` (epoch ms or datetime).
 
         Without ``msg_id`` one is generated here, so a re-send after a lost answer is
         recognised by the server as a duplicate (``DelayMsg.duplicate``) instead of doubling.
+        ``attributes`` (str -> str, at most 32 keys and 8 KiB) come back on every delivery.
         """
         if trigger_time is not None and delay_ms:
             raise ValueError("give at most one of delay_ms and trigger_time")
@@ -83,6 +130,8 @@ class DelayQueueClient:
             params["ttlMillis"] = _ms(ttl_ms)
         if max_retry is not None:
             params["maxRetry"] = int(max_retry)
+        if attributes:
+            params["attributes"] = _attributes_json(attributes)
         envelope = self._transport.call("sendMsg", params, idempotent=True)
         return DelayMsg.from_json(envelope["delayMsg"], bool(envelope.get("duplicate")))
 
@@ -112,15 +161,83 @@ class DelayQueueClient:
             params["ackTimeoutMillis"] = int(ack_timeout_ms)
         return params
 
-    def ack(self, topic: str, msg_id: str) -> None:
-        """Mark a delivered message consumed (idempotent)."""
-        self._transport.call("ackMsg", {"topic": topic, "msgId": msg_id, "ack": "true"},
-                             idempotent=True)
+    def ack(self, topic: str | DelayMsg, msg_id: str | None = None, *,
+            receipt: str | None = None) -> None:
+        """Mark a delivered message consumed: ``ack(msg)`` or ``ack(topic, msg_id)``.
 
-    def nack(self, topic: str, msg_id: str) -> None:
-        """Hand a delivered message back for redelivery now (ends it if retries are used up)."""
-        self._transport.call("ackMsg", {"topic": topic, "msgId": msg_id, "ack": "false"},
-                             idempotent=False)
+        With a delivered DelayMsg its receipt is sent, so the ack only counts if that
+        delivery is still the latest; ``receipt=`` gives one explicitly.
+
+        Raises:
+            StaleReceiptError: (409) the message was delivered again since that receipt.
+        """
+        topic, msg_id, receipt = _ref(topic, msg_id, receipt)
+        params = {"topic": topic, "msgId": msg_id, "ack": "true"}
+        if receipt:
+            params["receipt"] = receipt
+        self._transport.call("ackMsg", params, idempotent=True)
+
+    def nack(self, topic: str | DelayMsg, msg_id: str | None = None, *,
+             receipt: str | None = None, delay_ms: int | timedelta | None = None) -> None:
+        """Hand a delivered message back: ``nack(msg)`` or ``nack(topic, msg_id)``.
+
+        Without ``delay_ms`` it is redelivered after the topic's redelivery backoff (at once
+        by default); with it, no earlier than ``delay_ms`` from now. It ends (status 6) when
+        its deliveries or its life are used up. The receipt is used as for ``ack``.
+        """
+        topic, msg_id, receipt = _ref(topic, msg_id, receipt)
+        params = {"topic": topic, "msgId": msg_id, "ack": "false"}
+        if receipt:
+            params["receipt"] = receipt
+        if delay_ms is not None:
+            params["delayMillis"] = str(max(0, _ms(delay_ms)))
+        self._transport.call("ackMsg", params, idempotent=False)
+
+    def change_visibility(self, topic: str | DelayMsg, msg_id: str | None = None,
+                          ack_timeout_ms: int | timedelta | None = None, *,
+                          receipt: str | None = None) -> DelayMsg:
+        """Set a consuming message's ack deadline to now + ``ack_timeout_ms``.
+
+        ``change_visibility(msg, 60_000)`` or ``change_visibility(topic, msg_id, 60_000)``.
+        A long handler's heartbeat (the Consumer sends it by itself); 0 gives the delivery up
+        at once (ready again, no backoff). Returns the message as it is now.
+
+        Raises:
+            BadRequestError: (400) not consuming (waiting, or ready after its deadline).
+            NotFoundError: (404) unknown or ended.
+            StaleReceiptError: (409) delivered again since that receipt.
+        """
+        if isinstance(topic, DelayMsg) and msg_id is not None and not isinstance(msg_id, str):
+            msg_id, ack_timeout_ms = None, msg_id  # change_visibility(msg, 60_000)
+        topic, msg_id, receipt = _ref(topic, msg_id, receipt)
+        if ack_timeout_ms is None:
+            raise TypeError("ack_timeout_ms is required")
+        timeout = max(0, _ms(ack_timeout_ms))
+        params = {"topic": topic, "msgId": msg_id, "ackTimeoutMillis": str(timeout)}
+        if receipt:
+            params["receipt"] = receipt
+        envelope = self._transport.call("changeVisibility", params, idempotent=timeout > 0)
+        return DelayMsg.from_json(envelope["delayMsg"])
+
+    def reschedule(self, topic: str, msg_id: str, delay_ms: int | timedelta | None = None,
+                   trigger_time: int | datetime | None = None) -> DelayMsg:
+        """Move a waiting or ready message to a new due time (exactly one of the two).
+
+        A past time, or ``delay_ms=0``, makes it due now. Its ``expireTime`` moves with it.
+
+        Raises:
+            BadRequestError: (400) it is being consumed.
+            NotFoundError: (404) unknown or ended.
+        """
+        if (delay_ms is None) == (trigger_time is None):
+            raise ValueError("give exactly one of delay_ms and trigger_time")
+        params: dict[str, Any] = {"topic": topic, "msgId": msg_id}
+        if trigger_time is not None:
+            params["triggerTime"] = epoch_ms(trigger_time)
+        else:
+            params["delayMillis"] = _ms(delay_ms)  # type: ignore[arg-type]
+        envelope = self._transport.call("rescheduleMsg", params, idempotent=True)
+        return DelayMsg.from_json(envelope["delayMsg"])
 
     def get(self, topic: str, msg_id: str) -> DelayMsg | None:
         """The message with its current status, or None when the server has none."""
@@ -144,6 +261,100 @@ class DelayQueueClient:
         envelope = self._transport.call("getTopicInfoList", {}, idempotent=True)
         return [TopicInfo.from_json(t) for t in envelope.get("data") or []]
 
+    # ---- topic settings ----------------------------------------------------------------
+    def get_topic_config(self, topic: str) -> TopicConfig:
+        """The topic's effective settings, each with its source ("topic" or "server")."""
+        envelope = self._transport.call("getTopicConfig", {"topic": topic}, idempotent=True)
+        return TopicConfig.from_json(topic, envelope.get("data") or {}, envelope.get("source"))
+
+    def set_topic_config(self, topic: str, reset: bool = False, **settings: Any) -> TopicConfig:
+        """Set topic settings; ``reset=True`` first drops every value set on the topic.
+
+        Settings by their SDK names (``ttl_ms``, ``max_retry``, ``ack_timeout_ms``,
+        ``redelivery_delay_ms``, ``redelivery_backoff_multiplier``, ``redelivery_max_delay_ms``,
+        ``dead_letter``, ``dead_letter_retention_ms``, ``dead_letter_max_size``; the API names
+        such as ``ttlMillis`` are accepted too); durations may be timedeltas. A None value is
+        left out. Returns the settings now in force.
+
+        Raises:
+            ValueError: an unknown setting (nothing sent).
+            BadRequestError: (400) a value the server refuses; nothing is written.
+        """
+        params: dict[str, Any] = {"topic": topic}
+        for key, value in settings.items():
+            name = setting_name(key)
+            if value is not None:
+                params[TOPIC_SETTINGS[name]] = _setting_param(name, value)
+        if reset:
+            params["reset"] = "true"
+        envelope = self._transport.call("setTopicConfig", params, idempotent=True)
+        return TopicConfig.from_json(topic, envelope.get("data") or {}, envelope.get("source"))
+
+    # ---- dead letters ----------------------------------------------------------------
+    def list_dead(self, topic: str, limit: int = 100,
+                  cursor: str | None = None) -> DeadLetterPage:
+        """One page of the topic's dead letters, oldest death first (each has ``dead_time``).
+
+        ``messages, cursor = client.list_dead(topic)``; pass the cursor back for the next
+        page; it is None on the last page.
+        """
+        params: dict[str, Any] = {"topic": topic, "limit": int(limit)}
+        if cursor:
+            params["cursor"] = cursor
+        envelope = self._transport.call("listDeadMsg", params, idempotent=True)
+        messages = [DelayMsg.from_json(m) for m in envelope.get("delayMsgList") or []]
+        return DeadLetterPage(messages, envelope.get("nextCursor") or None)
+
+    def iter_dead(self, topic: str, page_size: int = 100) -> Iterator[DelayMsg]:
+        """Every dead letter of the topic, page by page, oldest death first."""
+        cursor: str | None = None
+        while True:
+            messages, cursor = self.list_dead(topic, page_size, cursor)
+            yield from messages
+            if not cursor:
+                return
+
+    def redrive_dead(self, topic: str, msg_id: str | None = None,
+                     limit: int | None = None) -> int:
+        """Put dead letters back to ready (retry 0, due now, a fresh ttl); returns how many.
+
+        One message by ``msg_id`` (NotFoundError when it is not a dead letter), or the
+        ``limit`` oldest (server default and most 1000). See ``redrive_all_dead``.
+        """
+        params: dict[str, Any] = {"topic": topic}
+        if msg_id is not None:
+            params["msgId"] = msg_id
+        if limit is not None:
+            params["limit"] = int(limit)
+        envelope = self._transport.call("redriveDeadMsg", params, idempotent=False)
+        return int(envelope.get("count") or 0)
+
+    def redrive_all_dead(self, topic: str, batch: int = 1000, *, max_count: int | None = None,
+                         progress: Callable[[int], None] | None = None) -> int:
+        """Redrive the oldest ``max_count`` dead letters (all when None), ``batch`` per call.
+
+        Calls ``redrive_dead`` until a call redrives fewer than it asked for; ``progress``
+        gets the running total after each call. Returns the total.
+        """
+        total = 0
+        while max_count is None or total < max_count:
+            ask = batch if max_count is None else min(batch, max_count - total)
+            count = self.redrive_dead(topic, limit=ask)
+            total += count
+            if progress is not None:
+                progress(total)
+            if count < ask:
+                break
+        return total
+
+    def purge_dead(self, topic: str, msg_id: str | None = None) -> int:
+        """Remove one dead letter (NotFoundError when absent) or all of them; returns how many."""
+        params: dict[str, Any] = {"topic": topic}
+        if msg_id is not None:
+            params["msgId"] = msg_id
+        envelope = self._transport.call("purgeDeadMsg", params, idempotent=msg_id is None)
+        return int(envelope.get("count") or 0)
+
     def monitor_data(self) -> MonitorData:
         envelope = self._transport.call("getMonitorData", {}, idempotent=True)
         return MonitorData.from_json(envelope.get("data") or {})
@@ -151,10 +362,14 @@ class DelayQueueClient:
     def listen(self, topic: str, handler: Callable[[DelayMsg], bool], *,
                pull_threads: int = 1, consume_threads: int = 1, batch: int = 1,
                ack_timeout_ms: int = 30_000, long_polling: bool = True,
-               **options: Any) -> Consumer:
-        """Start a Consumer that calls ``handler`` per message (True acks, else nacks)."""
+               heartbeat: bool = True, **options: Any) -> Consumer:
+        """Start a Consumer that calls ``handler`` per message (True acks, else nacks).
+
+        Acks and nacks carry the delivery's receipt; with ``heartbeat`` a handler running
+        past half of ``ack_timeout_ms`` has its ack deadline extended until it returns.
+        """
         consumer = Consumer(self, topic, handler, pull_threads=pull_threads,
                             consume_threads=consume_threads, batch=batch,
                             ack_timeout_ms=ack_timeout_ms, long_polling=long_polling,
-                            **options)
+                            heartbeat=heartbeat, **options)
         return consumer.start()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from datetime import datetime
@@ -9,7 +10,7 @@ from typing import Any, Iterable, Sequence
 
 from delayqueue.status import Status
 
-from .model import DelayMsg, MonitorData, TopicInfo
+from .model import TOPIC_SETTINGS, DelayMsg, MonitorData, TopicConfig, TopicInfo
 
 BODY_WIDTH = 40
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
@@ -84,15 +85,66 @@ def short(body: str, width: int = BODY_WIDTH) -> str:
     return body if len(body) <= width else body[: width - 1] + "…"
 
 
+def attributes_text(attributes: Any) -> str:
+    """``{"a": "1", "b": "x y"}`` -> ``a=1 b=x y``, in one line."""
+    return " ".join(f"{k}={v}" for k, v in (attributes or {}).items()).replace("\n", "\\n")
+
+
 def message_table(messages: Sequence[DelayMsg]) -> str:
+    """The messages, one a row; RECEIPT and ATTRIBUTES columns only when any has them."""
     if not messages:
         return "(no messages)"
     now = int(time.time() * 1000)
-    return table(
-        ["MSG ID", "STATUS", "TRIGGER", "DUE", "RETRY", "BODY"],
-        [[m.msg_id, status_label(m.status), iso(m.trigger_time), relative(m.trigger_time, now),
-          f"{m.retry}/{m.max_retry}", short(m.msg)] for m in messages],
-    )
+    receipts = any(m.receipt for m in messages)
+    attributes = any(m.attributes for m in messages)
+    headers = ["MSG ID", "STATUS", "TRIGGER", "DUE", "RETRY"]
+    headers += ["RECEIPT"] * receipts + ["ATTRIBUTES"] * attributes + ["BODY"]
+    rows = []
+    for m in messages:
+        row = [m.msg_id, status_label(m.status), iso(m.trigger_time),
+               relative(m.trigger_time, now), f"{m.retry}/{m.max_retry}"]
+        row += [m.receipt or ""] * receipts
+        row += [short(attributes_text(m.attributes))] * attributes
+        rows.append(row + [short(m.msg)])
+    return table(headers, rows)
+
+
+def dead_table(messages: Sequence[DelayMsg]) -> str:
+    """Dead letters, oldest death first: when each died, its deliveries and body."""
+    if not messages:
+        return "(no dead letters)"
+    now = int(time.time() * 1000)
+    attributes = any(m.attributes for m in messages)
+    headers = ["MSG ID", "DIED", "AGO", "RETRY", "TRIGGER"] + ["ATTRIBUTES"] * attributes
+    rows = []
+    for m in messages:
+        died = m.dead_time if m.dead_time is not None else m.expire_time
+        row = [m.msg_id, iso(died), relative(died, now), f"{m.retry}/{m.max_retry}",
+               iso(m.trigger_time)]
+        row += [short(attributes_text(m.attributes))] * attributes
+        rows.append(row + [short(m.msg)])
+    return table(headers + ["BODY"], rows)
+
+
+def setting_value(name: str, value: Any) -> str:
+    """A topic setting for people: durations also as ``1h``, booleans as on/off."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if name.endswith("_ms"):
+        return f"{value} ({span(int(value))})"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def topic_config_table(config: TopicConfig) -> str:
+    """SETTING (the API's name), VALUE, SOURCE (topic or server) of every setting."""
+    return table(["SETTING", "VALUE", "SOURCE"],
+                 [[api, setting_value(name, getattr(config, name)),
+                   config.sources.get(name, "")]
+                  for name, api in TOPIC_SETTINGS.items()])
 
 
 def message_detail(m: DelayMsg) -> str:
@@ -104,6 +156,12 @@ def message_detail(m: DelayMsg) -> str:
         ("expireTime", f"{iso(m.expire_time)}  ({relative(m.expire_time, now)})"),
         ("retry", f"{m.retry} delivered of at most {m.max_retry + 1} (maxRetry {m.max_retry})"),
     ]
+    if m.dead_time is not None:
+        rows.append(("deadTime", f"{iso(m.dead_time)}  ({relative(m.dead_time, now)})"))
+    if m.receipt:
+        rows.append(("receipt", m.receipt))
+    if m.attributes:
+        rows.append(("attributes", json.dumps(dict(m.attributes), ensure_ascii=False)))
     if m.duplicate:
         rows.append(("duplicate", "yes: the msgId is live, nothing was enqueued"))
     rows.append(("msg", m.msg))
@@ -111,16 +169,20 @@ def message_detail(m: DelayMsg) -> str:
 
 
 def topics_table(infos: Sequence[TopicInfo]) -> str:
+    """Queue sizes per topic; a DEAD column only when some topic has dead letters."""
     if not infos:
         return "(no topics)"
-    return table(["TOPIC", "WAITING", "READY", "CONSUMING"],
+    dead = any(t.dead_queue_size for t in infos)
+    return table(["TOPIC", "WAITING", "READY", "CONSUMING"] + ["DEAD"] * dead,
                  [[t.topic, t.waiting_queue_size, t.ready_queue_size, t.ack_queue_size]
-                  for t in infos])
+                  + [t.dead_queue_size] * dead for t in infos])
 
 
 def topic_detail(info: TopicInfo) -> str:
     lines = [f"topic      {info.topic}", f"waiting    {info.waiting_queue_size}",
              f"ready      {info.ready_queue_size}", f"consuming  {info.ack_queue_size}"]
+    if "deadQueueSize" in info.raw:
+        lines.append(f"dead       {info.dead_queue_size}")
     if info.waiting_buckets:
         lines += ["", table(["DUE IN", "WAITING"],
                             [[_bucket_name(k), v] for k, v in info.waiting_buckets.items()])]

@@ -23,6 +23,14 @@ class NotFoundError(DelayQueueError):
     """Code 404: no such message."""
 
 
+class StaleReceiptError(DelayQueueError):
+    """Code 409: the receipt is not the message's latest delivery's; nothing changed.
+
+    The message was handed out again (after an ack timeout or a nack) since this delivery,
+    so whoever holds the older receipt no longer owns it: do not retry with that receipt.
+    """
+
+
 class ServerError(DelayQueueError):
     """Code 500 (Redis unreachable, script error), or an answer that is not the envelope."""
 
@@ -34,6 +42,7 @@ class UnavailableError(DelayQueueError):
 ERRORS_BY_CODE: dict[int, type[DelayQueueError]] = {
     400: BadRequestError,
     404: NotFoundError,
+    409: StaleReceiptError,
     500: ServerError,
 }
 

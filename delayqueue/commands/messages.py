@@ -1,8 +1,10 @@
-"""Client commands: send, pull, long-poll, ack, nack, get, delete, topics, topic-info,
+"""Client commands: send, pull, long-poll, ack, nack, change-visibility (extend),
+reschedule, get, delete, topics, topic-info, topic-config, dlq (list, redrive, purge),
 monitor and consume, talking to a server over HTTP (``--url`` or ``$DELAYQUEUE_URL``).
 
 Exit codes: 0 success, 1 server unreachable or failing (code 500), 2 bad arguments (ours or
-the server's code 400), 3 no such message (code 404, or ``get`` of an absent message).
+the server's code 400), 3 no such message (code 404, or ``get`` of an absent message),
+4 stale receipt (code 409: the message was delivered again since that receipt).
 """
 
 from __future__ import annotations
@@ -23,13 +25,17 @@ from delayqueue.client import (
     DelayQueueClient,
     DelayQueueError,
     NotFoundError,
+    StaleReceiptError,
+    TopicConfig,
 )
 from delayqueue.client import display
 from delayqueue.client.command import CommandHandler
+from delayqueue.client.model import setting_name
 
 URL_ENV_VAR = "DELAYQUEUE_URL"
 DEFAULT_URL = "http://127.0.0.1:8080"
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_STALE = 0, 1, 2, 3, 4
+REDRIVE_BATCH = 1000  # the server's most per redriveDeadMsg call
 
 
 def _duration(text: str) -> int:
@@ -46,6 +52,47 @@ def _time(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"not key=value: {text!r}")
+    return key, value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _setting(key: str, text: str) -> tuple[str, Any]:
+    """``--set key=value``: the SDK name and the typed value (durations as for --delay)."""
+    name = setting_name(key.strip())
+    text = text.strip()
+    if name == "dead_letter":
+        folded = text.lower()
+        if folded in ("true", "1", "yes", "on"):
+            return name, True
+        if folded in ("false", "0", "no", "off"):
+            return name, False
+        raise ValueError(f"{key}: not a boolean: {text!r} (use on/off, true/false)")
+    if name == "redelivery_backoff_multiplier":
+        try:
+            return name, float(text)
+        except ValueError:
+            raise ValueError(f"{key}: not a number: {text!r}") from None
+    if name.endswith("_ms"):
+        return name, display.parse_duration_ms(text)
+    try:
+        return name, int(text)
+    except ValueError:
+        raise ValueError(f"{key}: not a whole number: {text!r}") from None
+
+
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--url", default=os.environ.get(URL_ENV_VAR) or DEFAULT_URL,
@@ -60,15 +107,23 @@ def _common() -> argparse.ArgumentParser:
 def register(subparsers: Any) -> None:
     common = [_common()]
 
-    def add(name: str, func: Callable[..., int], help_: str) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = subparsers.add_parser(
-            name, parents=common, help=help_, description=help_)
+    def add(name: str, func: Callable[..., int], help_: str, aliases: tuple[str, ...] = (),
+            where: Any = subparsers) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = where.add_parser(
+            name, parents=common, help=help_, description=help_, aliases=list(aliases))
         parser.set_defaults(func=lambda args: _run(func, args))
         return parser
 
-    def msg_ref(parser: argparse.ArgumentParser) -> None:
+    def msg_ref(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         parser.add_argument("topic")
         parser.add_argument("msg_id", metavar="MSG_ID")
+        return parser
+
+    def receipt(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        parser.add_argument("--receipt", metavar="RECEIPT",
+                            help="the delivery's receipt (from pull); refused with exit 4 "
+                                 "when the message was delivered again since")
+        return parser
 
     p = add("send", cmd_send, "send a message (MSG '-' reads the body from stdin)")
     p.add_argument("topic")
@@ -80,6 +135,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--id", dest="msg_id", metavar="MSG_ID", help="msgId (default generated)")
     p.add_argument("--ttl", type=_duration, metavar="DUR", help="ttl after the trigger time")
     p.add_argument("--max-retry", type=int, metavar="N", help="redeliveries allowed")
+    p.add_argument("--attr", type=_key_value, action="append", default=[],
+                   metavar="KEY=VALUE", help="a message attribute (repeatable)")
 
     for name, help_ in (("pull", "take ready messages now (they must then be acked)"),
                         ("long-poll", "wait for ready messages (they must then be acked)")):
@@ -92,14 +149,61 @@ def register(subparsers: Any) -> None:
                            help="longest hold (server default 10s, at most 60s)")
         p.set_defaults(long_poll=name == "long-poll")
 
-    msg_ref(add("ack", cmd_ack, "acknowledge a delivered message"))
-    msg_ref(add("nack", cmd_nack, "hand a delivered message back for redelivery"))
+    receipt(msg_ref(add("ack", cmd_ack, "acknowledge a delivered message")))
+    p = receipt(msg_ref(add("nack", cmd_nack, "hand a delivered message back for redelivery")))
+    p.add_argument("--delay", type=_duration, metavar="DUR",
+                   help="redeliver no earlier than this (default: the topic's backoff)")
+    p = receipt(msg_ref(add("change-visibility", cmd_change_visibility,
+                            "set a delivered message's ack deadline to now + ACK_TIMEOUT "
+                            "(0 gives it back at once)", aliases=("extend",))))
+    p.add_argument("ack_timeout", type=_duration, metavar="ACK_TIMEOUT",
+                   help="e.g. 30s, 5m, 0")
+    p = msg_ref(add("reschedule", cmd_reschedule,
+                    "move a waiting or ready message to a new due time"))
+    when = p.add_mutually_exclusive_group(required=True)
+    when.add_argument("--delay", type=_duration, metavar="DUR", help="due after this long "
+                      "from now (0: now)")
+    when.add_argument("--at", type=_time, metavar="TIME", help="due at: ISO date-time or "
+                      "epoch ms")
     msg_ref(add("get", cmd_get, "show a message and its status"))
     p = add("delete", cmd_delete, "delete a message")
     msg_ref(p)
     p.add_argument("--release", action="store_true", help="also drop its body at once")
     add("topics", cmd_topics, "list topics with their queue sizes")
     add("topic-info", cmd_topic_info, "queue sizes of one topic").add_argument("topic")
+    p = add("topic-config", cmd_topic_config, "show or change a topic's settings (value and "
+            "source: topic or server default)")
+    p.add_argument("topic")
+    p.add_argument("--set", dest="settings", type=_key_value, action="append", default=[],
+                   metavar="KEY=VALUE", help="set a setting (repeatable): " + ", ".join(
+                       f"{k}" for k in ("ttlMillis", "maxRetry", "ackTimeoutMillis",
+                                        "redeliveryDelayMillis",
+                                        "redeliveryBackoffMultiplier",
+                                        "redeliveryMaxDelayMillis", "deadLetter",
+                                        "deadLetterRetentionMillis", "deadLetterMaxSize"))
+                   + "; durations as 1500, 10s, 1h; also snake_case (ttl_ms)")
+    p.add_argument("--reset", action="store_true",
+                   help="first drop every value set on the topic (back to server defaults)")
+
+    dlq = subparsers.add_parser("dlq", help="dead letters: list, redrive, purge",
+                                description="a topic's dead-letter queue: messages that ran "
+                                            "out of deliveries or life")
+    actions = dlq.add_subparsers(dest="dlq_action", metavar="ACTION", required=True)
+    p = add("list", cmd_dlq_list, "list dead letters, oldest death first", where=actions)
+    p.add_argument("topic")
+    p.add_argument("--limit", type=_positive, default=100, metavar="N",
+                   help="page size (default 100, at most 1000)")
+    p.add_argument("--cursor", metavar="CURSOR", help="the next page, from a previous list")
+    p.add_argument("--all", action="store_true", help="every page")
+    p = add("redrive", cmd_dlq_redrive, "put dead letters back to ready (retry 0, due now)",
+            where=actions)
+    p.add_argument("topic")
+    p.add_argument("--msg-id", metavar="MSG_ID", help="only this message")
+    p.add_argument("--limit", type=_positive, metavar="N",
+                   help="at most the N oldest (default: all of them)")
+    p = add("purge", cmd_dlq_purge, "delete dead letters for good", where=actions)
+    p.add_argument("topic")
+    p.add_argument("--msg-id", metavar="MSG_ID", help="only this message (default: all)")
     add("monitor", cmd_monitor, "request counts and delays of the last monitoring interval")
 
     p = add("consume", cmd_consume, "run COMMAND per message with the body on stdin; exit 0 "
@@ -112,7 +216,8 @@ def register(subparsers: Any) -> None:
                    help="commands run at once (default 1)")
     p.add_argument("--batch", type=int, default=1, metavar="N")
     p.add_argument("--ack-timeout", type=_duration, default=30_000, metavar="DUR",
-                   help="ack timeout of each delivery (default 30s)")
+                   help="ack timeout of each delivery (default 30s); a command running "
+                        "longer has it extended every half ack timeout until it exits")
     p.add_argument("--command-timeout", type=_duration, metavar="DUR",
                    help="kill and nack a command running longer (default: never)")
     p.add_argument("--short-polling", action="store_true", help="pull every 100ms instead "
@@ -140,6 +245,8 @@ def _run(func: Callable[[DelayQueueClient, argparse.Namespace], int],
             return func(client, args)
     except NotFoundError as exc:
         return _fail(f"not found: {exc}", EXIT_NOT_FOUND)
+    except StaleReceiptError as exc:
+        return _fail(f"stale receipt: {exc}", EXIT_STALE)
     except BadRequestError as exc:
         return _fail(f"rejected: {exc}", EXIT_USAGE)
     except DelayQueueError as exc:
@@ -167,7 +274,7 @@ def cmd_send(client: DelayQueueClient, args: argparse.Namespace) -> int:
     body = sys.stdin.read() if args.msg == "-" else args.msg
     sent = client.send(args.topic, body, delay_ms=args.delay if args.at is None else 0,
                        trigger_time=args.at, msg_id=args.msg_id, ttl_ms=args.ttl,
-                       max_retry=args.max_retry)
+                       max_retry=args.max_retry, attributes=dict(args.attr) or None)
     if args.json:
         _print_json(_msg_json(sent))
     else:
@@ -197,13 +304,39 @@ def _settled(args: argparse.Namespace, verb: str) -> int:
 
 
 def cmd_ack(client: DelayQueueClient, args: argparse.Namespace) -> int:
-    client.ack(args.topic, args.msg_id)
+    client.ack(args.topic, args.msg_id, receipt=args.receipt)
     return _settled(args, "acked")
 
 
 def cmd_nack(client: DelayQueueClient, args: argparse.Namespace) -> int:
-    client.nack(args.topic, args.msg_id)
-    return _settled(args, "nacked")
+    client.nack(args.topic, args.msg_id, receipt=args.receipt, delay_ms=args.delay)
+    if args.delay is None:
+        return _settled(args, "nacked")
+    if args.json:
+        _print_json({"topic": args.topic, "msgId": args.msg_id, "result": "nacked",
+                     "delayMillis": args.delay})
+    else:
+        print(f"nacked {args.topic}/{args.msg_id}, redelivered in {display.span(args.delay)} "
+              "at the earliest")
+    return EXIT_OK
+
+
+def _show(args: argparse.Namespace, m: DelayMsg) -> int:
+    if args.json:
+        _print_json(m.to_json())
+    else:
+        print(display.message_detail(m))
+    return EXIT_OK
+
+
+def cmd_change_visibility(client: DelayQueueClient, args: argparse.Namespace) -> int:
+    return _show(args, client.change_visibility(args.topic, args.msg_id, args.ack_timeout,
+                                                receipt=args.receipt))
+
+
+def cmd_reschedule(client: DelayQueueClient, args: argparse.Namespace) -> int:
+    return _show(args, client.reschedule(args.topic, args.msg_id, delay_ms=args.delay,
+                                         trigger_time=args.at))
 
 
 def cmd_delete(client: DelayQueueClient, args: argparse.Namespace) -> int:
@@ -215,11 +348,7 @@ def cmd_get(client: DelayQueueClient, args: argparse.Namespace) -> int:
     found = client.get(args.topic, args.msg_id)
     if found is None:
         return _fail(f"no message {args.topic}/{args.msg_id}", EXIT_NOT_FOUND)
-    if args.json:
-        _print_json(found.to_json())
-    else:
-        print(display.message_detail(found))
-    return EXIT_OK
+    return _show(args, found)
 
 
 def cmd_topics(client: DelayQueueClient, args: argparse.Namespace) -> int:
@@ -237,6 +366,72 @@ def cmd_topic_info(client: DelayQueueClient, args: argparse.Namespace) -> int:
         _print_json(info.raw)
     else:
         print(display.topic_detail(info))
+    return EXIT_OK
+
+
+def _config_json(config: TopicConfig) -> dict[str, Any]:
+    return {"topic": config.topic, **config.raw}
+
+
+def cmd_topic_config(client: DelayQueueClient, args: argparse.Namespace) -> int:
+    if args.settings or args.reset:
+        settings = dict(_setting(k, v) for k, v in args.settings)
+        config = client.set_topic_config(args.topic, reset=args.reset, **settings)
+    else:
+        config = client.get_topic_config(args.topic)
+    if args.json:
+        _print_json(_config_json(config))
+    else:
+        print(display.topic_config_table(config))
+    return EXIT_OK
+
+
+def cmd_dlq_list(client: DelayQueueClient, args: argparse.Namespace) -> int:
+    if args.all:
+        messages, cursor = [], args.cursor
+        while True:
+            page, cursor = client.list_dead(args.topic, args.limit, cursor)
+            messages += page
+            if not cursor:
+                break
+    else:
+        messages, cursor = client.list_dead(args.topic, args.limit, args.cursor)
+    if args.json:
+        _print_json({"delayMsgList": [m.to_json() for m in messages], "nextCursor": cursor})
+    else:
+        print(display.dead_table(messages))
+        if cursor:
+            print(f"(more: --cursor {cursor})")
+    return EXIT_OK
+
+
+def cmd_dlq_redrive(client: DelayQueueClient, args: argparse.Namespace) -> int:
+    if args.msg_id is not None:
+        count = client.redrive_dead(args.topic, msg_id=args.msg_id)
+    else:
+        def progress(total: int) -> None:
+            if not args.json:
+                print(f"redriven so far: {total}", file=sys.stderr, flush=True)
+
+        count = client.redrive_all_dead(args.topic, REDRIVE_BATCH, max_count=args.limit,
+                                        progress=progress)
+    if args.json:
+        _print_json({"topic": args.topic, "count": count})
+    elif args.msg_id is not None:
+        print(f"redrove {args.topic}/{args.msg_id}")
+    else:
+        print(f"redrove {count} dead letter(s) of {args.topic}")
+    return EXIT_OK
+
+
+def cmd_dlq_purge(client: DelayQueueClient, args: argparse.Namespace) -> int:
+    count = client.purge_dead(args.topic, msg_id=args.msg_id)
+    if args.json:
+        _print_json({"topic": args.topic, "count": count})
+    elif args.msg_id is not None:
+        print(f"purged {args.topic}/{args.msg_id}")
+    else:
+        print(f"purged {count} dead letter(s) of {args.topic}")
     return EXIT_OK
 
 

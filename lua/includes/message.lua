@@ -3,13 +3,14 @@
   in this order (delayqueue/message.py MESSAGE_FIELDS; a test keeps the two equal):
     m body   p produceTime   t triggerTime   e expireTime
     r maxRetry   n deliveries so far (camellia's "retry")   s status (1..7)
+    a attributes (JSON text; absent when none)   c receipt of the latest delivery
   Live statuses 1..3 sit in exactly one of waiting / ready / ack; ready and consuming ones
-  are in the expiry index too. ]]
+  are in the expiry index too. A dead letter (6, kept for redrive) is in the dead queue. ]]
 --@include outcome
 
 -- The message's fields in MESSAGE_FIELDS order, or nil when the hash is gone.
 local function read_message(key)
-  local v = redis.call('HMGET', key, 'm', 'p', 't', 'e', 'r', 'n', 's')
+  local v = redis.call('HMGET', key, 'm', 'p', 't', 'e', 'r', 'n', 's', 'a', 'c')
   if not v[7] then return nil end
   return v
 end
@@ -40,4 +41,9 @@ local function lowered_due(before, waiting, ack, expire)
   local after = due_at(waiting, ack, expire)
   if after and (not before or after < before) then return after end
   return -1
+end
+
+-- A receipt given by the caller ('' = none) that is not the latest delivery's.
+local function stale_receipt(m, receipt)
+  return receipt ~= '' and m[9] ~= receipt
 end

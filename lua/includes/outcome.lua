@@ -9,3 +9,5 @@ local NO_MESSAGE = -1
 local NOT_DELIVERED = -2
 local NOT_CONSUMING = -3
 local BAD_ARGUMENT = -4
+local STALE_RECEIPT = -5
+local CONSUMING = -6

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from delayqueue.outcome import Outcome
-from support.lua import CHANNEL, END_LIFE, T0, assert_one_place, pull, send
+from support.lua import CHANNEL, DEFAULTS, END_LIFE, T0, assert_one_place, pull, send
 
 
 def test_ack_of_consuming_message_ends_it_acked(scripts, tk, redis_client):
@@ -36,7 +36,7 @@ def test_late_ack_after_timeout_ends_it_acked_and_stops_redelivery(scripts, tk,
                                                                    redis_client):
     send(scripts, tk, "a", T0, T0)
     pull(scripts, tk, T0, ack_timeout=10)
-    assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL)[0] == 1
+    assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)[0] == 1
     assert_one_place(redis_client, tk, "a", 2)
     assert scripts.ack(tk, "a", END_LIFE)[0] == Outcome.ACKED_LATE
     assert_one_place(redis_client, tk, "a", 4)

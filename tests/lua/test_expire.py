@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from delayqueue.outcome import Outcome
-from support.lua import CHANNEL, END_LIFE, T0, assert_one_place, pull, pulled_ids, send, status_of
+from support.lua import CHANNEL, DEFAULTS, END_LIFE, T0, assert_one_place, pull, pulled_ids, send, status_of
 
 
 def test_expire_ends_waiting_and_ready_messages(scripts, tk, redis_client):
@@ -13,10 +13,11 @@ def test_expire_ends_waiting_and_ready_messages(scripts, tk, redis_client):
     send(scripts, tk, "alive", T0, T0, ttl=5000)
     redis_client.zadd(tk.ready, {"ready": T0 + 1, "alive": T0 + 1})   # "redelivered" first
     assert pulled_ids(pull(scripts, tk, T0, ack_timeout=5)) == ["redelivered"]
-    scripts.timeout(tk, T0 + 5, 1000, END_LIFE, CHANNEL)
+    scripts.timeout(tk, T0 + 5, 1000, END_LIFE, CHANNEL, DEFAULTS)
     # The scheduler's round: promote (puts "waiting" in the expiry index), then expire.
     scripts.promote(tk, T0 + 1010, 1000, CHANNEL)
-    expired, exhausted, scanned, due = scripts.expire(tk, T0 + 1010, 1000, END_LIFE)
+    expired, exhausted, scanned, due, _ = scripts.expire(tk, T0 + 1010, 1000, END_LIFE,
+                                                         DEFAULTS)
     assert (expired, exhausted, scanned) == (2, 1, 3)
     assert_one_place(redis_client, tk, "waiting", 5)
     assert_one_place(redis_client, tk, "ready", 5)
@@ -28,7 +29,7 @@ def test_expire_ends_waiting_and_ready_messages(scripts, tk, redis_client):
 def test_expire_of_consuming_message_only_leaves_the_index(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0, ttl=100)
     pull(scripts, tk, T0, ack_timeout=1000)
-    assert scripts.expire(tk, T0 + 100, 1000, END_LIFE)[:3] == [0, 0, 1]
+    assert scripts.expire(tk, T0 + 100, 1000, END_LIFE, DEFAULTS)[:3] == [0, 0, 1]
     assert status_of(redis_client, tk, "a") == 3
     assert redis_client.zscore(tk.ack, "a") is not None
     assert redis_client.zscore(tk.expire, "a") is None
@@ -40,6 +41,6 @@ def test_expire_of_consuming_message_only_leaves_the_index(scripts, tk, redis_cl
 def test_expired_consuming_message_times_out_to_retry_exhausted(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0, ttl=100)
     pull(scripts, tk, T0, ack_timeout=1000)
-    scripts.expire(tk, T0 + 100, 1000, END_LIFE)
-    assert scripts.timeout(tk, T0 + 1000, 1000, END_LIFE, CHANNEL)[:2] == [0, 1]
+    scripts.expire(tk, T0 + 100, 1000, END_LIFE, DEFAULTS)
+    assert scripts.timeout(tk, T0 + 1000, 1000, END_LIFE, CHANNEL, DEFAULTS)[:2] == [0, 1]
     assert_one_place(redis_client, tk, "a", 6)

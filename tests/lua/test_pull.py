@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from support.lua import CHANNEL, END_LIFE, HOUR, T0, assert_one_place, pull, pulled_ids, send
+from support.lua import CHANNEL, DEFAULTS, END_LIFE, HOUR, T0, assert_one_place, pull, pulled_ids, send
 
 
 def test_pull_never_returns_a_message_before_its_trigger_time(scripts, tk, redis_client,
@@ -41,7 +41,7 @@ def test_pull_skips_expired_messages_and_ends_them(scripts, tk, redis_client):
     # Deliver "once", let its ack time out back to ready.
     redis_client.zadd(tk.ready, {"never": T0 + 1})       # make "once" first in line
     assert pulled_ids(pull(scripts, tk, T0, ack_timeout=10)) == ["once"]
-    assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL)[0] == 1
+    assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)[0] == 1
     result = pull(scripts, tk, T0 + 100, batch=10)
     assert pulled_ids(result) == ["fresh"]
     assert result[3] == 2                               # ended instead of handed out

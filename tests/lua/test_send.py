@@ -7,14 +7,15 @@ from __future__ import annotations
 import pytest
 
 from delayqueue.outcome import Outcome
-from support.lua import CHANNEL, END_LIFE, HOUR, T0, assert_one_place, pull, send
+from support.lua import CHANNEL, DEFAULTS, END_LIFE, HOUR, T0, assert_one_place, pull, send
 
 
 def test_send_of_future_message_waits_and_reports_its_trigger_as_lowered_due(scripts, tk,
                                                                            redis_client):
     outcome, fields, lowered_due = send(scripts, tk, "a", T0, T0 + 5000)
     assert outcome == Outcome.OK
-    assert fields == ["body", str(T0), str(T0 + 5000), str(T0 + 5000 + HOUR), "10", "0", "1"]
+    assert fields == ["body", str(T0), str(T0 + 5000), str(T0 + 5000 + HOUR), "10", "0", "1",
+                      None, None]
     assert lowered_due == T0 + 5000
     assert_one_place(redis_client, tk, "a", 1)
     assert redis_client.zscore(tk.expire, "a") is None      # enters the index when promoted
@@ -76,10 +77,10 @@ def test_send_replaces_a_message_in_every_ended_status(scripts, tk, redis_client
         pull(scripts, tk, T0)
         scripts.ack(tk, "a", END_LIFE)
     elif ending == "expired":
-        scripts.expire(tk, T0 + 100, 1000, END_LIFE)
+        scripts.expire(tk, T0 + 100, 1000, END_LIFE, DEFAULTS)
     elif ending == "exhausted":
         pull(scripts, tk, T0)
-        scripts.nack(tk, "a", T0, END_LIFE, CHANNEL)
+        scripts.nack(tk, "a", T0, END_LIFE, CHANNEL, DEFAULTS)
     else:
         scripts.delete(tk, "a", END_LIFE, False)
     expected = {"acked": 4, "expired": 5, "exhausted": 6, "deleted": 7}[ending]

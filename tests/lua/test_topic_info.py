@@ -4,6 +4,7 @@ hand-set clock).
 
 from __future__ import annotations
 
+from delayqueue.config import load_settings
 from delayqueue.monitor import Monitor
 from delayqueue.queue import DelayQueue
 from support.lua import END_LIFE, HOUR, NS
@@ -11,9 +12,7 @@ from support.lua import END_LIFE, HOUR, NS
 
 def test_topic_info_buckets_are_half_open_at_their_edges(redis_client, scripts, clock):
     monitor = Monitor(redis_client, NS, clock, 60, scripts)
-    queue = DelayQueue(redis_client, scripts, clock, monitor, namespace="default",
-                       key_prefix="dq", ttl_ms=HOUR, max_retry=10, ack_timeout_ms=30_000,
-                       end_life_ms=END_LIFE)
+    queue = DelayQueue(redis_client, scripts, clock, monitor, load_settings(env={}))
     minute = 60_000
     edges = {"a": minute - 1, "b": minute, "c": 10 * minute - 1, "d": 10 * minute,
              "e": 30 * 24 * 60 * minute, "f": 30 * 24 * 60 * minute - 1, "g": 1}

@@ -1,0 +1,146 @@
+"""Heartbeats: keep the ack deadline of a long-running handler's delivery ahead of it.
+
+A Consumer pulls with an ack timeout; a handler still running when half of it has passed
+gets its deadline pushed to now + the ack timeout again (``changeVisibility`` with the
+delivery's receipt), every half ack timeout, until it returns. One thread serves every
+in-flight delivery of a consumer, and is only busy when a handler runs that long.
+
+What an answer means:
+
+- 409 (stale receipt) or 404 (deleted, ended): the delivery is lost, someone else may be
+  handling the message now; the Consumer neither acks nor nacks it when the handler returns.
+- 400 (not consuming: the deadline passed before the beat arrived): no more beats; the ack
+  with the receipt still succeeds if the message has not been redelivered since.
+- anything else (server unreachable, code 500): tried again soon, the deadline is not yet lost.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Callable
+
+from .errors import BadRequestError, DelayQueueError, NotFoundError, StaleReceiptError
+from .model import DelayMsg
+
+if TYPE_CHECKING:
+    from .delay_queue_client import DelayQueueClient
+
+logger = logging.getLogger(__name__)
+
+RETRY_AFTER_FAILURE_S = 1.0
+
+
+class Delivery:
+    """One in-flight delivery. ``lost`` is set once a heartbeat learns it was taken away."""
+
+    def __init__(self, msg: DelayMsg, next_at: float) -> None:
+        self.msg = msg
+        self.next_at = next_at
+        self.beats = 0
+        self.lost: str | None = None  # why, when the delivery is lost
+        self.stopped = False
+        self.beating = False
+
+
+class Heartbeats:
+    """Beat every tracked delivery each ``interval_s`` (half the ack timeout) from its pull."""
+
+    def __init__(self, client: "DelayQueueClient", topic: str, ack_timeout_ms: int, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.client = client
+        self.topic = topic
+        self.ack_timeout_ms = int(ack_timeout_ms)
+        self.interval_s = self.ack_timeout_ms / 2000
+        self._clock = clock
+        self._heap: list[tuple[float, int, Delivery]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def track(self, msg: DelayMsg, pulled_at: float) -> Delivery:
+        """Start beating ``msg``, pulled (the request sent) at ``pulled_at`` (monotonic)."""
+        delivery = Delivery(msg, pulled_at + self.interval_s)
+        with self._cond:
+            heapq.heappush(self._heap, (delivery.next_at, next(self._seq), delivery))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name=f"dq-heartbeat-{self.topic}")
+                self._thread.start()
+            self._cond.notify_all()
+        return delivery
+
+    def untrack(self, delivery: Delivery) -> None:
+        """Stop beating; waits for a beat in flight, so ``delivery.lost`` is final after it."""
+        with self._cond:
+            delivery.stopped = True
+            while delivery.beating:
+                self._cond.wait()
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """Let the thread end once no delivery is tracked (beats go on for those that are)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    while self._heap and self._heap[0][2].stopped:
+                        heapq.heappop(self._heap)
+                    if self._closed and not any(not d.stopped for _, _, d in self._heap):
+                        self._thread = None
+                        return
+                    if self._heap and self._heap[0][0] <= self._clock():
+                        delivery = heapq.heappop(self._heap)[2]
+                        delivery.beating = True
+                        break
+                    timeout = self._heap[0][0] - self._clock() if self._heap else None
+                    self._cond.wait(timeout)
+            retry_s: float | None = None
+            try:
+                retry_s = self._beat(delivery)
+            finally:
+                with self._cond:
+                    delivery.beating = False
+                    if retry_s is not None and not delivery.stopped:
+                        delivery.next_at = retry_s
+                        heapq.heappush(self._heap, (retry_s, next(self._seq), delivery))
+                    self._cond.notify_all()
+
+    def _beat(self, delivery: Delivery) -> float | None:
+        """One changeVisibility; the monotonic time of the next beat, or None for no more."""
+        msg = delivery.msg
+        sent_at = self._clock()
+        try:
+            self.client.change_visibility(msg.topic, msg.msg_id, self.ack_timeout_ms,
+                                          receipt=msg.receipt)
+        except StaleReceiptError as exc:
+            delivery.lost = f"delivered again since ({exc})"
+        except NotFoundError as exc:
+            delivery.lost = f"message is gone ({exc})"
+        except BadRequestError as exc:
+            logger.warning("%s: heartbeat of %s came too late, its ack deadline had passed: "
+                           "%s; the ack may still succeed", msg.topic, msg.msg_id, exc)
+            return None
+        except DelayQueueError as exc:
+            logger.warning("%s: heartbeat of %s failed: %s; retrying", msg.topic, msg.msg_id,
+                           exc)
+            return self._clock() + min(RETRY_AFTER_FAILURE_S, self.interval_s / 4)
+        except Exception:  # noqa: BLE001 - the heartbeat thread must not die
+            logger.exception("%s: heartbeat of %s failed; retrying", msg.topic, msg.msg_id)
+            return self._clock() + min(RETRY_AFTER_FAILURE_S, self.interval_s / 4)
+        else:
+            delivery.beats += 1
+            logger.debug("%s: extended the ack deadline of %s by %d ms", msg.topic,
+                         msg.msg_id, self.ack_timeout_ms)
+            return sent_at + self.interval_s
+        logger.warning("%s: delivery of %s lost while its handler ran: %s; it will be "
+                       "neither acked nor nacked", msg.topic, msg.msg_id, delivery.lost)
+        return None

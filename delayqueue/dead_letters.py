@@ -1,0 +1,118 @@
+"""Dead letters and topic settings: the operator's side of a topic.
+
+A message that runs out of deliveries (status 6) stays in its topic's dead-letter queue
+(``TopicKeys.dead``) when the topic keeps dead letters; from there it can be listed,
+redriven (ready again, with a fresh life) or purged. Every change is a Lua script in the
+topic's slot; "all" means repeated bounded calls (``SCRIPT_LIMIT`` each), never one long
+script. Topic settings live in the topic's config hash and are read by the scripts
+themselves (topic_config.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from . import topic_config
+from .errors import BadRequest, NotFound, redis_errors
+from .message import DelayMsg
+from .outcome import Outcome
+from .queue import SCRIPT_LIMIT, DelayQueue
+
+
+@dataclass(frozen=True)
+class DeadPage:
+    messages: list[DelayMsg]
+    next_cursor: str | None
+
+
+def encode_cursor(dead_time_ms: int, msg_id: str) -> str:
+    return f"{dead_time_ms}:{msg_id}"
+
+
+def decode_cursor(cursor: str) -> tuple[int, str]:
+    time_text, sep, msg_id = cursor.partition(":")
+    if not sep or not time_text.isdigit():
+        raise BadRequest(f"cursor: not a cursor from a previous listDeadMsg page, got "
+                         f"{cursor!r}")
+    return int(time_text), msg_id
+
+
+class DeadLetters:
+    def __init__(self, queue: DelayQueue) -> None:
+        self.queue = queue
+        self.scripts = queue.scripts
+        self.clock = queue.clock
+        self.monitor = queue.monitor
+
+    # -- dead letters ------------------------------------------------------------------------
+    def list(self, topic: str, limit: int = 100, cursor: str | None = None) -> DeadPage:
+        cursor_time, cursor_id = decode_cursor(cursor) if cursor else (None, "")
+        with redis_errors():
+            entries, next_time, next_id = self.scripts.dead_list(
+                self.queue.topic_keys(topic), self.clock.now_ms(), limit, cursor_time,
+                cursor_id, self.queue.defaults)
+        messages = [DelayMsg.from_fields(topic, e[0], e[2:]).with_dead_time(int(e[1]))
+                    for e in entries]
+        return DeadPage(messages, encode_cursor(int(next_time), next_id)
+                        if int(next_time) >= 0 else None)
+
+    def redrive(self, topic: str, msg_id: str | None = None,
+                limit: int = SCRIPT_LIMIT) -> int:
+        """Dead letters back to ready: the one given, or the oldest ``limit``."""
+        with redis_errors():
+            now = self.clock.now_ms()
+            outcome, count, lowered_due = self.scripts.dead_redrive(
+                self.queue.topic_keys(topic), now, msg_id or "", limit,
+                self.queue.keys.hint_channel, self.queue.defaults)
+            self.queue.bookkeep(topic, now, int(lowered_due))
+        if outcome == Outcome.NO_MESSAGE:
+            raise NotFound(f"msgId: no dead letter '{msg_id}' in topic '{topic}'")
+        self.monitor.incr(topic, "redriven", count)
+        return int(count)
+
+    def purge(self, topic: str, msg_id: str | None = None) -> int:
+        """Remove one dead letter, or all of them in bounded slices."""
+        tk = self.queue.topic_keys(topic)
+        total = 0
+        with redis_errors():
+            while True:
+                outcome, count = self.scripts.dead_purge(tk, msg_id or "", SCRIPT_LIMIT)
+                if outcome == Outcome.NO_MESSAGE:
+                    raise NotFound(f"msgId: no dead letter '{msg_id}' in topic '{topic}'")
+                total += count
+                if msg_id or count < SCRIPT_LIMIT:
+                    return total
+
+    def trim(self, topic: str) -> int:
+        """Apply the topic's retention and max size now, in bounded slices."""
+        tk = self.queue.topic_keys(topic)
+        total = 0
+        with redis_errors():
+            while True:
+                count = self.scripts.dead_trim(tk, self.clock.now_ms(), SCRIPT_LIMIT,
+                                               self.queue.defaults)
+                total += count
+                if count < SCRIPT_LIMIT:
+                    return total
+
+    # -- topic settings ------------------------------------------------------------------------
+    def get_config(self, topic: str) -> tuple[dict[str, Any], dict[str, str]]:
+        """(effective value of every setting, its source: "topic" or "server")."""
+        with redis_errors():
+            own = self.queue.client.hgetall(self.queue.topic_keys(topic).config)
+        return topic_config.effective(own, self.queue.settings)
+
+    def set_config(self, topic: str, raw: Mapping[str, Any], reset: bool = False
+                   ) -> tuple[dict[str, Any], dict[str, str]]:
+        """Validate every value first (400, nothing written), then write them in one script."""
+        values = topic_config.parse_values(raw, others=("topic", "reset"))
+        pairs = [item for name, value in values.items()
+                 for item in (name, topic_config.stored(value))]
+        with redis_errors():
+            outcome = self.scripts.topic_config(self.queue.topic_keys(topic), reset, pairs)
+            if outcome != Outcome.OK:
+                raise RuntimeError(f"topic_config.lua refused its arguments: {outcome}")
+            self.queue.bookkeep(topic, self.clock.now_ms())
+        self.trim(topic)
+        return self.get_config(topic)

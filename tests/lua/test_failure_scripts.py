@@ -1,0 +1,253 @@
+"""The failure-handling scripts driven directly: receipts, nack delays and backoff, change of
+visibility, reschedule, dead letters, topic settings. After each transition the "one place
+per message" invariant (the dead-letter queue is a place) is checked against the raw keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from delayqueue.outcome import Outcome
+from delayqueue.topic_config import SETTINGS, server_defaults
+from support.lua import (CHANNEL, DEFAULTS, END_LIFE, HOUR, NS, T0, assert_one_place, pull,
+                         pulled_ids, send)
+
+from delayqueue.config import load_settings
+
+
+@pytest.fixture
+def tk():
+    return NS.topic("topic-f")
+
+
+def configure(scripts, tk, **values):
+    pairs = [str(x) for name, value in values.items() for x in (name, value)]
+    assert scripts.topic_config(tk, False, pairs) == Outcome.OK
+
+
+def nack(scripts, tk, msg_id, now, receipt="", delay=-1):
+    return scripts.nack(tk, msg_id, now, END_LIFE, CHANNEL, DEFAULTS, receipt, delay)
+
+
+def receipt_of(result) -> str:
+    return result[0][0][9]
+
+
+# -- receipts --------------------------------------------------------------------------------
+def test_each_delivery_has_a_new_receipt_and_only_the_latest_acks(scripts, tk, redis_client):
+    send(scripts, tk, "a", T0, T0)
+    first = receipt_of(pull(scripts, tk, T0, ack_timeout=10))
+    scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)
+    second = receipt_of(pull(scripts, tk, T0 + 11))
+    assert first != second
+    assert scripts.ack(tk, "a", END_LIFE, first)[0] == Outcome.STALE_RECEIPT
+    assert nack(scripts, tk, "a", T0 + 12, first)[0] == Outcome.STALE_RECEIPT
+    assert scripts.change_visibility(tk, "a", T0 + 12, 0, END_LIFE, CHANNEL, DEFAULTS,
+                                     first)[0] == Outcome.STALE_RECEIPT
+    assert_one_place(redis_client, tk, "a", 3)                   # nothing changed
+    assert scripts.ack(tk, "a", END_LIFE, second)[0] == Outcome.OK
+    assert scripts.ack(tk, "a", END_LIFE, second)[0] == Outcome.ALREADY_ACKED
+    assert scripts.ack(tk, "a", END_LIFE, first)[0] == Outcome.STALE_RECEIPT
+    assert_one_place(redis_client, tk, "a", 4)
+
+
+def test_a_late_ack_with_the_latest_receipt_is_accepted_before_the_redelivery(
+        scripts, tk, redis_client):
+    configure(scripts, tk, redeliveryDelayMillis=1000)
+    send(scripts, tk, "a", T0, T0)
+    receipt = receipt_of(pull(scripts, tk, T0, ack_timeout=10))
+    scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)
+    assert_one_place(redis_client, tk, "a", 1)                   # waiting out its backoff
+    assert scripts.ack(tk, "a", END_LIFE, receipt)[0] == Outcome.ACKED_LATE
+    assert_one_place(redis_client, tk, "a", 4)
+
+
+# -- nack with a delay, backoff ----------------------------------------------------------------
+def test_nack_with_a_delay_waits_with_a_new_trigger_time_outside_the_expiry_index(
+        scripts, tk, redis_client):
+    send(scripts, tk, "a", T0, T0)
+    pull(scripts, tk, T0)
+    outcome, fields, lowered_due, dead = nack(scripts, tk, "a", T0 + 5, delay=500)
+    assert (outcome, fields[6], fields[2], dead) == (Outcome.OK, "1", str(T0 + 505), 0)
+    assert lowered_due == T0 + 505
+    assert_one_place(redis_client, tk, "a", 1)
+    assert pull(scripts, tk, T0 + 504)[0] == []                  # never early
+    assert pulled_ids(pull(scripts, tk, T0 + 505)) == ["a"]
+
+
+def test_backoff_grows_by_its_multiplier_up_to_its_max(scripts, tk, redis_client):
+    configure(scripts, tk, redeliveryDelayMillis=100, redeliveryBackoffMultiplier=2,
+              redeliveryMaxDelayMillis=1000)
+    send(scripts, tk, "a", T0, T0, max_retry=10)
+    now, gaps = T0, []
+    for delivery in range(6):
+        if delivery:
+            assert pull(scripts, tk, now - 1)[0] == []               # never early
+        assert pulled_ids(pull(scripts, tk, now)) == ["a"]
+        due = int(nack(scripts, tk, "a", now)[1][2])
+        assert redis_client.zscore(tk.waiting, "a") == due
+        gaps.append(due - now)
+        now = due
+    assert gaps == [100, 200, 400, 800, 1000, 1000]
+
+
+def test_a_redelivery_due_at_or_after_expire_time_ends_the_message_as_a_dead_letter(
+        scripts, tk, redis_client):
+    send(scripts, tk, "a", T0, T0, ttl=1000)
+    pull(scripts, tk, T0)
+    outcome, fields, _, dead = nack(scripts, tk, "a", T0 + 500, delay=500)   # due == expire
+    assert (outcome, fields[6], dead) == (Outcome.OK, "6", 1)
+    assert_one_place(redis_client, tk, "a", 6)
+
+
+def test_timeout_applies_the_backoff_too(scripts, tk, redis_client):
+    configure(scripts, tk, redeliveryDelayMillis=300)
+    send(scripts, tk, "a", T0, T0)
+    pull(scripts, tk, T0, ack_timeout=10)
+    assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)[:2] == [1, 0]
+    assert redis_client.zscore(tk.waiting, "a") == T0 + 310
+    assert_one_place(redis_client, tk, "a", 1)
+
+
+def test_without_dead_letters_an_exhausted_message_ends_as_before(scripts, tk, redis_client):
+    configure(scripts, tk, deadLetter=0)
+    send(scripts, tk, "a", T0, T0, max_retry=0)
+    pull(scripts, tk, T0)
+    outcome, fields, _, dead = nack(scripts, tk, "a", T0)
+    assert (fields[6], dead) == ("6", 0)
+    assert_one_place(redis_client, tk, "a", 6)                   # kept end_life_ms, no queue
+    assert redis_client.zcard(tk.dead) == 0
+
+
+# -- change visibility ---------------------------------------------------------------------------
+def test_change_visibility_moves_the_deadline_or_gives_the_message_up(scripts, tk,
+                                                                       redis_client):
+    send(scripts, tk, "a", T0, T0)
+    send(scripts, tk, "b", T0, T0 + 1)
+    receipt = receipt_of(pull(scripts, tk, T0 + 1))
+    assert scripts.change_visibility(tk, "a", T0 + 2, 5000, END_LIFE, CHANNEL, DEFAULTS,
+                                     receipt)[0] == Outcome.OK
+    assert redis_client.zscore(tk.ack, "a") == T0 + 5002
+    assert_one_place(redis_client, tk, "a", 3)
+    outcome, fields, _, _ = scripts.change_visibility(tk, "a", T0 + 3, 0, END_LIFE, CHANNEL,
+                                                      DEFAULTS, receipt)
+    assert (outcome, fields[6]) == (Outcome.OK, "2")
+    assert_one_place(redis_client, tk, "a", 2)
+    assert pulled_ids(pull(scripts, tk, T0 + 3, batch=2)) == ["b", "a"]   # behind b
+    assert scripts.change_visibility(tk, "ghost", T0, 10, END_LIFE, CHANNEL,
+                                     DEFAULTS)[0] == Outcome.NO_MESSAGE
+    send(scripts, tk, "w", T0, T0 + 100)
+    assert scripts.change_visibility(tk, "w", T0, 10, END_LIFE, CHANNEL,
+                                     DEFAULTS)[0] == Outcome.NOT_CONSUMING
+    assert_one_place(redis_client, tk, "w", 1)
+
+
+# -- reschedule ----------------------------------------------------------------------------------
+def test_reschedule_moves_trigger_and_expire_time_together(scripts, tk, redis_client):
+    send(scripts, tk, "a", T0, T0 + 1000, ttl=HOUR)
+    outcome, fields, lowered = scripts.reschedule(tk, "a", T0, T0 + 5000, CHANNEL)
+    assert (outcome, fields[2], fields[3]) == (Outcome.OK, str(T0 + 5000), str(T0 + 5000 + HOUR))
+    assert_one_place(redis_client, tk, "a", 1)
+    outcome, fields, lowered = scripts.reschedule(tk, "a", T0 + 10, T0 - 99, CHANNEL)  # past
+    assert (fields[6], fields[2], fields[3]) == ("2", str(T0 + 10), str(T0 + 10 + HOUR))
+    assert_one_place(redis_client, tk, "a", 2)
+    pull(scripts, tk, T0 + 10)
+    assert scripts.reschedule(tk, "a", T0 + 11, T0 + 99, CHANNEL)[0] == Outcome.CONSUMING
+    assert_one_place(redis_client, tk, "a", 3)
+    assert scripts.reschedule(tk, "ghost", T0, T0, CHANNEL)[0] == Outcome.NO_MESSAGE
+    assert redis_client.exists(tk.msg("ghost")) == 0
+
+
+# -- dead letters -------------------------------------------------------------------------------
+def kill(scripts, tk, msg_id, now):
+    send(scripts, tk, msg_id, now, now, max_retry=0)
+    assert msg_id in pulled_ids(pull(scripts, tk, now, batch=1000))
+    assert nack(scripts, tk, msg_id, now)[3] == 1
+
+
+def test_list_pages_through_every_dead_letter_once_oldest_first(scripts, tk, redis_client):
+    ids = [f"m{i:02d}" for i in range(25)]
+    for i, msg_id in enumerate(ids):
+        kill(scripts, tk, msg_id, T0 + i // 10)                # ties at the same death time
+    seen, cursor = [], ("", "")
+    while True:
+        entries, next_time, next_id = scripts.dead_list(tk, T0 + 100, 7, *cursor, DEFAULTS)
+        seen += [e[0] for e in entries]
+        if next_time == -1:
+            break
+        cursor = (next_time, next_id)
+    assert seen == ids
+    # the cursor's own entry left the queue meanwhile: the page goes on after its place
+    entries, next_time, next_id = scripts.dead_list(tk, T0 + 100, 12, "", "", DEFAULTS)
+    scripts.dead_purge(tk, next_id, 1)
+    rest, _, _ = scripts.dead_list(tk, T0 + 100, 100, next_time, next_id, DEFAULTS)
+    assert next_id == "m11"
+    assert [e[0] for e in entries] + [e[0] for e in rest] == ids       # none skipped or twice
+
+
+def test_redrive_resets_retry_and_life_and_queues_at_the_tail(scripts, tk, redis_client):
+    kill(scripts, tk, "a", T0)
+    kill(scripts, tk, "b", T0 + 1)
+    send(scripts, tk, "c", T0, T0 + 5)
+    outcome, count, _ = scripts.dead_redrive(tk, T0 + 10, "a", 1000, CHANNEL, DEFAULTS)
+    assert (outcome, count) == (Outcome.OK, 1)
+    fields = redis_client.hmget(tk.msg("a"), "n", "s", "t", "e")
+    assert fields == ["0", "2", str(T0 + 10), str(T0 + 10 + HOUR)]
+    assert redis_client.pttl(tk.msg("a")) == -1
+    assert_one_place(redis_client, tk, "a", 2)
+    assert_one_place(redis_client, tk, "b", 6)
+    assert pulled_ids(pull(scripts, tk, T0 + 10, batch=5)) == ["c", "a"]
+    assert scripts.dead_redrive(tk, T0, "a", 1000, CHANNEL, DEFAULTS)[0] == Outcome.NO_MESSAGE
+    assert scripts.dead_redrive(tk, T0 + 20, "", 1000, CHANNEL, DEFAULTS)[:2] == [Outcome.OK, 1]
+    assert_one_place(redis_client, tk, "b", 2)
+
+
+def test_purge_removes_dead_letters_in_slices(scripts, tk, redis_client):
+    for i in range(5):
+        kill(scripts, tk, f"m{i}", T0 + i)
+    assert scripts.dead_purge(tk, "", 2) == [Outcome.OK, 2]
+    assert redis_client.zrange(tk.dead, 0, -1) == ["m2", "m3", "m4"]
+    assert redis_client.exists(tk.msg("m0"), tk.msg("m1")) == 0
+    assert scripts.dead_purge(tk, "m3", 2) == [Outcome.OK, 1]
+    assert scripts.dead_purge(tk, "m3", 2)[0] == Outcome.NO_MESSAGE
+    assert scripts.dead_purge(tk, "", 1000) == [Outcome.OK, 2]
+    assert redis_client.exists(tk.dead) == 0
+
+
+def test_max_size_and_retention_drop_the_oldest(scripts, tk, redis_client):
+    configure(scripts, tk, deadLetterMaxSize=3, deadLetterRetentionMillis=1000)
+    for i in range(5):
+        kill(scripts, tk, f"m{i}", T0 + i)
+    assert redis_client.zrange(tk.dead, 0, -1) == ["m2", "m3", "m4"]
+    assert redis_client.exists(tk.msg("m0"), tk.msg("m1")) == 0
+    kill(scripts, tk, "late", T0 + 1003)                          # m0..m2 past retention
+    assert redis_client.zrange(tk.dead, 0, -1) == ["m3", "m4", "late"]
+    configure(scripts, tk, deadLetterMaxSize=1)
+    assert scripts.dead_trim(tk, T0 + 1003, 1000, DEFAULTS) == 2
+    assert redis_client.zrange(tk.dead, 0, -1) == ["late"]
+
+
+def test_a_send_replacing_a_dead_letter_takes_it_out_of_the_queue(scripts, tk, redis_client):
+    kill(scripts, tk, "a", T0)
+    outcome, fields, _ = send(scripts, tk, "a", T0 + 1, T0 + 1)
+    assert outcome == Outcome.OK and fields[8] is None          # no receipt carried over
+    assert_one_place(redis_client, tk, "a", 2)
+
+
+# -- topic settings ------------------------------------------------------------------------------
+def test_topic_settings_override_the_server_defaults_in_the_scripts(scripts, tk,
+                                                                     redis_client):
+    configure(scripts, tk, ttlMillis=5000, maxRetry=1, ackTimeoutMillis=700)
+    outcome, fields, _ = scripts.send(tk, "a", "b", T0, T0, -1, -1, "", CHANNEL, DEFAULTS)
+    assert (fields[3], fields[4]) == (str(T0 + 5000), "1")
+    scripts.pull(tk, T0, 1, -1, END_LIFE, 1000, CHANNEL, DEFAULTS)
+    assert redis_client.zscore(tk.ack, "a") == T0 + 700
+    assert scripts.topic_config(tk, True, []) == Outcome.OK       # reset: server defaults
+    assert redis_client.exists(tk.config) == 0
+    assert scripts.topic_config(tk, False, ["ttlMillis"]) == Outcome.BAD_ARGUMENT
+
+
+def test_server_defaults_are_passed_in_setting_order():
+    settings = load_settings(env={})
+    defaults = server_defaults(settings)
+    assert len(defaults) == len(SETTINGS)
+    assert defaults[[s.name for s in SETTINGS].index("deadLetter")] == "1"
