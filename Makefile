@@ -3,7 +3,7 @@ VENV := .venv
 PY := python3
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps run test wheel report bench bench-deps bench-report clean
+.PHONY: install system-deps lint run test wheel report bench bench-deps bench-report clean
 
 # The venv is rebuilt whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -36,8 +36,12 @@ system-deps:
 	fi
 
 # The whole suite; e.g. make test PYTEST_ARGS='-k config -x'.
-test: install system-deps
+test: install system-deps lint
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
+
+# ruff, configured in pyproject.toml.
+lint: install
+	$(VENV)/bin/ruff check .
 
 wheel: install
 	$(VENV)/bin/python -m build --wheel

@@ -15,9 +15,10 @@ import dataclasses
 import time
 import uuid
 
-from common import print_table, progress, stack, write_result
 from delayqueue.config import Settings
 from delayqueue.runtime import Runtime
+
+from common import print_table, progress, stack, write_result
 
 
 def _timed(label: str, count: int, fn) -> dict:

@@ -28,9 +28,10 @@ import sys
 import time
 from typing import Any, Callable
 
-from common import print_table, progress, stack, write_result
 from delayqueue.config import Settings
 from delayqueue.runtime import Runtime
+
+from common import print_table, progress, stack, write_result
 
 MAX_COUNT = 2_000_000
 BATCH = 1000

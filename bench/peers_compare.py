@@ -26,8 +26,9 @@ import time
 import traceback
 from typing import Any, Callable
 
-import common
 from peers import arq_peer, bullmq_peer, dramatiq_peer
+
+import common
 
 PEERS = {peer.name: peer for peer in (bullmq_peer.PEER, bullmq_peer.STOCK, dramatiq_peer.PEER,
                                       arq_peer.PEER, arq_peer.TUNED)}

@@ -15,8 +15,15 @@ import re
 import shutil
 import subprocess
 
-from common import (node_workers_cpu, print_table, profile_summary, progress, stack,
-                    start_profile, write_result)
+from common import (
+    node_workers_cpu,
+    print_table,
+    profile_summary,
+    progress,
+    stack,
+    start_profile,
+    write_result,
+)
 
 SCRIPT = r"""
 wrk.method = "POST"

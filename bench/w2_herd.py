@@ -39,9 +39,10 @@ from typing import Any
 
 import redis
 
+from delayqueue.scripts import Scripts
+
 import common
 import load
-from delayqueue.scripts import Scripts
 
 BAR_SLOWEST_MS = 50.0
 BAR_DRAIN_RATE = 20_000.0

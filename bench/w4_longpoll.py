@@ -20,8 +20,8 @@ import time
 import psutil
 
 from common import now_ms, print_table, progress, stack, summary, write_result
-from support.fleet import accepted_connections, start_polls
 from load import Http
+from support.fleet import accepted_connections, start_polls
 
 
 def _rss_mib(node) -> float:

@@ -37,10 +37,11 @@ from typing import Any
 
 import redis
 
-import common
-import load
 from delayqueue.keys import NamespaceKeys
 from delayqueue.scripts import Scripts
+
+import common
+import load
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
@@ -257,7 +258,8 @@ def memory_breakdown(client: redis.Redis, p: dict[str, Any], per_msg: float,
         "encodings": sorted(encodings),
         "notes": ("msg_hash = MEMORY USAGE of one message hash (value + key name + dictEntry), "
                   "mean of 50; *_zset_entry = MEMORY USAGE of the topic's zset / its live messages "
-                  "(skiplist + dict + member sds; 0 when the zset is empty); keyspace_buckets = (MEMORY STATS db.0 "
+                  "(skiplist + dict + member sds; 0 when the zset is empty); "
+                  "keyspace_buckets = (MEMORY STATS db.0 "
                   "overhead.hashtable.main - 40 x keys) / keys: the keyspace's bucket array"),
         "memory_stats": {**{k: stats.get(k) for k in (
             "keys.count", "dataset.bytes", "allocator.allocated",

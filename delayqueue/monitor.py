@@ -11,8 +11,9 @@ them) where name is a counter (``sendMsg``), or ``<histogram>:count`` / ``:sum``
 ``:b<i>`` (samples in bucket i of ``histogram.BOUNDS_MS``; only non-zero buckets are stored).
 Scheduler loop timings use the pseudo-topic ``LOOP_TOPIC = "\\tloop"`` (no real topic can start
 with a tab) and the loop's name as the histogram: ``"\\tloop\\tpromote:b0"``; server events
-(``EVENTS``, such as a write Redis refused over maxmemory) the pseudo-topic ``"\\tevent"``. Time gaps are whole
-milliseconds (rounded, negatives clamped to 0); loop durations keep fractional ms in sum and max.
+(``EVENTS``, such as a write Redis refused over maxmemory) the pseudo-topic ``"\\tevent"``.
+Time gaps are whole milliseconds (rounded, negatives clamped to 0); loop durations keep
+fractional ms in sum and max.
 """
 
 from __future__ import annotations

@@ -15,13 +15,13 @@ import redis
 
 from .clock import Clock, RedisClock
 from .config import ConfigError, Settings
+from .dead_letters import DeadLetters
+from .errors import redis_errors
 from .keys import NamespaceKeys
 from .lease import Lease
 from .longpoll import Hub
 from .loop import Loop
 from .monitor import Monitor
-from .errors import redis_errors
-from .dead_letters import DeadLetters
 from .queue import DelayQueue
 from .redis_connection import connect_redis
 from .scheduler import Scheduler
@@ -106,7 +106,7 @@ class Runtime:
         self.loops = self.build_loops()
         for loop in self.loops:
             loop.start()
-        logger.info("background loops started: %s", ", ".join(l.name for l in self.loops))
+        logger.info("background loops started: %s", ", ".join(loop.name for loop in self.loops))
 
     def stop(self) -> None:
         self.hub.stop()

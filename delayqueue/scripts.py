@@ -7,9 +7,9 @@ load time. redis-py's ``Script`` runs EVALSHA and reloads the script on NOSCRIPT
 Redis restart or a failover), so a restarted Redis needs no action from us.
 
 Every topic script takes the same keys in the same order: waiting, ready, ack, expire, dead,
-config, and the message hash for the scripts about one message. Each call is checked against the number
-of keys its script reads, so a key list that drifts from a script's header fails loudly here
-instead of reading the wrong key in Redis. Results use the codes of ``outcome.Outcome``.
+config, and the message hash for the scripts about one message. Each call is checked against
+the number of keys its script reads, so a key list that drifts from a script's header fails
+loudly here instead of reading the wrong key in Redis. Results use the codes of ``outcome.Outcome``.
 """
 
 from __future__ import annotations

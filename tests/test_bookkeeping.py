@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import redis
+from test_bounded_work import make_runtime
 
 from delayqueue.clock import ManualClock
-from test_bounded_work import make_runtime
 
 
 def test_send_answers_success_when_only_the_bookkeeping_after_its_script_fails(

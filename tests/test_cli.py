@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from delayqueue.client import DelayQueueClient, Status
+
 from support import wait_until
 from support.ports import refused_port
 from support.sdk import node, topic  # noqa: F401 - fixtures

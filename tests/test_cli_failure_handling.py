@@ -9,6 +9,7 @@ import json
 import pytest
 
 from delayqueue.client import DelayMsg, DelayQueueClient, Status
+
 from support.sdk import node, topic  # noqa: F401 - fixtures
 from test_cli import assert_one_line_error, run
 

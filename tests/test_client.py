@@ -17,6 +17,7 @@ from delayqueue.client import (
     UnavailableError,
 )
 from delayqueue.client.transport import NodePool
+
 from support import wait_until
 from support.node import ServerProcess
 from support.ports import refused_port

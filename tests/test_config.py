@@ -317,7 +317,8 @@ def test_gunicorn_conf_follows_the_settings(monkeypatch):
     conf = importlib.import_module("delayqueue.gunicorn_conf")
     try:
         assert conf.bind.endswith(":9400")
-        # gunicorn's gthread worker, in its one-send-per-response subclass (delayqueue/gunicorn_workers.py)
+        # gunicorn's gthread worker, in its one-send-per-response subclass
+        # (delayqueue/gunicorn_workers.py)
         assert (conf.worker_class, conf.threads, conf.preload_app) == \
             ("delayqueue.gunicorn_workers.OneSendThreadWorker", 8, False)
         from gunicorn.util import load_class

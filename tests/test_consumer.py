@@ -13,6 +13,7 @@ import pytest
 from delayqueue.client import Backoff, DelayMsg, DelayQueueClient, Status
 from delayqueue.client.consumer import Consumer
 from delayqueue.client.errors import ServerError
+
 from support import wait_until
 from support.fleet import wait_until_pulled
 from support.node import ServerProcess

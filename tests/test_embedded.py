@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ import redis
 
 from delayqueue import embedded as embedded_module
 from delayqueue.embedded import EmbeddedRedis, EmbeddedRedisError, find_redis_server
+
 from support import wait_until
 from support.ports import PORT_TAKEN, free_port, listening_pids
 

@@ -6,17 +6,24 @@ Every node here is a real gunicorn master (the deployed command) with gevent wor
 from __future__ import annotations
 
 import random
-from collections import defaultdict
 import threading
 import time
+from collections import defaultdict
 
 import pytest
 import redis
 import requests
 
 from support import wait_until
-from support.fleet import (Ledger, consume, hold_long_poll, now_ms, produce, start_threads,
-                           wait_until_held)
+from support.fleet import (
+    Ledger,
+    consume,
+    hold_long_poll,
+    now_ms,
+    produce,
+    start_threads,
+    wait_until_held,
+)
 from support.node import ServerProcess
 from support.redis_server import RedisServer
 
@@ -286,11 +293,11 @@ def test_redis_outage_answers_500_and_the_node_recovers_by_itself(tmp_path):
                 while time.monotonic() < deadline:
                     topic = f"hint-{len(latencies)}"
                     latencies.append(held_long_poll_latency(node, topic, other))
-                    if len(latencies) >= 4 and all(l < 1000 for l in latencies[-4:]):
+                    if len(latencies) >= 4 and all(ln < 1000 for ln in latencies[-4:]):
                         break
                 print(f"\nrecovered after {recovered_s:.1f}s; hint wake-ups (ms): "
-                      f"{[round(l) for l in latencies]}")
-                assert len(latencies) >= 4 and all(l < 1000 for l in latencies[-4:]), \
+                      f"{[round(ln) for ln in latencies]}")
+                assert len(latencies) >= 4 and all(ln < 1000 for ln in latencies[-4:]), \
                     f"long polls not woken by pub/sub after the restart: {latencies}"
     finally:
         store.stop()

@@ -27,10 +27,11 @@ import pytest
 import requests
 import yaml
 from packaging.requirements import Requirement
+from test_wheel import build_wheel
 
 from delayqueue.commands.serve import GUNICORN_ARGS
+
 from support.node import ServerProcess
-from test_wheel import build_wheel
 
 REPO = Path(__file__).resolve().parent.parent
 DOCKERFILE = REPO / "Dockerfile"

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 import requests
+from test_wheel import build_wheel
 
 from support.ports import free_port
-from test_wheel import build_wheel
 
 pytestmark = pytest.mark.slow
 

@@ -15,6 +15,7 @@ import redis
 from delayqueue.config import load_settings
 from delayqueue.longpoll import Hub, long_poll
 from delayqueue.runtime import Runtime
+
 from support import wait_until
 
 SAFETY_S = 5.0

@@ -6,6 +6,7 @@ import threading
 import time
 
 from delayqueue.loop import Loop
+
 from support import wait_until
 
 

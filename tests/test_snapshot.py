@@ -10,8 +10,8 @@ import redis
 
 from delayqueue.clock import ManualClock
 from delayqueue.keys import NamespaceKeys
-from delayqueue.scripts import Scripts
 from delayqueue.monitor import Monitor
+from delayqueue.scripts import Scripts
 from delayqueue.snapshot import SnapshotWriter
 
 INTERVAL_S = 60

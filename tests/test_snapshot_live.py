@@ -24,15 +24,15 @@ def test_live_node_writes_one_snapshot_line_per_topic_and_interval(redis_url, tm
         node.call("ackMsg", topic="snap", msgId=sent["msgId"])
 
         def counted() -> dict:
-            lines = [l for l in snapshot_lines(tmp_path) if l["topic"] == "snap"]
-            return {k: sum(l[k] for l in lines) for k in ("sendMsg", "pullMsg", "ackMsg")}
+            lines = [ln for ln in snapshot_lines(tmp_path) if ln["topic"] == "snap"]
+            return {k: sum(ln[k] for ln in lines) for k in ("sendMsg", "pullMsg", "ackMsg")}
 
         wait_until(lambda: counted() == {"sendMsg": 1, "pullMsg": 1, "ackMsg": 1}, 15,
                    interval_s=0.3, message=lambda: f"snapshot counts {counted()}")
     lines = snapshot_lines(tmp_path)
-    intervals = [(l["topic"], l["intervalStart"]) for l in lines]
+    intervals = [(ln["topic"], ln["intervalStart"]) for ln in lines]
     assert len(intervals) == len(set(intervals)), "an interval was written twice"
-    line = next(l for l in lines if l["topic"] == "snap" and l["sendMsg"])
+    line = next(ln for ln in lines if ln["topic"] == "snap" and ln["sendMsg"])
     assert line["schemaVersion"] == 1 and line["namespace"] == "default"
     assert line["intervalEnd"] - line["intervalStart"] == 1000
     assert len(line["pullMsgTimeGap"]["counts"]) == 16

@@ -14,8 +14,15 @@ import time
 import pytest
 
 from support import wait_until
-from support.fleet import (Ledger, consume, hold_long_poll, now_ms, produce, start_threads,
-                           wait_until_held)
+from support.fleet import (
+    Ledger,
+    consume,
+    hold_long_poll,
+    now_ms,
+    produce,
+    start_threads,
+    wait_until_held,
+)
 from support.node import ServerProcess
 
 pytestmark = pytest.mark.timeout(90)
@@ -77,7 +84,7 @@ def test_held_long_poll_is_answered_within_tens_of_ms_of_the_due_time(node):
         lag = result["at"] - sent["triggerTime"]
         assert lag >= 0, f"answered {-lag:.1f} ms before triggerTime"
         lags.append(lag)
-    print(f"\nlong-poll answer - triggerTime (ms): {[round(l, 1) for l in lags]}")
+    print(f"\nlong-poll answer - triggerTime (ms): {[round(ln, 1) for ln in lags]}")
     # Typically a few ms; the max allows for a scheduling hiccup on a busy 2-core machine.
     assert statistics.median(lags) <= 50, lags
     assert max(lags) <= 250, lags
@@ -103,6 +110,6 @@ def test_due_message_is_promoted_on_time_with_no_consumer_polling(node):
         seen = wait_until(promoted_at, (trigger + 3000 - now_ms()) / 1000, interval_s=0.005,
                           message=f"not promoted 3 s after its triggerTime: {msg}")
         lags.append(seen - trigger)
-    print(f"\npromotion seen - triggerTime (ms): {[round(l, 1) for l in lags]}")
+    print(f"\npromotion seen - triggerTime (ms): {[round(ln, 1) for ln in lags]}")
     assert statistics.median(lags) <= 100, lags
     assert max(lags) <= 300, lags

@@ -5,7 +5,8 @@ delay=ms)`` (plain ``send`` for immediate messages) from a thread pool of ``conc
 threads, Dramatiq's client being synchronous. Consumers: in each consumer process one
 in-process ``dramatiq.Worker`` (what the ``dramatiq`` CLI runs in each of its processes) with
 ``worker_threads`` = that process's share of the consumers times the topics, default
-``worker_timeout`` (1 s); a middleware's ``after_ack`` stamps the completion. A delayed message sits on the topic's ``.DQ`` queue; a worker
+``worker_timeout`` (1 s); a middleware's ``after_ack`` stamps the completion. A delayed
+message sits on the topic's ``.DQ`` queue; a worker
 prefetches it, holds it in memory until its eta, then re-enqueues it on the topic's queue.
 
     cd bench && ../.venv-bench/bin/python peers_compare.py --peers dramatiq --without-ours ...

@@ -13,8 +13,8 @@ send it, and a stale one raises StaleReceiptError (code 409).
 from delayqueue.status import Status
 
 from .backoff import Backoff
-from .delay_queue_client import DelayQueueClient
 from .consumer import Consumer
+from .delay_queue_client import DelayQueueClient
 from .errors import (
     BadRequestError,
     DelayQueueError,

@@ -27,8 +27,8 @@ from delayqueue.client import (
     NotFoundError,
     StaleReceiptError,
     TopicConfig,
+    display,
 )
-from delayqueue.client import display
 from delayqueue.client.command import CommandHandler
 from delayqueue.client.model import setting_name
 

@@ -10,6 +10,7 @@ import pytest
 
 from delayqueue.clock import ManualClock
 from delayqueue.scripts import Scripts
+
 from support.lua import NS, T0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from delayqueue.outcome import Outcome
+
 from support.lua import NS
 
 

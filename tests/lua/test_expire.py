@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 from delayqueue.outcome import Outcome
-from support.lua import CHANNEL, DEFAULTS, END_LIFE, T0, assert_one_place, pull, pulled_ids, send, status_of
+
+from support.lua import (
+    CHANNEL,
+    DEFAULTS,
+    END_LIFE,
+    T0,
+    assert_one_place,
+    pull,
+    pulled_ids,
+    send,
+    status_of,
+)
 
 
 def test_expire_ends_waiting_and_ready_messages(scripts, tk, redis_client):

@@ -6,12 +6,22 @@ from __future__ import annotations
 
 import pytest
 
+from delayqueue.config import load_settings
 from delayqueue.outcome import Outcome
 from delayqueue.topic_config import SETTINGS, server_defaults
-from support.lua import (CHANNEL, DEFAULTS, END_LIFE, HOUR, NS, T0, assert_one_place, pull,
-                         pulled_ids, send)
 
-from delayqueue.config import load_settings
+from support.lua import (
+    CHANNEL,
+    DEFAULTS,
+    END_LIFE,
+    HOUR,
+    NS,
+    T0,
+    assert_one_place,
+    pull,
+    pulled_ids,
+    send,
+)
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from delayqueue.outcome import Outcome
-from support.lua import (CHANNEL, DEFAULTS, END_LIFE, T0, assert_one_place, pull, pulled_ids,
-                         send)
+
+from support.lua import CHANNEL, DEFAULTS, END_LIFE, T0, assert_one_place, pull, pulled_ids, send
 
 
 def test_nack_returns_consuming_message_to_the_tail_of_ready_keeping_its_trigger_time(

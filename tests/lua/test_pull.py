@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import threading
 
-from support.lua import CHANNEL, DEFAULTS, END_LIFE, HOUR, T0, assert_one_place, pull, pulled_ids, send
+from support.lua import (
+    CHANNEL,
+    DEFAULTS,
+    END_LIFE,
+    HOUR,
+    T0,
+    assert_one_place,
+    pull,
+    pulled_ids,
+    send,
+)
 
 
 def test_pull_never_returns_a_message_before_its_trigger_time(scripts, tk, redis_client,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from delayqueue.outcome import Outcome
+
 from support.lua import CHANNEL, DEFAULTS, END_LIFE, HOUR, T0, assert_one_place, pull, send
 
 

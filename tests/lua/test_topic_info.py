@@ -7,7 +7,8 @@ from __future__ import annotations
 from delayqueue.config import load_settings
 from delayqueue.monitor import Monitor
 from delayqueue.queue import DelayQueue
-from support.lua import END_LIFE, HOUR, NS
+
+from support.lua import NS
 
 
 def test_topic_info_buckets_are_half_open_at_their_edges(redis_client, scripts, clock):

@@ -19,6 +19,7 @@ import redis
 import requests
 
 from delayqueue.keys import NamespaceKeys
+
 from support.wait import wait_until
 
 API = "/camellia/delayQueue/"

@@ -19,6 +19,7 @@ from typing import Iterator
 import redis
 
 from delayqueue.embedded import EmbeddedRedisError, find_redis_server, launch_redis_server
+
 from support.ports import PORT_TAKEN, free_port
 
 FIXTURE_DB = 0
