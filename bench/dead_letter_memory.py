@@ -132,7 +132,7 @@ def phase_dead(count: int, body: str, death: str) -> dict[str, Any]:
         q = rt.queue
         # Keep every one: the server default dead-letter-max-size (100,000) would drop the
         # oldest beyond it (the warm-up one at --count 100000).
-        rt.dead_letters.set_config(topic, {"deadLetterMaxSize": count + 1})
+        rt.admin.set_config(topic, {"deadLetterMaxSize": count + 1})
         _kill_all(rt, topic, body, ["warmup"], death)
         ids = _ids("d", count)
         before = _used(rt)

@@ -115,7 +115,7 @@ def reschedule_msg() -> Response:
 @delay_queue.route("/listDeadMsg", methods=METHODS)
 def list_dead_msg() -> Response:
     p = params()
-    page = runtime().dead_letters.list(p.topic(), p.limit(100), p.string("cursor"))
+    page = runtime().admin.list(p.topic(), p.limit(100), p.string("cursor"))
     extra = {"nextCursor": page.next_cursor} if page.next_cursor else {}
     return success(delayMsgList=[m.to_json() for m in page.messages], **extra)
 
@@ -124,26 +124,26 @@ def list_dead_msg() -> Response:
 def redrive_dead_msg() -> Response:
     p = params()
     topic, msg_id, limit = p.topic(), p.msg_id(required=False), p.limit(1000)
-    return success(count=runtime().dead_letters.redrive(topic, msg_id, limit))
+    return success(count=runtime().admin.redrive(topic, msg_id, limit))
 
 
 @delay_queue.route("/purgeDeadMsg", methods=METHODS)
 def purge_dead_msg() -> Response:
     p = params()
-    return success(count=runtime().dead_letters.purge(p.topic(), p.msg_id(required=False)))
+    return success(count=runtime().admin.purge(p.topic(), p.msg_id(required=False)))
 
 
 @delay_queue.route("/setTopicConfig", methods=METHODS)
 def set_topic_config() -> Response:
     p = params()
     topic, reset = p.topic(), p.boolean("reset", default=False)
-    data, source = runtime().dead_letters.set_config(topic, p.values, reset)
+    data, source = runtime().admin.set_config(topic, p.values, reset)
     return success(data=data, source=source)
 
 
 @delay_queue.route("/getTopicConfig", methods=METHODS)
 def get_topic_config() -> Response:
-    data, source = runtime().dead_letters.get_config(params().topic())
+    data, source = runtime().admin.get_config(params().topic())
     return success(data=data, source=source)
 
 

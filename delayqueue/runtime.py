@@ -15,7 +15,6 @@ import redis
 
 from .clock import Clock, RedisClock
 from .config import ConfigError, Settings
-from .dead_letters import DeadLetters
 from .errors import redis_errors
 from .keys import NamespaceKeys
 from .lease import Lease
@@ -27,6 +26,7 @@ from .redis_connection import connect_redis
 from .scheduler import Scheduler
 from .scripts import Scripts
 from .snapshot import SnapshotWriter
+from .topic_admin import TopicAdmin
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class Runtime:
         self.monitor = Monitor(self.client, self.keys, self.clock,
                                settings.monitor_interval_seconds, self.scripts)
         self.queue = DelayQueue(self.client, self.scripts, self.clock, self.monitor, settings)
-        self.dead_letters = DeadLetters(self.queue)
+        self.admin = TopicAdmin(self.queue)
         self.scheduler = Scheduler(
             self.client, self.scripts, self.clock, self.monitor, self.keys,
             end_life_ms=settings.end_life_msg_expire_millis,

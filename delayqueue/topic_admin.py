@@ -38,7 +38,7 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
     return int(time_text), msg_id
 
 
-class DeadLetters:
+class TopicAdmin:
     def __init__(self, queue: DelayQueue) -> None:
         self.queue = queue
         self.scripts = queue.scripts
