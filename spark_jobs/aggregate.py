@@ -1,9 +1,23 @@
 """Aggregates of snapshot intervals: per topic and per namespace, per hour, day and in total.
 
-The only pass over raw rows is ``hour_parts``: one shuffle by (namespace, topic), one sort by
-(namespace, topic, day, intervalStart) shared by the windows that drop duplicate intervals and
-find backlog-growth runs, and one hash aggregate per hour on fixed-width columns. Every other
-table, and the backlog-growth runs, come from that small table.
+The pass over the input (``line_groups``) is one hash aggregate, partially computed on the
+map side before the only shuffle, so raw lines never cross the network:
+
+* A line with an empty ready queue whose interval lies on its own length's grid within the
+  hour (``intervalStart % length == 0`` and ``3600000 % length == 0``: every line the
+  server writes) joins its topic-hour's *block* of 64 grid slots; the block keeps the sums
+  and a 64-bit mask of the slots seen.
+* Any other line (a ready queue above zero, or off the grid) is a group of its own, keyed by
+  its intervalStart: these are the lines the backlog-growth rule needs one by one.
+
+Duplicates (an interval written twice) are found on that small result, exactly:
+``duplicate_keys`` flags a topic-day when a block counts more lines than slots, a
+one-line group holds two lines, or one hour mixes interval lengths. Only those topic-days
+are read again, their copies dropped (``drop_duplicate_lines``: the copy kept is the one with
+the largest hash of its values, so identical copies count once and differing ones
+deterministically), and their lines re-grouped one per group. Everything after works on
+duplicate-free groups: ``hour_rows`` sums them per topic and hour, ``growth_runs`` finds the
+backlog-growth runs.
 
 Base columns of every table (rolled up by sum, max, or "last"):
   snapshot_lines, first_interval_start_ms, last_interval_end_ms, the counters,
@@ -22,15 +36,401 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark_jobs.histogram import BUCKETS, bucket_array, cumulative_counts, percentile, sum_buckets
-from spark_jobs.snapshot import COUNTERS, GAUGES, LAGS, WAITING_DELAYS
+from spark_jobs.snapshot import (
+    BUCKET_COLUMNS,
+    COUNTER_NAMES,
+    DAY_MS,
+    GAUGE_NAMES,
+    HOUR_MS,
+    LAG_NAMES,
+    MAX_QUEUE_SIZE,
+    STATUS_CODES,
+    VALUE_COLUMNS,
+    WAITING_NAMES,
+)
 
-HOUR_MS = 3_600_000
-DAY_MS = 86_400_000
-COUNTER_NAMES = [name for _, name in COUNTERS]
-LAG_NAMES = [name for _, name in LAGS]
-GAUGE_NAMES = [name for _, name in GAUGES]
-WAITING_NAMES = [name for _, name in WAITING_DELAYS]
 PERCENTILES = ((0.5, "p50"), (0.9, "p90"), (0.99, "p99"))
+KIND_BLOCK = 0  # empty ready queue, on the grid: summed per block of 64 slots
+KIND_LINE = 1  # one group per intervalStart
+KIND_BAD = 9  # lines that are not ``ok``: counted per status and file date
+SLOTS = 64
+_VALUE_BITS = 41  # queue sizes < 2^41 (snapshot.MAX_QUEUE_SIZE); offsets < 2^22 ms
+_VALUE_MASK = MAX_QUEUE_SIZE - 1
+LAST_COLUMNS = GAUGE_NAMES + WAITING_NAMES
+GROUP_KEYS = [
+    "status",
+    "namespace",
+    "topic",
+    "hour_start_ms",
+    "kind",
+    "grid_ms",
+    "position",
+    "bad_file_day",
+]
+
+
+def _shl(value: Column, bits: Column) -> Column:
+    """``value << bits`` with a column shift count (``F.shiftleft`` takes a constant)."""
+    return F.call_function("shiftleft", value, bits)
+
+
+def _div(a: Column, b: Column) -> Column:
+    """Integer division of non-negative longs."""
+    return ((a - F.pmod(a, b)) / b).cast("long")
+
+
+def line_groups(rows: DataFrame, one_per_line: bool = False) -> DataFrame:
+    """``snapshot_rows`` output (every status) -> the groups described in the module docstring.
+
+    Keys: ``status``, ``namespace``, ``topic``, ``hour_start_ms``, ``kind``, ``grid_ms`` (the
+    interval length, block groups only), ``position`` (block index, or intervalStart for
+    one-line groups), ``bad_file_day`` (lines that are not ``ok``: the file's date). Values:
+    ``lines``, ``slot_mask``, ``length_min/_max``, ``first_interval_start_ms``,
+    ``last_interval_end_ms``, the sums and maxima of ``VALUE_COLUMNS``, and per queue size
+    ``<name>_packed``: max of (offset in the hour << 41 | value), i.e. the value of the
+    hour's latest interval. ``one_per_line`` puts every valid line in a group of its own
+    (used for de-duplicated lines).
+    """
+    col = F.col
+    ok = col("status") == STATUS_CODES["ok"]
+    start, end = col("interval_start"), col("interval_end")
+    length = end - start
+    hour = start - F.pmod(start, F.lit(HOUR_MS))
+    offset = start - hour
+    on_grid = (length > 0) & (F.pmod(F.lit(HOUR_MS), length) == 0) & (F.pmod(start, length) == 0)
+    slot = _div(offset, length)
+    if one_per_line:
+        kind = F.when(ok, KIND_LINE).otherwise(KIND_BAD)
+    else:
+        kind = (
+            F.when(ok & on_grid & (col("ready_size") == 0), KIND_BLOCK)
+            .when(ok, KIND_LINE)
+            .otherwise(KIND_BAD)
+        )
+    keyed = rows.select(
+        col("status"),
+        F.when(ok, col("namespace")).alias("namespace"),
+        F.when(ok, col("topic")).alias("topic"),
+        F.when(ok, hour).alias("hour_start_ms"),
+        kind.alias("kind"),
+        F.when(kind == KIND_BLOCK, length).alias("grid_ms"),
+        F.when(kind == KIND_BLOCK, _div(slot, F.lit(SLOTS)))
+        .when(kind == KIND_LINE, start)
+        .alias("position"),
+        F.when(~ok, col("file_day")).alias("bad_file_day"),
+        F.when(ok & on_grid, _shl(F.lit(1).cast("long"), F.pmod(slot, F.lit(SLOTS)).cast("int")))
+        .otherwise(F.lit(0).cast("long"))
+        .alias("_bit"),
+        length.alias("_length"),
+        start,
+        end,
+        *[col(name) for name in VALUE_COLUMNS],
+        F.shiftleft(offset, _VALUE_BITS).alias("_offset"),
+    )
+    maxima = {f"{lag}_max" for lag in LAG_NAMES}
+    return keyed.groupBy(*GROUP_KEYS).agg(
+        F.count(F.lit(1)).alias("lines"),
+        F.bit_or("_bit").alias("slot_mask"),
+        F.min("_length").alias("length_min"),
+        F.max("_length").alias("length_max"),
+        F.min("interval_start").alias("first_interval_start_ms"),
+        F.max("interval_end").alias("last_interval_end_ms"),
+        *[
+            (F.max(name) if name in maxima else F.sum(name)).alias(name)
+            for name in VALUE_COLUMNS
+            if name not in LAST_COLUMNS
+        ],
+        *[
+            c
+            for name in GAUGE_NAMES
+            for c in (F.sum(name).alias(f"{name}_sum"), F.max(name).alias(f"{name}_max"))
+        ],
+        # Offsets and values occupy disjoint bits (values validated < 2^41), so + is |.
+        *[F.max(col("_offset") + col(name)).alias(f"{name}_packed") for name in LAST_COLUMNS],
+    )
+
+
+def valid_groups(groups: DataFrame) -> DataFrame:
+    return groups.filter(F.col("status") == STATUS_CODES["ok"])
+
+
+def _day(hour_ms: Column) -> Column:
+    return F.floor(hour_ms / DAY_MS).cast("int")
+
+
+def duplicate_keys(groups: DataFrame) -> DataFrame:
+    """Valid groups -> (namespace, topic, day) whose lines may hold a duplicate interval
+    (see the module docstring); ``day`` is days since 1970."""
+    col = F.col
+    valid = valid_groups(groups)
+    hours = valid.groupBy("namespace", "topic", "hour_start_ms").agg(
+        (F.min("length_min") != F.max("length_max")).alias("mixed_lengths"),
+        F.max(F.when(col("kind") == KIND_LINE, col("lines"))).alias("most_copies"),
+    )
+    flagged_hours = hours.filter(col("mixed_lengths") | (col("most_copies") > 1)).select(
+        "namespace", "topic", "hour_start_ms"
+    )
+    # On-grid lines of one-line groups carry their slot bit too: fold them into their block.
+    block = F.when(col("kind") == KIND_BLOCK, col("position")).otherwise(
+        _div(_div(col("position") - col("hour_start_ms"), col("length_min")), F.lit(SLOTS))
+    )
+    crowded = (
+        valid.filter(col("slot_mask") != 0)
+        .groupBy(
+            "namespace",
+            "topic",
+            "hour_start_ms",
+            col("length_min").alias("grid"),
+            block.alias("block"),
+        )
+        .agg(F.bit_count(F.bit_or("slot_mask")).alias("slots"), F.sum("lines").alias("lines"))
+        .filter(col("slots") != col("lines"))
+        .select("namespace", "topic", "hour_start_ms")
+    )
+    return (
+        flagged_hours.unionByName(crowded)
+        .select("namespace", "topic", _day(col("hour_start_ms")).alias("day"))
+        .distinct()
+    )
+
+
+def drop_duplicate_lines(rows: DataFrame) -> DataFrame:
+    """Valid flat rows -> one row per (namespace, topic, intervalStart): the copy with the
+    largest hash of its values (then the latest intervalEnd)."""
+    copies = Window.partitionBy("namespace", "topic", "interval_start").orderBy(
+        F.col("_hash").desc(), F.col("interval_end").desc()
+    )
+    return (
+        rows.withColumn("_hash", F.xxhash64(*VALUE_COLUMNS))
+        .withColumn("_copy", F.row_number().over(copies))
+        .filter(F.col("_copy") == 1)
+        .drop("_hash", "_copy")
+    )
+
+
+def deduplicated_groups(groups: DataFrame, dirty: DataFrame, source: DataFrame) -> DataFrame:
+    """Valid groups with the topic-days in ``dirty`` (``duplicate_keys``) rebuilt from
+    ``source`` (``snapshot_rows`` holding at least every line of those topic-days): their lines
+    de-duplicated and grouped one per group."""
+    col = F.col
+    day_keys = ["namespace", "topic", "day"]
+    flagged = (
+        source.filter(col("status") == STATUS_CODES["ok"])
+        .withColumn("day", F.floor(col("interval_start") / DAY_MS).cast("int"))
+        .join(F.broadcast(dirty), day_keys, "left_semi")
+        .drop("day")
+    )
+    exact = line_groups(drop_duplicate_lines(flagged), one_per_line=True)
+    clean = (
+        valid_groups(groups)
+        .withColumn("day", _day(col("hour_start_ms")))
+        .join(F.broadcast(dirty), day_keys, "left_anti")
+        .drop("day")
+    )
+    return clean.unionByName(exact)
+
+
+def hour_rows(groups: DataFrame) -> DataFrame:
+    """Duplicate-free valid groups -> one row per (namespace, topic, hour): the base columns
+    plus ``date`` and ``hour_start``."""
+    col = F.col
+    maxima = {f"{lag}_max" for lag in LAG_NAMES}
+    summed = [
+        name for name in VALUE_COLUMNS if name not in LAST_COLUMNS and name not in BUCKET_COLUMNS
+    ]
+    hours = (
+        valid_groups(groups)
+        .groupBy("namespace", "topic", "hour_start_ms")
+        .agg(
+            F.sum("lines").alias("snapshot_lines"),
+            F.min("first_interval_start_ms").alias("first_interval_start_ms"),
+            F.max("last_interval_end_ms").alias("last_interval_end_ms"),
+            *[(F.max(name) if name in maxima else F.sum(name)).alias(name) for name in summed],
+            *[F.sum(name).alias(name) for name in BUCKET_COLUMNS],
+            *[
+                c
+                for name in GAUGE_NAMES
+                for c in (
+                    F.sum(f"{name}_sum").alias(f"{name}_sum"),
+                    F.max(f"{name}_max").alias(f"{name}_max"),
+                )
+            ],
+            *[F.max(f"{name}_packed").alias(f"{name}_packed") for name in LAST_COLUMNS],
+        )
+    )
+    counts = [
+        bucket_array([col(f"{lag}_b{i}") for i in range(BUCKETS)]).alias(f"{lag}_counts")
+        for lag in LAG_NAMES
+    ]
+    unpacked = {
+        name: (col(f"{name}_packed").bitwiseAND(F.lit(_VALUE_MASK))) for name in LAST_COLUMNS
+    }
+    lines = col("snapshot_lines")
+    day = _day(col("hour_start_ms"))
+    return hours.select(
+        "namespace",
+        "topic",
+        F.date_from_unix_date(day).alias("date"),
+        "hour_start_ms",
+        F.timestamp_millis("hour_start_ms").alias("hour_start"),
+        "snapshot_lines",
+        "first_interval_start_ms",
+        "last_interval_end_ms",
+        *COUNTER_NAMES,
+        *[c for lag in LAG_NAMES for c in (f"{lag}_count", f"{lag}_sum", f"{lag}_max")],
+        *counts,
+        *[
+            c
+            for name in GAUGE_NAMES
+            for c in (
+                col(f"{name}_sum"),
+                col(f"{name}_max"),
+                unpacked[name].alias(f"{name}_last"),
+                (col(f"{name}_sum") / lines).alias(f"{name}_avg"),
+            )
+        ],
+        *[unpacked[name].alias(name) for name in WAITING_NAMES],
+    )
+
+
+def _high_bit(mask: Column) -> Column:
+    """Index of the highest set bit of a non-zero long (exact: from its binary string)."""
+    return (F.length(F.bin(mask)) - 1).cast("long")
+
+
+def growth_runs(groups: DataFrame, min_intervals: int) -> DataFrame:
+    """Duplicate-free valid groups -> one row per ready-queue growth run of at least
+    ``min_intervals`` steps: namespace, topic, date, run_start, run_end, intervals,
+    from_size, to_size.
+
+    Rule (exact, per topic and UTC day, over consecutive snapshots in time order; a minute
+    without a snapshot is skipped, not a break): a snapshot "grew" when its readyQueueSize is
+    larger than the previous snapshot's. A run is a snapshot that did not grow (its start)
+    followed by every following snapshot that grew; its length is the number of growth steps.
+
+    Only one-line groups can grow (a block's lines have empty ready queues). Their previous
+    snapshot is either the previous one-line group or the latest slot of a block before
+    them, whichever is later; blocks never overlap (one grid per topic-hour, else the
+    topic-day went through ``drop_duplicate_lines`` and has no blocks), so the block holding
+    that slot is the latest block starting at or before the line.
+    """
+    col = F.col
+    valid = valid_groups(groups)
+    day_keys = ["namespace", "topic", "day"]
+    grid = col("grid_ms")
+    t0 = col("hour_start_ms") + col("position") * SLOTS * grid
+    blocks = valid.filter(col("kind") == KIND_BLOCK).select(
+        "namespace",
+        "topic",
+        _day(col("hour_start_ms")).alias("day"),
+        t0.alias("t0"),
+        F.least(t0 + SLOTS * grid, col("hour_start_ms") + HOUR_MS).alias("t1"),
+        grid.alias("grid"),
+        col("slot_mask").alias("mask"),
+        (t0 + _high_bit(col("slot_mask")) * grid).alias("zmax"),
+    )
+    blocks = blocks.withColumn(
+        "prev_zmax", F.lag("zmax").over(Window.partitionBy(*day_keys).orderBy("t0"))
+    )
+    lines = valid.filter(col("kind") == KIND_LINE).select(
+        "namespace",
+        "topic",
+        _day(col("hour_start_ms")).alias("day"),
+        col("position").alias("s"),
+        col("ready_size_packed").bitwiseAND(F.lit(_VALUE_MASK)).alias("ready"),
+    )
+    block_events = blocks.select(
+        *day_keys,
+        col("t0").alias("time"),
+        F.lit(0).alias("ord"),
+        F.struct("t0", "t1", "grid", "mask", "zmax", "prev_zmax").alias("block"),
+        F.lit(None).cast("long").alias("ready"),
+    )
+    block_type = block_events.schema["block"].dataType
+    events = block_events.unionByName(
+        lines.select(
+            *day_keys,
+            col("s").alias("time"),
+            F.lit(1).alias("ord"),
+            F.lit(None).cast(block_type).alias("block"),
+            "ready",
+        )
+    )
+    ordered = Window.partitionBy(*day_keys).orderBy("time", "ord")
+    so_far = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    before = ordered.rowsBetween(Window.unboundedPreceding, -1)
+    is_line = col("ord") == 1
+    seen = events.select(
+        *day_keys,
+        "time",
+        "ord",
+        "ready",
+        F.last("block", ignorenulls=True).over(so_far).alias("b"),
+        F.last(F.when(is_line, col("time")), ignorenulls=True).over(before).alias("prev_line_s"),
+        F.last(F.when(is_line, col("ready")), ignorenulls=True)
+        .over(before)
+        .alias("prev_line_ready"),
+    ).filter(is_line)
+    s = col("time")
+    b = col("b")
+    below = F.ceil((s - b["t0"]) / b["grid"]).cast("int")
+    partial_mask = F.when(below >= SLOTS, b["mask"]).otherwise(
+        b["mask"].bitwiseAND(_shl(F.lit(1).cast("long"), below) - 1)
+    )
+    straddle_zero = F.when(partial_mask != 0, b["t0"] + _high_bit(partial_mask) * b["grid"])
+    zero = (
+        F.when(b.isNull(), F.lit(None).cast("long"))
+        .when(b["t1"] > s, F.coalesce(straddle_zero, b["prev_zmax"]))
+        .otherwise(b["zmax"])
+    )
+    with_zero = seen.select(
+        *day_keys, s.alias("s"), "ready", "prev_line_s", "prev_line_ready", zero.alias("zero")
+    )
+    prev_is_zero = col("zero").isNotNull() & (
+        col("prev_line_s").isNull() | (col("zero") > col("prev_line_s"))
+    )
+    steps = with_zero.select(
+        *day_keys,
+        "s",
+        "ready",
+        F.when(prev_is_zero, col("zero")).otherwise(col("prev_line_s")).alias("prev_s"),
+        F.when(prev_is_zero, F.lit(0).cast("long"))
+        .otherwise(col("prev_line_ready"))
+        .alias("prev_ready"),
+        (~prev_is_zero & col("prev_line_s").isNotNull()).alias("prev_is_line"),
+    ).withColumn("grew", col("prev_s").isNotNull() & (col("ready") > col("prev_ready")))
+    by_time = Window.partitionBy(*day_keys).orderBy("s")
+    new_run = col("grew") & ~(
+        col("prev_is_line") & F.coalesce(F.lag("grew").over(by_time), F.lit(False))
+    )
+    numbered = steps.withColumn("_new", new_run.cast("int")).withColumn(
+        "run", F.sum("_new").over(by_time.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    )
+    runs = (
+        numbered.filter("grew")
+        .groupBy(*day_keys, "run")
+        .agg(
+            F.count(F.lit(1)).alias("intervals"),
+            F.min_by("prev_s", "s").alias("run_start_ms"),
+            F.min_by("prev_ready", "s").alias("from_size"),
+            F.max("s").alias("run_end_ms"),
+            F.max_by("ready", "s").alias("to_size"),
+        )
+        .filter(col("intervals") >= int(min_intervals))
+    )
+    return runs.select(
+        "namespace",
+        "topic",
+        F.date_from_unix_date("day").alias("date"),
+        F.timestamp_millis("run_start_ms").alias("run_start"),
+        F.timestamp_millis("run_end_ms").alias("run_end"),
+        col("intervals").cast("int").alias("intervals"),
+        "from_size",
+        "to_size",
+    )
+
+
+# ---- roll-ups and derived columns (small tables) -------------------------------------------
 
 
 def _hist_sum(name: str) -> list[Column]:
@@ -42,150 +442,10 @@ def _hist_sum(name: str) -> list[Column]:
     ]
 
 
-_VALUE_COLUMNS = [
-    "interval_end",
-    *COUNTER_NAMES,
-    *[f"{name}_{part}" for name in LAG_NAMES for part in ("count", "sum", "max")],
-    *[f"{name}_b{i}" for name in LAG_NAMES for i in range(BUCKETS)],
-    *GAUGE_NAMES,
-    *WAITING_NAMES,
-]
-_TOPIC_DAY = ["namespace", "topic", "_day"]
-
-
-def growth_intervals(snapshots: DataFrame, min_intervals: int) -> DataFrame:
-    """Valid snapshot rows -> one row per distinct interval, flagged for backlog growth.
-
-    The one shuffle of the job happens here: ``repartition(namespace, topic)``. Everything after
-    it (these windows, the hourly aggregate) needs only that clustering, so Spark adds no
-    further exchange; the windows share one sort by (namespace, topic, UTC day, intervalStart).
-
-    De-duplication: copies of an interval (same namespace, topic, intervalStart) count once;
-    the copy kept is the first in the order (intervalEnd, then every value column, descending),
-    i.e. any one of identical copies, and a deterministic one when copies differ.
-
-    Growth rule (exact, per topic and UTC day, over consecutive snapshots in time order; a
-    minute without a snapshot is skipped, not a break): a snapshot "grew" when its
-    readyQueueSize is larger than the previous snapshot's. A run is a snapshot that did not
-    grow (its start) followed by every following snapshot that grew; its length is the number
-    of growth steps. Each row carries ``_run_end_ms``: the row's intervalStart when it is the
-    last step of a run of at least ``min_intervals`` steps, else null; the run's start time,
-    length and first size ride on that row (``_run_start_ms``, ``_run_steps``,
-    ``_run_from``). Consecutive runs are found with the running-count trick: the start of the
-    current run is the latest non-growing row at or before this one.
-    """
-    day = F.floor(F.col("interval_start") / DAY_MS).cast("int").alias("_day")
-    tiebreak = [F.col(name).desc() for name in _VALUE_COLUMNS]
-    copies = Window.partitionBy(*_TOPIC_DAY).orderBy("interval_start", *tiebreak)
-    ordered = Window.partitionBy(*_TOPIC_DAY).orderBy("interval_start")
-    so_far = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    distinct = (
-        snapshots.select("*", day)
-        .repartition("namespace", "topic")
-        .withColumn("_prev_start", F.lag("interval_start").over(copies))
-        .filter(F.col("_prev_start").isNull() | (F.col("_prev_start") != F.col("interval_start")))
-        .drop("_prev_start")
-    )
-    grew = F.coalesce(F.col("ready_size") > F.lag("ready_size").over(ordered), F.lit(False))
-    flagged = distinct.select("*", grew.alias("_grew"), F.row_number().over(ordered).alias("_n"))
-    start = ~F.col("_grew")
-    runs = flagged.select(
-        "*",
-        (F.col("_n") - F.max(F.when(start, F.col("_n"))).over(so_far)).alias("_run_steps"),
-        F.max(F.when(start, F.col("interval_start"))).over(so_far).alias("_run_start_ms"),
-        F.last(F.when(start, F.col("ready_size")), ignorenulls=True).over(so_far).alias("_run_from"),
-        F.lead("_grew").over(ordered).alias("_next_grew"),
-    )
-    run_end = F.col("_grew") & ~F.coalesce(F.col("_next_grew"), F.lit(False))
-    run_end &= F.col("_run_steps") >= int(min_intervals)
-    return runs.withColumn("_run_end_ms", F.when(run_end, F.col("interval_start"))).drop(
-        "_grew", "_n", "_next_grew"
-    )
-
-
-def hour_parts(snapshots: DataFrame, min_intervals: int) -> DataFrame:
-    """Valid snapshot rows -> the one pass over the input: per (namespace, topic, hour) the
-    hourly figures, split so that each backlog-growth run ending in the hour has its own row.
-
-    Rows are keyed by (namespace, topic, hour_start_ms, run_end_ms): ``run_end_ms`` is null for
-    the hour's ordinary snapshots, and a run's last snapshot forms its own row carrying the
-    run's figures. The result is small (hours plus runs); ``topic_hour`` and
-    ``ready_growth_runs`` both derive from it, so the input is read once.
-    """
-    rows = growth_intervals(snapshots, min_intervals).withColumn(
-        "hour_start_ms", F.col("interval_start") - F.col("interval_start") % HOUR_MS
-    )
-    last = F.col("interval_start")
-    run_end = F.col("_run_end_ms")
-    return rows.groupBy("namespace", "topic", "hour_start_ms", run_end.alias("run_end_ms")).agg(
-        F.count(F.lit(1)).alias("snapshot_lines"),
-        F.min("interval_start").alias("first_interval_start_ms"),
-        F.max("interval_end").alias("last_interval_end_ms"),
-        *[F.sum(name).alias(name) for name in COUNTER_NAMES],
-        *[
-            c
-            for name in LAG_NAMES
-            for c in (
-                F.sum(f"{name}_count").alias(f"{name}_count"),
-                F.sum(f"{name}_sum").alias(f"{name}_sum"),
-                F.max(f"{name}_max").alias(f"{name}_max"),
-                bucket_array([F.sum(f"{name}_b{i}") for i in range(BUCKETS)]).alias(f"{name}_counts"),
-            )
-        ],
-        *[
-            c
-            for name in GAUGE_NAMES
-            for c in (
-                F.sum(name).alias(f"{name}_sum"),
-                F.max(name).alias(f"{name}_max"),
-                F.max_by(name, last).alias(f"{name}_last"),
-            )
-        ],
-        *[F.max_by(name, last).alias(name) for name in WAITING_NAMES],
-        # One row per run end: these are that row's own values (null on ordinary rows).
-        F.max(F.when(run_end.isNotNull(), F.col("_run_start_ms"))).alias("run_start_ms"),
-        F.max(F.when(run_end.isNotNull(), F.col("_run_steps"))).alias("run_intervals"),
-        F.max(F.when(run_end.isNotNull(), F.col("_run_from"))).alias("run_from_size"),
-        F.max(F.when(run_end.isNotNull(), F.col("ready_size"))).alias("run_to_size"),
-    )
-
-
-def _with_time(table: DataFrame) -> DataFrame:
-    return table.withColumn(
-        "date", F.date_from_unix_date(F.floor(F.col("hour_start_ms") / DAY_MS).cast("int"))
-    ).withColumn("hour_start", F.timestamp_millis("hour_start_ms"))
-
-
-def topic_hour(parts: DataFrame) -> DataFrame:
-    """``hour_parts`` rows -> one row per (namespace, topic, date, hour_start).
-
-    Duplicated intervals were dropped in ``growth_intervals``; the hour's parts (its ordinary
-    snapshots and any run ends) are summed here; "last" values come from the part holding the
-    latest interval.
-    """
-    run_columns = ["run_end_ms", "run_start_ms", "run_intervals", "run_from_size", "run_to_size"]
-    return _with_time(topic_rollup(parts.drop(*run_columns), ["namespace", "topic", "hour_start_ms"]))
-
-
-def ready_growth_runs(parts: DataFrame) -> DataFrame:
-    """``hour_parts`` rows -> one row per backlog-growth run (namespace, topic, date,
-    run_start, run_end, intervals, from_size, to_size); see ``growth_intervals`` for the rule."""
-    return parts.filter(F.col("run_end_ms").isNotNull()).select(
-        "namespace",
-        "topic",
-        F.date_from_unix_date(F.floor(F.col("run_end_ms") / DAY_MS).cast("int")).alias("date"),
-        F.timestamp_millis("run_start_ms").alias("run_start"),
-        F.timestamp_millis("run_end_ms").alias("run_end"),
-        F.col("run_intervals").cast("int").alias("intervals"),
-        F.col("run_from_size").alias("from_size"),
-        F.col("run_to_size").alias("to_size"),
-    )
-
-
 def topic_rollup(topic_rows: DataFrame, keys: list[str]) -> DataFrame:
     """Topic rows at a finer time grain -> topic rows grouped by ``keys`` (coarser grain)."""
     last = F.col("last_interval_end_ms")
-    aggregated = topic_rows.groupBy(*keys).agg(
+    return topic_rows.groupBy(*keys).agg(
         F.sum("snapshot_lines").alias("snapshot_lines"),
         F.min("first_interval_start_ms").alias("first_interval_start_ms"),
         F.max("last_interval_end_ms").alias("last_interval_end_ms"),
@@ -201,10 +461,11 @@ def topic_rollup(topic_rows: DataFrame, keys: list[str]) -> DataFrame:
             )
         ],
         *[F.max_by(name, last).alias(name) for name in WAITING_NAMES],
+        *[
+            (F.sum(f"{name}_sum") / F.sum("snapshot_lines")).alias(f"{name}_avg")
+            for name in GAUGE_NAMES
+        ],
     )
-    for name in GAUGE_NAMES:
-        aggregated = aggregated.withColumn(f"{name}_avg", F.col(f"{name}_sum") / F.col("snapshot_lines"))
-    return aggregated
 
 
 def namespace_rollup(topic_rows: DataFrame, time_keys: list[str]) -> DataFrame:
@@ -239,20 +500,27 @@ def with_derived(table: DataFrame) -> DataFrame:
         count = F.when(F.col(f"{name}_count") > 0, F.col(f"{name}_count"))
         derived.append((F.col(f"{name}_sum") / count).alias(f"{name}_mean_ms"))
         derived += [
-            percentile(F.col(f"_{name}_cumulative"), F.col(f"{name}_max"), p).alias(f"{name}_{label}_ms")
+            percentile(F.col(f"_{name}_cumulative"), F.col(f"{name}_max"), p).alias(
+                f"{name}_{label}_ms"
+            )
             for p, label in PERCENTILES
         ]
-    cumulative = [cumulative_counts(F.col(f"{name}_counts")).alias(f"_{name}_cumulative") for name in LAG_NAMES]
+    cumulative = [
+        cumulative_counts(F.col(f"{name}_counts")).alias(f"_{name}_cumulative")
+        for name in LAG_NAMES
+    ]
     return table.select("*", *cumulative).select(*table.columns, *derived)
 
 
 __all__ = [
     "BUCKETS",
-    "topic_hour",
+    "line_groups",
+    "duplicate_keys",
+    "drop_duplicate_lines",
+    "deduplicated_groups",
+    "hour_rows",
+    "growth_runs",
     "topic_rollup",
     "namespace_rollup",
     "with_derived",
-    "ready_growth_runs",
-    "growth_intervals",
-    "hour_parts",
 ]

@@ -1,4 +1,4 @@
-"""Findings an operator acts on, derived from the hourly per-topic table.
+"""Findings an operator acts on, derived from the hourly per-topic table and the growth runs.
 
 Every finding is one row: kind, namespace, topic, date, time, figure, unit, detail.
   * ``ready_backlog_growing``  -- the ready queue grew at each of at least N consecutive
@@ -7,8 +7,11 @@ Every finding is one row: kind, namespace, topic, date, time, figure, unit, deta
     the threshold; time = worst hour, figure = its p99 (ms).
   * ``messages_ended``         -- messages ended by expiry or exhausted retries
     (triggerMsgEndLife) in the day; time = first such hour, figure = count.
+  * ``dead_lettered``          -- messages moved to the dead-letter queue in the day
+    (``deadLettered``, snapshot schemaVersion 2); time = first such hour, figure = count.
   * ``no_consumer``            -- messages sent in the day and none delivered; time = first
     hour with sends, figure = messages sent.
+A day with none of these has no findings rows (the report says so).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ def _finding(df: DataFrame, kind: str, time, figure, unit: str, detail) -> DataF
 
 
 def backlog_growth_findings(runs: DataFrame) -> DataFrame:
-    """One finding per ready-queue growth run (see ``aggregate.ready_growth_runs``)."""
+    """One finding per ready-queue growth run (see ``aggregate.growth_runs``)."""
     detail = F.format_string(
         "ready queue grew from %d to %d over %d consecutive snapshots (until %s)",
         "from_size",
@@ -43,7 +46,12 @@ def backlog_growth_findings(runs: DataFrame) -> DataFrame:
         F.date_format("run_end", "yyyy-MM-dd HH:mm"),
     )
     return _finding(
-        runs, "ready_backlog_growing", F.col("run_start"), F.col("to_size") - F.col("from_size"), "messages", detail
+        runs,
+        "ready_backlog_growing",
+        F.col("run_start"),
+        F.col("to_size") - F.col("from_size"),
+        "messages",
+        detail,
     )
 
 
@@ -55,47 +63,78 @@ def delivery_lag_findings(topic_hour: DataFrame, threshold_ms: int) -> DataFrame
         .agg(
             F.count(F.lit(1)).alias("hours"),
             F.max("delivery_lag_p99_ms").alias("worst_p99"),
-            F.max_by("hour_start", F.col("delivery_lag_p99_ms") * 1e13 - F.col("hour_start_ms")).alias("worst_hour"),
+            F.max_by(
+                "hour_start", F.col("delivery_lag_p99_ms") * 1e13 - F.col("hour_start_ms")
+            ).alias("worst_hour"),
         )
     )
     detail = F.format_string(
-        "p99 delivery lag above %d ms in %d hour(s); worst %d ms", F.lit(threshold_ms), "hours", "worst_p99"
+        "p99 delivery lag above %d ms in %d hour(s); worst %d ms",
+        F.lit(threshold_ms),
+        "hours",
+        "worst_p99",
     )
-    return _finding(hot, "delivery_lag_p99_high", F.col("worst_hour"), F.col("worst_p99"), "ms", detail)
+    return _finding(
+        hot, "delivery_lag_p99_high", F.col("worst_hour"), F.col("worst_p99"), "ms", detail
+    )
 
 
-def _daily(topic_hour: DataFrame, when_col: str) -> DataFrame:
+def _daily(topic_hour: DataFrame) -> DataFrame:
+    def first_hour(column: str):
+        return F.min(F.when(F.col(column) > 0, F.col("hour_start"))).alias(f"first_{column}")
+
     return topic_hour.groupBy(*KEYS).agg(
-        F.sum("sent").alias("sent"),
-        F.sum("delivered").alias("delivered"),
-        F.sum("ended").alias("ended"),
-        F.min(F.when(F.col(when_col) > 0, F.col("hour_start"))).alias("first_hour"),
+        *[F.sum(c).alias(c) for c in ("sent", "delivered", "ended", "dead_lettered", "redriven")],
+        first_hour("sent"),
+        first_hour("ended"),
+        first_hour("dead_lettered"),
         F.max_by("ready_size_last", "hour_start_ms").alias("ready_size_last"),
     )
 
 
-def ended_findings(topic_hour: DataFrame) -> DataFrame:
-    """Topic-days in which messages ended by expiry or exhausted retries."""
-    days = _daily(topic_hour, "ended").filter(F.col("ended") > 0)
-    detail = F.format_string("%d message(s) ended by expiry or exhausted retries", "ended")
-    return _finding(days, "messages_ended", F.col("first_hour"), F.col("ended"), "messages", detail)
-
-
-def no_consumer_findings(topic_hour: DataFrame) -> DataFrame:
-    """Topic-days with messages sent and none delivered."""
-    days = _daily(topic_hour, "sent").filter((F.col("sent") > 0) & (F.col("delivered") == 0))
-    detail = F.format_string(
-        "%d message(s) sent, none delivered; ready queue at end of day: %d", "sent", "ready_size_last"
+def daily_findings(topic_hour: DataFrame) -> DataFrame:
+    """Ended, dead-lettered and no-consumer findings of each topic-day (one pass)."""
+    days = _daily(topic_hour)
+    ended = _finding(
+        days.filter(F.col("ended") > 0),
+        "messages_ended",
+        F.col("first_ended"),
+        F.col("ended"),
+        "messages",
+        F.format_string("%d message(s) ended by expiry or exhausted retries", "ended"),
     )
-    return _finding(days, "no_consumer", F.col("first_hour"), F.col("sent"), "messages", detail)
+    dead = _finding(
+        days.filter(F.col("dead_lettered") > 0),
+        "dead_lettered",
+        F.col("first_dead_lettered"),
+        F.col("dead_lettered"),
+        "messages",
+        F.format_string(
+            "topic %s dead-lettered %d message(s); %d redriven in the day",
+            "topic",
+            "dead_lettered",
+            "redriven",
+        ),
+    )
+    no_consumer = _finding(
+        days.filter((F.col("sent") > 0) & (F.col("delivered") == 0)),
+        "no_consumer",
+        F.col("first_sent"),
+        F.col("sent"),
+        "messages",
+        F.format_string(
+            "%d message(s) sent, none delivered; ready queue at end of day: %d",
+            "sent",
+            "ready_size_last",
+        ),
+    )
+    return ended.unionByName(dead).unionByName(no_consumer)
 
 
 def findings(topic_hour: DataFrame, growth_runs: DataFrame, lag_threshold_ms: int) -> DataFrame:
-    """All findings, ordered by date, kind, namespace, topic, time."""
+    """All findings (order them when reading: tables are unordered)."""
     return (
         backlog_growth_findings(growth_runs)
         .unionByName(delivery_lag_findings(topic_hour, lag_threshold_ms))
-        .unionByName(ended_findings(topic_hour))
-        .unionByName(no_consumer_findings(topic_hour))
-        .orderBy("date", "kind", "namespace", "topic", "time")
+        .unionByName(daily_findings(topic_hour))
     )

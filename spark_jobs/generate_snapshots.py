@@ -1,14 +1,17 @@
 """Write realistic synthetic monitoring snapshots in the server's on-disk layout.
 
-Layout and line format follow shared/DESIGN.md: ``<dir>/date=YYYY-MM-DD/<namespace>-<HH>.jsonl``,
-one JSON line per topic per interval. Traffic follows a daily cycle; by topic index:
+Layout and line format follow docs/design.md ("Monitoring and the snapshot contract"):
+``<dir>/date=YYYY-MM-DD/<namespace>-<HH>.jsonl``, one JSON line per topic per interval.
+Traffic follows a daily cycle; by topic index:
   * i % 10 == 3  -- consumers fall behind from 08:00 to 20:00 UTC: the ready backlog grows
   * i % 10 == 5  -- delivery-lag spike from 14:00 to 16:00 UTC (p99 well above 1000 ms)
   * i % 10 == 7  -- some messages end by expiry / exhausted retries every hour
   * i % 10 == 9  -- the topic first appears at 12:00 UTC on the first day
   * the last topic (with 4 or more topics) has no consumer: nothing is ever delivered
-Optionally duplicates (a snapshot written twice) and malformed / unsupported lines are mixed
-in. Days are generated in parallel processes; the output is deterministic for a seed.
+Optionally duplicates (a snapshot written twice) and malformed / unsupported (schemaVersion
+99) lines are mixed in. With ``schema_version`` 2 the lines carry the failure-handling
+counters too (``deadLettered``, ``redriven``: topics with i % 10 == 7 dead-letter what ends).
+Days are generated in parallel processes; the output is deterministic for a seed.
 
 Usage: python -m spark_jobs.generate_snapshots --output DIR --topics 20 --days 1
 """
@@ -43,6 +46,7 @@ class Plan:
     seed: int = 7
     duplicate_rate: float = 0.0
     malformed_rate: float = 0.0
+    schema_version: int = 1
 
 
 def _histogram(n: int, center: int) -> str:
@@ -64,7 +68,9 @@ def _histogram(n: int, center: int) -> str:
 def _day_lines(plan: Plan, day_index: int) -> dict[str, dict]:
     """Generate one UTC day; returns file relative path -> lines and counts."""
     day = plan.start + timedelta(days=day_index)
-    day_start_ms = int(datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp() * 1000)
+    day_start_ms = int(
+        datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp() * 1000
+    )
     interval_ms = plan.interval_s * 1000
     per_day = 86_400_000 // interval_ms
     rng = random.Random(plan.seed * 100_003 + day_index)
@@ -102,15 +108,20 @@ def _day_lines(plan: Plan, day_index: int) -> dict[str, dict]:
             waiting[i] = max(0, waiting[i] + sent - promoted + rng.randint(-2, 2))
             lag_center = 10 if role == 5 and 14 <= hour < 16 else 3
             w = waiting[i]
+            failure = ""
+            if plan.schema_version >= 2:
+                failure = f'"deadLettered":{ended // 2},"redriven":{ended // 4},'
             line = (
-                f'{{"schemaVersion":1,"namespace":"{plan.namespace}","topic":"topic-{i:04d}",'
+                f'{{"schemaVersion":{plan.schema_version},"namespace":"{plan.namespace}","topic":"topic-{i:04d}",'
                 f'"intervalStart":{start_ms},"intervalEnd":{start_ms + interval_ms},'
                 f'"sendMsg":{sent},"pullMsg":{delivered},"ackMsg":{acked},"nackMsg":{nacked},'
-                f'"getMsg":{delivered // 20},"deleteMsg":{sent // 100},"triggerMsgReady":{promoted},'
-                f'"triggerMsgEndLife":{ended},"triggerMsgTimeout":{timed_out},'
+                f'"getMsg":{delivered // 20},"deleteMsg":{sent // 100},'
+                f'"triggerMsgReady":{promoted},'
+                f'"triggerMsgEndLife":{ended},"triggerMsgTimeout":{timed_out},{failure}'
                 f'"pullMsgTimeGap":{_histogram(delivered, lag_center)},'
                 f'"readyQueueTimeGap":{_histogram(promoted, 1)},'
-                f'"waitingQueueSize":{w},"readyQueueSize":{ready[i]},"ackQueueSize":{timed_out + nacked},'
+                f'"waitingQueueSize":{w},"readyQueueSize":{ready[i]},'
+                f'"ackQueueSize":{timed_out + nacked},'
                 f'"waitingQueueInfo":{{"sizeOf0To1min":{w // 2},"sizeOf1minTo10min":{w - w // 2},'
                 f'"sizeOf10minTo30min":0,"sizeOf30minTo1hour":0,"sizeOf1hourTo6hour":0,'
                 f'"sizeOf6hourTo1day":0,"sizeOf1dayTo7day":0,"sizeOf7dayTo30day":0,'
@@ -123,7 +134,9 @@ def _day_lines(plan: Plan, day_index: int) -> dict[str, dict]:
                 stats["duplicates"] += 1
             if plan.malformed_rate and rng.random() < plan.malformed_rate:
                 out["tail"].append(line[: len(line) // 2])
-                out["tail"].append(line.replace('"schemaVersion":1', '"schemaVersion":2', 1))
+                out["tail"].append(
+                    line.replace(f'"schemaVersion":{plan.schema_version}', '"schemaVersion":99', 1)
+                )
                 stats["malformed"] += 1
                 stats["unsupported"] += 1
     return {"files": files, "stats": stats}
@@ -143,7 +156,7 @@ def generate(plan: Plan, workers: int = 1) -> dict[str, int]:
     """Write the snapshots of ``plan``; return line counts (lines, duplicates, malformed, ...).
 
     ``lines`` counts distinct topic-intervals; each duplicate adds one more line, and each
-    malformed event adds one truncated and one schemaVersion-2 line.
+    malformed event adds one truncated and one schemaVersion-99 line.
     """
     totals = {"lines": 0, "duplicates": 0, "malformed": 0, "unsupported": 0}
     if workers > 1 and plan.days > 1:
@@ -162,12 +175,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--output", required=True, type=Path, help="snapshot directory to write")
     parser.add_argument("--topics", type=int, default=20)
     parser.add_argument("--days", type=int, default=1)
-    parser.add_argument("--start", type=date.fromisoformat, default=date(2025, 11, 20), help="first UTC day")
+    parser.add_argument(
+        "--start", type=date.fromisoformat, default=date(2025, 11, 20), help="first UTC day"
+    )
     parser.add_argument("--interval-s", type=int, default=60)
     parser.add_argument("--namespace", default="default")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--duplicate-rate", type=float, default=0.0, help="share of lines written twice")
-    parser.add_argument("--malformed-rate", type=float, default=0.0, help="share of lines followed by bad ones")
+    parser.add_argument(
+        "--duplicate-rate", type=float, default=0.0, help="share of lines written twice"
+    )
+    parser.add_argument(
+        "--malformed-rate", type=float, default=0.0, help="share of lines followed by bad ones"
+    )
+    parser.add_argument(
+        "--schema-version",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="2 adds the deadLettered / redriven counters",
+    )
     parser.add_argument("--workers", type=int, default=2, help="parallel processes (one day each)")
     return parser.parse_args(argv)
 
@@ -184,11 +210,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         duplicate_rate=args.duplicate_rate,
         malformed_rate=args.malformed_rate,
+        schema_version=args.schema_version,
     )
     totals = generate(plan, workers=args.workers)
     print(
         f"wrote {totals['lines']} snapshot lines (+{totals['duplicates']} duplicates, "
-        f"{totals['malformed']} malformed, {totals['unsupported']} unsupported) under {args.output}",
+        f"{totals['malformed']} malformed, {totals['unsupported']} unsupported) "
+        f"under {args.output}",
         file=sys.stderr,
     )
     return 0

@@ -2,27 +2,29 @@
 
 Input: a directory (local, HDFS, S3-style URI) holding snapshot files, read recursively:
 ``<dir>/date=YYYY-MM-DD/<namespace>-<HH>.jsonl``, one JSON line per topic per interval
-(shared/DESIGN.md, "Monitoring and the snapshot contract"). Lines are parsed by Spark's JSON
-source with the explicit ``SNAPSHOT_SCHEMA``; malformed lines and unsupported schema versions
-are counted and reported (blank lines are skipped), duplicate intervals (namespace, topic,
-intervalStart) count once.
+(docs/design.md, "Monitoring and the snapshot contract"; schemaVersion 1 and 2). Lines are
+parsed by Spark's JSON source with the explicit ``SNAPSHOT_SCHEMA``; malformed lines,
+unsupported schema versions and lines in another day's directory are counted and reported
+(blank lines are skipped), duplicate intervals (namespace, topic, intervalStart) count once.
 
-Execution: the input is read once. ``aggregate.hour_parts`` is the only pass over raw rows
-(one shuffle by namespace and topic, one sort, windows for de-duplication and backlog-growth
-runs, one hash aggregate); its small result is persisted, and every table, the findings and
-the report derive from it. Backlog growth follows the rule in
-``aggregate.growth_intervals``. Throughput: docs/benchmarks-spark.md.
+Runs are incremental by default: only the dates that are new or whose files changed since
+the last run are read, and their partitions of the date-partitioned tables replaced
+(``spark_jobs.incremental``); ``--full`` rebuilds everything, ``--since DATE`` reprocesses
+from DATE on. Running twice, or re-running a day, gives the same tables.
+
+Execution: the files read are parsed once, in a single hash aggregate computed partly on
+the map side (``aggregate.line_groups``); everything else derives from its small result.
+Only topic-days holding duplicate intervals are read a second time. See docs/report.md.
 
 Output under ``--output``:
   topic_hour/ topic_day/ namespace_hour/ namespace_day/             Parquet, partitioned by date
-  ready_growth_runs/ findings/                                      Parquet, partitioned by date
+  ready_growth_runs/ findings/ input_quality_daily/                 Parquet, partitioned by date
   topic_total/ namespace_total/ input_quality/                       Parquet (whole input)
   topic_daily.csv                                                   per-topic daily summary
   report.html                                                       self-contained report
+  _state/manifest.json                                              what has been reported
 
-Percentiles are read from the summed fixed-bound histograms: the p-th percentile is the upper
-bound of the first bucket whose cumulative count is >= ceil(p * total), or the observed max
-when that is the +inf bucket (see ``spark_jobs.histogram``).
+Every table has an explicit schema (``spark_jobs.tables.SCHEMAS``) and is read with it.
 
 Run: ``delayqueue report --input DIR --output DIR``, ``python -m spark_jobs.monitor_report``,
 or ``spark-submit spark_jobs/monitor_report.py --input URI --output URI`` on any master.
@@ -31,7 +33,9 @@ or ``spark-submit spark_jobs/monitor_report.py --input URI --output URI`` on any
 from __future__ import annotations
 
 import argparse
-import logging
+import datetime as dt
+import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -40,50 +44,67 @@ from typing import Sequence
 if __package__ in (None, ""):  # run as a file by spark-submit: make `spark_jobs` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from spark_jobs.aggregate import (  # noqa: E402
-    hour_parts,
-    namespace_rollup,
-    ready_growth_runs,
-    topic_hour,
-    topic_rollup,
-    with_derived,
-)
-from spark_jobs.finding import findings  # noqa: E402
+from spark_jobs import incremental, tables  # noqa: E402
 from spark_jobs.snapshot import (  # noqa: E402
     CORRUPT_COLUMN,
     SNAPSHOT_SCHEMA,
-    quality_metrics,
+    STATUS_CODES,
+    example_metrics,
     snapshot_rows,
-    valid_snapshots,
 )
 
-logger = logging.getLogger(__name__)
-
-__all__ = ["SNAPSHOT_SCHEMA", "build_tables", "main", "parse_args", "run"]
+__all__ = ["SNAPSHOT_SCHEMA", "main", "parse_args", "run", "InputError"]
 
 LOCAL_SHUFFLE_PARTITIONS = 8
+KEEP_CONF = "spark.delayqueue.report.keepConf"
+"""Session setting: "true" keeps the session's codegen and adaptive settings (tests)."""
+WRITE_THREADS = int(os.environ.get("DELAYQUEUE_REPORT_WRITE_THREADS", "4"))
+EXIT_FAILED = 1
 EXIT_EMPTY_INPUT = 2
 EXIT_NO_VALID_LINES = 3
 
 CSV_COLUMNS = (
-    "date", "namespace", "topic", "snapshot_lines", "sent", "delivered", "acked", "nacked",
-    "deleted", "got", "promoted", "ended", "timed_out", "sent_per_s", "delivered_per_s",
-    "acked_per_s", "ack_ratio", "redelivery_ratio", "delivery_lag_count", "delivery_lag_mean_ms",
-    "delivery_lag_p50_ms", "delivery_lag_p90_ms", "delivery_lag_p99_ms", "delivery_lag_max",
-    "scheduling_lag_count", "scheduling_lag_mean_ms", "scheduling_lag_p50_ms",
-    "scheduling_lag_p90_ms", "scheduling_lag_p99_ms", "scheduling_lag_max", "waiting_size_avg",
-    "waiting_size_max", "waiting_size_last", "ready_size_avg", "ready_size_max", "ready_size_last",
-    "consuming_size_avg", "consuming_size_max", "consuming_size_last",
-)  # fmt: skip
-
-
-QUALITY_FIELDS = (
-    "input_lines", "valid_lines", "malformed_lines", "unsupported_lines", "example_bad_file",
-    "example_bad_line", "distinct_intervals", "duplicate_lines",
-)  # fmt: skip
-QUALITY_SCHEMA = (
-    "input_lines long, valid_lines long, malformed_lines long, unsupported_lines long, "
-    "example_bad_file string, example_bad_line string, distinct_intervals long, duplicate_lines long"
+    "date",
+    "namespace",
+    "topic",
+    "snapshot_lines",
+    "sent",
+    "delivered",
+    "acked",
+    "nacked",
+    "deleted",
+    "got",
+    "promoted",
+    "ended",
+    "timed_out",
+    "dead_lettered",
+    "redriven",
+    "sent_per_s",
+    "delivered_per_s",
+    "acked_per_s",
+    "ack_ratio",
+    "redelivery_ratio",
+    "delivery_lag_count",
+    "delivery_lag_mean_ms",
+    "delivery_lag_p50_ms",
+    "delivery_lag_p90_ms",
+    "delivery_lag_p99_ms",
+    "delivery_lag_max",
+    "scheduling_lag_count",
+    "scheduling_lag_mean_ms",
+    "scheduling_lag_p50_ms",
+    "scheduling_lag_p90_ms",
+    "scheduling_lag_p99_ms",
+    "scheduling_lag_max",
+    "waiting_size_avg",
+    "waiting_size_max",
+    "waiting_size_last",
+    "ready_size_avg",
+    "ready_size_max",
+    "ready_size_last",
+    "consuming_size_avg",
+    "consuming_size_max",
+    "consuming_size_last",
 )
 
 
@@ -95,235 +116,519 @@ class InputError(Exception):
         self.exit_code = exit_code
 
 
-def join(base: str, name: str) -> str:
-    """Join a path or URI with a child name."""
-    return f"{base.rstrip('/')}/{name}"
+class Progress:
+    """The job's own progress lines on stderr (Spark's logging is quieted)."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.started = time.monotonic()
+        self.step = self.started
+        self.quiet = quiet
+
+    def say(self, text: str) -> None:
+        now = time.monotonic()
+        if not self.quiet:
+            print(f"report: {text} [{now - self.step:.1f}s]", file=sys.stderr, flush=True)
+        self.step = now
+
+    def total(self) -> float:
+        return time.monotonic() - self.started
 
 
-# ---- read / write (thin) ------------------------------------------------------------------
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} B"
 
 
-def read_snapshots(spark, input_path: str):
-    """Every line of every ``*.jsonl`` file under ``input_path`` (recursively), parsed with
+def _dates_text(dates: list[str]) -> str:
+    if not dates:
+        return "no dates"
+    if len(dates) == 1:
+        return dates[0]
+    return f"{len(dates)} dates, {dates[0]} .. {dates[-1]}"
+
+
+# ---- reading --------------------------------------------------------------------------------
+
+
+def read_snapshots(spark, paths: list[str]):
+    """Every line of the given ``*.jsonl`` files or directories (recursively), parsed with
     ``SNAPSHOT_SCHEMA`` by Spark's JSON source -> ``snapshot_rows`` (one row per line)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.utils import AnalysisException
 
-    try:
-        records = (
-            spark.read.schema(SNAPSHOT_SCHEMA)
-            .option("mode", "PERMISSIVE")
-            .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
-            .option("recursiveFileLookup", "true")
-            .option("pathGlobFilter", "*.jsonl")
-            .json(input_path)
-        )
-    except AnalysisException as error:
-        raise InputError(f"cannot read snapshots under {input_path}: {error}", EXIT_EMPTY_INPUT) from error
+    records = (
+        spark.read.schema(SNAPSHOT_SCHEMA)
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+        .option("recursiveFileLookup", "true")
+        .option("pathGlobFilter", "*.jsonl")
+        .json(paths)
+    )
     records = records.select(
         "*", F.col(CORRUPT_COLUMN).alias("value"), F.input_file_name().alias("source_file")
     )
     return snapshot_rows(records)
 
 
-def write_table(df, path: str, partition_by_date: bool) -> None:
-    """Overwrite a Parquet table; date-partitioned tables get one file per date."""
-    if partition_by_date:
-        df.repartition("date").write.mode("overwrite").partitionBy("date").parquet(path)
-    else:
-        df.coalesce(1).write.mode("overwrite").parquet(path)
+def _day_iso(day: int | None) -> str | None:
+    return None if day is None else (dt.date(1970, 1, 1) + dt.timedelta(days=int(day))).isoformat()
 
 
-def _hadoop_fs(spark, path: str):
-    jvm = spark.sparkContext._jvm
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    return hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), hadoop_path
-
-
-def write_single_csv(df, spark, path: str) -> None:
-    """Write ``df`` as one CSV file with a header at ``path`` (any Hadoop file system)."""
-    staging = path + "._staging"
-    df.coalesce(1).write.mode("overwrite").option("header", "true").csv(staging)
-    fs, target = _hadoop_fs(spark, path)
-    _, staging_path = _hadoop_fs(spark, staging)
-    part = [s.getPath() for s in fs.listStatus(staging_path) if s.getPath().getName().startswith("part-")]
-    fs.delete(target, True)
-    fs.rename(part[0], target)
-    fs.delete(staging_path, True)
-
-
-def write_text(spark, path: str, text: str) -> None:
-    """Write a UTF-8 text file at ``path`` (any Hadoop file system)."""
-    fs, target = _hadoop_fs(spark, path)
-    stream = fs.create(target, True)
-    try:
-        stream.write(bytearray(text.encode("utf-8")))
-    finally:
-        stream.close()
-
-
-# ---- the job ------------------------------------------------------------------------------
-
-
-def build_tables(topic_hours):
-    """The hourly per-topic table (with derived columns) -> every other aggregate table."""
-    topic_day = topic_rollup(topic_hours, ["namespace", "topic", "date"])
-    topic_total = topic_rollup(topic_day, ["namespace", "topic"])
-    hour_keys = ["date", "hour_start_ms", "hour_start"]
-    return {
-        "topic_day": with_derived(topic_day),
-        "topic_total": with_derived(topic_total),
-        "namespace_hour": with_derived(namespace_rollup(topic_hours, hour_keys)),
-        "namespace_day": with_derived(namespace_rollup(topic_day, ["date"])),
-        "namespace_total": with_derived(namespace_rollup(topic_total, [])),
-    }
-
-
-def _quality_summary(metrics: dict, topic_hours) -> dict:
+def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str]]:
+    """One small query: lines per date and status (valid lines by their own date, bad ones
+    by their file's), and the dates holding duplicate intervals."""
     from pyspark.sql import functions as F
 
-    intervals = 0 if topic_hours is None else topic_hours.agg(F.sum("snapshot_lines")).first()[0] or 0
-    quality = {key: metrics.get(key) for key in (
-        "input_lines", "valid_lines", "malformed_lines", "unsupported_lines",
-        "example_bad_file", "example_bad_line")}  # fmt: skip
-    for key in ("input_lines", "valid_lines", "malformed_lines", "unsupported_lines"):
-        quality[key] = int(quality[key] or 0)
-    quality["distinct_intervals"] = int(intervals)
-    quality["duplicate_lines"] = quality["valid_lines"] - int(intervals)
-    return quality
+    day = F.when(
+        F.col("status") == STATUS_CODES["ok"],
+        F.floor(F.col("hour_start_ms") / 86_400_000).cast("int"),
+    ).otherwise(F.col("bad_file_day"))
+    counted = groups.groupBy(day.alias("day"), "status").agg(F.sum("lines").alias("lines"))
+    flagged = dirty.select(
+        "day", F.lit(-1).alias("status"), F.lit(0).cast("long").alias("lines")
+    ).distinct()
+    names = {code: name for name, code in STATUS_CODES.items()}
+    label = {
+        "ok": "valid_lines",
+        "malformed": "malformed_lines",
+        "unsupported": "unsupported_lines",
+        "misplaced": "misplaced_lines",
+    }
+    result: dict[str | None, dict] = {}
+    dirty_days = []
+    for row in counted.unionByName(flagged).collect():
+        if row["status"] == -1:
+            dirty_days.append(_day_iso(row["day"]))
+            continue
+        entry = result.setdefault(_day_iso(row["day"]), {name: 0 for name in tables.QUALITY_COUNTS})
+        entry[label[names[row["status"]]]] += int(row["lines"])
+        entry["input_lines"] += int(row["lines"])
+    return result, sorted(dirty_days)
+
+
+def _small_queries(spark, small: bool = True) -> None:
+    """Every query after the pass reads small tables: evaluating their (wide) expressions
+    interpreted beats compiling them, and adaptive re-planning only adds to their cost."""
+    if spark.conf.get(KEEP_CONF, "false") == "true":
+        return
+    spark.conf.set("spark.sql.codegen.wholeStage", "false" if small else "true")
+    spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN" if small else "FALLBACK")
+    spark.conf.set("spark.sql.adaptive.enabled", "false" if small else "true")
+
+
+def _observed(observation, timeout_s: float = 30.0) -> dict:
+    """The observation's metrics, or {} if they never come (Spark drops the observation of a
+    plan it proved empty, and ``Observation.get`` would then wait forever)."""
+    import threading
+
+    result: dict = {}
+
+    def fetch() -> None:
+        result.update(observation.get)
+
+    thread = threading.Thread(target=fetch, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return dict(result)
+
+
+# ---- the job --------------------------------------------------------------------------------
 
 
 def run(spark, args: argparse.Namespace) -> int:
-    """Run the job in ``spark``; return the exit code."""
-    from pyspark import StorageLevel
-    from pyspark.sql import Observation
-
-    started = time.monotonic()
-    snapshots = read_snapshots(spark, args.input)
-    if snapshots.isEmpty():
+    """Run the job in ``spark``; return the exit code (raises ``InputError``)."""
+    progress = Progress(args.quiet)
+    listing = incremental.list_input(spark, args.input)
+    if listing.missing:
+        raise InputError(
+            f"cannot read snapshots under {args.input}: no such directory", EXIT_EMPTY_INPUT
+        )
+    if not listing.files:
         raise InputError(f"no snapshot lines (*.jsonl) found under {args.input}", EXIT_EMPTY_INPUT)
-    observation = Observation("input_quality")
-    parsed = snapshots.observe(observation, *quality_metrics())
-    # The one pass over the input; everything else derives from this small cached table.
-    parts = hour_parts(valid_snapshots(parsed), args.growth_min_intervals).persist(StorageLevel.MEMORY_AND_DISK)
-    topic_hours = with_derived(topic_hour(parts)).persist(StorageLevel.MEMORY_AND_DISK)
-    write_table(topic_hours, join(args.output, "topic_hour"), partition_by_date=True)
-    logger.info("wrote topic_hour (the pass over the input) in %.1fs", time.monotonic() - started)
-    metrics = observation.get
-    if not metrics.get("valid_lines"):
-        # Nothing valid: adaptive execution prunes the empty plan and the observation with it,
-        # so count the bad lines directly (a second read, on this failure path only).
-        metrics = snapshots.agg(*quality_metrics()).first().asDict()
-        _print_quality(_quality_summary(metrics, None))
-        raise InputError(f"no valid snapshot lines under {args.input}", EXIT_NO_VALID_LINES)
-    try:
-        _write_outputs(spark, args, started, metrics, parts, topic_hours)
-    finally:
-        topic_hours.unpersist()
-        parts.unpersist()
+    state_text = tables.read_text(spark, tables.join(args.output, incremental.STATE_PATH))
+    state = json.loads(state_text) if state_text else None
+    plan = incremental.plan_run(listing, state, args)
+    kind = "full run" if plan.full else "incremental run"
+    read_bytes = sum(f.size for f in plan.files)
+    progress.say(
+        f"{kind} ({plan.reason}): {len(plan.files)} of {len(listing.files)} files, "
+        f"{_size(read_bytes)}, "
+        f"{_dates_text(plan.dates)}"
+    )
+    quality_rows: dict = {}
+    metrics: dict = {}
+    if plan.files:
+        quality_rows, metrics = _process(spark, args, listing, plan, progress)
+    else:
+        progress.say("nothing new to read: the tables are up to date")
+    _whole_input(spark, args, metrics, progress)
+    tables.write_text(
+        spark,
+        tables.join(args.output, incremental.STATE_PATH),
+        json.dumps(incremental.new_state(listing, plan, state, args), indent=1) + "\n",
+    )
+    print(
+        f"report: written to {tables.join(args.output, 'report.html')} "
+        f"({progress.total():.1f}s in all)",
+        file=sys.stderr,
+    )
     return 0
 
 
-def _write_outputs(spark, args: argparse.Namespace, started: float, metrics: dict, parts, topic_hours) -> None:
-    """Every table after topic_hour, the CSV and report.html, from the cached hourly tables."""
-    quality = _quality_summary(metrics, topic_hours)
-    _print_quality(quality)
+def _read_paths(listing: incremental.Listing, plan: incremental.Plan) -> list[str]:
+    if plan.full:
+        return [listing.root]
+    # Incremental runs read whole date directories (every file of a processed date).
+    return sorted({f.path.rsplit("/", 1)[0] for f in plan.files})
 
-    tables = build_tables(topic_hours)
-    tables["ready_growth_runs"] = ready_growth_runs(parts)
-    tables["findings"] = findings(topic_hours, tables["ready_growth_runs"], args.lag_threshold_ms)
-    for name, table in tables.items():
-        step = time.monotonic()
-        write_table(table, join(args.output, name), partition_by_date="date" in table.columns)
-        logger.info("wrote %s in %.1fs", name, time.monotonic() - step)
-    spark.createDataFrame([tuple(quality[k] for k in QUALITY_FIELDS)], QUALITY_SCHEMA).coalesce(1).write.mode(
-        "overwrite"
-    ).parquet(join(args.output, "input_quality"))
-    written = {name: spark.read.parquet(join(args.output, name)) for name in tables}
-    write_single_csv(
-        written["topic_day"].select(*CSV_COLUMNS).orderBy("date", "namespace", "topic"),
-        spark,
-        join(args.output, "topic_daily.csv"),
+
+def _process(spark, args, listing, plan, progress) -> tuple[dict, dict]:
+    """Read the plan's files and write the date-partitioned tables of its dates."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    from spark_jobs.aggregate import (
+        deduplicated_groups,
+        duplicate_keys,
+        growth_runs,
+        hour_rows,
+        line_groups,
+        namespace_rollup,
+        topic_rollup,
+        valid_groups,
+    )
+    from spark_jobs.finding import findings
+
+    observation = Observation("input")
+    rows = read_snapshots(spark, _read_paths(listing, plan)).observe(
+        observation, *example_metrics()
+    )
+    # The pass over the input. A local checkpoint keeps its small result and cuts the plan, so
+    # the queries after it are planned on a short lineage.
+    groups = line_groups(rows).localCheckpoint(eager=True)
+    metrics = _observed(observation)
+    _small_queries(spark)
+    dirty = duplicate_keys(groups)
+    quality, dirty_days = _pass_summary(groups, dirty)
+    counts = {key: sum(entry[key] for entry in quality.values()) for key in tables.QUALITY_COUNTS}
+    progress.say(
+        f"read {counts['input_lines']:,} lines: {counts['valid_lines']:,} valid, "
+        f"{counts['malformed_lines']:,} malformed, "
+        f"{counts['unsupported_lines']:,} unsupported schemaVersion, "
+        f"{counts['misplaced_lines']:,} in another day's directory"
+    )
+    if metrics.get("example_bad_file"):
+        print(
+            f"  first bad line in {metrics['example_bad_file']}: {metrics['example_bad_line']!r}",
+            file=sys.stderr,
+        )
+    if plan.full and not counts["input_lines"]:
+        raise InputError(f"no snapshot lines (*.jsonl) found under {args.input}", EXIT_EMPTY_INPUT)
+    if plan.full and not counts["valid_lines"]:
+        raise InputError(f"no valid snapshot lines under {args.input}", EXIT_NO_VALID_LINES)
+
+    final = valid_groups(groups)
+    if dirty_days:
+        # Re-read only the dates holding duplicates; their flagged topic-days are rebuilt.
+        _small_queries(spark, False)
+        dirty = dirty.localCheckpoint(eager=True)
+        by_date = listing.by_date
+        paths = [f.path for day in dirty_days for f in by_date.get(day, [])] + [
+            f.path for f in listing.undated
+        ]
+        final = deduplicated_groups(groups, dirty, read_snapshots(spark, paths)).localCheckpoint(
+            eager=True
+        )
+        _small_queries(spark)
+        progress.say(
+            f"re-read {len(paths)} file(s) of {_dates_text(dirty_days)} to drop duplicate intervals"
+        )
+
+    hours = hour_rows(final).localCheckpoint(eager=True)
+    runs = growth_runs(final, args.growth_min_intervals).localCheckpoint(eager=True)
+    days = topic_rollup(hours, ["namespace", "topic", "date"]).localCheckpoint(eager=True)
+    distinct = {
+        r["date"].isoformat(): int(r["n"])
+        for r in days.groupBy("date").agg(F.sum("snapshot_lines").alias("n")).collect()
+    }
+    for day, entry in quality.items():
+        entry["distinct_intervals"] = distinct.get(day, 0) if day else 0
+        entry["duplicate_lines"] = entry["valid_lines"] - entry["distinct_intervals"]
+    duplicates = sum(entry["duplicate_lines"] for entry in quality.values())
+    progress.say(
+        f"aggregated {sum(distinct.values()):,} distinct topic-intervals "
+        f"({duplicates:,} duplicate lines dropped)"
     )
 
+    derived = derive_tables(
+        {
+            "topic_hour": hours,
+            "topic_day": days,
+            "namespace_hour": namespace_rollup(hours, ["date", "hour_start_ms", "hour_start"]),
+            "namespace_day": namespace_rollup(days, ["date"]),
+        }
+    )
+    quality_frame = spark.createDataFrame(
+        [
+            {"date": dt.date.fromisoformat(day) if day else None, **entry}
+            for day, entry in quality.items()
+        ],
+        tables.SCHEMAS["input_quality_daily"],
+    )
+    outputs = {
+        **derived,
+        "ready_growth_runs": runs,
+        "findings": findings(derived["topic_hour"], runs, args.lag_threshold_ms),
+        "input_quality_daily": quality_frame,
+    }
+    _write_all(spark, outputs, args.output, None if plan.full else plan.dates, len(plan.dates))
+    progress.say(f"wrote {len(outputs)} date-partitioned tables for {_dates_text(plan.dates)}")
+    return quality, metrics
+
+
+def derive_tables(frames: dict):
+    """Base tables (name -> frame with the table's keys and the base columns) -> the same
+    tables with their derived columns, conformed to their schemas.
+
+    The derived columns (rates, ratios, percentiles) are wide expressions, slow to plan: they
+    are computed once, over the union of every table, and kept in a local checkpoint, so each
+    table's own query is a filter and a projection of it."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.aggregate import with_derived
+
+    keys = {
+        "namespace": "string",
+        "topic": "string",
+        "date": "date",
+        "hour_start_ms": "bigint",
+        "hour_start": "timestamp",
+        "topics": "bigint",
+    }
+    union = None
+    for tag, (name, frame) in enumerate(frames.items()):
+        schema = tables.SCHEMAS[name]
+        columns = [F.lit(tag).alias("_table")]
+        columns += [
+            (F.col(k) if k in frame.columns else F.lit(None)).cast(t).alias(k)
+            for k, t in keys.items()
+        ]
+        columns += [
+            F.col(f.name).cast(f.dataType).alias(f.name)
+            for f in schema.fields
+            if f.name in tables.BASE_NAMES
+        ]
+        part = frame.select(*columns)
+        union = part if union is None else union.unionByName(part)
+    derived = with_derived(union).localCheckpoint(eager=True)
+    return {
+        name: tables.conform(derived.filter(F.col("_table") == tag), name)
+        for tag, name in enumerate(frames)
+    }
+
+
+def _write_all(spark, frames: dict, output: str, dates: list[str] | None, n_dates: int = 1) -> None:
+    """Write tables side by side: each is a small job whose time is mostly planning and file
+    commits, which overlap well."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=WRITE_THREADS) as pool:
+        futures = [
+            pool.submit(tables.write_table, spark, frame, output, name, dates, n_dates)
+            for name, frame in frames.items()
+        ]
+        for future in futures:
+            future.result()
+
+
+def _whole_input(spark, args, metrics: dict, progress) -> None:
+    """The whole-input tables, the CSV and report.html, from the date-partitioned tables."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.aggregate import namespace_rollup, topic_rollup
     from spark_jobs.report_html import collect_report_data, render_report
 
+    _small_queries(spark)
+    read = {name: tables.read_table(spark, args.output, name) for name in tables.DATED_TABLES}
+    topic_total = topic_rollup(read["topic_day"], ["namespace", "topic"]).localCheckpoint(
+        eager=True
+    )
+    totals = derive_tables(
+        {"topic_total": topic_total, "namespace_total": namespace_rollup(topic_total, [])}
+    )
+    topic_total, namespace_total = totals["topic_total"], totals["namespace_total"]
+    sums = (
+        read["input_quality_daily"].agg(*[F.sum(c).alias(c) for c in tables.QUALITY_COUNTS]).first()
+    )
+    quality = {c: int(sums[c] or 0) for c in tables.QUALITY_COUNTS}
+    previous = (
+        tables.read_table(spark, args.output, "input_quality").first() if not metrics else None
+    )
+    for key in ("example_bad_file", "example_bad_line"):
+        quality[key] = metrics.get(key) or (previous[key] if previous else None)
+    if not (quality["malformed_lines"] + quality["unsupported_lines"] + quality["misplaced_lines"]):
+        quality["example_bad_file"] = quality["example_bad_line"] = None
+    _write_all(
+        spark,
+        {
+            "topic_total": topic_total,
+            "namespace_total": namespace_total,
+            "input_quality": spark.createDataFrame([quality], tables.SCHEMAS["input_quality"]),
+        },
+        args.output,
+        None,
+    )
+    tables.write_single_csv(
+        spark,
+        read["topic_day"].select(*CSV_COLUMNS).orderBy("date", "namespace", "topic"),
+        tables.join(args.output, "topic_daily.csv"),
+    )
+    progress.say("wrote the whole-input tables and topic_daily.csv")
+    written = dict(read)
+    written["topic_total"] = topic_total
+    written["namespace_total"] = namespace_total
     data = collect_report_data(
-        topic_hours, written, quality, top_topics=args.top_topics, max_findings=args.max_findings
+        written, quality, top_topics=args.top_topics, max_findings=args.max_findings
     )
     data["settings"] = {
         "input": args.input,
         "lag_threshold_ms": args.lag_threshold_ms,
         "growth_min_intervals": args.growth_min_intervals,
     }
-    write_text(spark, join(args.output, "report.html"), render_report(data))
-    print(
-        f"report written to {join(args.output, 'report.html')} "
-        f"({quality['input_lines']} lines in {time.monotonic() - started:.1f}s)",
-        file=sys.stderr,
-    )
+    tables.write_text(spark, tables.join(args.output, "report.html"), render_report(data))
+    progress.say(f"report.html: {data['summary']}")
 
 
-def _print_quality(quality: dict) -> None:
-    print(
-        f"input: {quality['input_lines']} lines, {quality['valid_lines']} valid, "
-        f"{quality['malformed_lines']} malformed, {quality['unsupported_lines']} unsupported "
-        f"schemaVersion, {quality['duplicate_lines']} duplicate intervals dropped",
-        file=sys.stderr,
-    )
-    if quality["example_bad_file"]:
-        print(f"  first bad line in {quality['example_bad_file']}: {quality['example_bad_line']!r}", file=sys.stderr)
+# ---- command line ---------------------------------------------------------------------------
+
+
+def _date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="monitor_report", description="Monitoring snapshots -> report.")
+    parser = argparse.ArgumentParser(
+        prog="monitor_report", description="Monitoring snapshots -> report."
+    )
     add_arguments(parser)
     return parser.parse_args(argv)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The job's options; shared with the ``delayqueue report`` subcommand."""
-    parser.add_argument("--input", required=True, help="snapshot directory or URI (read recursively)")
-    parser.add_argument("--output", required=True, help="output directory or URI (overwritten)")
-    parser.add_argument("--master", default=None, help="Spark master (default: local[*], or spark-submit's)")
-    parser.add_argument("--lag-threshold-ms", type=int, default=1000, help="p99 delivery lag finding threshold")
     parser.add_argument(
-        "--growth-min-intervals", type=int, default=10,
+        "--input", required=True, help="snapshot directory or URI (read recursively)"
+    )
+    parser.add_argument(
+        "--output", required=True, help="output directory or URI (tables are merged into it)"
+    )
+    parser.add_argument(
+        "--master", default=None, help="Spark master (default: local[*], or spark-submit's)"
+    )
+    parser.add_argument(
+        "--lag-threshold-ms", type=int, default=1000, help="p99 delivery lag finding threshold"
+    )
+    parser.add_argument(
+        "--growth-min-intervals",
+        type=int,
+        default=10,
         help="consecutive intervals of ready-queue growth that make a finding",
-    )  # fmt: skip
+    )
     parser.add_argument("--top-topics", type=int, default=5, help="topics charted individually")
-    parser.add_argument("--max-findings", type=int, default=200, help="findings listed in report.html")
-    parser.add_argument("--driver-memory", default="4g", help="driver memory when Spark starts here")
     parser.add_argument(
-        "--shuffle-partitions", type=int, default=None,
+        "--max-findings", type=int, default=200, help="findings listed in report.html"
+    )
+    parser.add_argument(
+        "--full", action="store_true", help="rebuild every table from the whole input"
+    )
+    parser.add_argument(
+        "--since",
+        type=_date,
+        default=None,
+        help="reprocess the input dates from DATE (YYYY-MM-DD) on",
+    )
+    parser.add_argument(
+        "--driver-memory", default="4g", help="driver memory when Spark starts here"
+    )
+    parser.add_argument(
+        "--shuffle-partitions",
+        type=int,
+        default=None,
         help="spark.sql.shuffle.partitions (default: 8 in local mode, the cluster's otherwise)",
-    )  # fmt: skip
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress lines (errors only)")
+    parser.add_argument(
+        "--traceback", action="store_true", help="show the Python traceback of an unexpected error"
+    )
+
+
+def _error_text(error: BaseException) -> str:
+    """One line describing an unexpected error (Spark's included)."""
+    java = getattr(error, "java_exception", None)
+    if java is not None:
+        text = str(java.toString())
+    else:
+        text = str(error) or type(error).__name__
+    first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    return first[:500]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: parse options, start (or join) Spark, run; the exit code is returned."""
+    """Entry point: parse options, start (or join) Spark, run; the exit code is returned.
+
+    Every failure is one line on stderr and an exit code: 2 no input, 3 no valid line, 1
+    anything else (``--traceback`` shows where).
+    """
+    args = parse_args(argv)
+    if args.growth_min_intervals < 1 or args.top_topics < 0 or args.max_findings < 0:
+        print(
+            "error: --growth-min-intervals must be >= 1, --top-topics and --max-findings >= 0",
+            file=sys.stderr,
+        )
+        return 2
     from spark_jobs.session import JavaNotFoundError, build_session, running_under_spark_submit
 
-    args = parse_args(argv)
-    from pyspark.sql import SparkSession
-
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as error:
+        print(
+            f"error: the report needs pyspark (pip install 'delayqueue[report]'): {error}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     owns_session = SparkSession.getActiveSession() is None
+    spark = None
     try:
         conf = {"spark.driver.memory": args.driver_memory}
         local = (args.master or "local").startswith("local") and not running_under_spark_submit()
         if args.shuffle_partitions or local:
-            conf["spark.sql.shuffle.partitions"] = str(args.shuffle_partitions or LOCAL_SHUFFLE_PARTITIONS)
+            conf["spark.sql.shuffle.partitions"] = str(
+                args.shuffle_partitions or LOCAL_SHUFFLE_PARTITIONS
+            )
         spark = build_session("delayqueue-monitor-report", args.master, conf)
+        return run(spark, args)
     except JavaNotFoundError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 1
-    try:
-        return run(spark, args)
+        return EXIT_FAILED
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # noqa: BLE001 -- one line, never a traceback (unless asked)
+        if args.traceback or os.environ.get("DELAYQUEUE_REPORT_TRACEBACK"):
+            import traceback
+
+            traceback.print_exc()
+        print(f"error: the report failed: {_error_text(error)}", file=sys.stderr)
+        return EXIT_FAILED
     finally:
-        if owns_session:
+        if owns_session and spark is not None:
             spark.stop()
 
 

@@ -13,84 +13,234 @@ import base64
 import html
 import io
 import math
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 MAX_TOPIC_ROWS = 50
 MAX_HOURLY_DAYS = 31
 CHART_NAMESPACES = 3
 
 NAMESPACE_COLUMNS = (
-    ("namespace", "Namespace"), ("topics", "Topics"), ("sent", "Sent"), ("delivered", "Delivered"),
-    ("acked", "Acked"), ("nacked", "Nacked"), ("timed_out", "Timed out"), ("ended", "Ended"),
-    ("sent_per_s", "Sent/s"), ("delivered_per_s", "Delivered/s"), ("ack_ratio", "Ack ratio"),
-    ("redelivery_ratio", "Redelivery ratio"), ("delivery_lag_mean_ms", "Lag mean ms"),
-    ("delivery_lag_p50_ms", "Lag p50 ms"), ("delivery_lag_p90_ms", "Lag p90 ms"),
-    ("delivery_lag_p99_ms", "Lag p99 ms"), ("delivery_lag_max", "Lag max ms"),
-    ("scheduling_lag_p99_ms", "Sched. p99 ms"), ("waiting_size_last", "Waiting"),
-    ("ready_size_last", "Ready"), ("consuming_size_last", "Consuming"),
-)  # fmt: skip
-TOPIC_COLUMNS = (("topic", "Topic"),) + tuple(c for c in NAMESPACE_COLUMNS if c[0] not in ("namespace", "topics"))
+    ("namespace", "Namespace"),
+    ("topics", "Topics"),
+    ("sent", "Sent"),
+    ("delivered", "Delivered"),
+    ("acked", "Acked"),
+    ("nacked", "Nacked"),
+    ("timed_out", "Timed out"),
+    ("ended", "Ended"),
+    ("dead_lettered", "Dead-lettered"),
+    ("redriven", "Redriven"),
+    ("sent_per_s", "Sent/s"),
+    ("delivered_per_s", "Delivered/s"),
+    ("ack_ratio", "Ack ratio"),
+    ("redelivery_ratio", "Redelivery ratio"),
+    ("delivery_lag_mean_ms", "Lag mean ms"),
+    ("delivery_lag_p50_ms", "Lag p50 ms"),
+    ("delivery_lag_p90_ms", "Lag p90 ms"),
+    ("delivery_lag_p99_ms", "Lag p99 ms"),
+    ("delivery_lag_max", "Lag max ms"),
+    ("scheduling_lag_p99_ms", "Sched. p99 ms"),
+    ("waiting_size_last", "Waiting"),
+    ("ready_size_last", "Ready"),
+    ("consuming_size_last", "Consuming"),
+)
+TOPIC_COLUMNS = (("topic", "Topic"),) + tuple(
+    c for c in NAMESPACE_COLUMNS if c[0] not in ("namespace", "topics")
+)
 DAY_COLUMNS = (("date", "Date"),) + NAMESPACE_COLUMNS
 FINDING_COLUMNS = (
-    ("kind", "Finding"), ("namespace", "Namespace"), ("topic", "Topic"), ("time", "Time (UTC)"),
-    ("figure", "Figure"), ("unit", "Unit"), ("detail", "Detail"),
-)  # fmt: skip
+    ("kind", "Finding"),
+    ("namespace", "Namespace"),
+    ("topic", "Topic"),
+    ("time", "Time (UTC)"),
+    ("figure", "Figure"),
+    ("unit", "Unit"),
+    ("detail", "Detail"),
+)
 SERIES_COLUMNS = (
-    "namespace", "topic", "time", "sent_per_s", "delivered_per_s", "acked_per_s",
-    "delivery_lag_p50_ms", "delivery_lag_p90_ms", "delivery_lag_p99_ms", "scheduling_lag_p99_ms",
-    "waiting_size_avg", "ready_size_avg", "consuming_size_avg",
-)  # fmt: skip
+    "namespace",
+    "topic",
+    "time",
+    "sent_per_s",
+    "delivered_per_s",
+    "acked_per_s",
+    "delivery_lag_p50_ms",
+    "delivery_lag_p90_ms",
+    "delivery_lag_p99_ms",
+    "scheduling_lag_p99_ms",
+    "waiting_size_avg",
+    "ready_size_avg",
+    "consuming_size_avg",
+)
+COMPARED = (
+    ("sent_per_s", "Sent/s"),
+    ("delivered_per_s", "Delivered/s"),
+    ("delivery_lag_p99_ms", "Lag p99 ms"),
+    ("dead_lettered", "Dead-lettered"),
+)
+"""Day-over-day figures: throughput, p99 delivery lag, dead letters."""
+COMPARISON_COLUMNS = (
+    ("namespace", "Namespace"),
+    ("topic", "Topic"),
+    ("metric", "Figure"),
+    ("today", "Latest day"),
+    ("previous_day", "Day before"),
+    ("previous_day_change", "Change"),
+    ("week_before", "Same day last week"),
+    ("week_before_change", "Change"),
+)
 
 
 def _rows(df) -> list[dict]:
     return [row.asDict() for row in df.collect()]
 
 
-def collect_report_data(topic_hours, tables: dict, quality: dict, top_topics: int, max_findings: int) -> dict:
-    """Collect the bounded pieces the page shows from the aggregate tables."""
+def _change(now, then):
+    if now is None or then is None:
+        return None
+    if then == 0:
+        return None if now == 0 else float("inf")
+    return (now - then) / then
+
+
+def day_over_day(rows: list[dict], latest, key: str | None) -> list[dict]:
+    """Per namespace (or namespace/topic): the latest day's throughput, p99 lag and dead
+    letters against the day before and the same weekday a week before (None when absent)."""
+    if latest is None:
+        return []
+    by_key: dict[tuple, dict] = {}
+    for row in rows:
+        by_key.setdefault((row["namespace"], row.get(key) if key else None), {})[row["date"]] = row
+    result = []
+    for (namespace, topic), days in sorted(
+        by_key.items(), key=lambda item: (item[0][0], item[0][1] or "")
+    ):
+        today = days.get(latest)
+        if today is None:
+            continue
+        before = days.get(latest - timedelta(days=1))
+        week = days.get(latest - timedelta(days=7))
+        for metric, label in COMPARED:
+            now = today.get(metric)
+            day_value = before.get(metric) if before else None
+            week_value = week.get(metric) if week else None
+            result.append(
+                {
+                    "namespace": namespace,
+                    "topic": topic,
+                    "metric": label,
+                    "today": now,
+                    "previous_day": day_value,
+                    "previous_day_change": _change(now, day_value),
+                    "week_before": week_value,
+                    "week_before_change": _change(now, week_value),
+                }
+            )
+    return result
+
+
+def collect_report_data(tables: dict, quality: dict, top_topics: int, max_findings: int) -> dict:
+    """Collect the bounded pieces the page shows from the aggregate tables (read back with
+    their schemas: every table may be empty)."""
     from pyspark.sql import functions as F
 
-    namespace_day = tables["namespace_day"]
-    days = namespace_day.select("date").distinct().count()
-    hourly = days <= MAX_HOURLY_DAYS
-    latest = namespace_day.agg(F.max("date")).first()[0]
-    namespaces = _rows(tables["namespace_total"].orderBy(F.desc("sent")))
+    namespace_days = _rows(tables["namespace_day"].orderBy("date", "namespace"))
+    dates = sorted({row["date"] for row in namespace_days})
+    latest = dates[-1] if dates else None
+    hourly = len(dates) <= MAX_HOURLY_DAYS
+    namespaces = _rows(tables["namespace_total"].orderBy(F.desc("sent"), "namespace"))
     chart_namespaces = [row["namespace"] for row in namespaces[:CHART_NAMESPACES]]
-    top = _rows(tables["topic_total"].orderBy(F.desc("sent"), "namespace", "topic").limit(top_topics))
+    top = _rows(
+        tables["topic_total"].orderBy(F.desc("sent"), "namespace", "topic").limit(top_topics)
+    )
     top_keys = [f"{row['namespace']}/{row['topic']}" for row in top]
+    topic_key = F.concat_ws("/", "namespace", "topic")
 
     if hourly:
         ns_series = tables["namespace_hour"].withColumn("time", F.col("hour_start"))
-        topic_series = topic_hours.withColumn("time", F.col("hour_start"))
+        topic_series = tables["topic_hour"].withColumn("time", F.col("hour_start"))
     else:
-        ns_series = namespace_day.withColumn("time", F.col("date").cast("timestamp"))
+        ns_series = tables["namespace_day"].withColumn("time", F.col("date").cast("timestamp"))
         topic_series = tables["topic_day"].withColumn("time", F.col("date").cast("timestamp"))
     ns_series = ns_series.withColumn("topic", F.lit(None).cast("string"))
     findings = tables["findings"]
+    finding_counts = {
+        row["date"]: row["n"]
+        for row in findings.groupBy("date").agg(F.count(F.lit(1)).alias("n")).collect()
+    }
+    latest_topics = tables["topic_day"].filter(F.col("date") == F.lit(latest)) if latest else None
+    compared_dates = [
+        d
+        for d in (
+            latest,
+            latest and latest - timedelta(days=1),
+            latest and latest - timedelta(days=7),
+        )
+        if d
+    ]
+    topic_days = (
+        _rows(
+            tables["topic_day"].filter(
+                F.col("date").isin(compared_dates) & topic_key.isin(top_keys)
+            )
+        )
+        if latest and top_keys
+        else []
+    )
+    finding_count = sum(finding_counts.values())
+    latest_findings = finding_counts.get(latest, 0) if latest else 0
+    if finding_count == 0:
+        period = "day" if len(dates) == 1 else "period"
+        summary = f"no findings on {_dates_text(dates)}: a healthy {period}"
+    else:
+        summary = f"{finding_count} finding(s), {latest_findings} on the latest day ({latest})"
     return {
         "quality": quality,
         "grain": "hour" if hourly else "day",
+        "dates": dates,
         "latest_date": latest,
+        "summary": summary,
         "namespace_totals": namespaces,
-        "namespace_days": _rows(namespace_day.orderBy("date", "namespace")),
+        "namespace_days": namespace_days,
         "latest_topics": _rows(
-            tables["topic_day"].filter(F.col("date") == F.lit(latest))
-            .orderBy(F.desc("sent"), "namespace", "topic").limit(MAX_TOPIC_ROWS)
-        ),
-        "latest_topic_count": tables["topic_day"].filter(F.col("date") == F.lit(latest)).count(),
-        "finding_count": findings.count(),
+            latest_topics.orderBy(F.desc("sent"), "namespace", "topic").limit(MAX_TOPIC_ROWS)
+        )
+        if latest_topics is not None
+        else [],
+        "latest_topic_count": latest_topics.count() if latest_topics is not None else 0,
+        "finding_count": finding_count,
+        "latest_finding_count": latest_findings,
         "findings": _rows(
-            findings.orderBy(F.desc("date"), "kind", "namespace", "topic", "time").limit(max_findings)
-        ),
+            findings.orderBy(F.desc("date"), "kind", "namespace", "topic", "time").limit(
+                max_findings
+            )
+        )
+        if finding_count
+        else [],
+        "comparison": day_over_day(namespace_days, latest, None)
+        + day_over_day(topic_days, latest, "topic"),
         "namespace_series": _rows(
-            ns_series.filter(F.col("namespace").isin(chart_namespaces)).select(*SERIES_COLUMNS).orderBy("time")
-        ),
+            ns_series.filter(F.col("namespace").isin(chart_namespaces))
+            .select(*SERIES_COLUMNS)
+            .orderBy("time")
+        )
+        if chart_namespaces
+        else [],
         "topic_series": _rows(
-            topic_series.filter(F.concat_ws("/", "namespace", "topic").isin(top_keys))
-            .select(*SERIES_COLUMNS).orderBy("time")
-        ),
+            topic_series.filter(topic_key.isin(top_keys)).select(*SERIES_COLUMNS).orderBy("time")
+        )
+        if top_keys
+        else [],
         "top_topics": top_keys,
     }
+
+
+def _dates_text(dates: list) -> str:
+    if not dates:
+        return "no day"
+    if len(dates) == 1:
+        return str(dates[0])
+    return f"{dates[0]} .. {dates[-1]}"
 
 
 # ---- charts --------------------------------------------------------------------------------
@@ -112,7 +262,9 @@ def _chart(title: str, series: dict[str, tuple[list, list]], ylabel: str, log: b
         ax.plot(xs, [_num(y) for y in ys], label=label, linewidth=1.3)
     ax.set_title(title, fontsize=11, loc="left")
     ax.set_ylabel(ylabel)
-    if log and any(not math.isnan(_num(y)) and _num(y) > 0 for _, ys in series.values() for y in ys):
+    if log and any(
+        not math.isnan(_num(y)) and _num(y) > 0 for _, ys in series.values() for y in ys
+    ):
         ax.set_yscale("log")
     ax.grid(True, alpha=0.3)
     if series:
@@ -137,32 +289,84 @@ def _charts(data: dict) -> list[tuple[str, str]]:
     for ns, rows in _by(data["namespace_series"], "namespace").items():
         t = [r["time"] for r in rows]
         col = lambda name: [r[name] for r in rows]  # noqa: E731
-        charts.append((f"Throughput — namespace {ns}", _chart(
-            f"Throughput per second — namespace {ns}",
-            {k: (t, col(f"{k}_per_s")) for k in ("sent", "delivered", "acked")}, "messages/s")))
-        charts.append((f"Lag percentiles — namespace {ns}", _chart(
-            f"Lag percentiles — namespace {ns}",
-            {"delivery p50": (t, col("delivery_lag_p50_ms")), "delivery p90": (t, col("delivery_lag_p90_ms")),
-             "delivery p99": (t, col("delivery_lag_p99_ms")), "scheduling p99": (t, col("scheduling_lag_p99_ms"))},
-            "ms", log=True)))
-        charts.append((f"Backlog — namespace {ns}", _chart(
-            f"Backlog (average queue size) — namespace {ns}",
-            {k: (t, col(f"{k}_size_avg")) for k in ("waiting", "ready", "consuming")}, "messages")))
+        charts.append(
+            (
+                f"Throughput — namespace {ns}",
+                _chart(
+                    f"Throughput per second — namespace {ns}",
+                    {k: (t, col(f"{k}_per_s")) for k in ("sent", "delivered", "acked")},
+                    "messages/s",
+                ),
+            )
+        )
+        charts.append(
+            (
+                f"Lag percentiles — namespace {ns}",
+                _chart(
+                    f"Lag percentiles — namespace {ns}",
+                    {
+                        "delivery p50": (t, col("delivery_lag_p50_ms")),
+                        "delivery p90": (t, col("delivery_lag_p90_ms")),
+                        "delivery p99": (t, col("delivery_lag_p99_ms")),
+                        "scheduling p99": (t, col("scheduling_lag_p99_ms")),
+                    },
+                    "ms",
+                    log=True,
+                ),
+            )
+        )
+        charts.append(
+            (
+                f"Backlog — namespace {ns}",
+                _chart(
+                    f"Backlog (average queue size) — namespace {ns}",
+                    {k: (t, col(f"{k}_size_avg")) for k in ("waiting", "ready", "consuming")},
+                    "messages",
+                ),
+            )
+        )
     topics = {f"{r['namespace']}/{r['topic']}": r for r in data["topic_series"]}
     grouped: dict[str, list[dict]] = {}
     for row in data["topic_series"]:
         grouped.setdefault(f"{row['namespace']}/{row['topic']}", []).append(row)
     if topics:
-        def per_topic(name: str) -> dict:
-            return {key: ([r["time"] for r in rows], [r[name] for r in rows]) for key, rows in grouped.items()}
 
-        charts.append(("Top topics — delivered per second", _chart(
-            "Top topics — delivered per second", per_topic("delivered_per_s"), "messages/s")))
-        charts.append(("Top topics — p99 delivery lag", _chart(
-            "Top topics — p99 delivery lag", per_topic("delivery_lag_p99_ms"), "ms", log=True)))
-        charts.append(("Top topics — ready backlog", _chart(
-            "Top topics — ready queue (average size)", per_topic("ready_size_avg"), "messages")))
-    return charts  # fmt: skip
+        def per_topic(name: str) -> dict:
+            return {
+                key: ([r["time"] for r in rows], [r[name] for r in rows])
+                for key, rows in grouped.items()
+            }
+
+        charts.append(
+            (
+                "Top topics — delivered per second",
+                _chart(
+                    "Top topics — delivered per second", per_topic("delivered_per_s"), "messages/s"
+                ),
+            )
+        )
+        charts.append(
+            (
+                "Top topics — p99 delivery lag",
+                _chart(
+                    "Top topics — p99 delivery lag",
+                    per_topic("delivery_lag_p99_ms"),
+                    "ms",
+                    log=True,
+                ),
+            )
+        )
+        charts.append(
+            (
+                "Top topics — ready backlog",
+                _chart(
+                    "Top topics — ready queue (average size)",
+                    per_topic("ready_size_avg"),
+                    "messages",
+                ),
+            )
+        )
+    return charts
 
 
 # ---- page ----------------------------------------------------------------------------------
@@ -176,7 +380,11 @@ def _format(value) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
-        return "–" if math.isnan(value) else (f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}")
+        if math.isnan(value):
+            return "–"
+        if math.isinf(value):
+            return "new" if value > 0 else "–"
+        return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
     if isinstance(value, datetime):
         return value.strftime("%Y-%m-%d %H:%M")
     return str(value)
@@ -200,16 +408,21 @@ def _table(table_id: str, columns, rows: list[dict]) -> str:
             for name, _ in columns
         )
         body.append(f"<tr>{cells}</tr>")
-    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    rows = "".join(body)
+    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 
 _STYLE = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#1d2330}
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;
+margin:24px;color:#1d2330}
 h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ccd}
-table{border-collapse:collapse;font-size:12px;margin:8px 0} th,td{padding:3px 7px;border:1px solid #dde}
-th{background:#eef1f7;text-align:left} td{text-align:right} td[data-col=namespace],td[data-col=topic],
+table{border-collapse:collapse;font-size:12px;margin:8px 0}
+th,td{padding:3px 7px;border:1px solid #dde}
+th{background:#eef1f7;text-align:left} td{text-align:right}
+td[data-col=namespace],td[data-col=topic],
 td[data-col=kind],td[data-col=detail],td[data-col=unit],td[data-col=date],td[data-col=time]{text-align:left}
-.meta{color:#5a6275;font-size:12px} .warn{color:#a4262c;font-weight:600} img{display:block;margin:6px 0;max-width:100%}
+.meta{color:#5a6275;font-size:12px} .warn{color:#a4262c;font-weight:600}
+img{display:block;margin:6px 0;max-width:100%}
 """
 
 _SCRIPT = """
@@ -225,26 +438,39 @@ window.addEventListener('load', function () {
 
 
 def _quality_section(q: dict) -> str:
-    bad = q["malformed_lines"] + q["unsupported_lines"]
+    bad = q["malformed_lines"] + q["unsupported_lines"] + q["misplaced_lines"]
     rows = [
-        ("Input lines", q["input_lines"]), ("Valid lines", q["valid_lines"]),
+        ("Input lines", q["input_lines"]),
+        ("Valid lines", q["valid_lines"]),
         ("Malformed lines (skipped)", q["malformed_lines"]),
         ("Unsupported schemaVersion (skipped)", q["unsupported_lines"]),
+        ("In another day's date= directory (skipped)", q["misplaced_lines"]),
         ("Duplicate intervals (counted once)", q["duplicate_lines"]),
         ("Distinct topic-intervals", q["distinct_intervals"]),
-    ]  # fmt: skip
-    keys = ("input_lines", "valid_lines", "malformed_lines", "unsupported_lines", "duplicate_lines",
-            "distinct_intervals")  # fmt: skip
+    ]
+    keys = (
+        "input_lines",
+        "valid_lines",
+        "malformed_lines",
+        "unsupported_lines",
+        "misplaced_lines",
+        "duplicate_lines",
+        "distinct_intervals",
+    )
     body = "".join(
-        f'<tr><th>{html.escape(label)}</th><td data-col="{key}" data-value="{value}">{value:,}</td></tr>'
+        f"<tr><th>{html.escape(label)}</th>"
+        f'<td data-col="{key}" data-value="{value}">{value:,}</td></tr>'
         for (label, value), key in zip(rows, keys)
     )
     note = ""
     if bad:
-        note = (
-            f'<p class="warn">{bad:,} input line(s) were skipped. First in '
-            f"{html.escape(str(q.get('example_bad_file')))}: <code>{html.escape(str(q.get('example_bad_line')))}</code></p>"
-        )
+        note = f'<p class="warn">{bad:,} input line(s) were skipped.'
+        if q.get("example_bad_file"):
+            note += (
+                f" First in {html.escape(str(q.get('example_bad_file')))}: "
+                f"<code>{html.escape(str(q.get('example_bad_line')))}</code>"
+            )
+        note += "</p>"
     return f'<table id="input-quality">{body}</table>{note}'
 
 
@@ -259,19 +485,39 @@ def render_report(data: dict) -> str:
     )
     shown = len(data["findings"])
     findings_note = (
-        f'<p class="meta">Showing {shown} of {data["finding_count"]} findings (all are in findings/).</p>'
+        f'<p class="meta">Showing {shown} of {data["finding_count"]} findings '
+        "(all are in findings/).</p>"
         if data["finding_count"] > shown
         else ""
     )
-    findings = (
-        _table("findings", FINDING_COLUMNS, data["findings"]) + findings_note
-        if data["findings"]
-        else '<p id="findings-none">No findings.</p>'
+    if data["findings"]:
+        findings = _table("findings", FINDING_COLUMNS, data["findings"]) + findings_note
+    else:
+        findings = (
+            f'<p id="findings-none">No findings on {html.escape(_dates_text(data["dates"]))}: '
+            f"no ready backlog grew for {settings.get('growth_min_intervals', '')} consecutive "
+            "snapshots, p99 delivery lag stayed at or under "
+            f"{settings.get('lag_threshold_ms', '')} ms, no message expired, exhausted its retries "
+            "or was dead-lettered, and every topic that was sent to was consumed.</p>"
+        )
+    if data["comparison"]:
+        comparison = _table("day-over-day", COMPARISON_COLUMNS, data["comparison"])
+    else:
+        comparison = '<p class="meta">No data.</p>'
+    latest = data["latest_date"]
+    compared_note = (
+        f'<p class="meta">{latest} against {latest - timedelta(days=1)} and '
+        f"{latest - timedelta(days=7)} "
+        "(– where that day has no data; the namespace first, then its top topics).</p>"
+        if latest
+        else ""
     )
     topics_note = (
-        f'<p class="meta">Top {len(data["latest_topics"])} of {data["latest_topic_count"]} topics by messages '
+        f'<p class="meta">Top {len(data["latest_topics"])} of {data["latest_topic_count"]} '
+        "topics by messages "
         "sent; every topic is in topic_daily.csv.</p>"
     )
+    totals_table = _table("namespace-totals", NAMESPACE_COLUMNS, data["namespace_totals"])
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>delayqueue monitoring report</title>
 <style>{_STYLE}</style><script>{_SCRIPT}</script></head>
@@ -281,9 +527,10 @@ def render_report(data: dict) -> str:
 charts by {data["grain"]} (UTC) · p99 lag threshold {settings.get("lag_threshold_ms", "")} ms ·
 backlog growth finding after {settings.get("growth_min_intervals", "")} intervals</p>
 <h2>Findings</h2>{findings}
-<h2>Summary — whole input, per namespace</h2>{_table("namespace-totals", NAMESPACE_COLUMNS, data["namespace_totals"])}
+<h2>Day over day</h2>{compared_note}{comparison}
+<h2>Summary — whole input, per namespace</h2>{totals_table}
 <h2>Per namespace and day</h2>{_table("namespace-days", DAY_COLUMNS, data["namespace_days"])}
-<h2>Topics on {data["latest_date"]} (latest day)</h2>{topics_note}
+<h2>Topics on {data["latest_date"] or "–"} (latest day)</h2>{topics_note}
 {_table("latest-topics", (("namespace", "Namespace"),) + TOPIC_COLUMNS, data["latest_topics"])}
 <h2>Charts</h2>{charts}
 <h2>Input quality</h2>{_quality_section(data["quality"])}

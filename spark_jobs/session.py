@@ -16,6 +16,8 @@ JAVA_MISSING_MESSAGE = (
 
 
 JIT_OPTIONS = "-XX:-DontCompileHugeMethods"
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+QUIET_LOG_OPTIONS = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
 
 
 class JavaNotFoundError(RuntimeError):
@@ -62,17 +64,32 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
         builder = builder.master(master)
     elif not running_under_spark_submit():
         builder = builder.master("local[*]")
+    local = not running_under_spark_submit() and (master or "local").startswith("local")
     settings = {
         "spark.sql.session.timeZone": "UTC",
+        # Spark renders every query's plan for its listeners; ours are wide.
+        "spark.sql.ui.explainMode": "simple",
+        "spark.sql.maxPlanStringLength": "4096",
         "spark.ui.showConsoleProgress": "false",
-        # Snapshot rows are wide; their generated code exceeds HotSpot's 8000-byte limit for
-        # JIT compilation, and interpreted bytecode is several times slower.
-        "spark.driver.extraJavaOptions": JIT_OPTIONS,
+        # The aggregate of the pass is wide; its generated code exceeds HotSpot's 8000-byte
+        # limit for JIT compilation, and interpreted bytecode is several times slower.
+        "spark.driver.extraJavaOptions": f"{JIT_OPTIONS} {QUIET_LOG_OPTIONS}",
         "spark.executor.extraJavaOptions": JIT_OPTIONS,
     }
+    if local:
+        # A batch job on this machine: no web UI, and nothing listens beyond loopback.
+        settings.update(
+            {
+                "spark.ui.enabled": "false",
+                "spark.driver.host": "127.0.0.1",
+                "spark.driver.bindAddress": "127.0.0.1",
+            }
+        )
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.conf.set("spark.sql.session.timeZone", "UTC")
+    spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -1,18 +1,28 @@
-"""The snapshot line contract (shared/DESIGN.md, "Monitoring and the snapshot contract").
+"""The snapshot line contract (docs/design.md, "Monitoring and the snapshot contract").
 
 Reading is explicit-schema only, so unknown fields are ignored and a line that does not parse
 is counted, never fatal. The job reads files with Spark's JSON source
 (``spark.read.schema(SNAPSHOT_SCHEMA).json``, PERMISSIVE, unparseable lines land in
-``_corrupt_record``): about three times faster than ``spark.read.text`` + ``from_json``, because
-no per-line string column is materialised. ``parse_snapshots`` applies the same schema and the
-same classification to a frame of text lines (``from_json``); both go through
-``snapshot_rows``. One difference: the JSON source skips blank lines, so the job neither counts
-nor reports them (``parse_snapshots`` classifies an empty string as malformed).
+``_corrupt_record``); ``parse_snapshots`` applies the same schema and the same classification
+to a frame of text lines (``from_json``), which the tests use. Both go through
+``snapshot_rows``. The JSON source skips blank lines, so the job neither counts nor reports
+them (``parse_snapshots`` classifies an empty string as malformed).
+
+``waitingQueueInfo`` is read as a map of numbers rather than a struct: Spark's JSON parser
+pays a fixed cost per nested object, and this one is 12 % of the parse (docs/report.md).
+
+Schema versions 1 and 2 are read alike: version 2 adds the optional counters
+``deadLettered`` and ``redriven`` (absent -> 0, so version-1 lines read as zero).
 
 A line is classified into ``status``:
-  * ``ok``          -- schemaVersion 1 with namespace, topic, intervalStart < intervalEnd, and
-                       each histogram, when present, carrying exactly 16 counts;
-  * ``unsupported`` -- parses and has a schemaVersion other than 1;
+  * ``ok``          -- schemaVersion 1 or 2 with namespace, topic, intervalStart <
+                       intervalEnd, each histogram, when present, carrying exactly 16
+                       counts, and queue sizes in [0, 2^41);
+  * ``unsupported`` -- parses and has another schemaVersion;
+  * ``misplaced``   -- valid, but in a ``date=YYYY-MM-DD`` directory of another UTC day
+                       than its intervalStart (the writer never does this; counting it
+                       keeps incremental runs, which read one date directory at a time,
+                       equal to full runs);
   * ``malformed``   -- anything else (not JSON, wrong types, missing identity fields).
 Counters, histograms and queue sizes that are absent read as zero.
 """
@@ -25,6 +35,7 @@ from pyspark.sql.types import (
     ArrayType,
     IntegerType,
     LongType,
+    MapType,
     StringType,
     StructField,
     StructType,
@@ -32,8 +43,13 @@ from pyspark.sql.types import (
 
 from spark_jobs.histogram import BUCKETS
 
-SUPPORTED_SCHEMA_VERSION = 1
+SUPPORTED_SCHEMA_VERSIONS = (1, 2)
 CORRUPT_COLUMN = "_corrupt_record"
+DAY_MS = 86_400_000
+HOUR_MS = 3_600_000
+# Queue sizes are packed with a 22-bit time offset into one long for "last value of the hour"
+# aggregates (aggregate.py); Redis sorted sets hold at most 2^32 - 1 members, far below.
+MAX_QUEUE_SIZE = 1 << 41
 
 # (field in the snapshot line, column name in every table)
 COUNTERS = (
@@ -46,6 +62,9 @@ COUNTERS = (
     ("triggerMsgReady", "promoted"),
     ("triggerMsgEndLife", "ended"),
     ("triggerMsgTimeout", "timed_out"),
+    # schemaVersion 2 (the failure-handling counters); absent in version 1 -> 0
+    ("deadLettered", "dead_lettered"),
+    ("redriven", "redriven"),
 )
 LAGS = (("pullMsgTimeGap", "delivery_lag"), ("readyQueueTimeGap", "scheduling_lag"))
 GAUGES = (
@@ -64,6 +83,12 @@ WAITING_DELAYS = (
     ("sizeOf7dayTo30day", "waiting_7_30d"),
     ("sizeOf30dayToInfinite", "waiting_30d_plus"),
 )
+
+COUNTER_NAMES = [name for _, name in COUNTERS]
+LAG_NAMES = [name for _, name in LAGS]
+GAUGE_NAMES = [name for _, name in GAUGES]
+WAITING_NAMES = [name for _, name in WAITING_DELAYS]
+BUCKET_COLUMNS = [f"{lag}_b{i}" for lag in LAG_NAMES for i in range(BUCKETS)]
 
 _HISTOGRAM = StructType(
     [
@@ -84,72 +109,95 @@ SNAPSHOT_SCHEMA = StructType(
         *[StructField(field, LongType()) for field, _ in COUNTERS],
         *[StructField(field, _HISTOGRAM) for field, _ in LAGS],
         *[StructField(field, LongType()) for field, _ in GAUGES],
-        StructField(
-            "waitingQueueInfo",
-            StructType([StructField(field, LongType()) for field, _ in WAITING_DELAYS]),
-        ),
+        StructField("waitingQueueInfo", MapType(StringType(), LongType())),
         StructField(CORRUPT_COLUMN, StringType()),
     ]
 )
 """Schema of one snapshot line; ``_corrupt_record`` receives lines Spark cannot parse."""
+
+# status codes carried as integers through the aggregates (strings would stop them being
+# hash aggregates)
+STATUS_CODES = {"ok": 0, "malformed": 1, "unsupported": 2, "misplaced": 3}
 
 
 def _zero(column: Column) -> Column:
     return F.coalesce(column, F.lit(0).cast("long"))
 
 
-def _status(s: Column) -> Column:
+def file_day(source_file: Column) -> Column:
+    """Days since 1970-01-01 of the file's parent directory ``date=YYYY-MM-DD``, else null.
+
+    String functions, not a regular expression: this runs once per line.
+    """
+    parent = F.substring_index(F.substring_index(source_file, "/", -2), "/", 1)
+    text = F.when(parent.startswith("date="), F.substring(parent, 6, 10))
+    return F.datediff(F.to_date(text), F.lit("1970-01-01").cast("date"))
+
+
+def _status(file_days: Column | None) -> Column:
+    col = F.col
     histograms_ok = F.lit(True)
     for field, _ in LAGS:
-        counts = s[field]["counts"]
+        counts = col(field)["counts"]
         histograms_ok = histograms_ok & (counts.isNull() | (F.size(counts) == BUCKETS))
+    sizes_ok = F.lit(True)
+    for field, _ in GAUGES:
+        sizes_ok = sizes_ok & (col(field).isNull() | col(field).between(0, MAX_QUEUE_SIZE - 1))
     identity_ok = (
-        s["namespace"].isNotNull()
-        & s["topic"].isNotNull()
-        & s["intervalStart"].isNotNull()
-        & s["intervalEnd"].isNotNull()
-        & (s["intervalEnd"] > s["intervalStart"])
+        col("namespace").isNotNull()
+        & col("topic").isNotNull()
+        & col("intervalStart").isNotNull()
+        & col("intervalEnd").isNotNull()
+        & (col("intervalEnd") > col("intervalStart"))
     )
-    return (
-        F.when(s.isNull() | s[CORRUPT_COLUMN].isNotNull() | s["schemaVersion"].isNull(), "malformed")
-        .when(s["schemaVersion"] != SUPPORTED_SCHEMA_VERSION, "unsupported")
-        .when(identity_ok & histograms_ok, "ok")
-        .otherwise("malformed")
+    status = (
+        F.when(
+            col(CORRUPT_COLUMN).isNotNull() | col("schemaVersion").isNull(),
+            STATUS_CODES["malformed"],
+        )
+        .when(~col("schemaVersion").isin(*SUPPORTED_SCHEMA_VERSIONS), STATUS_CODES["unsupported"])
+        .when(~(identity_ok & histograms_ok & sizes_ok), STATUS_CODES["malformed"])
     )
+    if file_days is not None:
+        day = F.floor(col("intervalStart") / DAY_MS).cast("int")
+        status = status.when(file_days.isNotNull() & (file_days != day), STATUS_CODES["misplaced"])
+    return status.otherwise(STATUS_CODES["ok"]).cast("int")
 
 
-def snapshot_rows(records: DataFrame) -> DataFrame:
+def snapshot_rows(records: DataFrame, check_file_date: bool = True) -> DataFrame:
     """Records with ``SNAPSHOT_SCHEMA``'s fields as top-level columns (plus ``source_file`` and
-    ``value``, the raw line or null) -> one flat row per line with ``status``.
+    ``value``, the raw line or null) -> one flat row per line.
 
-    Histogram counts become one column per bucket: ``<lag>_b0`` .. ``<lag>_b15``.
-
-    Bad lines keep ``value`` (the raw line when it did not parse) and ``source_file`` so they
-    can be reported; the snapshot columns are only meaningful where ``status == 'ok'``.
+    Columns: ``status`` (``STATUS_CODES``), ``value``, ``source_file``, ``file_day`` (days since
+    1970 of the file's ``date=`` directory, or null), ``schema_version``, the identity
+    (``namespace``, ``topic``, ``interval_start``, ``interval_end``), the counters, per lag
+    ``<lag>_count/_sum/_max`` and one column per bucket ``<lag>_b0`` .. ``_b15``, the queue
+    sizes and the waiting-queue delay distribution. The snapshot columns are only meaningful
+    where ``status == 0``.
     """
-    field = F.col
-    s = F.struct(*[field(name) for name in SNAPSHOT_SCHEMA.fieldNames()])
+    col = F.col
+    days = file_day(col("source_file")) if check_file_date else None
     columns = [
-        _status(s).alias("status"),
+        _status(days).alias("status"),
         "value",
         "source_file",
-        field("schemaVersion").alias("schema_version"),
-        field("namespace").alias("namespace"),
-        field("topic").alias("topic"),
-        field("intervalStart").alias("interval_start"),
-        field("intervalEnd").alias("interval_end"),
-        *[_zero(field(name)).alias(alias) for name, alias in COUNTERS],
+        (days if days is not None else F.lit(None).cast("int")).alias("file_day"),
+        col("schemaVersion").alias("schema_version"),
+        col("namespace").alias("namespace"),
+        col("topic").alias("topic"),
+        col("intervalStart").alias("interval_start"),
+        col("intervalEnd").alias("interval_end"),
+        *[_zero(col(name)).alias(alias) for name, alias in COUNTERS],
     ]
     for name, alias in LAGS:
         columns += [
-            _zero(field(name)["count"]).alias(f"{alias}_count"),
-            _zero(field(name)["sum"]).alias(f"{alias}_sum"),
-            _zero(field(name)["max"]).alias(f"{alias}_max"),
-            # One fixed-width column per bucket keeps the hot aggregations hash-based.
-            *[_zero(field(name)["counts"].getItem(i)).alias(f"{alias}_b{i}") for i in range(BUCKETS)],
+            _zero(col(name)["count"]).alias(f"{alias}_count"),
+            _zero(col(name)["sum"]).alias(f"{alias}_sum"),
+            _zero(col(name)["max"]).alias(f"{alias}_max"),
+            *[_zero(col(name)["counts"].getItem(i)).alias(f"{alias}_b{i}") for i in range(BUCKETS)],
         ]
-    columns += [_zero(field(name)).alias(alias) for name, alias in GAUGES]
-    columns += [_zero(field("waitingQueueInfo")[name]).alias(alias) for name, alias in WAITING_DELAYS]
+    columns += [_zero(col(name)).alias(alias) for name, alias in GAUGES]
+    columns += [_zero(col("waitingQueueInfo")[name]).alias(alias) for name, alias in WAITING_DELAYS]
     return records.select(*columns)
 
 
@@ -158,14 +206,39 @@ def parse_snapshots(lines: DataFrame) -> DataFrame:
     (``from_json`` with ``SNAPSHOT_SCHEMA``, then ``snapshot_rows``)."""
     s = F.from_json(F.col("value"), SNAPSHOT_SCHEMA, {"mode": "PERMISSIVE"})
     parsed = lines.select("value", "source_file", s.alias("s"))
-    # A line that is not JSON at all gives a null struct: its fields read as null and the
-    # null schemaVersion classifies it as malformed.
-    return snapshot_rows(parsed.select("value", "source_file", "s.*"))
+    # A line that is not JSON at all gives a null struct (or, in PERMISSIVE mode, one whose
+    # _corrupt_record is set): its null schemaVersion classifies it as malformed.
+    flat = parsed.select("value", "source_file", "s.*")
+    flat = flat.withColumn(
+        CORRUPT_COLUMN,
+        F.coalesce(F.col(CORRUPT_COLUMN), F.when(F.col("schemaVersion").isNull(), F.col("value"))),
+    )
+    return snapshot_rows(flat)
+
+
+def status_name(code: Column) -> Column:
+    """``STATUS_CODES`` value -> its name."""
+    result = F.when(code.isNull(), F.lit(None).cast("string"))
+    for name, value in STATUS_CODES.items():
+        result = result.when(code == value, name)
+    return result
 
 
 def valid_snapshots(parsed: DataFrame) -> DataFrame:
     """Only the ``ok`` rows, without the bookkeeping columns."""
-    return parsed.filter(F.col("status") == "ok").drop("status", "value", "source_file", "schema_version")
+    return parsed.filter(F.col("status") == STATUS_CODES["ok"]).drop(
+        "status", "value", "source_file", "schema_version", "file_day"
+    )
+
+
+VALUE_COLUMNS = [
+    *COUNTER_NAMES,
+    *[f"{name}_{part}" for name in LAG_NAMES for part in ("count", "sum", "max")],
+    *BUCKET_COLUMNS,
+    *GAUGE_NAMES,
+    *WAITING_NAMES,
+]
+"""Every per-line value column of ``snapshot_rows`` (all bigint, never null)."""
 
 
 def _identity_json() -> Column:
@@ -180,14 +253,12 @@ def _identity_json() -> Column:
     )
 
 
-def quality_metrics() -> list[Column]:
-    """Aggregates over parsed lines for ``DataFrame.observe``: counts plus one example."""
-    bad = F.col("status") != "ok"
+def example_metrics() -> list[Column]:
+    """Aggregates over parsed lines for ``DataFrame.observe``: the line count and the first bad
+    line (its file and text), for the report and stderr."""
+    bad = F.col("status") != STATUS_CODES["ok"]
     return [
         F.count(F.lit(1)).alias("input_lines"),
-        F.sum(F.when(F.col("status") == "ok", 1).otherwise(0)).alias("valid_lines"),
-        F.sum(F.when(F.col("status") == "malformed", 1).otherwise(0)).alias("malformed_lines"),
-        F.sum(F.when(F.col("status") == "unsupported", 1).otherwise(0)).alias("unsupported_lines"),
         F.min(F.when(bad, F.col("source_file"))).alias("example_bad_file"),
         # The JSON source keeps the raw text of unparseable lines only; a line that parsed but
         # failed a check is shown by its identity fields.

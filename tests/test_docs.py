@@ -31,10 +31,6 @@ OUTSIDE_POINTERS = [
     re.compile(r"\b" + "STYLE" + r"\.md\b"),
 ]
 DOCS_PAGE = re.compile(r"\b" + "docs" + r"/([\w.-]+\.md)\b")
-# Files owned elsewhere whose old pointers are being fixed by their owner (see the xfail).
-PENDING_OWNERS = ("spark_jobs/",)
-
-
 # -- the configuration table ---------------------------------------------------------------
 def config_table() -> dict[str, str]:
     """README's configuration table: key -> default, as written."""
@@ -126,19 +122,10 @@ def bad_pointers(name: str) -> list[str]:
 
 
 def test_no_file_points_outside_the_repo_or_at_a_missing_docs_page():
-    found = [hit for name in repo_files() if not name.startswith(PENDING_OWNERS)
+    found = [hit for name in repo_files()
              for hit in bad_pointers(name)]
     assert not found, "pointers to documents that are not in the repository:\n" + \
         "\n".join(found)
-
-
-@pytest.mark.xfail(strict=True, reason="spark_jobs/ still points at the old shared documents; "
-                   "its owner is fixing them. When this passes, drop PENDING_OWNERS and this "
-                   "test: the test above then covers spark_jobs/ too.")
-def test_spark_jobs_point_only_at_documents_in_the_repo():
-    found = [hit for name in repo_files() if name.startswith(PENDING_OWNERS)
-             for hit in bad_pointers(name)]
-    assert not found, "\n".join(found)
 
 
 # -- links, anchors and names in the docs ----------------------------------------------------

@@ -2,6 +2,7 @@
 
 The job lives in ``spark_jobs.monitor_report`` and needs the ``report`` extra (pyspark,
 matplotlib); it is imported only when the command runs, so the CLI works without it.
+Runs are incremental (only new or changed dates are read); see docs/report.md.
 """
 
 from __future__ import annotations
@@ -13,11 +14,22 @@ import sys
 _OPTIONS = (
     ("--master", str, "Spark master (default: local[*])"),
     ("--lag-threshold-ms", int, "p99 delivery-lag finding threshold in ms (default 1000)"),
-    ("--growth-min-intervals", int, "consecutive growing snapshots that make a backlog finding (default 10)"),
+    (
+        "--growth-min-intervals",
+        int,
+        "consecutive growing snapshots that make a backlog finding (default 10)",
+    ),
     ("--top-topics", int, "topics charted individually (default 5)"),
     ("--max-findings", int, "findings listed in report.html (default 200)"),
     ("--driver-memory", str, "Spark driver memory when Spark starts here (default 4g)"),
     ("--shuffle-partitions", int, "spark.sql.shuffle.partitions (default 8 in local mode)"),
+    ("--since", str, "reprocess the input dates from DATE (YYYY-MM-DD) on"),
+)
+# (flag, help) switches forwarded when given
+_SWITCHES = (
+    ("--full", "rebuild every table from the whole input (default: only new or changed dates)"),
+    ("--quiet", "no progress lines, errors only"),
+    ("--traceback", "show the Python traceback of an unexpected error"),
 )
 
 
@@ -27,10 +39,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="build the monitoring report (Parquet tables, CSV, report.html) from snapshots",
         description="Aggregate monitoring snapshot files with Spark (local mode by default).",
     )
-    parser.add_argument("--input", required=True, help="snapshot directory or URI, read recursively")
-    parser.add_argument("--output", required=True, help="output directory or URI (overwritten)")
+    parser.add_argument(
+        "--input", required=True, help="snapshot directory or URI, read recursively"
+    )
+    parser.add_argument(
+        "--output", required=True, help="output directory or URI (tables are merged into it)"
+    )
     for flag, kind, text in _OPTIONS:
         parser.add_argument(flag, type=kind, default=None, help=text)
+    for flag, text in _SWITCHES:
+        parser.add_argument(flag, action="store_true", help=text)
     parser.set_defaults(func=run)
 
 
@@ -41,6 +59,9 @@ def job_argv(args: argparse.Namespace) -> list[str]:
         value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
         if value is not None:
             argv += [flag, str(value)]
+    for flag, _ in _SWITCHES:
+        if getattr(args, flag.lstrip("-"), False):
+            argv.append(flag)
     return argv
 
 
@@ -49,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         from spark_jobs import monitor_report
     except ImportError as error:
         print(
-            f"error: the report needs the 'report' extra (pip install 'delayqueue[report]'): {error}",
+            "error: the report needs the 'report' extra "
+            f"(pip install 'delayqueue[report]'): {error}",
             file=sys.stderr,
         )
         return 1

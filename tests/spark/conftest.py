@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-BASE_MS = 1_763_596_800_000  # 2025-11-20T00:00:00Z
-MINUTE_MS = 60_000
+from spark_support import BASE_MS, MINUTE_MS, histogram, snapshot_line  # noqa: F401 -- fixtures below
 
 
 @pytest.fixture(scope="session")
@@ -16,7 +13,8 @@ def spark():
         from pyspark.sql import SparkSession
     except ImportError as error:  # the report extra is part of the test environment
         pytest.fail(f"pyspark is not installed (pip install 'delayqueue[report]'): {error}")
-    from spark_jobs.session import JIT_OPTIONS, JavaNotFoundError, ensure_java
+    from spark_jobs.monitor_report import KEEP_CONF
+    from spark_jobs.session import JIT_OPTIONS, QUIET_LOG_OPTIONS, JavaNotFoundError, ensure_java
 
     try:
         ensure_java()
@@ -29,7 +27,15 @@ def spark():
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", JIT_OPTIONS)
+        .config("spark.driver.extraJavaOptions", f"{JIT_OPTIONS} {QUIET_LOG_OPTIONS}")
+        # Test inputs are tiny: interpreted expressions beat compiling the wide ones, and the
+        # job is told to keep these settings (it otherwise switches codegen on for its pass).
+        .config("spark.sql.codegen.wholeStage", "false")
+        .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config(KEEP_CONF, "true")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
@@ -37,40 +43,14 @@ def spark():
     session.stop()
 
 
-def snapshot_line(topic: str = "t1", minute: int = 0, namespace: str = "default", **fields) -> str:
-    """One snapshot line for the interval starting ``minute`` minutes after BASE_MS."""
-    start = BASE_MS + minute * MINUTE_MS
-    line = {
-        "schemaVersion": 1,
-        "namespace": namespace,
-        "topic": topic,
-        "intervalStart": start,
-        "intervalEnd": start + MINUTE_MS,
-        "sendMsg": 0, "pullMsg": 0, "ackMsg": 0, "nackMsg": 0, "getMsg": 0, "deleteMsg": 0,
-        "triggerMsgReady": 0, "triggerMsgEndLife": 0, "triggerMsgTimeout": 0,
-        "pullMsgTimeGap": {"count": 0, "sum": 0, "max": 0, "counts": [0] * 16},
-        "readyQueueTimeGap": {"count": 0, "sum": 0, "max": 0, "counts": [0] * 16},
-        "waitingQueueSize": 0, "readyQueueSize": 0, "ackQueueSize": 0,
-        "waitingQueueInfo": {"sizeOf0To1min": 0, "sizeOf1minTo10min": 0},
-    }  # fmt: skip
-    line.update(fields)
-    return json.dumps(line)
-
-
-def histogram(counts: dict[int, int], max_ms: int, sum_ms: int = 0) -> dict:
-    """A pullMsgTimeGap-style histogram with ``counts[bucket] = n``."""
-    array = [0] * 16
-    for bucket, n in counts.items():
-        array[bucket] = n
-    return {"count": sum(array), "sum": sum_ms, "max": max_ms, "counts": array}
-
-
 @pytest.fixture
 def lines_frame(spark):
     """Build the job's input frame (value, source_file) from snapshot lines."""
 
-    def build(lines: list[str], source: str = "file:///in/date=2025-11-20/default-00.jsonl"):
-        return spark.createDataFrame([(line, source) for line in lines], "value string, source_file string")
+    def build(lines: list[str], source: str = "file:///in/default-00.jsonl"):
+        return spark.createDataFrame(
+            [(line, source) for line in lines], "value string, source_file string"
+        )
 
     return build
 

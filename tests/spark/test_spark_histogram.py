@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.aggregate import hour_parts, namespace_rollup, topic_hour, with_derived
-from spark_jobs.snapshot import parse_snapshots, valid_snapshots
+from spark_jobs.aggregate import namespace_rollup, with_derived
+
+from spark_support import aggregate_lines
 
 pytestmark = pytest.mark.spark
 
 
 def _hourly(lines_frame, lines):
-    return topic_hour(hour_parts(valid_snapshots(parse_snapshots(lines_frame(lines))), 10))
+    return aggregate_lines(lines_frame(lines))[0]
 
 
 def test_p99_reads_upper_bound_of_bucket_from_summed_histograms(lines_frame, line, hist):
@@ -28,7 +29,11 @@ def test_p99_reads_upper_bound_of_bucket_from_summed_histograms(lines_frame, lin
     assert row["delivery_lag_counts"] == [0, 0, 50, 0, 0, 40, 0, 0, 9, 0, 1, 0, 0, 0, 0, 0]
     # p50: ceil(50) = 50 reached in bucket 2 -> 5 ms; p90: 90 reached in bucket 5 -> 50 ms;
     # p99: 99 reached in bucket 8 -> 500 ms; the single 1500 ms sample only sets the max.
-    assert (row["delivery_lag_p50_ms"], row["delivery_lag_p90_ms"], row["delivery_lag_p99_ms"]) == (5, 50, 500)
+    assert (row["delivery_lag_p50_ms"], row["delivery_lag_p90_ms"], row["delivery_lag_p99_ms"]) == (
+        5,
+        50,
+        500,
+    )
     assert row["delivery_lag_max"] == 1500
     assert row["delivery_lag_count"] == 100
 
@@ -36,17 +41,17 @@ def test_p99_reads_upper_bound_of_bucket_from_summed_histograms(lines_frame, lin
 def test_percentile_target_is_ceiling_of_p_times_total(lines_frame, line, hist):
     # 10 samples: 9 in bucket 0 (<=1 ms), 1 in bucket 3 (<=10 ms). p90 -> ceil(9.0) = 9 -> 1 ms;
     # p99 -> ceil(9.9) = 10 -> the 10th sample's bucket -> 10 ms.
-    row = with_derived(_hourly(lines_frame, [line("a", 0, pullMsgTimeGap=hist({0: 9, 3: 1}, 7))])).first()
+    row = _hourly(lines_frame, [line("a", 0, pullMsgTimeGap=hist({0: 9, 3: 1}, 7))]).first()
     assert (row["delivery_lag_p90_ms"], row["delivery_lag_p99_ms"]) == (1, 10)
 
 
 def test_percentile_in_unbounded_bucket_reports_observed_max(lines_frame, line, hist):
-    row = with_derived(_hourly(lines_frame, [line("a", 0, pullMsgTimeGap=hist({3: 1, 15: 99}, 95000))])).first()
+    row = _hourly(lines_frame, [line("a", 0, pullMsgTimeGap=hist({3: 1, 15: 99}, 95000))]).first()
     assert (row["delivery_lag_p50_ms"], row["delivery_lag_p99_ms"]) == (95000, 95000)
 
 
 def test_percentiles_and_mean_of_empty_histogram_are_null(lines_frame, line):
-    row = with_derived(_hourly(lines_frame, [line("a", 0, sendMsg=3)])).first()
+    row = _hourly(lines_frame, [line("a", 0, sendMsg=3)]).first()
     assert row["delivery_lag_p50_ms"] is None and row["delivery_lag_p99_ms"] is None
     assert row["delivery_lag_mean_ms"] is None and row["ack_ratio"] is None
 
@@ -56,5 +61,5 @@ def test_weighted_mean_is_summed_gap_over_summed_count(lines_frame, line, hist):
         line("a", 0, pullMsgTimeGap=hist({3: 3}, 10, sum_ms=30)),
         line("a", 1, pullMsgTimeGap=hist({5: 1}, 50, sum_ms=50)),
     ]
-    row = with_derived(_hourly(lines_frame, lines)).first()
+    row = _hourly(lines_frame, lines).first()
     assert row["delivery_lag_mean_ms"] == pytest.approx(80 / 4)

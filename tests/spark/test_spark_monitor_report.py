@@ -8,7 +8,6 @@ import math
 import shutil
 import subprocess
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,18 @@ from spark_jobs.monitor_report import EXIT_EMPTY_INPUT, EXIT_NO_VALID_LINES, mai
 
 pytestmark = pytest.mark.spark
 
-TABLES = ("topic_hour", "topic_day", "topic_total", "namespace_hour", "namespace_day",
-          "namespace_total", "ready_growth_runs", "findings", "input_quality")  # fmt: skip
+TABLES = (
+    "topic_hour",
+    "topic_day",
+    "topic_total",
+    "namespace_hour",
+    "namespace_day",
+    "namespace_total",
+    "ready_growth_runs",
+    "findings",
+    "input_quality",
+    "input_quality_daily",
+)
 
 
 class _Cells(HTMLParser):
@@ -61,16 +70,24 @@ def _cells(text: str) -> _Cells:
 def report(spark, tmp_path_factory):
     """Two generated days with duplicates and bad lines, run through main()."""
     root = tmp_path_factory.mktemp("report")
-    stats = generate(Plan(output=root / "in", topics=12, days=2, duplicate_rate=0.01, malformed_rate=0.002, seed=3))
+    stats = generate(
+        Plan(
+            output=root / "in", topics=12, days=2, duplicate_rate=0.01, malformed_rate=0.002, seed=3
+        )
+    )
     code = main(["--input", str(root / "in"), "--output", str(root / "out"), "--top-topics", "3"])
     return {"code": code, "out": root / "out", "stats": stats}
 
 
 def test_job_writes_every_table_the_csv_and_the_report(report, spark):
+    from spark_jobs.tables import SCHEMAS
+
     assert report["code"] == 0
     out = report["out"]
     for name in TABLES:
-        assert spark.read.parquet(str(out / name)).count() > 0, name
+        table = spark.read.parquet(str(out / name))
+        assert table.count() > 0, name
+        assert set(table.columns) == set(SCHEMAS[name].fieldNames()), name
     assert (out / "topic_day" / "date=2025-11-21").is_dir()
     assert (out / "topic_daily.csv").is_file()
     assert (out / "report.html").stat().st_size > 50_000
@@ -83,7 +100,11 @@ def test_bad_and_duplicate_lines_are_counted_in_report_and_table(report, spark, 
     assert quality["unsupported_lines"] == stats["unsupported"] > 0
     assert quality["duplicate_lines"] == stats["duplicates"] > 0
     assert quality["distinct_intervals"] == stats["lines"]
-    shown = {c: v for row in _cells((report["out"] / "report.html").read_text()).tables["input-quality"] for c, v in row.items()}
+    shown = {
+        c: v
+        for row in _cells((report["out"] / "report.html").read_text()).tables["input-quality"]
+        for c, v in row.items()
+    }
     assert int(shown["malformed_lines"]) == stats["malformed"]
     assert int(shown["duplicate_lines"]) == stats["duplicates"]
 
@@ -112,7 +133,20 @@ def test_report_figures_match_the_tables_and_csv(report, spark):
 
     findings = spark.read.parquet(str(out / "findings"))
     kinds = {row["kind"] for row in findings.select("kind").distinct().collect()}
-    assert kinds == {"ready_backlog_growing", "delivery_lag_p99_high", "messages_ended", "no_consumer"}
+    assert kinds == {
+        "ready_backlog_growing",
+        "delivery_lag_p99_high",
+        "messages_ended",
+        "no_consumer",
+    }
+    comparison = [row for row in cells.tables["day-over-day"] if row]
+    namespace_day = {
+        r["date"].isoformat(): r for r in spark.read.parquet(str(out / "namespace_day")).collect()
+    }
+    sent = next(r for r in comparison if r["metric"] == "Sent/s" and not r["topic"])
+    assert float(sent["today"]) == namespace_day["2025-11-21"]["sent_per_s"]
+    assert float(sent["previous_day"]) == namespace_day["2025-11-20"]["sent_per_s"]
+    assert sent["week_before"] == ""  # no data a week before
     shown_findings = [row for row in cells.tables["findings"] if row]
     assert len(shown_findings) == findings.count()
     assert {(r["kind"], r["topic"]) for r in shown_findings} == {
@@ -124,11 +158,16 @@ def test_report_figures_match_the_tables_and_csv(report, spark):
 def test_report_opens_in_headless_chromium_with_charts_visible(report, tmp_path):
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if not browser:
-        pytest.skip("headless check needs Debian's chromium (apt-get install -y chromium); not on PATH")
+        pytest.skip(
+            "headless check needs Debian's chromium (apt-get install -y chromium); not on PATH"
+        )
     url = (report["out"] / "report.html").resolve().as_uri()
     flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
     dom = subprocess.run(
-        [*flags, "--virtual-time-budget=5000", "--dump-dom", url], capture_output=True, text=True, timeout=120
+        [*flags, "--virtual-time-budget=5000", "--dump-dom", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert dom.returncode == 0, dom.stderr[-2000:]
     body = _cells(dom.stdout).body
@@ -137,7 +176,10 @@ def test_report_opens_in_headless_chromium_with_charts_visible(report, tmp_path)
 
     shot = tmp_path / "report.png"
     subprocess.run(
-        [*flags, f"--screenshot={shot}", "--window-size=1280,4000", url], capture_output=True, timeout=120, check=True
+        [*flags, f"--screenshot={shot}", "--window-size=1280,4000", url],
+        capture_output=True,
+        timeout=120,
+        check=True,
     )
     import matplotlib.image
 
@@ -152,12 +194,18 @@ def test_report_opens_in_headless_chromium_with_charts_visible(report, tmp_path)
 
 def test_empty_input_fails_with_clear_message(spark, tmp_path, capsys):
     (tmp_path / "in").mkdir()
-    assert main(["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out")]) == EXIT_EMPTY_INPUT
+    assert (
+        main(["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out")])
+        == EXIT_EMPTY_INPUT
+    )
     assert "no snapshot lines" in capsys.readouterr().err
 
 
 def test_missing_input_fails_with_clear_message(spark, tmp_path, capsys):
-    assert main(["--input", str(tmp_path / "absent"), "--output", str(tmp_path / "out")]) == EXIT_EMPTY_INPUT
+    assert (
+        main(["--input", str(tmp_path / "absent"), "--output", str(tmp_path / "out")])
+        == EXIT_EMPTY_INPUT
+    )
     assert "cannot read snapshots" in capsys.readouterr().err
 
 
@@ -165,7 +213,10 @@ def test_input_of_only_bad_lines_fails_and_reports_counts(spark, tmp_path, capsy
     day = tmp_path / "in" / "date=2025-11-20"
     day.mkdir(parents=True)
     (day / "default-00.jsonl").write_text('{"truncated\n{"schemaVersion":9,"topic":"x"}\n')
-    assert main(["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out")]) == EXIT_NO_VALID_LINES
+    assert (
+        main(["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out")])
+        == EXIT_NO_VALID_LINES
+    )
     err = capsys.readouterr().err
     assert "1 malformed, 1 unsupported" in err and "no valid snapshot lines" in err
 
@@ -175,6 +226,29 @@ def test_report_subcommand_forwards_options_to_the_job():
 
     parser = argparse.ArgumentParser()
     command.register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["report", "--input", "s3a://b/in", "--output", "/tmp/o", "--lag-threshold-ms", "250"])
+    args = parser.parse_args(
+        [
+            "report",
+            "--input",
+            "s3a://b/in",
+            "--output",
+            "/tmp/o",
+            "--lag-threshold-ms",
+            "250",
+            "--since",
+            "2025-11-20",
+            "--full",
+        ]
+    )
     assert args.func is command.run
-    assert command.job_argv(args) == ["--input", "s3a://b/in", "--output", "/tmp/o", "--lag-threshold-ms", "250"]
+    assert command.job_argv(args) == [
+        "--input",
+        "s3a://b/in",
+        "--output",
+        "/tmp/o",
+        "--lag-threshold-ms",
+        "250",
+        "--since",
+        "2025-11-20",
+        "--full",
+    ]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from pyspark.sql import functions as F
 
-from spark_jobs.snapshot import SNAPSHOT_SCHEMA, parse_snapshots, valid_snapshots
+from spark_jobs.snapshot import SNAPSHOT_SCHEMA, parse_snapshots, status_name, valid_snapshots
 
 pytestmark = pytest.mark.spark
 
@@ -31,40 +32,112 @@ def test_lines_are_classified_ok_malformed_or_unsupported(lines_frame, line):
         line("f", 0, sendMsg="many"),
         json.dumps(short_hist),
         json.dumps(backwards),
-        line("g", 0, schemaVersion=2),
+        line("g", 0, schemaVersion=3),
+        line("h", 0, schemaVersion=2, deadLettered=4, redriven=1),
+        line("i", 0, readyQueueSize=-1),
+        line("j", 0, waitingQueueSize=1 << 41),
     ]
-    statuses = [row["status"] for row in parse_snapshots(lines_frame(lines)).collect()]
+    parsed = parse_snapshots(lines_frame(lines)).select(status_name(F.col("status")).alias("s"))
+    statuses = [row["s"] for row in parsed.collect()]
     assert statuses == [
-        "ok", "ok", "malformed", "malformed", "malformed", "malformed",
-        "malformed", "malformed", "malformed", "unsupported",
-    ]  # fmt: skip
+        "ok",
+        "ok",
+        "malformed",
+        "malformed",
+        "malformed",
+        "malformed",
+        "malformed",
+        "malformed",
+        "malformed",
+        "unsupported",
+        "ok",
+        "malformed",
+        "malformed",
+    ]
+
+
+def test_versions_1_and_2_read_alike_and_absent_failure_counters_are_zero(lines_frame, line):
+    lines = [
+        line("v1", 0, sendMsg=2, nackMsg=1),
+        line("v2", 0, schemaVersion=2, sendMsg=3, nackMsg=2, deadLettered=4, redriven=1),
+    ]
+    rows = {r["topic"]: r for r in valid_snapshots(parse_snapshots(lines_frame(lines))).collect()}
+    assert (
+        rows["v1"]["sent"],
+        rows["v1"]["nacked"],
+        rows["v1"]["dead_lettered"],
+        rows["v1"]["redriven"],
+    ) == (2, 1, 0, 0)
+    assert (
+        rows["v2"]["sent"],
+        rows["v2"]["nacked"],
+        rows["v2"]["dead_lettered"],
+        rows["v2"]["redriven"],
+    ) == (3, 2, 4, 1)
 
 
 def test_missing_counters_and_queue_sizes_read_as_zero(lines_frame):
-    minimal = '{"schemaVersion":1,"namespace":"n","topic":"t","intervalStart":60000,"intervalEnd":120000}'
+    minimal = (
+        '{"schemaVersion":1,"namespace":"n","topic":"t","intervalStart":60000,"intervalEnd":120000}'
+    )
     row = valid_snapshots(parse_snapshots(lines_frame([minimal]))).first()
-    assert (row["sent"], row["delivered"], row["ready_size"], row["delivery_lag_b3"]) == (0, 0, 0, 0)
+    assert (row["sent"], row["delivered"], row["ready_size"], row["delivery_lag_b3"]) == (
+        0,
+        0,
+        0,
+        0,
+    )
 
 
 def test_schema_is_explicit_and_names_every_contract_field():
     names = set(SNAPSHOT_SCHEMA.fieldNames())
-    for field in ("schemaVersion", "intervalStart", "pullMsgTimeGap", "readyQueueTimeGap",
-                  "waitingQueueInfo", "triggerMsgTimeout", "ackQueueSize"):  # fmt: skip
+    for field in (
+        "schemaVersion",
+        "intervalStart",
+        "pullMsgTimeGap",
+        "readyQueueTimeGap",
+        "waitingQueueInfo",
+        "triggerMsgTimeout",
+        "ackQueueSize",
+        "deadLettered",
+        "redriven",
+    ):
         assert field in names
 
 
-def test_job_reader_classifies_file_lines_like_parse_snapshots_and_skips_blank_lines(spark, tmp_path, line):
+def test_job_reader_classifies_file_lines_like_parse_snapshots_and_skips_blank_lines(
+    spark, tmp_path, line
+):
     from spark_jobs.monitor_report import read_snapshots
 
     no_topic = json.loads(line("c", 0))
     del no_topic["topic"]
     day = tmp_path / "date=2025-11-20"
     day.mkdir()
-    lines = [line("a", 0, sendMsg=5), "not json at all", "", line("f", 0, sendMsg="many"),
-             json.dumps(no_topic), line("g", 0, schemaVersion=2)]  # fmt: skip
+    lines = [
+        line("a", 0, sendMsg=5),
+        "not json at all",
+        "",
+        line("f", 0, sendMsg="many"),
+        json.dumps(no_topic),
+        line("g", 0, schemaVersion=3),
+        line("next-day", 1440),
+    ]  # fmt: skip  -- 2025-11-21 in the 2025-11-20 directory
     (day / "default-00.jsonl").write_text("\n".join(lines) + "\n")
     (day / "ignored.txt").write_text("not a snapshot file\n")
-    rows = read_snapshots(spark, str(tmp_path)).orderBy("status").collect()
-    assert sorted(row["status"] for row in rows) == ["malformed", "malformed", "malformed", "ok", "unsupported"]
-    assert {row["value"] for row in rows if row["status"] == "malformed"} >= {"not json at all"}
+    rows = (
+        read_snapshots(spark, [str(tmp_path)])
+        .select("*", status_name(F.col("status")).alias("s"))
+        .collect()
+    )
+    assert sorted(row["s"] for row in rows) == [
+        "malformed",
+        "malformed",
+        "malformed",
+        "misplaced",
+        "ok",
+        "unsupported",
+    ]
+    assert {row["value"] for row in rows if row["s"] == "malformed"} >= {"not json at all"}
     assert all(row["source_file"].endswith("default-00.jsonl") for row in rows)
+    assert {row["file_day"] for row in rows} == {20412}  # days from 1970-01-01 to 2025-11-20

@@ -1,0 +1,152 @@
+"""Property: for any valid set of snapshot lines (random topics, intervals, counters, queue
+sizes, histograms, interval lengths and duplicate copies), the job's aggregation never fails,
+each topic's totals equal the sums over its distinct intervals, and the fast path (blocks of
+empty-ready-queue lines) finds the same hours and growth runs as one group per line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings  # a dev dependency
+from hypothesis import strategies as st
+
+from spark_support import BASE_MS
+
+pytestmark = pytest.mark.spark
+
+COUNTERS = ("sendMsg", "pullMsg", "ackMsg", "nackMsg", "deadLettered")
+
+
+@st.composite
+def snapshot_sets(draw):
+    """Lines of up to 3 topics over 2 UTC days; each topic keeps one interval length per hour
+    (the server's grid) or, sometimes, an off-grid one; some lines are written twice."""
+    lines = []
+    for topic in draw(
+        st.lists(st.sampled_from(["a", "b", "c/with,comma"]), min_size=1, max_size=3, unique=True)
+    ):
+        length = draw(st.sampled_from([60_000, 300_000, 45_000]))  # 45 s is off the hourly grid
+        starts = draw(
+            st.lists(
+                st.integers(0, 2 * 86_400_000 // length - 1), min_size=1, max_size=40, unique=True
+            )
+        )
+        for slot in starts:
+            start = BASE_MS + slot * length
+            line = {
+                "schemaVersion": draw(st.sampled_from([1, 2])),
+                "namespace": "ns",
+                "topic": topic,
+                "intervalStart": start,
+                "intervalEnd": start + length,
+                "readyQueueSize": draw(st.sampled_from([0, 0, 0, 1, 5, 9])),
+                "waitingQueueSize": draw(st.integers(0, 50)),
+                "pullMsgTimeGap": {
+                    "count": 0,
+                    "sum": 0,
+                    "max": 0,
+                    "counts": draw(st.lists(st.integers(0, 3), min_size=16, max_size=16)),
+                },
+            }
+            for counter in COUNTERS:
+                line[counter] = draw(st.integers(0, 1000))
+            text = json.dumps(line)
+            lines.append(text)
+            if draw(st.integers(0, 9)) == 0:
+                lines.append(text)  # written twice
+    return lines
+
+
+def _expected(lines: list[str]) -> dict[str, dict]:
+    distinct = {(d["topic"], d["intervalStart"]): d for d in map(json.loads, lines)}
+    totals: dict[str, dict] = {}
+    for (topic, _), line in distinct.items():
+        entry = totals.setdefault(
+            topic, {"snapshot_lines": 0, "buckets": [0] * 16, **{c: 0 for c in COUNTERS}}
+        )
+        entry["snapshot_lines"] += 1
+        for counter in COUNTERS:
+            entry[counter] += line[counter]
+        entry["buckets"] = [
+            x + y for x, y in zip(entry["buckets"], line["pullMsgTimeGap"]["counts"])
+        ]
+    return totals
+
+
+@settings(
+    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(lines=snapshot_sets())
+def test_topic_totals_equal_input_sums_and_fast_path_equals_line_by_line(spark, lines):
+    from spark_jobs.aggregate import (
+        drop_duplicate_lines,
+        growth_runs,
+        hour_rows,
+        line_groups,
+        topic_rollup,
+        with_derived,
+    )
+    from spark_jobs.snapshot import parse_snapshots
+
+    from spark_support import aggregate_lines
+
+    frame = spark.createDataFrame(
+        [(line, "file:///in/x.jsonl") for line in lines], "value string, source_file string"
+    )
+    hours, runs = aggregate_lines(frame, min_intervals=2)
+    totals = {r["topic"]: r for r in topic_rollup(hours, ["namespace", "topic"]).collect()}
+    names = {
+        "sendMsg": "sent",
+        "pullMsg": "delivered",
+        "ackMsg": "acked",
+        "nackMsg": "nacked",
+        "deadLettered": "dead_lettered",
+    }
+    for topic, expected in _expected(lines).items():
+        row = totals[topic]
+        assert row["snapshot_lines"] == expected["snapshot_lines"], topic
+        for counter in COUNTERS:
+            assert row[names[counter]] == expected[counter], (topic, counter)
+        assert list(row["delivery_lag_counts"]) == expected["buckets"], topic
+
+    # The reference: every distinct line in a group of its own (no blocks, no masks).
+    rows = parse_snapshots(frame)
+    single = line_groups(drop_duplicate_lines(rows.filter("status = 0")), one_per_line=True)
+    key = ["namespace", "topic", "hour_start_ms"]
+    fast = sorted(
+        tuple(r)
+        for r in hours.select(
+            *key,
+            "snapshot_lines",
+            "sent",
+            "ready_size_last",
+            "waiting_size_max",
+            "delivery_lag_p90_ms",
+        ).collect()
+    )
+    reference = with_derived(hour_rows(single))
+    slow = sorted(
+        tuple(r)
+        for r in reference.select(
+            *key,
+            "snapshot_lines",
+            "sent",
+            "ready_size_last",
+            "waiting_size_max",
+            "delivery_lag_p90_ms",
+        ).collect()
+    )
+    assert fast == slow
+    run_columns = [
+        "namespace",
+        "topic",
+        "run_start",
+        "run_end",
+        "intervals",
+        "from_size",
+        "to_size",
+    ]
+    assert sorted(tuple(r) for r in runs.select(*run_columns).collect()) == sorted(
+        tuple(r) for r in growth_runs(single, 2).select(*run_columns).collect()
+    )

@@ -1,0 +1,200 @@
+"""The whole job on the inputs an operator meets most and the awkward ones: a healthy day, one
+interval, a topic of zeros, only duplicates, only bad lines but one, schemaVersion 2, and a
+failure that must stay one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.monitor_report import main
+from spark_jobs.tables import SCHEMAS, read_table
+
+from spark_support import histogram, snapshot_line
+
+pytestmark = pytest.mark.spark
+
+
+def _write(root: Path, lines: list[str], name: str = "default-00.jsonl") -> Path:
+    directory = root / "in" / "date=2025-11-20"
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_text("\n".join(lines) + "\n")
+    return root / "in"
+
+
+def _run(root: Path, capsys, *extra: str) -> tuple[int, str]:
+    code = main(["--input", str(root / "in"), "--output", str(root / "out"), *extra])
+    return code, capsys.readouterr().err
+
+
+def _tables(spark, out: Path) -> dict:
+    return {name: read_table(spark, str(out), name) for name in SCHEMAS}
+
+
+def _healthy_day(minutes: int = 100) -> list[str]:
+    """Three consumed topics, steady queues, lag far under the threshold, nothing ending."""
+    lines = []
+    for minute in range(minutes):
+        for topic, rate in (("orders", 30), ("emails", 5), ("audit", 1)):
+            lines.append(
+                snapshot_line(
+                    topic,
+                    minute,
+                    sendMsg=rate,
+                    pullMsg=rate,
+                    ackMsg=rate,
+                    triggerMsgReady=rate,
+                    pullMsgTimeGap=histogram({2: rate}, 4, 3 * rate),
+                    readyQueueTimeGap=histogram({0: rate}, 1, rate),
+                    waitingQueueSize=rate,
+                    readyQueueSize=0,
+                    ackQueueSize=1,
+                )
+            )
+    return lines
+
+
+def test_healthy_day_reports_no_findings_plainly_and_every_optional_table_reads_empty(
+    spark, tmp_path, capsys
+):
+    _write(tmp_path, _healthy_day())
+    code, err = _run(tmp_path, capsys)
+    assert code == 0, err
+    assert "Traceback" not in err and " WARN " not in err
+    assert "no findings on 2025-11-20: a healthy day" in err
+    found = _tables(spark, tmp_path / "out")
+    for name in ("findings", "ready_growth_runs"):
+        assert found[name].count() == 0, name
+        assert found[name].schema == SCHEMAS[name], name
+    assert not list((tmp_path / "out" / "findings").glob("date=*"))  # empty: no Parquet file at all
+    total = {r["topic"]: r for r in found["topic_total"].collect()}
+    assert (
+        total["orders"]["sent"],
+        total["emails"]["acked"],
+        total["audit"]["snapshot_lines"],
+    ) == (3000, 500, 100)
+    assert found["input_quality"].first()["valid_lines"] == 300
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert 'id="findings-none">No findings on 2025-11-20' in page
+
+
+def _day(root: Path, day: int, lines: list[str], name: str = "default-00.jsonl") -> None:
+    directory = root / "in" / f"date=2025-11-{20 + day}"
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_text("\n".join(lines) + "\n")
+
+
+def test_awkward_days_one_interval_zero_topic_v2_dead_letters_bad_lines_and_duplicates(
+    spark, tmp_path, capsys
+):
+    """One run over four awkward days (each check names its day):
+    20: a single interval: a busy topic and a topic of only zero counters;
+    21: schemaVersion 2 lines with dead letters beside version-1 lines;
+    22: every line malformed or unsupported except one;
+    23: every interval written twice (only duplicates)."""
+    minute = 24 * 60
+    _day(
+        tmp_path,
+        0,
+        [
+            snapshot_line("busy", 0, sendMsg=6, pullMsg=6, ackMsg=5, readyQueueSize=2),
+            snapshot_line("idle", 0),
+        ],
+    )
+    _day(
+        tmp_path,
+        1,
+        [
+            snapshot_line("v1-topic", minute, sendMsg=3, pullMsg=3, ackMsg=3),
+            snapshot_line(
+                "dlq",
+                minute,
+                schemaVersion=2,
+                sendMsg=5,
+                pullMsg=5,
+                nackMsg=4,
+                deadLettered=3,
+                redriven=1,
+            ),
+            snapshot_line("dlq", minute + 1, schemaVersion=2, deadLettered=2),
+        ],
+    )
+    bad = [
+        '{"truncated',
+        "not json",
+        snapshot_line("t", 2 * minute + 1, sendMsg="many"),
+        snapshot_line("t", 2 * minute + 2, schemaVersion=7),
+    ]
+    _day(tmp_path, 2, bad * 5 + [snapshot_line("t", 2 * minute + 3, sendMsg=9)])
+    twice = [
+        snapshot_line("dup", 3 * minute + m, sendMsg=m + 1, readyQueueSize=m % 3) for m in range(30)
+    ]
+    _day(tmp_path, 3, twice, "default-00.jsonl")
+    _day(tmp_path, 3, twice, "copy-00.jsonl")
+    code, err = _run(tmp_path, capsys)
+    assert code == 0, err
+    assert (
+        "read 86 lines: 66 valid, 15 malformed, 5 unsupported" in err and "first bad line in" in err
+    )
+    assert "to drop duplicate intervals" in err
+    found = _tables(spark, tmp_path / "out")
+    days = {(r["date"].day, r["topic"]): r for r in found["topic_day"].collect()}
+    quality = {r["date"].day: r for r in found["input_quality_daily"].collect()}
+
+    # 20: one interval; the zero topic is there, with zeros and no ratios
+    hours = {r["topic"]: r for r in found["topic_hour"].filter("date = '2025-11-20'").collect()}
+    assert (hours["busy"]["sent"], hours["busy"]["window_s"], hours["busy"]["ready_size_last"]) == (
+        6,
+        60.0,
+        2,
+    )
+    idle = days[(20, "idle")]
+    assert (idle["sent"], idle["delivered"], idle["snapshot_lines"]) == (0, 0, 1)
+    assert idle["ack_ratio"] is None and idle["delivery_lag_p99_ms"] is None
+    assert {
+        r["topics"] for r in found["namespace_day"].filter("date = '2025-11-20'").collect()
+    } == {2}
+
+    # 21: version 1 and 2 read alike; dead letters summed and found
+    assert (
+        days[(21, "dlq")]["dead_lettered"],
+        days[(21, "dlq")]["redriven"],
+        days[(21, "dlq")]["nacked"],
+    ) == (5, 1, 4)
+    assert days[(21, "v1-topic")]["dead_lettered"] == 0
+    dead = found["findings"].filter("kind = 'dead_lettered'").collect()
+    assert [(f["topic"], f["figure"], f["detail"]) for f in dead] == [
+        ("dlq", 5.0, "topic dlq dead-lettered 5 message(s); 1 redriven in the day")
+    ]
+
+    # 22: only one valid line; the rest counted against that day
+    assert days[(22, "t")]["sent"] == 9
+    assert (
+        quality[22]["malformed_lines"],
+        quality[22]["unsupported_lines"],
+        quality[22]["valid_lines"],
+    ) == (15, 5, 1)
+
+    # 23: every interval once
+    assert (
+        quality[23]["valid_lines"],
+        quality[23]["duplicate_lines"],
+        quality[23]["distinct_intervals"],
+    ) == (60, 30, 30)
+    assert days[(23, "dup")]["sent"] == sum(range(1, 31))
+
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert (
+        "20 input line(s) were skipped" in page and "topic dlq dead-lettered 5 message(s)" in page
+    )
+
+
+def test_unexpected_failure_is_one_line_without_traceback(spark, tmp_path, capsys):
+    _write(tmp_path, [snapshot_line("t", 0, sendMsg=1)])
+    (tmp_path / "out").write_text("a file where the output directory should be")
+    code, err = _run(tmp_path, capsys)
+    assert code == 1
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: the report failed: "), err

@@ -1,0 +1,92 @@
+"""End to end from a live node: a real server under a short, bounded load writes snapshots
+every second; ``delayqueue report`` (a fresh process, as an operator runs it) reads them, and
+its totals equal the sends, deliveries and acks this test made."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from support.node import ServerProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+TOPICS = {"live-orders": 30, "live-mail": 12}  # messages sent to each
+
+
+def _snapshot_totals(directory: Path) -> dict[str, dict[str, int]]:
+    totals: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    seen = set()
+    for path in sorted(directory.glob("date=*/*.jsonl")):
+        for text in path.read_text().splitlines():
+            line = json.loads(text)
+            if (line["topic"], line["intervalStart"]) in seen:
+                continue
+            seen.add((line["topic"], line["intervalStart"]))
+            for key in ("sendMsg", "pullMsg", "ackMsg"):
+                totals[line["topic"]][key] += line[key]
+    return totals
+
+
+def test_report_totals_equal_what_a_live_node_was_sent(redis_url, tmp_path):
+    snapshots = tmp_path / "snapshots"
+    settings = {"snapshot-dir": str(snapshots), "monitor-interval-seconds": 1}
+    acked: dict[str, int] = defaultdict(int)
+    with ServerProcess(redis_url, workers=2, settings=settings) as node:
+        for topic, count in TOPICS.items():
+            for i in range(count):
+                assert node.call("sendMsg", topic=topic, msg=f"m{i}")["code"] == 200
+        for topic, count in TOPICS.items():
+            deadline = time.monotonic() + 20
+            while acked[topic] < count and time.monotonic() < deadline:  # bounded in count and time
+                for message in node.call("pullMsg", topic=topic, batch=10)["delayMsgList"]:
+                    assert node.call("ackMsg", topic=topic, msgId=message["msgId"])["code"] == 200
+                    acked[topic] += 1
+            assert acked[topic] == count, topic
+        # Let the node write the intervals holding those counts (1 s intervals + 2 s grace).
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            totals = _snapshot_totals(snapshots)
+            if all(totals[t]["ackMsg"] == n for t, n in TOPICS.items()):
+                break
+            time.sleep(0.5)
+        assert all(totals[t]["ackMsg"] == n for t, n in TOPICS.items()), dict(totals)
+
+    out = tmp_path / "report"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "delayqueue.cli",
+            "report",
+            "--input",
+            str(snapshots),
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and " WARN " not in done.stderr, done.stderr
+    assert "report: written to" in done.stderr
+    reported: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    with (out / "topic_daily.csv").open() as handle:
+        for row in csv.DictReader(handle):
+            for key in ("sent", "delivered", "acked"):
+                reported[row["topic"]][key] += int(row[key])
+    for topic, count in TOPICS.items():
+        assert dict(reported[topic]) == {
+            "sent": count,
+            "delivered": count,
+            "acked": acked[topic],
+        }, topic
+    assert (out / "report.html").stat().st_size > 10_000
