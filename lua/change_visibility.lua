@@ -20,12 +20,8 @@ local timeout, receipt, end_life = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 local channel, topic = ARGV[7], ARGV[8]
 
 local m = read_message(msg)
-if not m then return {NO_MESSAGE, {}, -1, 0} end
-local status = tonumber(m[7])
-if status > 3 then return {NO_MESSAGE, m, -1, 0} end
-if status < 3 and tonumber(m[6]) == 0 then return {NOT_CONSUMING, m, -1, 0} end
-if stale_receipt(m, receipt) then return {STALE_RECEIPT, m, -1, 0} end
-if status ~= 3 then return {NOT_CONSUMING, m, -1, 0} end
+local refused = refuse_delivery_change(m, receipt)
+if refused then return {refused, m or {}, -1, 0} end
 
 local before = due_at(waiting, ack, expire)
 redis.call('ZREM', ack, msg_id)

@@ -47,3 +47,15 @@ end
 local function stale_receipt(m, receipt)
   return receipt ~= '' and m[9] ~= receipt
 end
+
+-- Why a request that changes a delivery (nack, changeVisibility) must be refused, or nil:
+-- NO_MESSAGE unknown or ended; NOT_CONSUMING never delivered, or not consuming now;
+-- STALE_RECEIPT a receipt of an earlier delivery. One order of checks for both scripts.
+local function refuse_delivery_change(m, receipt)
+  if not m or tonumber(m[7]) > 3 then return NO_MESSAGE end
+  local status = tonumber(m[7])
+  if status < 3 and tonumber(m[6]) == 0 then return NOT_CONSUMING end
+  if stale_receipt(m, receipt) then return STALE_RECEIPT end
+  if status ~= 3 then return NOT_CONSUMING end
+  return nil
+end
