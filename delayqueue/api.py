@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from .errors import BadRequest, MissingParameter, redis_errors
+from .errors import BadRequest, DelayQueueError, MissingParameter, redis_errors
 from .longpoll import long_poll
 from .metrics import render_metrics
 from .params import Params
+from .queue import AckRequest, SendRequest, SendResult
 from .runtime import Runtime
 
 delay_queue = Blueprint("delay_queue", __name__, url_prefix="/camellia/delayQueue")
@@ -32,11 +33,61 @@ def params() -> Params:
         if not isinstance(body, dict):
             raise BadRequest("body: a JSON body must be an object of parameters")
         values.update(body)
+    return params_of(values)
+
+
+def params_of(values: dict[str, Any]) -> Params:
     s = runtime().settings
     return Params(values, max_topic_length=s.max_topic_length,
                   max_msg_id_length=s.max_msg_id_length, max_msg_bytes=s.max_msg_bytes,
                   max_batch=s.max_batch,
                   max_long_polling_timeout_ms=s.max_long_polling_timeout_millis)
+
+
+def batch(entries_name: str) -> tuple[str, Params, list[Any]]:
+    """A batch request's topic, its other parameters and its entries. A body that is not a
+    JSON object with the entries as a non-empty array of at most ``max-batch`` is refused
+    whole (HTTP 400): nothing is written."""
+    body = request.get_json(silent=True) if request.is_json else None
+    if not isinstance(body, dict):
+        raise MissingParameter("body: a batch must be a JSON object (Content-Type: "
+                               "application/json)")
+    entries = body.get(entries_name)
+    if not isinstance(entries, list) or not entries:
+        raise MissingParameter(f"{entries_name}: required, a non-empty JSON array")
+    limit = runtime().settings.max_batch
+    if len(entries) > limit:
+        raise MissingParameter(f"{entries_name}: at most {limit} entries, got {len(entries)}")
+    p = params_of(body)
+    try:
+        topic = p.topic()
+    except DelayQueueError as exc:
+        raise MissingParameter(exc.msg) from None
+    return topic, p, entries
+
+
+def entry_params(entries_name: str, index: int, entry: Any) -> Params:
+    if not isinstance(entry, dict):
+        raise BadRequest(f"{entries_name}[{index}]: must be a JSON object, got "
+                         f"{type(entry).__name__}")
+    return params_of(entry)
+
+
+def parse_entry(entries_name: str, index: int, parse: Callable[[], Any]) -> Any:
+    """One entry parsed, or its error (named ``<entries>[<index>].<parameter>``) returned as
+    that entry's answer, so the others still go ahead."""
+    try:
+        return parse()
+    except DelayQueueError as exc:
+        error = BadRequest(exc.msg if exc.msg.startswith(f"{entries_name}[")
+                           else f"{entries_name}[{index}].{exc.msg}")
+        return error
+
+
+def entry_answer(result: Any, answer: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+    if isinstance(result, DelayQueueError):
+        return {"code": result.code, "msg": result.msg}
+    return {"code": 200, "msg": "success", **answer(result)}
 
 
 def success(**fields: Any) -> Response:
@@ -46,15 +97,60 @@ def success(**fields: Any) -> Response:
 @delay_queue.route("/sendMsg", methods=METHODS)
 def send_msg() -> Response:
     p = params()
-    topic, body, msg_id = p.topic(), p.body(), p.msg_id(required=False)
+    topic = p.topic()
+    result = runtime().queue.send_batch(topic, [send_request(p)])[0]
+    if isinstance(result, DelayQueueError):
+        raise result
+    return success(**sent(result))
+
+
+def send_request(p: Params) -> SendRequest:
+    body, msg_id = p.body(), p.msg_id(required=False)
     delay_ms, trigger_ms = p.duration("delayMillis"), p.trigger_time()
     if delay_ms is not None and trigger_ms is not None:
         raise BadRequest("delayMillis, triggerTime: give at most one of them")
-    result = runtime().queue.send(topic, body, msg_id=msg_id, delay_ms=delay_ms,
-                                  trigger_time_ms=trigger_ms, ttl_ms=p.duration("ttlMillis"),
-                                  max_retry=p.max_retry(), attributes=p.attributes())
-    extra = {"duplicate": True} if result.duplicate else {}
-    return success(delayMsg=result.message.to_json(), **extra)
+    return SendRequest(body, msg_id, delay_ms, trigger_ms, p.duration("ttlMillis"),
+                       p.max_retry(), p.attributes())
+
+
+def sent(result: SendResult) -> dict[str, Any]:
+    return {"delayMsg": result.message.to_json(),
+            **({"duplicate": True} if result.duplicate else {})}
+
+
+@delay_queue.route("/sendMsgBatch", methods=["POST"])
+def send_msg_batch() -> Response:
+    topic, _, entries = batch("msgs")
+    requests = [parse_entry("msgs", i, lambda i=i, e=e: send_request(
+        entry_params("msgs", i, e))) for i, e in enumerate(entries)]
+    results = runtime().queue.send_batch(topic, requests)
+    return success(results=[entry_answer(r, sent) for r in results])
+
+
+@delay_queue.route("/ackMsgBatch", methods=["POST"])
+def ack_msg_batch() -> Response:
+    topic, _, entries = batch("acks")
+
+    def ack_request(p: Params) -> AckRequest:
+        return AckRequest(p.msg_id(), p.receipt(), p.boolean("ack", default=True),
+                          p.non_negative("delayMillis"))
+
+    requests = [parse_entry("acks", i, lambda i=i, e=e: ack_request(
+        entry_params("acks", i, e))) for i, e in enumerate(entries)]
+    results = runtime().queue.ack_batch(topic, requests)
+    return success(results=[entry_answer(r, lambda _: {}) for r in results])
+
+
+@delay_queue.route("/deleteMsgBatch", methods=["POST"])
+def delete_msg_batch() -> Response:
+    topic, p, entries = batch("msgIds")
+    release = p.boolean("release", default=False)
+    msg_ids = [parse_entry("msgIds", i, lambda e=e: params_of({"msgId": e}).msg_id())
+               if isinstance(e, str) else
+               BadRequest(f"msgIds[{i}]: must be a string, got {type(e).__name__}")
+               for i, e in enumerate(entries)]
+    results = runtime().queue.delete_batch(topic, msg_ids, release)
+    return success(results=[entry_answer(r, lambda _: {}) for r in results])
 
 
 @delay_queue.route("/pullMsg", methods=METHODS)

@@ -13,18 +13,19 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Mapping
+from functools import partial
+from typing import Any, Callable, Mapping, Sequence
 
 import redis
 
 from .clock import Clock
 from .config import Settings
-from .errors import BadRequest, Conflict, NotFound, redis_errors
+from .errors import BadRequest, Conflict, DelayQueueError, NotFound, redis_errors
 from .keys import NamespaceKeys, TopicKeys
 from .message import MESSAGE_FIELDS, DelayMsg
 from .monitor import Monitor
 from .outcome import Outcome
-from .scripts import Scripts
+from .scripts import ScriptBatch, Scripts
 from .status import Status
 from .topic_config import server_defaults
 
@@ -51,6 +52,27 @@ WAITING_BUCKETS = (
 class SendResult:
     message: DelayMsg
     duplicate: bool
+
+
+@dataclass(frozen=True)
+class SendRequest:
+    """One message to send: sendMsg's parameters, or one entry of sendMsgBatch."""
+    body: str
+    msg_id: str | None = None
+    delay_ms: int | None = None
+    trigger_time_ms: int | None = None
+    ttl_ms: int | None = None
+    max_retry: int | None = None
+    attributes: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class AckRequest:
+    """One ack (or, ``ack=False``, a nack): ackMsg's parameters, or one entry of ackMsgBatch."""
+    msg_id: str
+    receipt: str | None = None
+    ack: bool = True
+    delay_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -92,7 +114,7 @@ class DelayQueue:
         hint, so held long polls and the scheduler re-read the topic's timing instead of
         sleeping past it; later ones are found by their own periodic re-checks.
         """
-        touch = time.monotonic() - self._touched.get(topic, -REGISTRY_TOUCH_S) >= REGISTRY_TOUCH_S
+        touch = self._touch_due(topic)
         if not touch and lowered_due_ms < 0:
             return
         pipe = self.client.pipeline(transaction=False)
@@ -112,29 +134,74 @@ class DelayQueue:
         if touch:
             self._touched[topic] = time.monotonic()
 
+    def _touch_due(self, topic: str) -> bool:
+        """Whether this process should bump the topic's registry entry now (rate-limited)."""
+        return time.monotonic() - self._touched.get(topic, -REGISTRY_TOUCH_S) >= REGISTRY_TOUCH_S
+
     # -- transitions ---------------------------------------------------------------------
     def send(self, topic: str, body: str, *, msg_id: str | None = None,
              delay_ms: int | None = None, trigger_time_ms: int | None = None,
              ttl_ms: int | None = None, max_retry: int | None = None,
              attributes: Mapping[str, str] | None = None) -> SendResult:
         """Accept a message; a trigger time in the past means now (its life counts from now)."""
-        msg_id = msg_id or uuid.uuid4().hex
-        attrs = json.dumps(dict(attributes), ensure_ascii=False, separators=(",", ":")) \
-            if attributes else ""
+        return _raise(self.send_batch(topic, [SendRequest(
+            body, msg_id, delay_ms, trigger_time_ms, ttl_ms, max_retry, attributes)])[0])
+
+    def send_batch(self, topic: str, requests: Sequence[SendRequest | DelayQueueError]
+                   ) -> list[SendResult | DelayQueueError]:
+        """Accept each message on its own (each atomic), in one round trip to Redis. An entry
+        given as an error (it failed validation) is answered with that error, untouched."""
         with redis_errors():
             now = self.clock.now_ms()
-            trigger = trigger_time_ms if trigger_time_ms is not None \
-                else now + max(delay_ms or 0, 0)
             tk = self.topic_keys(topic)
-            outcome, fields, lowered_due = self.scripts.send(
-                tk, msg_id, body, now, max(trigger, now), ttl_ms if ttl_ms and ttl_ms > 0 else -1,
-                max_retry if max_retry is not None and max_retry >= 0 else -1, attrs,
-                self.keys.hint_channel, self.defaults)
-            self.bookkeep(topic, now, int(lowered_due))
-        duplicate = outcome == Outcome.DUPLICATE
-        if not duplicate:
-            self.monitor.incr(topic, "sendMsg")
-        return SendResult(DelayMsg.from_fields(topic, msg_id, fields), duplicate=duplicate)
+            calls = []
+            for request in requests:
+                if isinstance(request, DelayQueueError):
+                    continue
+                msg_id = request.msg_id or uuid.uuid4().hex
+                trigger = request.trigger_time_ms if request.trigger_time_ms is not None \
+                    else now + max(request.delay_ms or 0, 0)
+                r = request
+                calls.append((msg_id, partial(
+                    self.scripts.send, tk, msg_id, r.body, now, max(trigger, now),
+                    r.ttl_ms if r.ttl_ms and r.ttl_ms > 0 else -1,
+                    r.max_retry if r.max_retry is not None and r.max_retry >= 0 else -1,
+                    _attributes_json(r.attributes), self.keys.hint_channel, self.defaults)))
+            replies = self._run_each(topic, now, calls)
+            self.bookkeep(topic, now, _lowest_due(replies, 2))
+        answers = iter(replies)
+        results: list[SendResult | DelayQueueError] = []
+        for request in requests:
+            if isinstance(request, DelayQueueError):
+                results.append(request)
+                continue
+            msg_id, reply = next(answers)
+            if isinstance(reply, DelayQueueError):
+                results.append(reply)
+                continue
+            outcome, fields, _ = reply
+            duplicate = outcome == Outcome.DUPLICATE
+            if not duplicate:
+                self.monitor.incr(topic, "sendMsg")
+            results.append(SendResult(DelayMsg.from_fields(topic, msg_id, fields), duplicate))
+        return results
+
+    def _run_each(self, topic: str, now_ms: int, calls: list[tuple[str, Callable[..., Any]]]
+                  ) -> list[tuple[str, Any]]:
+        """Run script calls in one round trip, the registry bump (when due) riding along; a
+        call that fails alone (a script error, Redis out of memory) answers its own error,
+        the others stand."""
+        batch = ScriptBatch(self.client)
+        for _, call in calls:
+            call(client=batch)
+        touch = self._touch_due(topic)
+        if touch:
+            batch.command("ZADD", self.keys.topics, now_ms, topic)
+        replies = batch.execute() if calls or touch else []
+        if touch:
+            self._touched[topic] = time.monotonic()
+        return [(msg_id, _entry_error(reply) if isinstance(reply, Exception) else reply)
+                for (msg_id, _), reply in zip(calls, replies)]
 
     def pull(self, topic: str, batch: int = 1, ack_timeout_ms: int | None = None) -> PullResult:
         with redis_errors():
@@ -160,10 +227,52 @@ class DelayQueue:
 
     def ack(self, topic: str, msg_id: str, receipt: str | None = None) -> DelayMsg:
         """Ack a delivery (status 3, or given back and not yet redelivered) -> 4."""
+        return _raise(self.ack_batch(topic, [AckRequest(msg_id, receipt)])[0])
+
+    def nack(self, topic: str, msg_id: str, receipt: str | None = None,
+             delay_ms: int | None = None) -> DelayMsg:
+        """Give a delivery back: ready at once (the tail of the queue), waiting until
+        ``delay_ms`` (or the topic's backoff) has passed, or 6 when it cannot be redelivered."""
+        return _raise(self.ack_batch(topic, [AckRequest(msg_id, receipt, False, delay_ms)])[0])
+
+    def ack_batch(self, topic: str, requests: Sequence[AckRequest | DelayQueueError]
+                  ) -> list[DelayMsg | DelayQueueError]:
+        """Acks and nacks (``AckRequest.ack``), each on its own, in one round trip to Redis."""
         with redis_errors():
-            outcome, fields = self.scripts.ack(self.topic_keys(topic), msg_id, self.end_life_ms,
-                                               receipt or "")
-            self.bookkeep(topic, self.clock.now_ms())
+            now = self.clock.now_ms()
+            tk = self.topic_keys(topic)
+            calls = []
+            for r in requests:
+                if isinstance(r, DelayQueueError):
+                    continue
+                if r.ack:
+                    call = partial(self.scripts.ack, tk, r.msg_id, self.end_life_ms,
+                                   r.receipt or "")
+                else:
+                    call = partial(self.scripts.nack, tk, r.msg_id, now, self.end_life_ms,
+                                   self.keys.hint_channel, self.defaults, r.receipt or "",
+                                   -1 if r.delay_ms is None else max(r.delay_ms, 0))
+                calls.append((r.msg_id, call))
+            replies = self._run_each(topic, now, calls)
+            self.bookkeep(topic, now, _lowest_due(replies, 2))
+        answers = iter(replies)
+        results: list[DelayMsg | DelayQueueError] = []
+        for r in requests:
+            if isinstance(r, DelayQueueError):
+                results.append(r)
+                continue
+            _, reply = next(answers)
+            if not isinstance(reply, DelayQueueError):
+                try:
+                    reply = self._acked(topic, r.msg_id, reply) if r.ack \
+                        else self._nacked(topic, r.msg_id, reply)
+                except DelayQueueError as exc:
+                    reply = exc
+            results.append(reply)
+        return results
+
+    def _acked(self, topic: str, msg_id: str, reply: list) -> DelayMsg:
+        outcome, fields = reply
         if outcome == Outcome.NO_MESSAGE:
             raise NotFound(f"msgId: no live or acked message '{msg_id}' in topic '{topic}'")
         message = DelayMsg.from_fields(topic, msg_id, fields)
@@ -175,16 +284,8 @@ class DelayQueue:
             self.monitor.incr(topic, "ackMsg")
         return message
 
-    def nack(self, topic: str, msg_id: str, receipt: str | None = None,
-             delay_ms: int | None = None) -> DelayMsg:
-        """Give a delivery back: ready at once (the tail of the queue), waiting until
-        ``delay_ms`` (or the topic's backoff) has passed, or 6 when it cannot be redelivered."""
-        with redis_errors():
-            now = self.clock.now_ms()
-            outcome, fields, lowered_due, dead = self.scripts.nack(
-                self.topic_keys(topic), msg_id, now, self.end_life_ms, self.keys.hint_channel,
-                self.defaults, receipt or "", -1 if delay_ms is None else max(delay_ms, 0))
-            self.bookkeep(topic, now, int(lowered_due))
+    def _nacked(self, topic: str, msg_id: str, reply: list) -> DelayMsg:
+        outcome, fields, _, dead = reply
         if outcome == Outcome.NO_MESSAGE:
             raise NotFound(f"msgId: no live message '{msg_id}' in topic '{topic}'")
         message = DelayMsg.from_fields(topic, msg_id, fields)
@@ -243,14 +344,32 @@ class DelayQueue:
         return DelayMsg.from_fields(topic, msg_id, fields)
 
     def delete(self, topic: str, msg_id: str, release: bool = False) -> DelayMsg:
+        return _raise(self.delete_batch(topic, [msg_id], release)[0])
+
+    def delete_batch(self, topic: str, msg_ids: Sequence[str | DelayQueueError],
+                     release: bool = False) -> list[DelayMsg | DelayQueueError]:
+        """Delete each message on its own, in one round trip to Redis."""
         with redis_errors():
-            outcome, fields = self.scripts.delete(self.topic_keys(topic), msg_id,
-                                                  self.end_life_ms, release)
-            self.bookkeep(topic, self.clock.now_ms())
-        if outcome == Outcome.NO_MESSAGE:
-            raise NotFound(f"msgId: no live message '{msg_id}' in topic '{topic}'")
-        self.monitor.incr(topic, "deleteMsg")
-        return DelayMsg.from_fields(topic, msg_id, fields)
+            tk = self.topic_keys(topic)
+            calls = [(m, partial(self.scripts.delete, tk, m, self.end_life_ms, release))
+                     for m in msg_ids if not isinstance(m, DelayQueueError)]
+            replies = self._run_each(topic, self.clock.now_ms(), calls)
+        answers = iter(replies)
+        results: list[DelayMsg | DelayQueueError] = []
+        for m in msg_ids:
+            if isinstance(m, DelayQueueError):
+                results.append(m)
+                continue
+            _, reply = next(answers)
+            if not isinstance(reply, DelayQueueError):
+                outcome, fields = reply
+                if outcome == Outcome.NO_MESSAGE:
+                    reply = NotFound(f"msgId: no live message '{m}' in topic '{topic}'")
+                else:
+                    self.monitor.incr(topic, "deleteMsg")
+                    reply = DelayMsg.from_fields(topic, m, fields)
+            results.append(reply)
+        return results
 
     def _check_receipt(self, outcome: int, message: DelayMsg) -> None:
         if outcome == Outcome.STALE_RECEIPT:
@@ -321,3 +440,34 @@ class DelayQueue:
                 pipe.zcard(tk.waiting).zcard(tk.ready).zcard(tk.ack)
             counts = pipe.execute()
         return {t: tuple(counts[3 * i:3 * i + 3]) for i, t in enumerate(topics)}
+
+
+# -- helpers of the batch paths ------------------------------------------------------------
+def _raise(result):
+    """A single request's answer: the result, or its error raised."""
+    if isinstance(result, DelayQueueError):
+        raise result
+    return result
+
+
+def _attributes_json(attributes: Mapping[str, str] | None) -> str:
+    return json.dumps(dict(attributes), ensure_ascii=False, separators=(",", ":")) \
+        if attributes else ""
+
+
+def _entry_error(exc: Exception) -> DelayQueueError:
+    """A pipelined script's own failure, as the error a single request would raise."""
+    try:
+        with redis_errors():
+            raise exc
+    except DelayQueueError as error:
+        return error
+
+
+def _lowest_due(replies: list[tuple[str, Any]], index: int) -> int:
+    """The earliest due time the scripts lowered (their reply's ``index``, where the reply
+    has one: an ack's has not), or -1."""
+    lowered = [int(reply[index]) for _, reply in replies
+               if not isinstance(reply, DelayQueueError) and len(reply) > index
+               and int(reply[index]) >= 0]
+    return min(lowered, default=-1)

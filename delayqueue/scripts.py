@@ -69,6 +69,58 @@ def key_count(source: str) -> int:
     return max((int(n) for n in _KEY.findall(source)), default=0)
 
 
+class ScriptBatch:
+    """Script calls (and plain commands after them) sent to Redis in one round trip.
+
+    Pass it as ``client`` to any ``Scripts`` method, then ``execute()``. redis-py's own
+    pipelines check every script with SCRIPT EXISTS first, a second round trip per request;
+    here each call is a bare EVALSHA, and a call answered NOSCRIPT (Redis restarted or failed
+    over: the script did nothing) is loaded and run again, alone. Each call is atomic on its
+    own; a call that fails answers its exception in its place and the others stand.
+    """
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self._calls: list[tuple[Script, list, list]] = []
+        self._commands: list[tuple] = []
+
+    def add(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> None:
+        self._calls.append((script, list(keys), list(args)))
+
+    def command(self, *args: Any) -> None:
+        """A plain command sent after the scripts in the same round trip (bookkeeping)."""
+        self._commands.append(args)
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    def execute(self) -> list[Any]:
+        """Each script call's reply, or the exception it answered, in the order added."""
+        replies: list[Any] = [None] * len(self._calls)
+        pending = list(range(len(self._calls)))
+        commands = self._commands
+        for attempt in (1, 2):
+            pipe = self.client.pipeline(transaction=False)
+            for i in pending:
+                script, keys, args = self._calls[i]
+                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            for command in commands:
+                pipe.execute_command(*command)
+            answers = pipe.execute(raise_on_error=False)
+            missing = []
+            for i, answer in zip(pending, answers):
+                if isinstance(answer, redis.exceptions.NoScriptError) and attempt == 1:
+                    missing.append(i)
+                else:
+                    replies[i] = answer
+            if not missing:
+                break
+            for script in {id(self._calls[i][0]): self._calls[i][0] for i in missing}.values():
+                script.sha = self.client.script_load(script.script)
+            pending, commands = missing, []
+        return replies
+
+
 class Scripts:
     """One explicit method per script; keys passed in the order of each script's header.
 
@@ -94,6 +146,8 @@ class Scripts:
         if len(keys) != self.key_counts[name]:
             raise TypeError(f"{name}.lua reads {self.key_counts[name]} keys; "
                             f"called with {len(keys)}")
+        if isinstance(client, ScriptBatch):
+            return client.add(self._scripts[name], keys, args)
         return self._scripts[name](keys=list(keys), args=list(args), client=client)
 
     # -- topic scripts: KEYS = waiting, ready, ack, expire, dead, config [, msg] -------------
@@ -119,14 +173,17 @@ class Scripts:
              channel, tk.topic, *defaults],
         )
 
-    def ack(self, tk: TopicKeys, msg_id: str, end_life_ms: int, receipt: str = "") -> list:
-        return self._run("ack", [*tk.queues, tk.msg(msg_id)], [msg_id, end_life_ms, receipt])
+    def ack(self, tk: TopicKeys, msg_id: str, end_life_ms: int, receipt: str = "",
+            client=None) -> list:
+        return self._run("ack", [*tk.queues, tk.msg(msg_id)], [msg_id, end_life_ms, receipt],
+                         client)
 
     def nack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int, channel: str,
-             defaults: Sequence[str], receipt: str = "", delay_ms: int = -1) -> list:
+             defaults: Sequence[str], receipt: str = "", delay_ms: int = -1,
+             client=None) -> list:
         return self._run("nack", [*tk.queues, tk.msg(msg_id)],
                          [msg_id, tk.msg_prefix, now_ms, end_life_ms, receipt, delay_ms,
-                          channel, tk.topic, *defaults])
+                          channel, tk.topic, *defaults], client)
 
     def change_visibility(self, tk: TopicKeys, msg_id: str, now_ms: int, timeout_ms: int,
                           end_life_ms: int, channel: str, defaults: Sequence[str],
@@ -140,9 +197,10 @@ class Scripts:
         return self._run("reschedule", [*tk.queues, tk.msg(msg_id)],
                          [msg_id, now_ms, trigger_ms, channel, tk.topic])
 
-    def delete(self, tk: TopicKeys, msg_id: str, end_life_ms: int, release: bool) -> list:
+    def delete(self, tk: TopicKeys, msg_id: str, end_life_ms: int, release: bool,
+               client=None) -> list:
         return self._run("delete", [*tk.queues, tk.msg(msg_id)],
-                         [msg_id, end_life_ms, 1 if release else 0])
+                         [msg_id, end_life_ms, 1 if release else 0], client)
 
     def timeout(self, tk: TopicKeys, now_ms: int, limit: int, end_life_ms: int,
                 channel: str, defaults: Sequence[str], client=None) -> list:

@@ -1,0 +1,188 @@
+"""sendMsgBatch, ackMsgBatch, deleteMsgBatch: per-entry answers in order, a malformed request
+refused whole with nothing written, and one Redis round trip per batch."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import redis
+import requests
+from test_bounded_work import make_runtime
+
+from delayqueue.clock import ManualClock
+from delayqueue.queue import SendRequest
+
+from support.node import ServerProcess
+
+BATCH_LIMIT = 1000
+
+
+@pytest.fixture(scope="module")
+def node_and_db(redis_server):
+    """One node for the module, on a Redis database of its own."""
+    with redis_server.leased_db_url() as url, ServerProcess(url) as node:
+        yield node, redis.Redis.from_url(url, decode_responses=True)
+
+
+@pytest.fixture
+def server(node_and_db):
+    return node_and_db[0]
+
+
+@pytest.fixture
+def topic(request):
+    return f"{request.node.name[:40]}-{uuid.uuid4().hex[:8]}"
+
+
+def post(node, endpoint: str, body) -> tuple[int, dict]:
+    response = requests.post(f"{node.url}/camellia/delayQueue/{endpoint}", json=body,
+                             timeout=15)
+    return response.status_code, response.json()
+
+
+def codes(envelope: dict) -> list[int]:
+    assert envelope["code"] == 200, envelope
+    return [entry["code"] for entry in envelope["results"]]
+
+
+def test_send_batch_answers_each_entry_in_order(server, topic):
+    status, first = post(server, "sendMsgBatch", {"topic": topic, "msgs": [{"msg": "a",
+                                                                            "msgId": "dup"}]})
+    assert status == 200 and codes(first) == [200]
+    status, answer = post(server, "sendMsgBatch", {"topic": topic, "msgs": [
+        {"msg": "one", "msgId": "m1", "delayMillis": 60_000},
+        {"msgId": "no-body"},
+        {"msg": "again", "msgId": "dup"},
+        "not an object",
+        {"msg": "two", "msgId": "m2", "attributes": {"k": "v"}, "maxRetry": 2},
+        {"msg": "three", "delayMillis": 5, "triggerTime": 10},
+        {"msg": "x" * 10, "msgId": "i" * 10_000},
+    ]})
+    assert status == 200
+    results = answer["results"]
+    assert codes(answer) == [200, 400, 200, 400, 200, 400, 400]
+    assert results[0]["delayMsg"]["msgId"] == "m1" and results[0]["delayMsg"]["status"] == 1
+    assert "duplicate" not in results[0]
+    assert results[1]["msg"].startswith("msgs[1].msg: ")
+    assert results[2]["duplicate"] is True and results[2]["delayMsg"]["msg"] == "a"
+    assert results[3]["msg"] == "msgs[3]: must be a JSON object, got str"
+    assert results[4]["delayMsg"]["attributes"] == {"k": "v"}
+    assert results[4]["delayMsg"]["maxRetry"] == 2 and results[4]["delayMsg"]["status"] == 2
+    assert results[5]["msg"].startswith("msgs[5].delayMillis, triggerTime: ")
+    assert results[6]["msg"].startswith("msgs[6].msgId: must be at most")
+    # What the batch said it stored is what getMsg reads.
+    for msg_id, status_code in (("m1", 1), ("m2", 2), ("dup", 2)):
+        assert server.call("getMsg", topic=topic, msgId=msg_id)["delayMsg"]["status"] == \
+            status_code
+
+
+def test_ack_batch_mixes_acks_nacks_stale_and_unknown(server, topic):
+    _, sent = post(server, "sendMsgBatch", {"topic": topic, "msgs": [
+        {"msg": str(i), "msgId": f"m{i}"} for i in range(5)] + [
+        {"msg": "later", "msgId": "later", "delayMillis": 60_000}]})
+    assert codes(sent) == [200] * 6
+    pulled = server.call("pullMsg", topic=topic, batch=5, ackTimeoutMillis=60_000)
+    receipts = {m["msgId"]: m["receipt"] for m in pulled["delayMsgList"]}
+    assert sorted(receipts) == [f"m{i}" for i in range(5)]
+    status, answer = post(server, "ackMsgBatch", {"topic": topic, "acks": [
+        {"msgId": "m0", "receipt": receipts["m0"]},
+        {"msgId": "m1", "receipt": "0.1"},                        # stale receipt
+        {"msgId": "m2", "receipt": receipts["m2"], "ack": False},  # nack: ready again
+        {"msgId": "nobody"},
+        {"msgId": "later"},                                        # never delivered
+        {"receipt": "x"},                                          # no msgId
+        {"msgId": "m3", "ack": False, "delayMillis": -1},
+        {"msgId": "m0", "receipt": receipts["m0"]},                # acked already: 200
+        {"msgId": "m4"},
+    ]})
+    assert status == 200
+    assert codes(answer) == [200, 409, 200, 404, 400, 400, 400, 200, 200]
+    assert answer["results"][5]["msg"].startswith("acks[5].msgId: ")
+    assert answer["results"][6]["msg"] == "acks[6].delayMillis: must be >= 0, got -1"
+    state = {m: server.call("getMsg", topic=topic, msgId=m)["delayMsg"]["status"]
+             for m in ("m0", "m1", "m2", "m3", "m4")}
+    assert state == {"m0": 4, "m1": 3, "m2": 2, "m3": 3, "m4": 4}
+
+
+def test_delete_batch(server, topic):
+    post(server, "sendMsgBatch", {"topic": topic, "msgs": [{"msg": "a", "msgId": "a"},
+                                                            {"msg": "b", "msgId": "b"}]})
+    status, answer = post(server, "deleteMsgBatch", {"topic": topic, "msgIds": [
+        "a", "nobody", 7, "b", "a"]})
+    assert status == 200 and codes(answer) == [200, 404, 400, 200, 404]
+    assert answer["results"][2]["msg"] == "msgIds[2]: must be a string, got int"
+    assert server.call("getMsg", topic=topic, msgId="a")["delayMsg"]["status"] == 7
+
+
+@pytest.mark.parametrize("endpoint, body, rule", [
+    ("sendMsgBatch", None, "body: a batch must be a JSON object"),
+    ("sendMsgBatch", [{"msg": "a"}], "body: a batch must be a JSON object"),
+    ("sendMsgBatch", {"msgs": [{"msg": "a"}]}, "topic: required"),
+    ("sendMsgBatch", {"topic": "a{b}", "msgs": [{"msg": "a"}]}, "topic: must not contain"),
+    ("sendMsgBatch", {"topic": "t", "msgs": []}, "msgs: required, a non-empty JSON array"),
+    ("sendMsgBatch", {"topic": "t", "msgs": {"msg": "a"}}, "msgs: required, a non-empty"),
+    ("sendMsgBatch", {"topic": "t", "msgs": [{"msg": "a"}] * (BATCH_LIMIT + 1)},
+     f"msgs: at most {BATCH_LIMIT} entries, got {BATCH_LIMIT + 1}"),
+    ("ackMsgBatch", {"topic": "t", "msgIds": ["a"]}, "acks: required"),
+    ("deleteMsgBatch", {"topic": "t", "msgIds": "a"}, "msgIds: required"),
+    ("deleteMsgBatch", {"topic": "t", "msgIds": ["a"], "release": "maybe"},
+     "release: must be a boolean"),
+])
+def test_a_malformed_batch_is_refused_whole_and_writes_nothing(node_and_db, endpoint, body,
+                                                               rule):
+    server, redis_client = node_and_db
+    before = redis_client.dbsize()
+    if body is None:
+        response = requests.post(f"{server.url}/camellia/delayQueue/{endpoint}",
+                                 data="{not json", timeout=15,
+                                 headers={"Content-Type": "application/json"})
+    else:
+        response = requests.post(f"{server.url}/camellia/delayQueue/{endpoint}", json=body,
+                                 timeout=15)
+    answer = response.json()
+    assert response.status_code == 400 and answer["code"] == 400, answer
+    assert answer["msg"].startswith(rule), answer
+    assert redis_client.dbsize() == before
+
+
+class RoundTrips:
+    """Counts the writes redis-py makes to its sockets: each is one round trip (a pipeline
+    writes all its commands at once, then reads every reply)."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.count = 0
+        send = redis.connection.AbstractConnection.send_packed_command
+
+        def counted(connection, command, check_health=True):
+            self.count += 1
+            return send(connection, command, check_health)
+
+        monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
+
+
+def test_a_batch_is_one_round_trip_even_after_script_flush(redis_url, redis_client,
+                                                           monkeypatch):
+    rt = make_runtime(redis_url, ManualClock())
+    queue = rt.queue
+    # A first send registers the topic and lowers its due index (a second, small trip).
+    queue.send("trips", "first", msg_id="first", delay_ms=10)
+    before = redis_client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+    trips = RoundTrips(monkeypatch)
+    results = queue.send_batch("trips", [SendRequest(f"b{i}", f"id{i}", delay_ms=60_000)
+                                         for i in range(100)])
+    assert trips.count == 1
+    monkeypatch.undo()
+    assert [r.message.msg_id for r in results] == [f"id{i}" for i in range(100)]
+    after = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"]
+    assert after - before == 100                       # one script call per entry, atomic each
+    # After a Redis restart or failover the scripts are gone: the batch loads them once and
+    # runs again only the calls Redis refused (they did nothing).
+    redis_client.script_flush()
+    trips = RoundTrips(monkeypatch)
+    results = queue.send_batch("trips", [SendRequest("again", f"id{i}") for i in range(98, 103)])
+    assert [r.duplicate for r in results] == [True, True, False, False, False]
+    assert trips.count == 3                            # the batch, SCRIPT LOAD, the rerun
+    monkeypatch.undo()
+    assert redis_client.zcard(rt.queue.topic_keys("trips").waiting) == 101
+    assert redis_client.zcard(rt.queue.topic_keys("trips").ready) == 3
