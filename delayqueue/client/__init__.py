@@ -7,7 +7,8 @@
         ...
 
 Deliveries carry a receipt (``DelayMsg.receipt``): ``client.ack(msg)`` / ``client.nack(msg)``
-send it, and a stale one raises StaleReceiptError (code 409).
+send it, and a stale one raises StaleReceiptError (code 409). ``send_batch``, ``ack_batch``
+and ``delete_batch`` take up to 1000 entries a request and answer per entry.
 """
 
 from delayqueue.status import Status
@@ -22,11 +23,24 @@ from .errors import (
     ServerError,
     StaleReceiptError,
     UnavailableError,
+    UnsupportedError,
 )
-from .model import TOPIC_SETTINGS, DeadLetterPage, DelayMsg, MonitorData, TopicConfig, TopicInfo
+from .model import (
+    TOPIC_SETTINGS,
+    AckEntry,
+    BatchResult,
+    DeadLetterPage,
+    DelayMsg,
+    MonitorData,
+    SendEntry,
+    SendResult,
+    TopicConfig,
+    TopicInfo,
+)
 
 __all__ = [
-    "Backoff", "BadRequestError", "Consumer", "DeadLetterPage", "DelayMsg", "DelayQueueClient",
-    "DelayQueueError", "MonitorData", "NotFoundError", "ServerError", "StaleReceiptError",
-    "Status", "TOPIC_SETTINGS", "TopicConfig", "TopicInfo", "UnavailableError",
+    "AckEntry", "Backoff", "BadRequestError", "BatchResult", "Consumer", "DeadLetterPage",
+    "DelayMsg", "DelayQueueClient", "DelayQueueError", "MonitorData", "NotFoundError",
+    "SendEntry", "SendResult", "ServerError", "StaleReceiptError", "Status", "TOPIC_SETTINGS",
+    "TopicConfig", "TopicInfo", "UnavailableError", "UnsupportedError",
 ]

@@ -1,14 +1,18 @@
 """Consumer: camellia's listener model (pull threads, consume threads, long polling).
 
-Back-pressure: a pull asks for at most ``min(batch, idle consume threads)`` messages, so
-every message pulled starts on a free thread at once; nothing waits in a local queue while
-its ack timeout runs. Pull threads share the count of idle threads, so several of them
-never over-commit either.
+Back-pressure: a pull asks for as many messages as there are idle consume threads (at most
+``batch`` when it is given), so every message pulled starts on a free thread at once;
+nothing waits in a local queue while its ack timeout runs. Pull threads share the count of
+idle threads, so several of them never over-commit either.
+
+Acks and nacks go out in batches (ackMsgBatch, see ack_batcher.py): each waits at most
+``ack_linger_ms`` (5 ms) to be sent with the others, and a batch that fails as a whole (a
+server restarting) is sent again after a back-off until it is answered.
 
 stop(): pulling stops (a poll already in flight finishes, at most ``poll_timeout_ms``, and
-whatever it brings back is nacked), running handlers get ``grace_s`` to finish, and any
-message that was pulled but not started is nacked, so it is redelivered at once instead of
-after its ack timeout.
+whatever it brings back is nacked), running handlers get ``grace_s`` to finish, any message
+that was pulled but not started is nacked, so it is redelivered at once instead of after its
+ack timeout, and the acks and nacks still waiting are sent (for up to ``ACK_FLUSH_AT_STOP_S``).
 
 Receipts and heartbeats: every ack and nack carries the delivery's receipt, so a consumer
 whose delivery timed out and was handed to someone else cannot settle the newer delivery
@@ -28,8 +32,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from typing import TYPE_CHECKING, Callable
 
+from .ack_batcher import ACK_LINGER_MS, AckBatcher, Settlement
 from .backoff import Backoff
-from .errors import DelayQueueError, NotFoundError, StaleReceiptError
+from .batch import MAX_BATCH
+from .errors import DelayQueueError
 from .heartbeat import Delivery, Heartbeats
 from .model import DelayMsg
 
@@ -40,28 +46,37 @@ logger = logging.getLogger(__name__)
 
 Handler = Callable[[DelayMsg], bool]
 
+ACK_FLUSH_AT_STOP_S = 10.0  # how long stop() keeps trying to send the last acks and nacks
+
 
 class Consumer:
     """Pull messages of ``topic`` and run ``handler`` on each: True acks, False/raise nacks.
 
     Args:
-        limit: take at most this many messages, then finish (``wait()`` returns).
+        batch: the most messages one pull asks for (default: as many as idle consume
+            threads, at most 1000).
+        limit: take at most this many messages, then finish (``wait()`` returns, once
+            their acks and nacks are answered).
         poll_timeout_ms: hold of each long poll; bounds how long stop() waits for a poll.
         pull_interval_ms: pause after an empty short poll (``long_polling=False``).
         backoff_base_s, backoff_max_s: back-off after a failed pull (doubling, jittered).
         grace_s: how long stop() lets running handlers finish.
         heartbeat: extend the ack deadline of handlers that run past half ``ack_timeout_ms``.
+        ack_linger_ms: the longest an ack or nack waits to be sent with others (0: sent as
+            soon as the request before it is answered).
     """
 
     def __init__(self, client: "DelayQueueClient", topic: str, handler: Handler, *,
-                 pull_threads: int = 1, consume_threads: int = 1, batch: int = 1,
+                 pull_threads: int = 1, consume_threads: int = 1, batch: int | None = None,
                  ack_timeout_ms: int = 30_000, long_polling: bool = True,
                  poll_timeout_ms: int = 3_000, pull_interval_ms: int = 100,
                  backoff_base_s: float = 0.1, backoff_max_s: float = 10.0,
                  grace_s: float = 30.0, limit: int | None = None,
-                 heartbeat: bool = True) -> None:
-        if min(pull_threads, consume_threads, batch) < 1:
+                 heartbeat: bool = True, ack_linger_ms: float = ACK_LINGER_MS) -> None:
+        if min(pull_threads, consume_threads, 1 if batch is None else batch) < 1:
             raise ValueError("pull_threads, consume_threads and batch must be at least 1")
+        if batch is not None and batch > MAX_BATCH:
+            raise ValueError(f"batch: must be at most {MAX_BATCH}, got {batch}")
         self.client, self.topic, self.handler = client, topic, handler
         self.pull_threads, self.consume_threads, self.batch = pull_threads, consume_threads, batch
         self.ack_timeout_ms, self.long_polling = ack_timeout_ms, long_polling
@@ -71,6 +86,7 @@ class Consumer:
         self.acked = self.nacked = 0
         self.lost = 0  # deliveries taken away while handled (stale receipt, gone): not settled
         self._heartbeats = Heartbeats(client, topic, ack_timeout_ms) if heartbeat else None
+        self._acks = AckBatcher(client, topic, self._settled_one, linger_ms=ack_linger_ms)
         self._idle = consume_threads  # consume threads not yet promised to a message
         self._remaining = limit  # messages still to take; None = no limit
         self._settled = 0
@@ -134,6 +150,7 @@ class Consumer:
                 self._settle(msg, False, "consumer stopped before handling it")
         if self._heartbeats is not None:
             self._heartbeats.close()  # its thread ends when the last running handler returns
+        self._acks.close(ACK_FLUSH_AT_STOP_S)  # later settlements are sent one by one
         self._done.set()
 
     # ---- pulling ---------------------------------------------------------------------
@@ -146,7 +163,9 @@ class Consumer:
                 self._cond.wait()
             if self._stopping.is_set():
                 return 0
-            n = min(self.batch, self._idle, self._remaining or self.batch)
+            n = min(self.batch or MAX_BATCH, self._idle)
+            if self._remaining is not None:
+                n = min(n, self._remaining)
             self._idle -= n
             if self._remaining is not None:
                 self._remaining -= n
@@ -227,8 +246,9 @@ class Consumer:
                                    delivery.lost)
                     with self._cond:
                         self.lost += 1
+                    self._count_handled()
                     return
-            self._settle(msg, bool(ok), reason)
+            self._settle(msg, bool(ok), reason, handled=True)
         finally:
             if delivery is not None and self._heartbeats is not None:
                 self._heartbeats.untrack(delivery)
@@ -236,30 +256,28 @@ class Consumer:
             self._give_back(1)
             with self._cond:
                 self._pending.pop(token, None)
-                self._settled += 1
-                if self._limit is not None and self._settled >= self._limit:
-                    self._done.set()
 
-    def _settle(self, msg: DelayMsg, ok: bool, reason: str) -> None:
-        """Ack or nack; a failure is logged (the server redelivers after the ack timeout)."""
-        try:
-            if ok:
-                self.client.ack(msg.topic, msg.msg_id, receipt=msg.receipt)
-                with self._cond:
+    def _settle(self, msg: DelayMsg, ok: bool, reason: str, handled: bool = False) -> None:
+        """Queue the ack or nack; ``_settled_one`` counts it once it is answered."""
+        if not ok:
+            logger.info("%s: nacking %s (%s)", msg.topic, msg.msg_id, reason)
+        self._acks.submit(msg, ok, handled)
+
+    def _settled_one(self, settlement: Settlement, code: int | None) -> None:
+        """The answer to one ack or nack (None: never answered; the server redelivers)."""
+        with self._cond:
+            if code == 200:
+                if settlement.ack:
                     self.acked += 1
-            else:
-                logger.info("%s: nacking %s (%s)", msg.topic, msg.msg_id, reason)
-                self.client.nack(msg.topic, msg.msg_id, receipt=msg.receipt)
-                with self._cond:
+                else:
                     self.nacked += 1
-        except StaleReceiptError as exc:
-            with self._cond:
+            elif code == 409:
                 self.lost += 1
-            logger.warning("%s: %s of %s refused, the message was delivered again since: %s",
-                           msg.topic, "ack" if ok else "nack", msg.msg_id, exc)
-        except NotFoundError:
-            logger.warning("%s: %s of %s: message is gone (deleted or ended)", msg.topic,
-                           "ack" if ok else "nack", msg.msg_id)
-        except DelayQueueError as exc:
-            logger.warning("%s: %s of %s failed: %s; the server redelivers it after its ack "
-                           "timeout", msg.topic, "ack" if ok else "nack", msg.msg_id, exc)
+        if settlement.handled:
+            self._count_handled()
+
+    def _count_handled(self) -> None:
+        with self._cond:
+            self._settled += 1
+            if self._limit is not None and self._settled >= self._limit:
+                self._done.set()

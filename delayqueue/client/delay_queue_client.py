@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+from .batch import Batches
 from .consumer import Consumer
 from .errors import NotFoundError
 from .model import (
@@ -16,25 +16,15 @@ from .model import (
     MonitorData,
     TopicConfig,
     TopicInfo,
+    attributes_json,
+    epoch_ms,
+    millis,
     setting_name,
 )
 from .transport import Transport
 
 # The server caps longPollingTimeoutMillis at this; a poll without a timeout may last as long.
 LONG_POLL_MAX_MS = 60_000
-
-
-def _ms(value: int | float | timedelta) -> int:
-    if isinstance(value, timedelta):
-        return int(value.total_seconds() * 1000)
-    return int(value)
-
-
-def epoch_ms(value: int | float | datetime) -> int:
-    """Milliseconds since the epoch; a naive datetime is taken as local time."""
-    if isinstance(value, datetime):
-        return int(value.timestamp() * 1000)
-    return int(value)
 
 
 def split_urls(url: str | Iterable[str]) -> list[str]:
@@ -55,13 +45,6 @@ def _ref(topic: "str | DelayMsg", msg_id: str | None,
     return topic, msg_id, receipt
 
 
-def _attributes_json(attributes: Mapping[str, str]) -> str:
-    for key, value in attributes.items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise ValueError(f"attributes map strings to strings, got {key!r}: {value!r}")
-    return json.dumps(dict(attributes), ensure_ascii=False, separators=(",", ":"))
-
-
 def _setting_param(name: str, value: Any) -> str:
     """A topic setting's value as the form parameter (durations may be timedeltas)."""
     if name == "dead_letter":
@@ -71,7 +54,7 @@ def _setting_param(name: str, value: Any) -> str:
     if isinstance(value, bool):
         raise ValueError(f"{name}: must be a number, got {value!r}")
     if isinstance(value, timedelta):
-        value = _ms(value)
+        value = millis(value)
     if name == "redelivery_backoff_multiplier":
         return repr(float(value))
     if isinstance(value, float) and not value.is_integer():
@@ -79,7 +62,7 @@ def _setting_param(name: str, value: Any) -> str:
     return str(int(value))
 
 
-class DelayQueueClient:
+class DelayQueueClient(Batches):
     """A thread-safe client for one or more delayqueue nodes.
 
     Args:
@@ -125,13 +108,13 @@ class DelayQueueClient:
         if trigger_time is not None:
             params["triggerTime"] = epoch_ms(trigger_time)
         else:
-            params["delayMillis"] = _ms(delay_ms)
+            params["delayMillis"] = millis(delay_ms)
         if ttl_ms is not None:
-            params["ttlMillis"] = _ms(ttl_ms)
+            params["ttlMillis"] = millis(ttl_ms)
         if max_retry is not None:
             params["maxRetry"] = int(max_retry)
         if attributes:
-            params["attributes"] = _attributes_json(attributes)
+            params["attributes"] = attributes_json(attributes)
         envelope = self._transport.call("sendMsg", params, idempotent=True)
         return DelayMsg.from_json(envelope["delayMsg"], bool(envelope.get("duplicate")))
 
@@ -190,7 +173,7 @@ class DelayQueueClient:
         if receipt:
             params["receipt"] = receipt
         if delay_ms is not None:
-            params["delayMillis"] = str(max(0, _ms(delay_ms)))
+            params["delayMillis"] = str(max(0, millis(delay_ms)))
         self._transport.call("ackMsg", params, idempotent=False)
 
     def change_visibility(self, topic: str | DelayMsg, msg_id: str | None = None,
@@ -212,7 +195,7 @@ class DelayQueueClient:
         topic, msg_id, receipt = _ref(topic, msg_id, receipt)
         if ack_timeout_ms is None:
             raise TypeError("ack_timeout_ms is required")
-        timeout = max(0, _ms(ack_timeout_ms))
+        timeout = max(0, millis(ack_timeout_ms))
         params = {"topic": topic, "msgId": msg_id, "ackTimeoutMillis": str(timeout)}
         if receipt:
             params["receipt"] = receipt
@@ -235,7 +218,7 @@ class DelayQueueClient:
         if trigger_time is not None:
             params["triggerTime"] = epoch_ms(trigger_time)
         else:
-            params["delayMillis"] = _ms(delay_ms)  # type: ignore[arg-type]
+            params["delayMillis"] = millis(delay_ms)  # type: ignore[arg-type]
         envelope = self._transport.call("rescheduleMsg", params, idempotent=True)
         return DelayMsg.from_json(envelope["delayMsg"])
 
@@ -360,13 +343,16 @@ class DelayQueueClient:
         return MonitorData.from_json(envelope.get("data") or {})
 
     def listen(self, topic: str, handler: Callable[[DelayMsg], bool], *,
-               pull_threads: int = 1, consume_threads: int = 1, batch: int = 1,
+               pull_threads: int = 1, consume_threads: int = 1, batch: int | None = None,
                ack_timeout_ms: int = 30_000, long_polling: bool = True,
                heartbeat: bool = True, **options: Any) -> Consumer:
         """Start a Consumer that calls ``handler`` per message (True acks, else nacks).
 
-        Acks and nacks carry the delivery's receipt; with ``heartbeat`` a handler running
-        past half of ``ack_timeout_ms`` has its ack deadline extended until it returns.
+        A pull asks for as many messages as there are idle consume threads (at most
+        ``batch`` when given). Acks and nacks carry the delivery's receipt and go out in
+        batches, each waiting at most ``ack_linger_ms`` (5 ms); with ``heartbeat`` a handler
+        running past half of ``ack_timeout_ms`` has its ack deadline extended until it
+        returns. Other ``options``: see ``Consumer``.
         """
         consumer = Consumer(self, topic, handler, pull_threads=pull_threads,
                             consume_threads=consume_threads, batch=batch,

@@ -39,6 +39,10 @@ class UnavailableError(DelayQueueError):
     """No server node could be reached (connection refused, timed out, reset)."""
 
 
+class UnsupportedError(DelayQueueError):
+    """The server has no such endpoint (HTTP 404): an older server, or camellia's."""
+
+
 ERRORS_BY_CODE: dict[int, type[DelayQueueError]] = {
     400: BadRequestError,
     404: NotFoundError,

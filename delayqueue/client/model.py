@@ -1,9 +1,11 @@
 """Typed results: the message, topic sizes, topic settings, dead-letter pages and monitoring
-data, built from the JSON answers."""
+data, built from the JSON answers; the entries and per-entry results of the batch calls."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Mapping, NamedTuple
 
 from delayqueue.message import DelayMsg  # noqa: F401 - shared with the server
@@ -142,3 +144,178 @@ class MonitorData:
             ready_queue_time_gap_stats=list(data.get("readyQueueTimeGapStatsList") or []),
             raw=dict(data),
         )
+
+
+def millis(value: int | float | timedelta) -> int:
+    """A duration in milliseconds (a timedelta, or a number already in ms)."""
+    if isinstance(value, timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value)
+
+
+def epoch_ms(value: int | float | datetime) -> int:
+    """Milliseconds since the epoch; a naive datetime is taken as local time."""
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    return int(value)
+
+
+def attributes_json(attributes: Mapping[str, str]) -> str:
+    """The attributes as the JSON text sendMsg takes; ValueError unless strings to strings."""
+    for key, value in attributes.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ValueError(f"attributes map strings to strings, got {key!r}: {value!r}")
+    return json.dumps(dict(attributes), ensure_ascii=False, separators=(",", ":"))
+
+
+# ---- batches (sendMsgBatch, ackMsgBatch, deleteMsgBatch) -----------------------------------
+# The fields a sendMsgBatch entry may carry, as the API names them.
+SEND_FIELDS = ("msg", "msgId", "delayMillis", "triggerTime", "ttlMillis", "maxRetry",
+               "attributes")
+
+
+def _whole(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(f"{name}: must be a whole number, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class SendEntry:
+    """One message of ``send_batch``: the arguments of ``send`` (times in epoch ms / ms)."""
+
+    msg: str
+    msg_id: str | None = None
+    delay_ms: int | timedelta = 0
+    trigger_time: int | datetime | None = None
+    ttl_ms: int | timedelta | None = None
+    max_retry: int | None = None
+    attributes: Mapping[str, str] | None = None
+
+    @classmethod
+    def from_json(cls, data: Any) -> "SendEntry":
+        """From a JSON object with the API's field names (a sendMsgBatch entry).
+
+        Raises:
+            ValueError: not an object, an unknown field, or a value of the wrong type; the
+                message names the field.
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"must be a JSON object, got {type(data).__name__}")
+        unknown = [k for k in data if k not in SEND_FIELDS]
+        if unknown:
+            raise ValueError(f"{unknown[0]}: unknown field; one of: " + ", ".join(SEND_FIELDS))
+        if not isinstance(data.get("msg"), str):
+            raise ValueError("msg: required, a string" + (
+                f", got {data['msg']!r}" if "msg" in data else ""))
+        msg_id = data.get("msgId")
+        if msg_id is not None and not isinstance(msg_id, str):
+            raise ValueError(f"msgId: must be a string, got {msg_id!r}")
+        attributes = data.get("attributes")
+        if attributes is not None:
+            if not isinstance(attributes, Mapping) or not all(
+                    isinstance(v, str) for v in attributes.values()):
+                raise ValueError("attributes: must be an object of strings to strings, "
+                                 f"got {attributes!r}")
+        ints = {api: _whole(api, data[api]) for api in
+                ("delayMillis", "triggerTime", "ttlMillis", "maxRetry")
+                if data.get(api) is not None}
+        return cls(msg=data["msg"], msg_id=msg_id, delay_ms=ints.get("delayMillis", 0),
+                   trigger_time=ints.get("triggerTime"), ttl_ms=ints.get("ttlMillis"),
+                   max_retry=ints.get("maxRetry"),
+                   attributes=dict(attributes) if attributes else None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The sendMsgBatch entry (fields left at their default are left out)."""
+        entry: dict[str, Any] = {"msg": self.msg}
+        if self.msg_id is not None:
+            entry["msgId"] = self.msg_id
+        if self.trigger_time is not None:
+            entry["triggerTime"] = epoch_ms(self.trigger_time)
+            if self.delay_ms:
+                entry["delayMillis"] = millis(self.delay_ms)  # the server refuses both: say so
+        else:
+            entry["delayMillis"] = millis(self.delay_ms)
+        if self.ttl_ms is not None:
+            entry["ttlMillis"] = millis(self.ttl_ms)
+        if self.max_retry is not None:
+            entry["maxRetry"] = int(self.max_retry)
+        if self.attributes:
+            entry["attributes"] = dict(self.attributes)
+        return entry
+
+
+@dataclass(frozen=True)
+class AckEntry:
+    """One settlement of ``ack_batch``: an ack, or a nack (``ack=False``, ``delay_ms``)."""
+
+    msg_id: str
+    receipt: str | None = None
+    ack: bool = True
+    delay_ms: int | timedelta | None = None  # nack only: redeliver no earlier than now + it
+
+    @classmethod
+    def of(cls, msg: DelayMsg, ack: bool = True,
+           delay_ms: int | timedelta | None = None) -> "AckEntry":
+        """Settle a delivered message with its receipt."""
+        return cls(msg.msg_id, msg.receipt, ack, delay_ms)
+
+    def to_json(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"msgId": self.msg_id, "ack": self.ack}
+        if self.receipt:
+            entry["receipt"] = self.receipt
+        if not self.ack and self.delay_ms is not None:
+            entry["delayMillis"] = max(0, millis(self.delay_ms))
+        return entry
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """The answer for one entry of ``send_batch``, in request order.
+
+    ``code`` is what ``sendMsg`` would answer (200, 400, 500, ...); ``delay_msg`` is set when
+    it is 200 (``duplicate`` when the msgId was live and nothing was enqueued).
+    """
+
+    msg_id: str
+    code: int
+    msg: str
+    delay_msg: DelayMsg | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 200
+
+    @property
+    def duplicate(self) -> bool:
+        return self.delay_msg is not None and self.delay_msg.duplicate
+
+    @classmethod
+    def from_json(cls, msg_id: str, data: Mapping[str, Any]) -> "SendResult":
+        code = int(data.get("code", 500))
+        delay_msg = data.get("delayMsg")
+        return cls(msg_id, code, str(data.get("msg") or ""),
+                   DelayMsg.from_json(delay_msg, bool(data.get("duplicate")))
+                   if code == 200 and delay_msg else None)
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """The answer for one entry of ``ack_batch`` or ``delete_batch``, in request order.
+
+    ``code`` is what ``ackMsg`` / ``deleteMsg`` would answer: 200; 404 unknown or ended; 409
+    stale receipt; 400 not in a state that allows it.
+    """
+
+    msg_id: str
+    code: int
+    msg: str
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 200
+
+    @classmethod
+    def from_json(cls, msg_id: str, data: Mapping[str, Any]) -> "BatchResult":
+        return cls(msg_id, int(data.get("code", 500)), str(data.get("msg") or ""))

@@ -22,13 +22,20 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
-from .errors import DelayQueueError, ServerError, UnavailableError, error_for
+from .errors import (
+    DelayQueueError,
+    ServerError,
+    UnavailableError,
+    UnsupportedError,
+    error_for,
+)
 
 logger = logging.getLogger(__name__)
 
 BASE_PATH = "/camellia/delayQueue/"
 NODE_COOLDOWN_BASE_S = 0.5
 NODE_COOLDOWN_MAX_S = 30.0
+JSON_HEADERS = {"Content-Type": "application/json; charset=utf-8"}
 
 
 class Node:
@@ -114,18 +121,32 @@ class Transport:
 
     def call(self, endpoint: str, params: Mapping[str, Any], *, idempotent: bool,
              read_timeout_s: float | None = None) -> dict[str, Any]:
-        """Send one request; return the envelope of a code-200 answer.
+        """Send one request (a form); return the envelope of a code-200 answer.
 
         Raises:
             DelayQueueError: the subclass for the server's code, or UnavailableError.
         """
+        return self._post(endpoint, params, None, idempotent, read_timeout_s)
+
+    def call_json(self, endpoint: str, body: bytes, *, idempotent: bool) -> dict[str, Any]:
+        """As ``call``, with a JSON body already encoded (the batch endpoints).
+
+        Raises:
+            UnsupportedError: the server has no such endpoint (HTTP 404).
+        """
+        return self._post(endpoint, None, body, idempotent, None)
+
+    def _post(self, endpoint: str, params: Mapping[str, Any] | None, body: bytes | None,
+              idempotent: bool, read_timeout_s: float | None) -> dict[str, Any]:
         timeout = (self.connect_timeout_s, read_timeout_s or self.read_timeout_s)
+        headers = JSON_HEADERS if body is not None else None
         last: Exception | None = None
         failures: list[str] = []
         for node in self.pool.order():
             try:
-                response = self.session.post(node.url + BASE_PATH + endpoint, data=params,
-                                             timeout=timeout)
+                response = self.session.post(node.url + BASE_PATH + endpoint,
+                                             data=params if body is None else body,
+                                             headers=headers, timeout=timeout)
             except requests.RequestException as exc:
                 self.pool.failed(node)
                 logger.debug("%s %s failed: %s", node.url, endpoint, exc)
@@ -138,7 +159,12 @@ class Transport:
                 envelope: dict[str, Any] = response.json()
                 code = int(envelope["code"])
             except (ValueError, KeyError, TypeError) as exc:
-                # Not our envelope: a proxy's 502/503 means the node is gone.
+                # Not our envelope: a proxy's 502/503 means the node is gone; camellia (Spring)
+                # answers an unknown endpoint with its own 404 page.
+                if response.status_code == 404:
+                    self.pool.succeeded(node)
+                    raise UnsupportedError(f"{node.url}: no endpoint {endpoint} (HTTP 404)",
+                                           404) from exc
                 if response.status_code >= 500:
                     self.pool.failed(node)
                     last = ServerError(f"{node.url}: HTTP {response.status_code}")
@@ -147,6 +173,8 @@ class Transport:
                 raise ServerError(f"{node.url}: HTTP {response.status_code}, "
                                   "not a delayqueue answer") from exc
             self.pool.succeeded(node)
+            if response.status_code == 404 and code == 404:
+                raise UnsupportedError(f"{node.url}: no endpoint {endpoint} (HTTP 404)", 404)
             if code != 200:
                 raise error_for(code, envelope.get("msg"))
             return envelope

@@ -1,10 +1,13 @@
-"""Client commands: send, pull, long-poll, ack, nack, change-visibility (extend),
-reschedule, get, delete, topics, topic-info, topic-config, dlq (list, redrive, purge),
-monitor and consume, talking to a server over HTTP (``--url`` or ``$DELAYQUEUE_URL``).
+"""Client commands: send (one message, or a JSON Lines file in batches), pull, long-poll,
+ack, nack, change-visibility (extend), reschedule, get, delete, topics, topic-info,
+topic-config, dlq (list, redrive, purge), monitor and consume, talking to a server over
+HTTP (``--url`` or ``$DELAYQUEUE_URL``).
 
 Exit codes: 0 success, 1 server unreachable or failing (code 500), 2 bad arguments (ours or
 the server's code 400), 3 no such message (code 404, or ``get`` of an absent message),
-4 stale receipt (code 409: the message was delivered again since that receipt).
+4 stale receipt (code 409: the message was delivered again since that receipt). ``send
+--file`` exits 2 when lines were refused (invalid, or code 400) and 1 when the server failed
+(code 500, or unreachable: it stops at the first request that fails as a whole).
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import shutil
 import signal
 import sys
 import threading
-from typing import Any, Callable
+import time
+from contextlib import nullcontext
+from typing import Any, BinaryIO, Callable
 
 from delayqueue.client import (
     BadRequestError,
@@ -27,6 +32,7 @@ from delayqueue.client import (
     NotFoundError,
     StaleReceiptError,
     TopicConfig,
+    bulk,
     display,
 )
 from delayqueue.client.command import CommandHandler
@@ -36,6 +42,8 @@ URL_ENV_VAR = "DELAYQUEUE_URL"
 DEFAULT_URL = "http://127.0.0.1:8080"
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_STALE = 0, 1, 2, 3, 4
 REDRIVE_BATCH = 1000  # the server's most per redriveDeadMsg call
+SEND_BATCH = 1000  # the server's most entries per sendMsgBatch request
+PROGRESS_EVERY_S = 1.0  # send --file: the longest between two progress lines on stderr
 
 
 def _duration(text: str) -> int:
@@ -125,9 +133,18 @@ def register(subparsers: Any) -> None:
                                  "when the message was delivered again since")
         return parser
 
-    p = add("send", cmd_send, "send a message (MSG '-' reads the body from stdin)")
+    p = add("send", cmd_send, "send a message (MSG '-' reads the body from stdin), or every "
+            "line of a JSON Lines file in batches (--file)")
     p.add_argument("topic")
-    p.add_argument("msg", metavar="MSG")
+    p.add_argument("msg", metavar="MSG", nargs="?")
+    p.add_argument("--file", metavar="PATH",
+                   help="JSON Lines: one sendMsgBatch entry per line ({\"msg\": ..., "
+                        "\"msgId\": ..., \"delayMillis\": ..., \"triggerTime\": ..., "
+                        "\"ttlMillis\": ..., \"maxRetry\": ..., \"attributes\": {...}}), "
+                        "'-' for stdin; --delay, --at, --ttl, --max-retry and --attr fill in "
+                        "what a line leaves out")
+    p.add_argument("--batch-size", type=_positive, default=SEND_BATCH, metavar="N",
+                   help=f"with --file, entries per request (default and most {SEND_BATCH})")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--delay", type=_duration, default=0, metavar="DUR",
                       help="due after this long: 1500 (ms), 500ms, 10s, 4m, 1h30m")
@@ -214,7 +231,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--pull-threads", type=int, default=1, metavar="N")
     p.add_argument("--consume-threads", type=int, default=1, metavar="N",
                    help="commands run at once (default 1)")
-    p.add_argument("--batch", type=int, default=1, metavar="N")
+    p.add_argument("--batch", type=_positive, metavar="N",
+                   help="most messages per pull (default: as many as idle consume threads)")
     p.add_argument("--ack-timeout", type=_duration, default=30_000, metavar="DUR",
                    help="ack timeout of each delivery (default 30s); a command running "
                         "longer has it extended every half ack timeout until it exits")
@@ -271,6 +289,10 @@ def _msg_json(m: DelayMsg) -> dict[str, Any]:
 
 
 def cmd_send(client: DelayQueueClient, args: argparse.Namespace) -> int:
+    if args.file is not None:
+        return _send_file(client, args)
+    if args.msg is None:
+        return _fail("send needs MSG (or --file PATH)", EXIT_USAGE)
     body = sys.stdin.read() if args.msg == "-" else args.msg
     sent = client.send(args.topic, body, delay_ms=args.delay if args.at is None else 0,
                        trigger_time=args.at, msg_id=args.msg_id, ttl_ms=args.ttl,
@@ -280,6 +302,54 @@ def cmd_send(client: DelayQueueClient, args: argparse.Namespace) -> int:
     else:
         print(display.message_detail(sent))
     return EXIT_OK
+
+
+def _send_file(client: DelayQueueClient, args: argparse.Namespace) -> int:
+    if args.msg is not None or args.msg_id is not None:
+        return _fail("--file takes neither MSG nor --id: each line carries its own", EXIT_USAGE)
+    if args.batch_size > SEND_BATCH:
+        return _fail(f"--batch-size: at most {SEND_BATCH}, got {args.batch_size}", EXIT_USAGE)
+    defaults: dict[str, Any] = {"delayMillis": args.delay} if args.delay else {}
+    for key, value in (("triggerTime", args.at), ("ttlMillis", args.ttl),
+                       ("maxRetry", args.max_retry), ("attributes", dict(args.attr) or None)):
+        if value is not None:
+            defaults[key] = value
+    source: BinaryIO | nullcontext[BinaryIO]
+    try:
+        source = nullcontext(sys.stdin.buffer) if args.file == "-" else open(args.file, "rb")
+    except OSError as exc:
+        return _fail(f"cannot read {args.file}: {exc.strerror}", EXIT_USAGE)
+    shown = [-PROGRESS_EVERY_S]
+
+    def progress(report: bulk.BulkReport) -> None:
+        if time.monotonic() - shown[0] >= PROGRESS_EVERY_S:
+            shown[0] = time.monotonic()
+            print(f"delayqueue: {report.lines} line(s) read: {report.sent} sent, "
+                  f"{report.failed} failed", file=sys.stderr, flush=True)
+
+    with source as lines:
+        report = bulk.send_lines(client, args.topic, lines, defaults=defaults,
+                                 batch_size=args.batch_size, progress=progress)
+    for error in report.errors:
+        code = "" if error.code is None else f" (code {error.code})"
+        print(f"delayqueue: line {error.line}: {error.msg}{code}", file=sys.stderr)
+    if args.json:
+        _print_json({"topic": args.topic, "lines": report.lines, "sent": report.sent,
+                     "duplicates": report.duplicates, "failed": report.failed,
+                     "aborted": report.aborted,
+                     "errors": [{"line": e.line, "code": e.code, "msg": e.msg}
+                                for e in report.errors]})
+    else:
+        dup = f" ({report.duplicates} duplicate(s) of live messages)" if report.duplicates \
+            else ""
+        print(f"sent {report.sent} of {report.lines} message(s) to {args.topic}{dup}; "
+              f"{report.failed} failed")
+    if report.aborted is not None:
+        return _fail(f"stopped after line {report.lines}: {report.aborted}",
+                     EXIT_USAGE if report.aborted_code == 400 else EXIT_FAILURE)
+    if any(e.code is not None and e.code >= 500 for e in report.errors):
+        return EXIT_FAILURE
+    return EXIT_USAGE if report.errors else EXIT_OK
 
 
 def cmd_pull(client: DelayQueueClient, args: argparse.Namespace) -> int:

@@ -1,0 +1,171 @@
+"""The batch calls of DelayQueueClient: sendMsgBatch, ackMsgBatch, deleteMsgBatch.
+
+A batch goes to one topic; the client splits it into requests of at most 1000 entries (and
+4 MiB of JSON), and every entry gets its own result, in order. A request that fails as a
+whole raises, carrying the results of the requests before it in ``exc.results``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+
+from .errors import DelayQueueError, ServerError
+from .model import AckEntry, BatchResult, DelayMsg, SendEntry, SendResult, attributes_json
+
+if TYPE_CHECKING:
+    from .transport import Transport
+
+# The most entries (and messages per pull), and bytes of JSON body, the server takes in one
+# batch request.
+MAX_BATCH = 1000
+MAX_BATCH_BYTES = 4 * 1024 * 1024
+
+
+def _batch_size(size: int) -> int:
+    if not 1 <= int(size) <= MAX_BATCH:
+        raise ValueError(f"batch_size: must be between 1 and {MAX_BATCH}, got {size}")
+    return int(size)
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _chunks(encoded: list[bytes], size: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of consecutive runs of at most ``size`` entries and MAX_BATCH_BYTES."""
+    start, total = 0, 0
+    for i, entry in enumerate(encoded):
+        if i > start and (i - start >= size or total + len(entry) + 1 > MAX_BATCH_BYTES):
+            yield start, i
+            start, total = i, 0
+        total += len(entry) + 1
+    if start < len(encoded):
+        yield start, len(encoded)
+
+
+def _send_entry(item: "str | SendEntry | Mapping[str, Any]") -> SendEntry:
+    if isinstance(item, SendEntry):
+        entry = item
+    elif isinstance(item, str):
+        entry = SendEntry(item)
+    else:
+        entry = SendEntry.from_json(item)
+    if entry.attributes:
+        attributes_json(entry.attributes)  # strings to strings, or ValueError
+    if entry.msg_id is None:  # generated here, so a re-sent request is seen as a duplicate
+        entry = replace(entry, msg_id=uuid.uuid4().hex)
+    return entry
+
+
+def _ack_entry(item: "AckEntry | DelayMsg | str") -> AckEntry:
+    if isinstance(item, AckEntry):
+        return item
+    if isinstance(item, DelayMsg):
+        return AckEntry.of(item)
+    return AckEntry(str(item))
+
+
+class Batches:
+    """Mixed into DelayQueueClient (which provides ``_transport``)."""
+
+    _transport: "Transport"
+
+    def send_batch(self, topic: str, msgs: Iterable["str | SendEntry | Mapping[str, Any]"],
+                   *, batch_size: int = MAX_BATCH) -> list[SendResult]:
+        """Send many messages to one topic: one request per ``batch_size`` (at most 1000)
+        entries, or fewer to stay within the 4 MiB body limit (or the server's, when lower).
+
+        Each item is a body (due now), a ``SendEntry``, or a mapping with the API's field
+        names (``{"msg": .., "delayMillis": ..}``). Entries without a msgId get one here, as in
+        ``send``. Returns one ``SendResult`` per entry, in order: each entry succeeds or fails
+        on its own (``result.ok``, ``result.code``, ``result.msg``).
+
+        Raises:
+            ValueError: an item is not a valid entry (nothing sent).
+            DelayQueueError: a request failed as a whole; ``exc.results`` holds the results
+                of the requests before it (those entries were sent).
+        """
+        entries = [_send_entry(m) for m in msgs]
+        encoded = [_json(e.to_json()) for e in entries]
+        results: list[SendResult] = []
+        for start, end in _chunks(encoded, _batch_size(batch_size)):
+            results += self._send_chunk(topic, entries[start:end], encoded[start:end], results)
+        return results
+
+    def _send_chunk(self, topic: str, entries: list[SendEntry], encoded: list[bytes],
+                    done: list[SendResult]) -> list[SendResult]:
+        """One sendMsgBatch; a body over the server's limit (413: its max-msg-bytes is set
+        lower than the default) is sent again in halves, and one entry alone that is still
+        too large gets code 413 as its result."""
+        body = b'{"topic":%s,"msgs":[%s]}' % (_json(topic), b",".join(encoded))
+        try:
+            answers = self._batch_call("sendMsgBatch", body, len(entries), done, True)
+        except ServerError as exc:
+            if exc.code != 413:
+                raise
+            if len(entries) == 1:
+                return [SendResult(entries[0].msg_id or "", 413, exc.msg)]
+            half = len(entries) // 2
+            first = self._send_chunk(topic, entries[:half], encoded[:half], done)
+            return first + self._send_chunk(topic, entries[half:], encoded[half:],
+                                            done + first)
+        return [SendResult.from_json(e.msg_id or "", a) for e, a in zip(entries, answers)]
+
+    def ack_batch(self, topic: str,
+                  acks: Iterable["AckEntry | DelayMsg | str"]) -> list[BatchResult]:
+        """Ack (or nack) many messages of one topic, 1000 per request.
+
+        Each item is a delivered ``DelayMsg`` (acked with its receipt), an ``AckEntry`` (an
+        ack or a nack, with or without a receipt) or a msgId. Returns one ``BatchResult`` per
+        item, in order, with the code ``ackMsg`` would answer: 200, 404 (unknown or ended),
+        409 (stale receipt), 400 (not delivered).
+
+        Raises:
+            DelayQueueError: a request failed as a whole (``exc.results``: those before it).
+        """
+        entries = [_ack_entry(a) for a in acks]
+        # A re-sent ack is harmless; a re-sent nack is only when a receipt guards it.
+        idempotent = all(e.ack or e.receipt for e in entries)
+        results: list[BatchResult] = []
+        for start in range(0, len(entries), MAX_BATCH):
+            chunk = entries[start:start + MAX_BATCH]
+            body = _json({"topic": topic, "acks": [e.to_json() for e in chunk]})
+            answers = self._batch_call("ackMsgBatch", body, len(chunk), results, idempotent)
+            results += [BatchResult.from_json(e.msg_id, a) for e, a in zip(chunk, answers)]
+        return results
+
+    def delete_batch(self, topic: str, msg_ids: Iterable[str],
+                     release: bool = False) -> list[BatchResult]:
+        """Delete many messages of one topic, 1000 per request (``release`` as in ``delete``).
+
+        Returns one ``BatchResult`` per msgId, in order: 200, or 404 (unknown or ended).
+
+        Raises:
+            DelayQueueError: a request failed as a whole (``exc.results``: those before it).
+        """
+        ids = [str(i) for i in msg_ids]
+        results: list[BatchResult] = []
+        for start in range(0, len(ids), MAX_BATCH):
+            chunk = ids[start:start + MAX_BATCH]
+            body = _json({"topic": topic, "msgIds": chunk, "release": bool(release)})
+            answers = self._batch_call("deleteMsgBatch", body, len(chunk), results, False)
+            results += [BatchResult.from_json(i, a) for i, a in zip(chunk, answers)]
+        return results
+
+    def _batch_call(self, endpoint: str, body: bytes, count: int, done: list[Any],
+                    idempotent: bool) -> list[dict[str, Any]]:
+        """One batch request; its ``results``, checked to be one per entry."""
+        try:
+            envelope = self._transport.call_json(endpoint, body, idempotent=idempotent)
+            answers = envelope.get("results")
+            if not isinstance(answers, list) or len(answers) != count:
+                raise ServerError(f"{endpoint}: expected {count} results, got "
+                                  f"{len(answers) if isinstance(answers, list) else answers!r}")
+        except DelayQueueError as exc:
+            exc.results = list(done)  # type: ignore[attr-defined]
+            raise
+        return [a if isinstance(a, dict) else {"code": 500, "msg": repr(a)} for a in answers]
+
