@@ -81,6 +81,7 @@ class ServerProcess:
             handle, name = tempfile.mkstemp(prefix="dq-node-", suffix=".log")
             os.close(handle)
             self.log_path = Path(name)
+        self.log_path.touch()    # a log path given by the caller may not exist yet
         try:
             for attempt in range(START_ATTEMPTS):
                 try:
