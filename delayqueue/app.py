@@ -11,6 +11,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from .config import Settings, load_settings
 from .errors import DelayQueueError, OutOfMemory
+from .jsonio import OrjsonProvider
 from .runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -24,7 +25,7 @@ def create_app(overrides: Mapping[str, Any] | None = None,
     """config -> redis -> scripts -> blueprints -> error handlers. Starts no threads."""
     settings = settings or load_settings(overrides=overrides)
     app = Flask(__name__)
-    app.json.sort_keys = False
+    app.json = OrjsonProvider(app)
     # Multipart form fields must fit a full message (Flask's default cap is 500 kB); our own
     # check then answers an oversized body with the max-msg-bytes rule. Whole bodies far
     # beyond it (4x: a form-encoded body can triple in size) are refused by Werkzeug before
