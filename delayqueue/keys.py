@@ -7,6 +7,7 @@ monitor counters, leases), never the truth about a message.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 
@@ -56,7 +57,13 @@ class NamespaceKeys:
         return f"{self.base}:offline:{node}"
 
     def topic(self, topic: str) -> "TopicKeys":
-        return TopicKeys(self.prefix, self.namespace, topic)
+        return topic_keys(self.prefix, self.namespace, topic)
+
+
+@functools.lru_cache(maxsize=10_000)
+def topic_keys(prefix: str, namespace: str, topic: str) -> "TopicKeys":
+    """One TopicKeys per topic, its key names built once: every request needs them."""
+    return TopicKeys(prefix, namespace, topic)
 
 
 @dataclass(frozen=True)
@@ -65,7 +72,7 @@ class TopicKeys:
     namespace: str
     topic: str
 
-    @property
+    @functools.cached_property
     def base(self) -> str:
         return f"{self.prefix}:{{{self.namespace}:{self.topic}}}"
 
@@ -101,10 +108,11 @@ class TopicKeys:
         """HASH setting -> value: the topic's own settings (setTopicConfig)."""
         return f"{self.base}:config"
 
-    @property
-    def queues(self) -> list[str]:
-        """waiting, ready, ack, expire, dead, config: the first KEYS of every topic script."""
-        return [self.waiting, self.ready, self.ack, self.expire, self.dead, self.config]
+    @functools.cached_property
+    def queues(self) -> tuple[str, ...]:
+        """waiting, ready, ack, expire, dead, config: the first KEYS of every topic script
+        (built once per topic: a tuple, so no caller can change it for the others)."""
+        return (self.waiting, self.ready, self.ack, self.expire, self.dead, self.config)
 
     @property
     def msg_prefix(self) -> str:

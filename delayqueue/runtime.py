@@ -38,6 +38,13 @@ class Runtime:
     def __init__(self, settings: Settings, client: redis.Redis | None = None,
                  clock: Clock | None = None) -> None:
         self.settings = settings
+        # The limits every request's parameters are checked against (params.Params).
+        self.param_limits = {
+            "max_topic_length": settings.max_topic_length,
+            "max_msg_id_length": settings.max_msg_id_length,
+            "max_msg_bytes": settings.max_msg_bytes, "max_batch": settings.max_batch,
+            "max_long_polling_timeout_ms": settings.max_long_polling_timeout_millis,
+        }
         if client is None and not settings.redis_url:
             raise ConfigError("redis-url: is empty; set DELAYQUEUE_REDIS_URL, or start with "
                               "`delayqueue serve`, which runs an embedded Redis")
