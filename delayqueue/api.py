@@ -9,6 +9,8 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from .errors import BadRequest, DelayQueueError, MissingParameter, redis_errors
 from .longpoll import long_poll
 from .metrics import render_metrics
+from .monitor_text import monitor_string
+from .openapi import document
 from .params import Params
 from .queue import AckRequest, SendRequest, SendResult
 from .runtime import Runtime
@@ -264,6 +266,18 @@ def get_monitor_data() -> Response:
         return success(data=runtime().monitor.monitor_data())
 
 
+@delay_queue.route("/getMonitorString", methods=METHODS)
+def get_monitor_string() -> Response:
+    rt = runtime()
+    with redis_errors():
+        data = rt.monitor.monitor_data()
+        infos = rt.queue.topic_infos(rt.queue.topics())
+    start = rt.monitor.interval_start(rt.clock.now_ms()) - rt.monitor.interval_ms
+    text = monitor_string(data, infos, rt.settings.namespace, start,
+                          rt.monitor.interval_ms // 1000)
+    return Response(text, content_type="text/plain; charset=utf-8")
+
+
 @delay_queue.route("/getTopicInfo", methods=METHODS)
 def get_topic_info() -> Response:
     return success(data=runtime().queue.topic_info(params().topic()))
@@ -307,3 +321,8 @@ def prometheus() -> Response:
     with redis_errors():
         body, content_type = render_metrics(rt.monitor, rt.queue.queue_sizes)
     return Response(body, content_type=content_type)
+
+
+@metrics.route("/openapi.json", methods=["GET"])
+def openapi() -> Response:
+    return jsonify(document())

@@ -36,8 +36,10 @@ def create_app(overrides: Mapping[str, Any] | None = None,
     app.extensions["delayqueue"] = runtime or Runtime(settings)
 
     from .api import delay_queue, health, metrics
+    from .console import console
 
     app.register_blueprint(delay_queue)
+    app.register_blueprint(console)
     app.register_blueprint(health)
     app.register_blueprint(metrics)
     register_error_handlers(app)

@@ -26,6 +26,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
+from . import camellia_redis
+
 logger = logging.getLogger(__name__)
 
 ENV_PREFIX = "DELAYQUEUE_"
@@ -36,12 +38,16 @@ CONFIG_ENV_VAR = "DELAYQUEUE_CONFIG"
 NON_SETTING_ENV_VARS = frozenset({CONFIG_ENV_VAR, "DELAYQUEUE_REDIS_SERVER", "DELAYQUEUE_URL"})
 NON_SETTING_ENV_PREFIXES = ("DELAYQUEUE_MSG_",)
 CAMELLIA_BLOCK = "camellia-delay-queue-server"
-# camellia keys with no meaning here (thread-pool sizes): accepted and ignored, with a warning.
-CAMELLIA_IGNORED_KEYS = frozenset(
-    {"schedule-thread-num", "check-trigger-thread-num", "check-timeout-thread-num"}
-)
-# Top-level sections of a pasted Spring application.yml that are not ours.
-SPRING_IGNORED_SECTIONS = frozenset({"spring", "server", "camellia-redis", "logging", "management"})
+# camellia keys with no meaning here (its thread-pool and long-poll pool sizes: gevent holds a
+# long poll without a thread): accepted and ignored, with a one-line warning.
+CAMELLIA_IGNORED_KEYS = frozenset({
+    "schedule-thread-num", "check-trigger-thread-num", "check-timeout-thread-num",
+    "long-polling-task-queue-size", "long-polling-scheduled-thread-size",
+    "long-polling-msg-ready-callback-thread-size", "long-polling-msg-ready-callback-queue-size",
+})
+# Top-level sections of a pasted Spring application.yml that are not ours. camellia-redis is
+# read (camellia_redis.py): honoured as redis-url, or refused.
+SPRING_IGNORED_SECTIONS = frozenset({"spring", "server", "logging", "management"})
 REDIS_URL_SCHEMES = ("redis", "rediss", "unix")
 PLANNED_REDIS_URL_SCHEMES = ("redis+sentinel", "redis+cluster")
 WORKER_CLASSES = ("gevent", "gthread", "sync")
@@ -431,8 +437,8 @@ def _read_yaml(path: Path) -> dict[str, tuple[Any, str]]:
     def add(raw_key: str, value: Any, where: str) -> None:
         key = _canonical(raw_key)
         if key in CAMELLIA_IGNORED_KEYS:
-            logger.warning("config %s: %s is a camellia thread-pool setting; ignored",
-                           path, raw_key)
+            logger.warning("config %s: %s is a camellia thread-pool setting; ignored "
+                           "(no meaning here)", path, raw_key)
             return
         if key not in _KEY_TO_FIELD:
             if isinstance(value, dict):  # "redis: {url: ...}" means redis-url
@@ -451,6 +457,14 @@ def _read_yaml(path: Path) -> dict[str, tuple[Any, str]]:
                 raise ConfigError(f"{CAMELLIA_BLOCK}: must be a mapping ({source})")
             for sub_key, sub_value in value.items():
                 add(str(sub_key), sub_value, f"{source}, under {CAMELLIA_BLOCK}")
+        elif key == camellia_redis.SECTION:
+            try:
+                url = camellia_redis.section_to_url(value)
+            except camellia_redis.CamelliaRedisError as exc:
+                raise ConfigError(f"{exc} ({source})") from None
+            logger.warning("config %s: camellia-redis resource read as redis-url %s", path,
+                           redact_url(url))
+            add("redis-url", url, f"{source}, from {camellia_redis.SECTION}")
         elif key in SPRING_IGNORED_SECTIONS and isinstance(value, dict):
             logger.warning("config %s: section %r belongs to Spring/camellia; ignored "
                            "(use redis-url, host and port)", path, raw_key)

@@ -270,19 +270,42 @@ class JsonErrors:
             pass
 
 
-class OneSendGeventWorker(JsonErrors, GeventWorker):
+class DrainOnExit:
+    """On SIGTERM, besides gunicorn's own stop (no new connections, requests in flight
+    finish within graceful-timeout-seconds), answer every held long poll at once with an
+    empty list, so the worker exits well inside the grace period instead of being killed at
+    its end; worker_exit (gunicorn_conf.py) then stops the loops and releases the leases."""
+
+    def handle_exit(self, sig, frame) -> None:  # gunicorn's signature
+        super().handle_exit(sig, frame)
+        app = getattr(self, "wsgi", None)
+        service = getattr(app, "extensions", {}).get("delayqueue") if app is not None else None
+        drain = getattr(service, "drain", None)
+        if callable(drain):
+            self.start_drain(drain)
+
+    def start_drain(self, drain) -> None:
+        drain()
+
+
+class OneSendGeventWorker(DrainOnExit, JsonErrors, GeventWorker):
+    def start_drain(self, drain) -> None:
+        import gevent
+
+        gevent.spawn(drain)  # out of the signal handler: it takes locks and wakes greenlets
+
     def init_process(self) -> None:
         _install()
         super().init_process()
 
 
-class OneSendThreadWorker(JsonErrors, ThreadWorker):
+class OneSendThreadWorker(DrainOnExit, JsonErrors, ThreadWorker):
     def init_process(self) -> None:
         _install()
         super().init_process()
 
 
-class OneSendSyncWorker(JsonErrors, SyncWorker):
+class OneSendSyncWorker(DrainOnExit, JsonErrors, SyncWorker):
     def init_process(self) -> None:
         _install()
         super().init_process()

@@ -37,12 +37,19 @@ from .queue import DelayQueue, PullResult
 logger = logging.getLogger(__name__)
 
 
-class Waiter:
-    __slots__ = ("topic", "event")
+# A control message on the hint channel: "0 <CONTROL_PREFIX><text>". No topic can start with
+# a tab (the API refuses control characters), so a node that does not know the message takes
+# it for a hint about a topic nobody waits on: harmless.
+CONTROL_PREFIX = "\tcontrol\t"
 
-    def __init__(self, topic: str) -> None:
+
+class Waiter:
+    __slots__ = ("topic", "event", "release")
+
+    def __init__(self, topic: str, release: int = 0) -> None:
         self.topic = topic
         self.event = threading.Event()
+        self.release = release   # the hub's release count when it registered
 
 
 @dataclass
@@ -67,11 +74,16 @@ class Hub:
         self._thread: threading.Thread | None = None
         self.subscribed = threading.Event()
         self.on_due_hint = None  # callable(topic), set by the scheduler to be nudged
+        # Set when the worker is shutting down: every held poll answers (empty) at once.
+        self.draining = threading.Event()
+        # Bumped by release_held(): the polls held at that moment answer (empty) at once.
+        self.releases = 0
+        self.on_control = None  # callable(text), for control messages on the hint channel
 
     # -- waiters -------------------------------------------------------------------------
     def register(self, topic: str) -> Waiter:
-        waiter = Waiter(topic)
         with self._lock:
+            waiter = Waiter(topic, self.releases)
             self._waiters[topic].append(waiter)
         return waiter
 
@@ -150,6 +162,10 @@ class Hub:
     # -- subscriber ----------------------------------------------------------------------
     def dispatch(self, payload: str) -> None:
         count, _, topic = payload.partition(" ")
+        if topic.startswith(CONTROL_PREFIX):
+            if self.on_control is not None:
+                self.on_control(topic[len(CONTROL_PREFIX):])
+            return
         try:
             n = int(count)
         except ValueError:
@@ -167,6 +183,20 @@ class Hub:
     def stop(self) -> None:
         self._stop.set()
         self.wake_all()
+
+    def drain(self) -> None:
+        """Answer every held long poll now with an empty list, and any new one at once."""
+        self.draining.set()
+        self.wake_all()
+
+    def release_held(self) -> None:
+        """Answer the long polls held now with an empty list; later ones are held as usual."""
+        with self._lock:
+            self.releases += 1
+        self.wake_all()
+
+    def released(self, waiter: Waiter) -> bool:
+        return self.draining.is_set() or waiter.release != self.releases
 
     def run(self) -> None:
         """Subscribe and dispatch until stopped; reconnect with capped, jittered backoff."""
@@ -209,6 +239,8 @@ def long_poll(queue: DelayQueue, hub: Hub, clock: Clock, topic: str, batch: int,
     own_timer = False
     try:
         while True:
+            if hub.released(waiter):
+                return PullResult([], None, 0)   # drained: hand nothing out, answer
             waiter.event.clear()
             # A leader waking on its own timer must look; anyone else may trust what this
             # process's last pull saw while no hint has said otherwise.

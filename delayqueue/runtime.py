@@ -18,7 +18,7 @@ from .config import ConfigError, Settings
 from .errors import redis_errors
 from .keys import NamespaceKeys
 from .lease import Lease
-from .longpoll import Hub
+from .longpoll import CONTROL_PREFIX, Hub
 from .loop import Loop
 from .monitor import Monitor
 from .queue import DelayQueue
@@ -31,6 +31,7 @@ from .topic_admin import TopicAdmin
 logger = logging.getLogger(__name__)
 
 MONITOR_FLUSH_S = 1.0
+OFFLINE = "offline "           # control message: "offline <node id>"
 SNAPSHOT_TICK_S = 1.0
 
 
@@ -74,6 +75,7 @@ class Runtime:
             on_recycle=self.queue.forget,
         )
         self.hub = Hub(self.client, self.keys.hint_channel)
+        self.hub.on_control = self.on_control
         self.snapshots = SnapshotWriter(
             self.monitor, self.client, self.keys, self.clock, settings.snapshot_dir,
             settings.namespace, settings.monitor_interval_seconds,
@@ -115,6 +117,10 @@ class Runtime:
             loop.start()
         logger.info("background loops started: %s", ", ".join(loop.name for loop in self.loops))
 
+    def drain(self) -> None:
+        """Shutdown has begun (SIGTERM): answer held long polls now; requests in flight go on."""
+        self.hub.drain()
+
     def stop(self) -> None:
         self.hub.stop()
         for loop in self.loops:
@@ -127,12 +133,21 @@ class Runtime:
         return f"{socket.gethostname()}:{self.settings.port}"
 
     def set_online(self, online: bool) -> None:
-        """Flip the flag a load balancer reads, for every worker of this node."""
+        """Flip the flag a load balancer reads, for every worker of this node. Going offline
+        also answers the long polls every worker of the node holds (empty), so that their
+        consumers poll again through the balancer, on the nodes still online."""
         with redis_errors():
             if online:
                 self.client.delete(self.keys.offline(self.node_id))
             else:
                 self.client.set(self.keys.offline(self.node_id), "1")
+                self.client.publish(self.keys.hint_channel,
+                                    f"0 {CONTROL_PREFIX}{OFFLINE}{self.node_id}")
+
+    def on_control(self, text: str) -> None:
+        """A control message from the hint channel (see longpoll.CONTROL_PREFIX)."""
+        if text == f"{OFFLINE}{self.node_id}":
+            self.hub.release_held()
 
     def is_online(self) -> bool:
         try:

@@ -126,8 +126,15 @@ camellia-delay-queue-server:
   namespace: legacy
   schedule-thread-num: 4
   end-life-msg-expire-millis: 3000000
+  long-polling-task-queue-size: 10000
+  longPollingScheduledThreadSize: 32
+  long-polling-msg-ready-callback-thread-size: 32
+  long-polling-msg-ready-callback-queue-size: 10000
+  long-polling-timeout-millis: 20000
 camellia-redis:
   type: local
+  local:
+    resource: redis://secret@127.0.0.1:6390?db=2
 """)
     settings = load_settings(path, env={})
     assert settings.ttl_millis == 7_200_000
@@ -137,6 +144,48 @@ camellia-redis:
     assert settings.namespace == "legacy"
     assert settings.end_life_msg_expire_millis == 3_000_000
     assert "schedule-thread-num" in caplog.text  # ignored, but said so
+    for key in ("long-polling-task-queue-size", "longPollingScheduledThreadSize",
+                "long-polling-msg-ready-callback-thread-size",
+                "long-polling-msg-ready-callback-queue-size"):
+        warned = [r.getMessage() for r in caplog.records if key in r.getMessage()]
+        assert len(warned) == 1 and "\n" not in warned[0], key   # one line each
+    assert settings.long_polling_timeout_millis == 20_000       # this one is ours too
+    # The camellia-redis resource is honoured, never replaced by the embedded Redis.
+    assert settings.redis_url == "redis://:secret@127.0.0.1:6390/2"
+    assert "secret" not in caplog.text
+
+
+@pytest.mark.parametrize(("resource", "url"), [
+    ("redis://@127.0.0.1:6379", "redis://127.0.0.1:6379/0"),
+    ("redis://pass@h:1", "redis://:pass@h:1/0"),
+    ("redis://user:p@ss@h:1?db=3", "redis://user:p%40ss@h:1/3"),
+    ("rediss://pw@h.example:6380", "rediss://:pw@h.example:6380/0"),
+])
+def test_camellia_redis_standalone_resources_become_redis_url(resource, url):
+    from delayqueue.camellia_redis import resource_to_url
+    assert resource_to_url(resource) == url
+
+
+@pytest.mark.parametrize(("section", "message"), [
+    ("  type: local\n", "without local.resource"),
+    ("  type: local\n  local:\n    resource: redis-sentinel://pw@h:26379/master\n",
+     "redis-sentinel"),
+    ("  type: local\n  local:\n    resource: redis-cluster://pw@h:1,h:2\n", "redis-cluster"),
+    ("  type: remote\n  remote:\n    url: http://dashboard\n", "type 'remote'"),
+    ("  type: custom\n", "type 'custom'"),
+])
+def test_a_camellia_redis_we_cannot_serve_refuses_to_start(tmp_path, section, message):
+    path = write(tmp_path, "camellia-redis:\n" + section)
+    with pytest.raises(ConfigError, match="camellia-redis: .*set redis-url") as info:
+        load_settings(path, env={})
+    assert message in str(info.value)
+
+
+def test_camellia_redis_and_redis_url_together_are_refused(tmp_path):
+    path = write(tmp_path, "redis-url: redis://a:1/0\ncamellia-redis:\n  type: local\n"
+                           "  local:\n    resource: redis://b:2\n")
+    with pytest.raises(ConfigError, match="redis-url: given twice"):
+        load_settings(path, env={})
 
 
 def test_nested_mapping_means_joined_key(tmp_path):

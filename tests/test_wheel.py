@@ -53,6 +53,16 @@ def test_wheel_contains_every_lua_script_and_the_default_config(wheel):
     assert packaged == (REPO / "config" / "delayqueue.yaml").read_bytes()
 
 
+def test_wheel_contains_the_console_templates_and_the_pytest_plugin(wheel):
+    archive = zipfile.ZipFile(wheel)
+    names = set(archive.namelist())
+    templates = REPO / "delayqueue" / "templates"
+    for path in templates.rglob("*.html"):
+        assert f"delayqueue/templates/{path.relative_to(templates).as_posix()}" in names
+    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    assert "[pytest11]\ndelayqueue = delayqueue.testing" in archive.read(entry_points).decode()
+
+
 def test_installed_wheel_loads_its_own_scripts(wheel, tmp_path):
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)

