@@ -92,12 +92,21 @@ class Http:
         self.head_tail = (f" HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
                           "Content-Type: application/x-www-form-urlencoded\r\n"
                           "Content-Length: ")
+        self.json_head_tail = self.head_tail.replace("application/x-www-form-urlencoded",
+                                                     "application/json")
         self.timeout_s = timeout_s
         self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
 
     async def call(self, endpoint: str, **form: Any) -> dict:
         body = urlencode(form).encode()
-        request = f"{self.prefix}{endpoint}{self.head_tail}{len(body)}\r\n\r\n".encode() + body
+        return await self._request(endpoint, self.head_tail, body)
+
+    async def call_json(self, endpoint: str, document: dict) -> dict:
+        """POST a JSON body (the batch endpoints)."""
+        return await self._request(endpoint, self.json_head_tail, json.dumps(document).encode())
+
+    async def _request(self, endpoint: str, head_tail: str, body: bytes) -> dict:
+        request = f"{self.prefix}{endpoint}{head_tail}{len(body)}\r\n\r\n".encode() + body
         while self._idle:
             connection = self._idle.pop()
             try:
@@ -137,6 +146,52 @@ class Http:
             writer.close()
 
 
+def _record_send(ledger: Ledger, msg_id: str, reply: dict) -> None:
+    if reply.get("code") == 200 and reply.get("duplicate"):
+        ledger.error("sendMsg answered duplicate for a new msgId")
+    elif reply.get("code") == 200:
+        ledger.sent[msg_id] = reply["delayMsg"]["triggerTime"]
+    else:
+        ledger.error(f"sendMsg code {reply.get('code')}: {reply.get('msg')}"[:80])
+
+
+async def produce_batches(http: Http, plan: Iterable[tuple[str, str, int]], ledger: Ledger, *,
+                          batch: int, concurrency: int = 8, body: str = "x" * 64) -> float:
+    """Send ``plan`` in sendMsgBatch requests of ``batch`` messages (of one topic each)."""
+    by_topic: dict[str, list[tuple[str, int]]] = {}
+    for topic, msg_id, delay in plan:
+        by_topic.setdefault(topic, []).append((msg_id, delay))
+    queue: asyncio.Queue = asyncio.Queue()
+    for topic, items in by_topic.items():
+        for i in range(0, len(items), batch):
+            queue.put_nowait((topic, items[i:i + batch]))
+    started = time.monotonic()
+
+    async def worker() -> None:
+        while True:
+            try:
+                topic, items = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            t0 = time.monotonic()
+            try:
+                reply = await http.call_json("sendMsgBatch", {"topic": topic, "msgs": [
+                    {"msgId": msg_id, "msg": body, "delayMillis": delay}
+                    for msg_id, delay in items]})
+            except CALL_ERRORS as exc:
+                ledger.error(exc)
+                continue
+            ledger.send_latency_ms.append((time.monotonic() - t0) * 1000.0)
+            if reply.get("code") != 200:
+                ledger.error(f"sendMsgBatch code {reply.get('code')}: {reply.get('msg')}"[:80])
+                continue
+            for (msg_id, _), result in zip(items, reply["results"]):
+                _record_send(ledger, msg_id, result)
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, queue.qsize()) or 1)))
+    return time.monotonic() - started
+
+
 async def produce(http: Http, plan: Iterable[tuple[str, str, int]], ledger: Ledger, *,
                   rate: float = 0.0, concurrency: int = 64, body: str = "x" * 64,
                   trigger_time: int | None = None) -> float:
@@ -174,12 +229,7 @@ async def produce(http: Http, plan: Iterable[tuple[str, str, int]], ledger: Ledg
                 ledger.error(exc)
                 continue
             ledger.send_latency_ms.append((time.monotonic() - t0) * 1000.0)
-            if reply.get("code") == 200 and reply.get("duplicate"):
-                ledger.error("sendMsg answered duplicate for a new msgId")
-            elif reply.get("code") == 200:
-                ledger.sent[msg_id] = reply["delayMsg"]["triggerTime"]
-            else:
-                ledger.error(f"sendMsg code {reply.get('code')}: {reply.get('msg')}"[:80])
+            _record_send(ledger, msg_id, reply)
 
     await asyncio.gather(*(worker(i) for i in range(min(concurrency, total) or 1)))
     return time.monotonic() - started
@@ -187,9 +237,11 @@ async def produce(http: Http, plan: Iterable[tuple[str, str, int]], ledger: Ledg
 
 async def consume(http: Http, topic: str, ledger: Ledger, stop: asyncio.Event, *,
                   batch: int = 1, poll_ms: int = 5000, ack: bool = True,
+                  ack_batch: bool = False,
                   on_done: Callable[[int], None] | None = None) -> None:
     """One long-polling consumer: poll, record, ack each message, poll again, until ``stop``.
 
+    ``ack_batch``: a poll's messages are acked together in one ackMsgBatch request.
     ``on_done(n)`` is called after each poll's ``n`` messages were handled (acked).
     """
     while not stop.is_set():
@@ -201,7 +253,23 @@ async def consume(http: Http, topic: str, ledger: Ledger, stop: asyncio.Event, *
             await asyncio.sleep(0.1 + random.random() * 0.1)
             continue
         at = now_ms()
-        for message in reply.get("delayMsgList") or ():
+        messages = reply.get("delayMsgList") or ()
+        if ack and ack_batch and messages:
+            for message in messages:
+                ledger.deliveries.append((message["msgId"], at, message["triggerTime"]))
+            try:
+                answer = await http.call_json("ackMsgBatch", {"topic": topic, "acks": [
+                    {"msgId": m["msgId"], "receipt": m["receipt"]} for m in messages]})
+                bad = [r for r in answer.get("results", ()) if r.get("code") != 200]
+                if answer.get("code") != 200 or bad:
+                    ledger.error(f"ackMsgBatch: {answer.get('msg') or bad[0].get('msg')}"[:80])
+            except CALL_ERRORS as exc:
+                ledger.error(exc)
+            messages = ()
+            if on_done is not None:
+                on_done(len(reply["delayMsgList"]))
+            continue
+        for message in messages:
             ledger.deliveries.append((message["msgId"], at, message["triggerTime"]))
             if ack:
                 try:
@@ -218,7 +286,7 @@ async def consume(http: Http, topic: str, ledger: Ledger, stop: asyncio.Event, *
 # -- consumers in their own processes ---------------------------------------------------------
 
 def _consumer_process(base: str, topics: list[str], per_topic: int, batch: int, poll_ms: int,
-                      done, stop_flag, results) -> None:
+                      done, stop_flag, results, ack_batch: bool = False) -> None:
     """Entry point of one consumer process: run until ``stop_flag`` is set, then report."""
     ledger = Ledger()
 
@@ -236,7 +304,8 @@ def _consumer_process(base: str, topics: list[str], per_topic: int, batch: int, 
             stop.set()
 
         tasks = [asyncio.create_task(consume(http, topic, ledger, stop, batch=batch,
-                                             poll_ms=poll_ms, on_done=count))
+                                             poll_ms=poll_ms, ack_batch=ack_batch,
+                                             on_done=count))
                  for topic in topics for _ in range(per_topic)]
         await watch()
         # Held polls end within poll_ms; do not wait for them beyond that.
@@ -247,23 +316,54 @@ def _consumer_process(base: str, topics: list[str], per_topic: int, batch: int, 
     results.put((ledger.deliveries, ledger.errors, ledger.error_kinds))
 
 
+def _sdk_consumer_process(base: str, topics: list[str], per_topic: int, batch: int,
+                          poll_ms: int, done, stop_flag, results, ack_batch: bool = True) -> None:
+    """One consumer process of the SDK's own listener, with its default settings: per topic,
+    ``per_topic`` listeners (``DelayQueueClient.listen``: long polls sized to the idle consume
+    threads, acks batched). The handler records the receipt time and returns True (ack)."""
+    import threading
+
+    from delayqueue.client import DelayQueueClient
+
+    ledger = Ledger()
+    lock = threading.Lock()
+
+    def handler(msg) -> bool:
+        at = time.time() * 1000.0
+        with lock:
+            ledger.deliveries.append((msg.msg_id, at, msg.trigger_time))
+        with done.get_lock():
+            done.value += 1
+        return True
+
+    client = DelayQueueClient(base, pool_size=max(32, len(topics) * per_topic * 2))
+    consumers = [client.listen(topic, handler) for topic in topics for _ in range(per_topic)]
+    stop_flag.wait()
+    for consumer in consumers:
+        consumer.stop()
+    results.put((ledger.deliveries, ledger.errors, ledger.error_kinds))
+
+
 class ConsumerFleet:
     """Long-polling, acking consumers spread over ``processes`` spawned processes.
 
-    ``done`` counts messages handled (received and acked) across all processes.
+    ``done`` counts messages handled (received and acked) across all processes. ``sdk``:
+    the consumers are the SDK's listener with its defaults instead of the bench's own loop.
     """
 
     def __init__(self, base: str, topics: list[str], per_topic: int, *, processes: int = 2,
-                 batch: int = 1, poll_ms: int = 5000) -> None:
+                 batch: int = 1, poll_ms: int = 5000, sdk: bool = False,
+                 ack_batch: bool = False) -> None:
         import multiprocessing as mp
         ctx = mp.get_context("spawn")
         self.done = ctx.Value("q", 0)
         self._stop = ctx.Event()
         self._results = ctx.Queue()
         shares = [topics[i::processes] for i in range(processes)]
-        self._procs = [ctx.Process(target=_consumer_process, daemon=True,
+        target = _sdk_consumer_process if sdk else _consumer_process
+        self._procs = [ctx.Process(target=target, daemon=True,
                                    args=(base, share, per_topic, batch, poll_ms, self.done,
-                                         self._stop, self._results))
+                                         self._stop, self._results, ack_batch))
                        for share in shares if share]
         for proc in self._procs:
             proc.start()

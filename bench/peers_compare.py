@@ -54,6 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     w3.add_argument("--messages", type=int, default=20_000)
     w3.add_argument("--w3-consumers", type=int, default=8, help="in all, spread over topics")
     w3.add_argument("--w3-topics", type=int, default=4)
+    w3.add_argument("--w3-batches", type=int, default=100,
+                    help="ours again with send, pull and ack in batches of this many (0: not)")
     w6 = parser.add_argument_group("W6 idle precision")
     w6.add_argument("--duration", type=float, default=60.0, help="seconds")
     w6.add_argument("--delay", type=float, default=5.0, help="seconds")
@@ -208,6 +210,19 @@ def bars(results: dict[str, dict]) -> list[str]:
     return lines
 
 
+def w3_bars(results: dict[str, dict]) -> list[str]:
+    """W3 with batches against BullMQ in the same run (bar: ratio >= 1.0), single sends beside."""
+    lines = []
+    bullmq = plain("throughput")(results.get("bullmq", {}))
+    for name, label in (("ours-batch", "ours with batches"), ("ours", "ours single-message")):
+        r = ratio(plain("throughput")(results.get(name, {})), bullmq)
+        if r is not None:
+            lines.append(f"{label} / bullmq throughput = {r:.2f}"
+                         + (f", bar >= 1: {'met' if r >= 1.0 else 'NOT met'}"
+                            if name == "ours-batch" else ""))
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     # On SIGTERM unwind normally, so every redis-server, node and consumer process is stopped.
@@ -220,12 +235,21 @@ def main(argv: list[str] | None = None) -> int:
         if workload in ours_runs:
             results["ours"] = measure(f"{workload} ours",
                                       lambda: run_ours(ours_runs[workload], params))
+            if workload == "w3" and args.w3_batches:
+                results["ours-batch"] = measure(
+                    f"{workload} ours, batches of {args.w3_batches}",
+                    lambda: run_ours(ours_runs[workload], {**params,
+                                                           "batches": args.w3_batches}))
         for name in args.peer_names:
             results[name] = measure(f"{workload} {name}",
                                     lambda: run_peer(name, workload, params))
         ratios = ratios_of(workload, results)
         print_workload(workload, params, results, ratios)
         figures[workload] = {"params": params, "systems": results, "peer_over_ours": ratios}
+        if workload == "w3":
+            figures[workload]["bars"] = w3_bars(results)
+            for line in figures[workload]["bars"]:
+                print(f"  bar: {line}")
         if workload in ("w1", "w6"):
             figures[workload]["bars"] = bars(results)
             for line in figures[workload]["bars"]:

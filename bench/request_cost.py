@@ -1,16 +1,17 @@
-"""The request path's own cost, in CPU instructions: repeatable on a busy machine.
+"""The request path's own CPU cost, compared between source trees in alternating rounds.
 
-Wall-clock and CPU-time figures move with whatever else the 2 cores are doing; the number of
-instructions a process executes does not. This drives the real Flask app in-process (the
-WSGI callable, as gunicorn's worker calls it, without gunicorn's HTTP parsing) against a real
-redis-server, under ``valgrind --tool=callgrind``, twice: with ``--requests`` and with
-``--requests * 6`` (a tenth of those for sendMsgBatch, 100 messages each). The difference over the extra requests is the instructions per request
-of our code, Flask, Werkzeug and redis-py (Redis's own work is in another process and not
-counted). Each lean step of the request path was measured with it before and after.
+This drives the real Flask app in-process (the WSGI callable, as gunicorn's worker calls
+it, without gunicorn's HTTP parsing) against a real redis-server and measures the process
+CPU time of the request loop alone (Redis's work is in its own process and not counted).
+On a shared machine a single figure moves with whatever else runs, so ``--tree`` takes
+several source trees (say, a checkout of the commit before a change and this one): their
+runs alternate, round after round (ABAB...), all seeing the same noise, and the summary
+gives each tree's median and its ratio to the first. Each lean step of the request path
+was measured this way (docs/benchmarks.md).
 
-    python bench/request_cost.py                       # sendMsg, sendMsgBatch, ackMsg
-    python bench/request_cost.py --only sendMsg --requests 200
-    python bench/request_cost.py --inner sendMsg 100   # one run, no valgrind (used inside)
+    python bench/request_cost.py                                  # this tree alone
+    python bench/request_cost.py --tree /tmp/before --tree .      # before / after
+    python bench/request_cost.py --only sendMsg --rounds 10 --requests 500
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import re
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -44,7 +46,7 @@ def form(**values: object) -> bytes:
     return "&".join(f"{k}={v}" for k, v in values.items()).encode()
 
 
-def inner(kind: str, count: int) -> None:
+def inner(kind: str, count: int) -> float:
     """Run ``count`` requests of ``kind`` (after a warm-up) against a fresh redis-server."""
     from delayqueue.app import create_app
 
@@ -80,43 +82,56 @@ def inner(kind: str, count: int) -> None:
                 for i in range(total):
                     call("sendMsg", form(topic="acks", msgId=f"id{i}", msg=BODY),
                          "application/x-www-form-urlencoded")
-                call("pullMsg", form(topic="acks", batch=total, ackTimeoutMillis=3_600_000),
-                     "application/x-www-form-urlencoded")
-            for i in range(count + 20):   # 20 warm-up requests are in both runs: they cancel
+                for _ in range(0, total, 1000):
+                    call("pullMsg", form(topic="acks", batch=1000, ackTimeoutMillis=3_600_000),
+                         "application/x-www-form-urlencoded")
+            for i in range(20):           # warm-up, not measured
+                request(10**7 + i)
+            started = time.process_time()
+            for i in range(count):
                 answer = request(i)
+            cpu = time.process_time() - started
             assert json.loads(answer)["code"] == 200, answer
+            return cpu
         finally:
             server.stop()
 
 
-def instructions(kind: str, count: int) -> int:
-    with tempfile.TemporaryDirectory(prefix="dq-cg-") as tmp:
-        out = Path(tmp) / "callgrind.out"
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                        sys.executable, __file__, "--inner", kind, str(count)],
-                       check=True, capture_output=True, text=True)
-        summary = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)
-        return int(summary.group(1))
+def measure(tree: Path, kind: str, count: int) -> float:
+    """CPU seconds of ``count`` requests of ``kind``, run from the source tree ``tree``."""
+    out = subprocess.run([sys.executable, str(tree / "bench" / "request_cost.py"), "--inner",
+                          kind, str(count)], check=True, capture_output=True, text=True)
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", default=",".join(KINDS))
-    parser.add_argument("--requests", type=int, default=100)
+    parser.add_argument("--requests", type=int, default=400,
+                        help="requests per round (a tenth of them for sendMsgBatch)")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--tree", action="append", type=Path,
+                        help="a source tree to measure (repeat to compare; default: this one)")
     parser.add_argument("--inner", nargs=2, metavar=("KIND", "COUNT"))
     args = parser.parse_args()
     if args.inner:
-        inner(args.inner[0], int(args.inner[1]))
+        print(inner(args.inner[0], int(args.inner[1])))
         return 0
+    trees = [t.resolve() for t in (args.tree or [HERE.parent])]
     for kind in args.only.split(","):
-        small = max(2, args.requests // (10 if kind == "sendMsgBatch" else 1))
-        large = small * 6
-        print(f"[{kind}] callgrind: {small} and {large} requests ...", file=sys.stderr,
-              flush=True)
-        per_request = (instructions(kind, large) - instructions(kind, small)) / (large - small)
-        per_message = per_request / (BATCH if kind == "sendMsgBatch" else 1)
-        print(f"{kind:<14} {per_request / 1e6:8.3f} M instructions per request, "
-              f"{per_message / 1e3:8.1f} k per message", flush=True)
+        count = max(2, args.requests // (10 if kind == "sendMsgBatch" else 1))
+        per_message = BATCH if kind == "sendMsgBatch" else 1
+        samples: dict[Path, list[float]] = {t: [] for t in trees}
+        for r in range(args.rounds):
+            for tree in (trees if r % 2 == 0 else trees[::-1]):
+                samples[tree].append(measure(tree, kind, count) / count * 1e6)
+            print(f"[{kind}] round {r + 1}/{args.rounds}: " + ", ".join(
+                f"{samples[t][-1]:.0f}" for t in trees) + " us", file=sys.stderr, flush=True)
+        base = statistics.median(samples[trees[0]])
+        for tree in trees:
+            med = statistics.median(samples[tree])
+            print(f"{kind:<13} {str(tree):<40} {med:8.1f} us CPU per request, "
+                  f"{med / per_message:7.1f} per message, x{med / base:.2f}", flush=True)
     return 0
 
 

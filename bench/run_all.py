@@ -30,8 +30,13 @@ WORKLOADS: dict[str, tuple[str, list[str], list[str]]] = {
     "core": ("core_lua.py", ["--messages", "20000"], ["--messages", "2000"]),
     "w1": ("w1_replica.py", [], ["--scale"]),
     "w1paced": ("w1_replica.py", ["--send-rate", "1000"], ["--scale", "--send-rate", "1000"]),
+    # camellia's published send rate, single sendMsg; one SDK listener (defaults) per topic.
+    "w1sdk": ("w1_replica.py", ["--send-rate", "2400", "--sdk", "--consumers", "1"],
+              ["--scale", "--send-rate", "2400", "--sdk", "--consumers", "1"]),
     "w2": ("w2_herd.py", [], ["--messages", "5000"]),
     "w3": ("w3_immediate.py", ["--messages", "20000"], ["--messages", "3000"]),
+    "w3batch": ("w3_immediate.py", ["--messages", "100000", "--batches", "100"],
+                ["--messages", "10000", "--batches", "100"]),
     "w4": ("w4_longpoll.py", ["--polls", "2000"], ["--polls", "500", "--trickle", "100"]),
     "w5": ("w5_backlog.py", [], ["--backlog", "50000", "--sends", "3000"]),
     "w6": ("w6_precision.py", ["--duration", "180"], ["--duration", "15"]),
@@ -52,6 +57,11 @@ def _get(figures: dict, path: str) -> Any:
 # (workload, label, figure path, bar text, check)
 BARS: list[tuple[str, str, str, str, Callable[[Any], bool]]] = [
     ("send", "sendMsg throughput, wrk (msg/s)", "send_rate", ">= 3,000", lambda v: v >= 3000),
+    ("send", "worker CPU per sendMsg (us)", "node_cpu_us_per_request", "<= 250",
+     lambda v: v <= 250),
+    ("send", "sendMsgBatch, 100 a request (msg/s)", "batch_msg_rate", ">= 25,000",
+     lambda v: v >= 25000),
+    ("send", "sendMsgBatch / sendMsg rate, same run", "batch_ratio", ">= 5", lambda v: v >= 5),
     ("w1", "W1 send throughput (msg/s)", "send_rate", "(reported)", lambda v: True),
     ("w1", "W1 lag p50 (ms)", "lag_ms/p50", "<= 10", lambda v: v <= 10),
     ("w1", "W1 lag p90 (ms)", "lag_ms/p90", "(reported)", lambda v: True),
@@ -66,15 +76,24 @@ BARS: list[tuple[str, str, str, str, Callable[[Any], bool]]] = [
     ("w1paced", "W1, sends paced: lag max (ms)", "lag_ms/max", "<= 400", lambda v: v <= 400),
     ("w1paced", "W1, sends paced: early + duplicates + lost", "_w1_bad", "0",
      lambda v: v == 0),
+    ("w1sdk", "W1 at 2,400 sends/s, SDK listeners: send rate", "send_rate", "(reported)",
+     lambda v: True),
+    ("w1sdk", "W1 at 2,400/s, SDK: lag p50 (ms)", "lag_ms/p50", "<= 10", lambda v: v <= 10),
+    ("w1sdk", "W1 at 2,400/s, SDK: lag p99 (ms)", "lag_ms/p99", "<= 100", lambda v: v <= 100),
+    ("w1sdk", "W1 at 2,400/s, SDK: lag max (ms)", "lag_ms/max", "<= 400", lambda v: v <= 400),
+    ("w1sdk", "W1 at 2,400/s, SDK: early + duplicates + lost", "_w1_bad", "0",
+     lambda v: v == 0),
     ("w2", "W2 drain rate (msg/s)", "drain_rate", ">= 20,000", lambda v: v >= 20000),
     ("w2", "W2 slowest Redis command (ms)", "_w2_slowest", "<= 50", lambda v: v <= 50),
     ("w3", "W3 end-to-end throughput (msg/s)", "throughput", "(ratio to peers below)",
      lambda v: True),
+    ("w3batch", "W3 with batches of 100 (msg/s)", "throughput", "(ratio to BullMQ: peers)",
+     lambda v: True),
     ("w4", "W4 long polls held on one node", "held", ">= 2,000", lambda v: v >= 2000),
     ("w4", "W4 wake-up p99 (ms)", "wake_ms/p99", "<= 20", lambda v: v <= 20),
     ("w4", "W4 memory per held poll (KiB)", "kib_per_held_poll", "(reported)", lambda v: True),
-    ("w5", "W5 Redis bytes per waiting msg beyond body", "bytes_per_msg_beyond_body", "<= 300",
-     lambda v: v <= 300),
+    ("w5", "W5 Redis bytes per waiting msg beyond body", "bytes_per_msg_beyond_body", "<= 250",
+     lambda v: v <= 250),
     ("w5", "W5 sendMsg p99 with / without backlog", "send_p99_ratio", "<= 1.5",
      lambda v: v <= 1.5),
     ("w6", "W6 lag p99 (ms)", "lag_ms/p99", "<= 10", lambda v: v <= 10),
@@ -83,7 +102,7 @@ BARS: list[tuple[str, str, str, str, Callable[[Any], bool]]] = [
 
 def derived(name: str, figures: dict) -> dict:
     figures = dict(figures)
-    if name in ("w1", "w1paced"):
+    if name in ("w1", "w1paced", "w1sdk"):
         figures["_w1_bad"] = sum(figures.get(k, 0) for k in ("early", "duplicates", "lost"))
     if name == "w2":
         slowest = figures.get("slowest_commands") or []

@@ -1,11 +1,14 @@
-"""Send throughput: single-message ``sendMsg`` requests from ``wrk`` (C, one thread).
+"""Send throughput from ``wrk`` (C, one thread): single-message ``sendMsg``, then
+``sendMsgBatch`` with ``--batch-size`` messages a request, on the same node in the same run.
 
-wrk keeps ``--connections`` keep-alive connections busy for ``--duration`` seconds; a Lua
-script gives every request its own msgId (so each one stores a new message) over 100 topics
-with delays of 1 hour (nothing fires during the run). Afterwards the messages stored in Redis
-are counted: every answered request must have stored one.
+wrk keeps ``--connections`` keep-alive connections busy for ``--duration`` seconds per phase;
+a Lua script gives every message its own msgId (so each one stores a new message) over 100
+topics with delays of 1 hour (nothing fires during the run). Afterwards the messages stored
+in Redis are counted: every answered request must have stored its messages. The batch phase
+uses ``--batch-connections`` (a batch request is a hundred times the work of one send).
 
     python bench/send_wrk.py --duration 20 --connections 64
+    python bench/send_wrk.py --batch-size 0          # sendMsg alone
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import argparse
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 from common import (
     node_workers_cpu,
@@ -46,8 +50,72 @@ end
 """
 
 
+BATCH_SCRIPT = r"""
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local n = 0
+local prefix = string.format("%08x", math.random(0, 0x7fffffff))
+local body = string.rep("x", 64)
+request = function()
+  n = n + 1
+  local parts = {}
+  for j = 1, BATCH do
+    parts[j] = '{"msgId":"' .. prefix .. "-" .. n .. "-" .. j .. '","msg":"' .. body ..
+               '","delayMillis":3600000}'
+  end
+  return wrk.format(nil, nil, nil, '{"topic":"wrk' .. (n % 100) .. '","msgs":[' ..
+                    table.concat(parts, ",") .. "]}")
+end
+done = function(summary, latency, requests)
+  io.write(string.format("DQ-LATENCY %.3f %.3f %.3f %.3f\n", latency:percentile(50) / 1000,
+           latency:percentile(90) / 1000, latency:percentile(99) / 1000, latency.max / 1000))
+  io.write(string.format("DQ-ERRORS %d %d\n", summary.errors.status,
+           summary.errors.connect + summary.errors.read + summary.errors.write +
+           summary.errors.timeout))
+end
+"""
+
+
+def _wrk(wrk: str, script: Path, url: str, threads: int, connections: int,
+         duration_s: int) -> dict:
+    out = subprocess.run([wrk, f"-t{threads}", f"-c{connections}", f"-d{duration_s}s",
+                          "-s", str(script), url], check=True, capture_output=True,
+                         text=True).stdout
+    p50, p90, p99, worst = map(float, re.search(r"DQ-LATENCY (\S+) (\S+) (\S+) (\S+)",
+                                                 out).groups())
+    status_errors, socket_errors = map(int, re.search(r"DQ-ERRORS (\d+) (\d+)", out).groups())
+    return {"requests": int(re.search(r"(\d+) requests in", out).group(1)),
+            "request_rate": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
+            "latency_ms": {"p50": p50, "p90": p90, "p99": p99, "max": worst},
+            "non_2xx": status_errors, "socket_errors": socket_errors}
+
+
+def stored_messages(client) -> int:
+    return sum(client.zcard(f"dq:{{default:wrk{i}}}:waiting") for i in range(100))
+
+
+def run_batch(s, wrk: str, *, duration_s: int, connections: int, threads: int,
+              batch_size: int) -> dict:
+    """The sendMsgBatch phase, on the running stack, after the single-send phase."""
+    script = s.workdir / "batch.lua"
+    script.write_text(BATCH_SCRIPT.replace("BATCH", str(batch_size)))
+    url = s.base + "/camellia/delayQueue/sendMsgBatch"
+    subprocess.run([wrk, "-t1", "-c4", "-d2s", "-s", str(script), url], check=True,
+                   capture_output=True)
+    s.client.flushall()
+    cpu0 = node_workers_cpu(s.node)
+    f = _wrk(wrk, script, url, threads, connections, duration_s)
+    cpu = node_workers_cpu(s.node) - cpu0
+    messages = f["requests"] * batch_size
+    f.update({"batch_size": batch_size, "msg_rate": round(f["request_rate"] * batch_size, 1),
+              "stored": stored_messages(s.client),
+              "node_cpu_us_per_message": round(cpu / max(messages, 1) * 1e6, 1)})
+    return f
+
+
 def run(*, duration_s: int = 20, connections: int = 64, threads: int = 1,
-        workers: int = 2, profile: bool = False) -> dict:
+        workers: int = 2, profile: bool = False, batch_size: int = 100,
+        batch_connections: int = 8) -> dict:
     wrk = shutil.which("wrk")
     if wrk is None:
         raise SystemExit("wrk not found: `apt-get install wrk` (make bench installs it)")
@@ -62,25 +130,24 @@ def run(*, duration_s: int = 20, connections: int = 64, threads: int = 1,
         cpu0 = node_workers_cpu(s.node)
         spy = start_profile(s.node, duration_s - 2, s.workdir / "profile.txt") if profile \
             else None
-        out = subprocess.run([wrk, f"-t{threads}", f"-c{connections}", f"-d{duration_s}s",
-                              "-s", str(script), url], check=True, capture_output=True,
-                             text=True).stdout
+        f = _wrk(wrk, script, url, threads, connections, duration_s)
         cpu = node_workers_cpu(s.node) - cpu0
         hot = []
         if spy is not None:
             spy.wait(timeout=60)
             hot = profile_summary(s.workdir / "profile.txt")
-        stored = sum(s.client.zcard(f"dq:{{default:wrk{i}}}:waiting") for i in range(100))
-    requests = int(re.search(r"(\d+) requests in", out).group(1))
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    p50, p90, p99, worst = map(float, re.search(r"DQ-LATENCY (\S+) (\S+) (\S+) (\S+)",
-                                                 out).groups())
-    status_errors, socket_errors = map(int, re.search(r"DQ-ERRORS (\d+) (\d+)", out).groups())
-    return {"requests": requests, "send_rate": rate, "stored": stored,
-            "latency_ms": {"p50": p50, "p90": p90, "p99": p99, "max": worst},
-            "non_2xx": status_errors, "socket_errors": socket_errors,
-            "node_cpu_us_per_request": round(cpu / max(requests, 1) * 1e6, 1),
-            "profile": hot}
+        f.update({"send_rate": f["request_rate"], "stored": stored_messages(s.client),
+                  "node_cpu_us_per_request": round(cpu / max(f["requests"], 1) * 1e6, 1),
+                  "profile": hot})
+        if batch_size:
+            progress(f"sendMsgBatch: {batch_size} messages a request, wrk -t{threads} "
+                     f"-c{batch_connections} -d{duration_s}s")
+            f["batch"] = run_batch(s, wrk, duration_s=duration_s,
+                                   connections=batch_connections, threads=threads,
+                                   batch_size=batch_size)
+            f["batch_msg_rate"] = f["batch"]["msg_rate"]
+            f["batch_ratio"] = round(f["batch"]["msg_rate"] / max(f["send_rate"], 1e-9), 2)
+    return f
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,9 +158,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers of the node")
     parser.add_argument("--profile", action="store_true",
                         help="py-spy one worker and print its hottest functions")
+    parser.add_argument("--batch-size", type=int, default=100,
+                        help="messages per sendMsgBatch request (0: no batch phase)")
+    parser.add_argument("--batch-connections", type=int, default=8)
     args = parser.parse_args(argv)
     settings = {"duration_s": args.duration, "connections": args.connections,
-                "threads": args.threads, "workers": args.workers, "profile": args.profile}
+                "threads": args.threads, "workers": args.workers, "profile": args.profile,
+                "batch_size": args.batch_size, "batch_connections": args.batch_connections}
     f = run(**settings)
     lat = f["latency_ms"]
     print_table("sendMsg throughput (wrk)", [
@@ -105,10 +176,25 @@ def main(argv: list[str] | None = None) -> int:
         ("node worker CPU per request (us)", f["node_cpu_us_per_request"]),
         ("non-2xx / socket errors", f"{f['non_2xx']} / {f['socket_errors']}"),
     ])
+    ok = f["non_2xx"] == 0 and f["stored"] >= f["requests"]
+    if "batch" in f:
+        b = f["batch"]
+        lat = b["latency_ms"]
+        print_table(f"sendMsgBatch throughput (wrk, {b['batch_size']} a request)", [
+            ("requests", b["requests"]),
+            ("throughput (msg/s)", b["msg_rate"]),
+            ("ratio to single sendMsg", f["batch_ratio"]),
+            ("latency p50 / p90 / p99 / max (ms)",
+             f"{lat['p50']} / {lat['p90']} / {lat['p99']} / {lat['max']}"),
+            ("messages stored", b["stored"]),
+            ("node worker CPU per message (us)", b["node_cpu_us_per_message"]),
+            ("non-2xx / socket errors", f"{b['non_2xx']} / {b['socket_errors']}"),
+        ])
+        ok = ok and b["non_2xx"] == 0 and b["stored"] >= b["requests"] * b["batch_size"]
     if f["profile"]:
         print_table("hottest functions of one worker (inclusive %)", f["profile"])
     write_result("send", f, settings)
-    return 0 if f["non_2xx"] == 0 and f["stored"] >= f["requests"] else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

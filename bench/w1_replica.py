@@ -11,6 +11,7 @@ record the receipt time of every delivery and ack it.
     python bench/w1_replica.py                 # the full replica (~2.5 minutes)
     python bench/w1_replica.py --scale         # 100 topics x 100 messages, delays 2-10 s
     python bench/w1_replica.py --send-rate 1000   # the producer paced at 1,000 msg/s
+    python bench/w1_replica.py --send-rate 2400 --sdk --consumers 1   # camellia's rate, SDK
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from load import ConsumerFleet, Http, Ledger, produce
 def run(*, topics: int = 100, per_topic: int = 1000, delay_min_s: float = 10.0,
         delay_max_s: float = 70.0, consumers: int = 10, send_concurrency: int = 8,
         consumer_processes: int = 2, workers: int = 2, batch: int = 1,
-        send_rate: float = 0.0, grace_s: float = 30.0) -> dict:
+        send_rate: float = 0.0, grace_s: float = 30.0, sdk: bool = False) -> dict:
     names = [f"w1-{i:03d}" for i in range(topics)]
     plan = [(topic, uuid.uuid4().hex,
              int(random.uniform(delay_min_s, delay_max_s) * 1000))
@@ -35,7 +36,7 @@ def run(*, topics: int = 100, per_topic: int = 1000, delay_min_s: float = 10.0,
     random.shuffle(plan)
     with stack(workers=workers) as s:
         fleet = ConsumerFleet(s.base, names, consumers, processes=consumer_processes,
-                              batch=batch)
+                              batch=batch, sdk=sdk)
         ledger = Ledger()
         cpu0 = node_workers_cpu(s.node)
 
@@ -111,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="pace the sends at this many per second (0: as fast as they go)")
     parser.add_argument("--consumer-processes", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers of the node")
+    parser.add_argument("--sdk", action="store_true",
+                        help="consumers: the SDK's listener with its default settings, "
+                             "--consumers listeners per topic")
     args = parser.parse_args(argv)
     if args.scale:
         args.per_topic, args.delay_min, args.delay_max = 100, 2.0, 10.0
@@ -118,11 +122,14 @@ def main(argv: list[str] | None = None) -> int:
                 "delay_min_s": args.delay_min, "delay_max_s": args.delay_max,
                 "consumers": args.consumers, "send_concurrency": args.send_concurrency,
                 "send_rate": args.send_rate,
-                "consumer_processes": args.consumer_processes, "workers": args.workers}
+                "consumer_processes": args.consumer_processes, "workers": args.workers,
+                "sdk": args.sdk}
     figures = run(**settings)
-    print_table("W1 camellia replica", rows(figures))
-    # A paced run is its own workload in the summary (run_all's "w1paced").
-    write_result("w1paced" if args.send_rate > 0 else "w1", figures, settings)
+    print_table("W1 camellia replica" + (", SDK listeners" if args.sdk else ""), rows(figures))
+    # A paced run is its own workload in the summary (run_all's "w1paced"; with the SDK's
+    # listener, "w1sdk").
+    name = "w1sdk" if args.sdk else "w1paced" if args.send_rate > 0 else "w1"
+    write_result(name, figures, settings)
     ok = figures["early"] == 0 and figures["lost"] == 0 and figures["duplicates"] == 0
     return 0 if ok else 1
 

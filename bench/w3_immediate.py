@@ -2,9 +2,11 @@
 
 A producer sends single-message ``sendMsg`` requests with no delay while long-polling consumers
 (in their own processes) receive and ack each message. The figure is messages / (last ack −
-first send).
+first send). ``--batches 100``: the producer sends ``sendMsgBatch`` requests of 100, the
+consumers long poll up to 100 at a time and ack each poll's messages in one ``ackMsgBatch``.
 
     python bench/w3_immediate.py --messages 20000 --consumers 8
+    python bench/w3_immediate.py --messages 50000 --batches 100
 """
 
 from __future__ import annotations
@@ -15,23 +17,32 @@ import time
 import uuid
 
 from common import node_workers_cpu, print_table, progress, stack, write_result
-from load import ConsumerFleet, Http, Ledger, produce
+from load import ConsumerFleet, Http, Ledger, produce, produce_batches
 
 
 def run(*, messages: int = 20_000, consumers: int = 8, topics: int = 4, batch: int = 10,
-        send_concurrency: int = 32, consumer_processes: int = 2, workers: int = 2) -> dict:
+        send_concurrency: int = 32, consumer_processes: int = 2, workers: int = 2,
+        batches: int = 0) -> dict:
+    """``batches`` > 0: send, pull and ack in batches of that many (sendMsgBatch, a long poll
+    of that batch, ackMsgBatch)."""
+    if batches:
+        batch = batches
     names = [f"w3-{i}" for i in range(topics)]
     plan = [(names[i % topics], uuid.uuid4().hex, 0) for i in range(messages)]
     ledger = Ledger()
     with stack(workers=workers) as s:
         fleet = ConsumerFleet(s.base, names, max(1, consumers // topics),
-                              processes=consumer_processes, batch=batch)
+                              processes=consumer_processes, batch=batch,
+                              ack_batch=batches > 0)
         time.sleep(1.0)  # let the consumers' first polls arrive
         cpu0 = node_workers_cpu(s.node)
 
         async def send() -> float:
             http = Http(s.base)
             try:
+                if batches:
+                    return await produce_batches(http, plan, ledger, batch=batches,
+                                                 concurrency=max(2, send_concurrency // 8))
                 return await produce(http, plan, ledger, concurrency=send_concurrency)
             finally:
                 await http.close()
@@ -61,12 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--consumers", type=int, default=8, help="in all, spread over topics")
     parser.add_argument("--topics", type=int, default=4)
     parser.add_argument("--batch", type=int, default=10, help="long-poll batch size")
+    parser.add_argument("--batches", type=int, default=0,
+                        help="send, pull and ack in batches of this many (0: single sends)")
     args = parser.parse_args(argv)
     settings = {"messages": args.messages, "consumers": args.consumers,
-                "topics": args.topics, "batch": args.batch}
+                "topics": args.topics, "batch": args.batch, "batches": args.batches}
     f = run(**settings)
     lag = f["lag_ms"]
-    print_table("W3 immediate throughput", [
+    print_table("W3 immediate throughput" + (f", batches of {args.batches}" if args.batches
+                                              else ""), [
         ("messages sent / delivered", f"{f['sent']:,} / {f['delivered']:,}"),
         ("end-to-end throughput (msg/s)", f["throughput"]),
         ("elapsed / sending (s)", f"{f['seconds']} / {f['send_seconds']}"),
@@ -74,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         ("early / duplicates / lost", f"{f['early']} / {f['duplicates']} / {f['lost']}"),
         ("node worker CPU per message (us)", f["node_cpu_us_per_message"]),
     ])
-    write_result("w3", f, settings)
+    write_result("w3batch" if args.batches else "w3", f, settings)
     return 0 if f["lost"] == 0 and f["duplicates"] == 0 else 1
 
 
