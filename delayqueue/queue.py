@@ -171,6 +171,7 @@ class DelayQueue:
             self.bookkeep(topic, now, _lowest_due(replies, 2))
         answers = iter(replies)
         results: list[SendResult | DelayQueueError] = []
+        accepted = 0
         for request in requests:
             if isinstance(request, DelayQueueError):
                 results.append(request)
@@ -181,9 +182,9 @@ class DelayQueue:
                 continue
             outcome, fields, _ = reply
             duplicate = outcome == Outcome.DUPLICATE
-            if not duplicate:
-                self.monitor.incr(topic, "sendMsg")
+            accepted += not duplicate
             results.append(SendResult(DelayMsg.from_fields(topic, msg_id, fields), duplicate))
+        self.monitor.incr(topic, "sendMsg", accepted)
         return results
 
     def _run_each(self, topic: str, now_ms: int, calls: list[tuple[str, Callable[..., Any]]]
