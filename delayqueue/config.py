@@ -26,6 +26,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
+from .redis_connection import (
+    CLUSTER_SCHEMES,
+    SENTINEL_SCHEMES,
+    STANDALONE_SCHEMES,
+    RedisUrlError,
+    parse_target,
+)
+
 logger = logging.getLogger(__name__)
 
 ENV_PREFIX = "DELAYQUEUE_"
@@ -36,14 +44,15 @@ CONFIG_ENV_VAR = "DELAYQUEUE_CONFIG"
 NON_SETTING_ENV_VARS = frozenset({CONFIG_ENV_VAR, "DELAYQUEUE_REDIS_SERVER", "DELAYQUEUE_URL"})
 NON_SETTING_ENV_PREFIXES = ("DELAYQUEUE_MSG_",)
 CAMELLIA_BLOCK = "camellia-delay-queue-server"
+# camellia's Redis section; its one resource URL (type local, simple) is read as redis-url.
+CAMELLIA_REDIS_BLOCK = "camellia-redis"
 # camellia keys with no meaning here (thread-pool sizes): accepted and ignored, with a warning.
 CAMELLIA_IGNORED_KEYS = frozenset(
     {"schedule-thread-num", "check-trigger-thread-num", "check-timeout-thread-num"}
 )
 # Top-level sections of a pasted Spring application.yml that are not ours.
 SPRING_IGNORED_SECTIONS = frozenset({"spring", "server", "camellia-redis", "logging", "management"})
-REDIS_URL_SCHEMES = ("redis", "rediss", "unix")
-PLANNED_REDIS_URL_SCHEMES = ("redis+sentinel", "redis+cluster")
+REDIS_URL_SCHEMES = (*STANDALONE_SCHEMES, *SENTINEL_SCHEMES, *CLUSTER_SCHEMES)
 WORKER_CLASSES = ("gevent", "gthread", "sync")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 GENERATED_MSG_ID_LENGTH = 32
@@ -175,6 +184,10 @@ def _name(max_length: int) -> Check:
 def redact_url(url: str) -> str:
     """Return ``url`` with any password replaced by ``***`` (for logs and errors)."""
     try:
+        scheme, _, rest = url.partition("://")
+        if scheme.lower() in (*SENTINEL_SCHEMES, *CLUSTER_SCHEMES):
+            # camellia's form puts the password alone before '@' ("secret@host:port,...").
+            return f"{scheme}://***@{rest.rpartition('@')[2]}" if "@" in rest else url
         parts = urlsplit(url)
         if parts.password is None:
             return url
@@ -195,11 +208,12 @@ def _check_redis_url(key: str, raw: Any) -> str:
         return ""  # embedded Redis
     shown = redact_url(url)
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme in PLANNED_REDIS_URL_SCHEMES:
-        raise ConfigError(
-            f"{key}: {scheme}:// is planned but not supported yet; use "
-            f"{', '.join(s + '://' for s in REDIS_URL_SCHEMES)}, got {shown!r}"
-        )
+    if scheme in (*SENTINEL_SCHEMES, *CLUSTER_SCHEMES):
+        try:
+            parse_target(url)
+        except RedisUrlError as exc:
+            raise ConfigError(f"{key}: {exc}, got {shown!r}") from None
+        return url
     if scheme not in REDIS_URL_SCHEMES:
         raise ConfigError(
             f"{key}: must start with {', '.join(s + '://' for s in REDIS_URL_SCHEMES)} "
@@ -258,13 +272,20 @@ class Settings:
     dead_letter_max_size: int = _setting(100_000, "most dead letters kept per topic (oldest "
                                          "dropped first)", _integer(1))
     # Redis.
-    redis_url: str = _setting("", "redis://, rediss:// or unix:// URL; empty = embedded",
-                              _check_redis_url)
+    redis_url: str = _setting(
+        "", "redis://, rediss://, unix://, redis-sentinel:// or redis-cluster:// URL; "
+        "empty = embedded", _check_redis_url)
     redis_key_prefix: str = _setting("dq", "prefix of every Redis key", _name(64))
     redis_socket_timeout_millis: int = _setting(2000, "Redis socket read/write timeout",
                                                 _integer(1))
     redis_connect_timeout_millis: int = _setting(1000, "Redis connect timeout", _integer(1))
-    redis_max_connections: int = _setting(64, "connection pool size per worker", _integer(1))
+    redis_max_connections: int = _setting(64, "connection pool size per worker (per Cluster "
+                                          "node)", _integer(1))
+    redis_wait_replicas: int = _setting(
+        0, "send, ack and nack answer after WAIT confirms this many replicas have the write "
+        "(0: no WAIT)", _integer(0))
+    redis_wait_timeout_millis: int = _setting(
+        1000, "longest WAIT for redis-wait-replicas; when it passes, code 500", _integer(1))
     # Scheduling internals.
     lease_ttl_millis: int = _setting(5000, "scheduler lease TTL (failover time)", _integer(1))
     schedule_min_gap_millis: int = _setting(
@@ -451,12 +472,29 @@ def _read_yaml(path: Path) -> dict[str, tuple[Any, str]]:
                 raise ConfigError(f"{CAMELLIA_BLOCK}: must be a mapping ({source})")
             for sub_key, sub_value in value.items():
                 add(str(sub_key), sub_value, f"{source}, under {CAMELLIA_BLOCK}")
+        elif key == CAMELLIA_REDIS_BLOCK and isinstance(value, dict) \
+                and _camellia_resource(value) is not None:
+            add("redis-url", _camellia_resource(value),
+                f"{source}, {CAMELLIA_REDIS_BLOCK}.local.resource")
         elif key in SPRING_IGNORED_SECTIONS and isinstance(value, dict):
             logger.warning("config %s: section %r belongs to Spring/camellia; ignored "
                            "(use redis-url, host and port)", path, raw_key)
         else:
             add(str(raw_key), value, source)
     return found
+
+
+def _camellia_resource(block: dict) -> str | None:
+    """The Redis URL of camellia's ``camellia-redis`` block when it names one resource
+    (``type: local``, ``local: {resource: URL}``; camellia's URL schemes are ours too),
+    else None (a complex or remote setup: ignored with a warning, as before)."""
+    if str(block.get("type", "local")).lower() != "local":
+        return None
+    local = block.get("local")
+    if not isinstance(local, dict) or str(local.get("type", "simple")).lower() != "simple":
+        return None
+    resource = local.get("resource")
+    return resource if isinstance(resource, str) and resource.strip() else None
 
 
 def load_settings(

@@ -101,7 +101,9 @@ class DelayQueue:
         if lowered_due_ms >= 0:
             pipe.zadd(self.keys.due, {topic: lowered_due_ms}, lt=True)
             if lowered_due_ms - now_ms < self.hint_horizon_ms:
-                pipe.publish(self.keys.hint_channel, f"0 {topic}")
+                # execute_command: a Cluster pipeline refuses .publish() (any node will do:
+                # a classic PUBLISH reaches the subscribers of every node).
+                pipe.execute_command("PUBLISH", self.keys.hint_channel, f"0 {topic}")
         try:
             pipe.execute()
         except redis.RedisError as exc:

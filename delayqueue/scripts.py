@@ -23,6 +23,7 @@ import redis
 from redis.commands.core import Script
 
 from .keys import NamespaceKeys, TopicKeys
+from .script_runner import ScriptRunner
 
 _INCLUDE = re.compile(r"^--@include (\w+)[ \t]*$", re.MULTILINE)
 _KEY = re.compile(r"KEYS\[(\d+)\]")
@@ -80,12 +81,15 @@ class Scripts:
              "change_visibility", "reschedule", "dead_list", "dead_redrive", "dead_purge",
              "dead_trim", "topic_config", "due_set", "recycle", "monitor_flush")
 
-    def __init__(self, client: redis.Redis, directory: Path | None = None) -> None:
+    def __init__(self, client: redis.Redis, directory: Path | None = None,
+                 runner: ScriptRunner | None = None) -> None:
         sources = {name: lua_source(name, directory) for name in self.NAMES}
         self.key_counts = {name: key_count(text) for name, text in sources.items()}
         self._scripts: dict[str, Script] = {
             name: client.register_script(text) for name, text in sources.items()
         }
+        # How a call reaches Redis (Cluster pipelines, redis-wait-replicas): script_runner.py.
+        self.runner = runner or ScriptRunner(client)
 
     def script(self, name: str) -> Script:
         return self._scripts[name]
@@ -94,7 +98,7 @@ class Scripts:
         if len(keys) != self.key_counts[name]:
             raise TypeError(f"{name}.lua reads {self.key_counts[name]} keys; "
                             f"called with {len(keys)}")
-        return self._scripts[name](keys=list(keys), args=list(args), client=client)
+        return self.runner.run(name, self._scripts[name], keys, args, client)
 
     # -- topic scripts: KEYS = waiting, ready, ack, expire, dead, config [, msg] -------------
     def send(self, tk: TopicKeys, msg_id: str, body: str, now_ms: int, trigger_ms: int,
