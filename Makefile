@@ -3,7 +3,7 @@ VENV := .venv
 PY := python3
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps lint run test wheel report bench bench-deps bench-report clean
+.PHONY: install system-deps lint run test ha wheel report bench bench-deps bench-report clean
 
 # The venv is rebuilt whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -40,6 +40,15 @@ system-deps:
 # The whole suite; e.g. make test PYTEST_ARGS='-k config -x'.
 test: install system-deps lint
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
+
+# The failover campaign on real Sentinel and Cluster topologies (~20 min): 10 CLUSTER FAILOVER,
+# 10 SENTINEL FAILOVER, 10 kill -9 of the master without and with redis-wait-replicas=1, a
+# resharding under load (figures in docs/reliability.md), then the conformance suites on both.
+HA_ARGS ?=
+ha: install
+	$(VENV)/bin/python bench/ha_campaign.py $(HA_ARGS)
+	DQ_TEST_TOPOLOGIES=standalone,sentinel,cluster $(VENV)/bin/pytest -q \
+	  tests/test_failure_conformance.py tests/test_redis_failover.py
 
 # ruff, configured in pyproject.toml.
 lint: install

@@ -8,10 +8,11 @@ camellia names its Redis with a resource URL under ``camellia-redis``::
         resource: redis://passwd@127.0.0.1:6379
 
 Standalone resources (``redis://`` and ``rediss://``, with camellia's password-only
-``passwd@`` or ``user:passwd@`` and an optional ``?db=N``) become our ``redis-url``. Every
-other form (sentinel, cluster, proxies, ``type: remote`` / ``custom``, JSON resource tables)
-is refused with a ConfigError naming the resource: the server never starts on some other
-Redis (the embedded one) than the one the pasted config names.
+``passwd@`` or ``user:passwd@`` and an optional ``?db=N``) become our ``redis-url``;
+camellia's ``redis-sentinel://`` and ``redis-cluster://`` resources are our URL forms too and
+are taken as they are. Every other form (proxies, ``type: remote`` / ``custom``, JSON
+resource tables) is refused with a ConfigError naming the resource: the server never starts
+on some other Redis (the embedded one) than the one the pasted config names.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from __future__ import annotations
 import re
 from typing import Any
 from urllib.parse import quote
+
+from .redis_connection import CLUSTER_SCHEMES, SENTINEL_SCHEMES, RedisUrlError, parse_target
 
 SECTION = "camellia-redis"
 _STANDALONE = re.compile(
@@ -32,17 +35,25 @@ class CamelliaRedisError(ValueError):
 
 def _refuse(what: str) -> CamelliaRedisError:
     return CamelliaRedisError(
-        f"{SECTION}: {what}; delayqueue serves from one standalone Redis: set redis-url "
-        "(e.g. redis://:password@host:6379/0) instead of the camellia-redis section")
+        f"{SECTION}: {what}; delayqueue serves from a standalone, Sentinel or Cluster Redis: "
+        "set redis-url (e.g. redis://:password@host:6379/0) instead of the camellia-redis "
+        "section")
 
 
 def resource_to_url(resource: str) -> str:
-    """camellia's standalone resource URL -> a redis-py URL."""
+    """camellia's resource URL -> our redis-url (a standalone one in redis-py's form)."""
+    scheme = resource.strip().split("://", 1)[0]
+    if scheme in SENTINEL_SCHEMES + CLUSTER_SCHEMES:
+        try:
+            parse_target(resource.strip())
+        except RedisUrlError as exc:
+            raise _refuse(f"resource {scheme}://...: {exc}") from None
+        return resource.strip()
     match = _STANDALONE.match(resource.strip())
     if not match:
         kind = resource.split("://", 1)[0] if "://" in resource else resource
-        raise _refuse(f"resource {resource!r} ({kind}) is not a standalone redis:// or "
-                      "rediss:// resource")
+        raise _refuse(f"resource {resource!r} ({kind}) is not a redis://, rediss://, "
+                      "redis-sentinel:// or redis-cluster:// resource")
     auth = match["auth"] or ""
     if ":" in auth:
         user, password = auth.split(":", 1)

@@ -16,6 +16,14 @@ from typing import Protocol
 
 import redis
 
+SYNC_SAMPLES = 3
+# now_ms() syncs again (keeping the better reading) at most every POOR_RESYNC_S during the
+# first WARMUP_SYNCS syncs of the process, and while the reading's round trip is longer than
+# twice the shortest seen plus POOR_SYNC_MARGIN_MS.
+WARMUP_SYNCS = 5
+POOR_SYNC_MARGIN_MS = 1.0
+POOR_RESYNC_S = 0.2
+
 
 class Clock(Protocol):
     def now_ms(self) -> int: ...
@@ -30,13 +38,28 @@ class RedisClock:
         self._redis_base_ms: float | None = None
         self._local_base_s = 0.0
         self.round_trip_ms = 0.0
+        self.best_round_trip_ms = float("inf")
+        self._syncs = 0
+        self._synced_at = 0.0
 
-    def sync(self) -> None:
-        before = time.monotonic()
-        seconds, micros = self._client.time()
-        after = time.monotonic()
-        redis_ms = seconds * 1000 + micros / 1000.0
+    def sync(self, only_if_better: bool = False) -> None:
+        """Three ``TIME`` round trips; the shortest is kept. A long one lags: the first may
+        open a connection (~5 ms on a Cluster client), and under gevent the reply may wait
+        for other greenlets before ``after`` is read (a busy worker just started: seen 5 ms).
+        ``only_if_better``: keep the current reading unless this round trip was shorter."""
+        samples = []
+        for _ in range(SYNC_SAMPLES):
+            before = time.monotonic()
+            seconds, micros = self._client.time()
+            after = time.monotonic()
+            samples.append((after - before, seconds * 1000 + micros / 1000.0, before, after))
+        _, redis_ms, before, after = min(samples)
         with self._lock:
+            self._syncs += 1
+            self._synced_at = after
+            self.best_round_trip_ms = min(self.best_round_trip_ms, (after - before) * 1000.0)
+            if only_if_better and (after - before) * 1000.0 >= self.round_trip_ms:
+                return
             # Pin the reply to `after`: true Redis time at `after` is >= redis_ms.
             self._redis_base_ms = redis_ms
             self._local_base_s = after
@@ -45,6 +68,15 @@ class RedisClock:
     def now_ms(self) -> int:
         if self._redis_base_ms is None:
             self.sync()
+        elif (self._syncs < WARMUP_SYNCS
+              or self.round_trip_ms > 2 * self.best_round_trip_ms + POOR_SYNC_MARGIN_MS) \
+                and time.monotonic() - self._synced_at >= POOR_RESYNC_S:
+            # A reading that may lag by a slow round trip is improved at once, not at the
+            # next periodic sync (at most every POOR_RESYNC_S, and only to a better one).
+            try:
+                self.sync(only_if_better=True)
+            except redis.RedisError:
+                pass  # the current reading stands; the request finds out about Redis itself
         with self._lock:
             elapsed_ms = (time.monotonic() - self._local_base_s) * 1000.0
             return int(self._redis_base_ms + elapsed_ms)

@@ -27,6 +27,13 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 
 from . import camellia_redis
+from .redis_connection import (
+    CLUSTER_SCHEMES,
+    SENTINEL_SCHEMES,
+    STANDALONE_SCHEMES,
+    RedisUrlError,
+    parse_target,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +55,7 @@ CAMELLIA_IGNORED_KEYS = frozenset({
 # Top-level sections of a pasted Spring application.yml that are not ours. camellia-redis is
 # read (camellia_redis.py): honoured as redis-url, or refused.
 SPRING_IGNORED_SECTIONS = frozenset({"spring", "server", "logging", "management"})
-REDIS_URL_SCHEMES = ("redis", "rediss", "unix")
-PLANNED_REDIS_URL_SCHEMES = ("redis+sentinel", "redis+cluster")
+REDIS_URL_SCHEMES = (*STANDALONE_SCHEMES, *SENTINEL_SCHEMES, *CLUSTER_SCHEMES)
 WORKER_CLASSES = ("gevent", "gthread", "sync")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 GENERATED_MSG_ID_LENGTH = 32
@@ -181,6 +187,10 @@ def _name(max_length: int) -> Check:
 def redact_url(url: str) -> str:
     """Return ``url`` with any password replaced by ``***`` (for logs and errors)."""
     try:
+        scheme, _, rest = url.partition("://")
+        if scheme.lower() in (*SENTINEL_SCHEMES, *CLUSTER_SCHEMES):
+            # camellia's form puts the password alone before '@' ("secret@host:port,...").
+            return f"{scheme}://***@{rest.rpartition('@')[2]}" if "@" in rest else url
         parts = urlsplit(url)
         if parts.password is None:
             return url
@@ -201,11 +211,12 @@ def _check_redis_url(key: str, raw: Any) -> str:
         return ""  # embedded Redis
     shown = redact_url(url)
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme in PLANNED_REDIS_URL_SCHEMES:
-        raise ConfigError(
-            f"{key}: {scheme}:// is planned but not supported yet; use "
-            f"{', '.join(s + '://' for s in REDIS_URL_SCHEMES)}, got {shown!r}"
-        )
+    if scheme in (*SENTINEL_SCHEMES, *CLUSTER_SCHEMES):
+        try:
+            parse_target(url)
+        except RedisUrlError as exc:
+            raise ConfigError(f"{key}: {exc}, got {shown!r}") from None
+        return url
     if scheme not in REDIS_URL_SCHEMES:
         raise ConfigError(
             f"{key}: must start with {', '.join(s + '://' for s in REDIS_URL_SCHEMES)} "
@@ -264,13 +275,20 @@ class Settings:
     dead_letter_max_size: int = _setting(100_000, "most dead letters kept per topic (oldest "
                                          "dropped first)", _integer(1))
     # Redis.
-    redis_url: str = _setting("", "redis://, rediss:// or unix:// URL; empty = embedded",
-                              _check_redis_url)
+    redis_url: str = _setting(
+        "", "redis://, rediss://, unix://, redis-sentinel:// or redis-cluster:// URL; "
+        "empty = embedded", _check_redis_url)
     redis_key_prefix: str = _setting("dq", "prefix of every Redis key", _name(64))
     redis_socket_timeout_millis: int = _setting(2000, "Redis socket read/write timeout",
                                                 _integer(1))
     redis_connect_timeout_millis: int = _setting(1000, "Redis connect timeout", _integer(1))
-    redis_max_connections: int = _setting(64, "connection pool size per worker", _integer(1))
+    redis_max_connections: int = _setting(64, "connection pool size per worker (per Cluster "
+                                          "node)", _integer(1))
+    redis_wait_replicas: int = _setting(
+        0, "send, ack and nack answer after WAIT confirms this many replicas have the write "
+        "(0: no WAIT)", _integer(0))
+    redis_wait_timeout_millis: int = _setting(
+        1000, "longest WAIT for redis-wait-replicas; when it passes, code 500", _integer(1))
     # Scheduling internals.
     lease_ttl_millis: int = _setting(5000, "scheduler lease TTL (failover time)", _integer(1))
     schedule_min_gap_millis: int = _setting(

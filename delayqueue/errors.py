@@ -6,6 +6,7 @@ import contextlib
 from typing import Iterator
 
 import redis
+from redis.exceptions import RedisClusterException
 
 
 class DelayQueueError(Exception):
@@ -56,7 +57,7 @@ def redis_errors() -> Iterator[None]:
     """Translate redis-py failures into the project's 500 errors, chained."""
     try:
         yield
-    except redis.RedisError as exc:
+    except (redis.RedisError, RedisClusterException) as exc:
         if is_out_of_memory(exc):
             raise OutOfMemory(f"Redis is out of memory (over its maxmemory); nothing was "
                               f"written: {exc}") from exc

@@ -123,7 +123,9 @@ class DelayQueue:
         if lowered_due_ms >= 0:
             pipe.zadd(self.keys.due, {topic: lowered_due_ms}, lt=True)
             if lowered_due_ms - now_ms < self.hint_horizon_ms:
-                pipe.publish(self.keys.hint_channel, f"0 {topic}")
+                # execute_command: a Cluster pipeline refuses .publish() (any node will do:
+                # a classic PUBLISH reaches the subscribers of every node).
+                pipe.execute_command("PUBLISH", self.keys.hint_channel, f"0 {topic}")
         try:
             pipe.execute()
         except redis.RedisError as exc:
@@ -192,7 +194,7 @@ class DelayQueue:
         """Run script calls in one round trip, the registry bump (when due) riding along; a
         call that fails alone (a script error, Redis out of memory) answers its own error,
         the others stand."""
-        batch = ScriptBatch(self.client)
+        batch = ScriptBatch(self.client, self.scripts.runner)
         for _, call in calls:
             call(client=batch)
         touch = self._touch_due(topic)

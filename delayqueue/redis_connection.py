@@ -1,29 +1,160 @@
-"""Creating the Redis client: the one place Sentinel and Cluster URLs will be added."""
+"""Creating the Redis client for a standalone Redis, a Sentinel-watched master or a Cluster.
+
+``redis-url`` takes redis-py's own URLs (``redis://``, ``rediss://``, ``unix://``) and
+camellia's resource URLs for the other two setups, with either spelling of the scheme:
+
+    redis-sentinel://[[user:]password@]h1:p1,h2:p2/<master>[/db]   (or redis+sentinel://)
+    redis-cluster://[[user:]password@]h1:p1,h2:p2                  (or redis+cluster://)
+
+The password is the data nodes' (master, replicas, cluster nodes); sentinels are reached
+without one. Both are built on redis-py's own clients: ``Sentinel.master_for`` (finds the
+master through the sentinels and follows a failover) and ``RedisCluster`` (slot map, MOVED
+and ASK redirections, topology refresh).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
+
 import redis
 from redis.backoff import ExponentialBackoff
+from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
+from redis.sentinel import Sentinel, SentinelConnectionPool
+
+SENTINEL_SCHEMES = ("redis-sentinel", "redis+sentinel")
+CLUSTER_SCHEMES = ("redis-cluster", "redis+cluster")
+STANDALONE_SCHEMES = ("redis", "rediss", "unix")
+# Attempts of a cluster command through MOVED/ASK, a failover's CLUSTERDOWN and a dead node;
+# with the backoff below they span ~3 s, more than a graceful CLUSTER FAILOVER takes.
+CLUSTER_ATTEMPTS = 8
+
+
+class RedisUrlError(ValueError):
+    """A Sentinel or Cluster URL that does not follow its format; the message says how."""
+
+
+@dataclass(frozen=True)
+class RedisTarget:
+    """What a Sentinel or Cluster URL names."""
+
+    kind: str                            # "sentinel" or "cluster"
+    hosts: tuple[tuple[str, int], ...]   # the sentinels, or the cluster's startup nodes
+    master: str = ""                     # sentinel: the monitored master's name
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+
+
+def scheme_of(url: str) -> str:
+    return url.split("://", 1)[0].lower() if "://" in url else ""
+
+
+def parse_target(url: str) -> RedisTarget:
+    """Parse a ``redis-sentinel://`` or ``redis-cluster://`` URL (either spelling).
+
+    Raises:
+        RedisUrlError: the URL breaks its format (the message gives the format).
+    """
+    scheme = scheme_of(url)
+    if scheme in SENTINEL_SCHEMES:
+        kind, form = "sentinel", f"{scheme}://[password@]host:port[,host:port...]/master[/db]"
+    elif scheme in CLUSTER_SCHEMES:
+        kind, form = "cluster", f"{scheme}://[password@]host:port[,host:port...]"
+    else:
+        raise RedisUrlError(f"not a Sentinel or Cluster URL (scheme {scheme!r})")
+    rest = url.split("://", 1)[1]
+    if "?" in rest or "#" in rest:
+        raise RedisUrlError(f"takes no query or fragment; the form is {form}")
+    # The credentials end at the last '@' before the host list (a password may hold '@' and '/').
+    authority, _, path = rest.rpartition("@")[2].partition("/")
+    credentials = rest.rpartition("@")[0] if "@" in rest else None
+    username = password = None
+    if credentials is not None:
+        # camellia writes the password alone ("secret@host"); "user:secret" and ":secret" too.
+        if ":" in credentials:
+            user, _, secret = credentials.partition(":")
+            username, password = unquote(user) or None, unquote(secret)
+        else:
+            password = unquote(credentials)
+        password = password or None   # camellia writes "redis-cluster://@host:port" for none
+    hosts = []
+    for item in authority.split(","):
+        host, sep, port = item.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise RedisUrlError(f"{item.strip() or 'an empty entry'!r} is not host:port; "
+                                f"the form is {form}")
+        hosts.append((host.strip("[]"), int(port)))
+    parts = [p for p in path.split("/")] if path else []
+    master, db = "", 0
+    if kind == "sentinel":
+        if not parts or not parts[0] or len(parts) > 2:
+            raise RedisUrlError(f"needs the master's name after the hosts; the form is {form}")
+        master = unquote(parts[0])
+        if len(parts) == 2:
+            if not parts[1].isdigit():
+                raise RedisUrlError(f"db must be a number, got {parts[1]!r}; the form is {form}")
+            db = int(parts[1])
+    elif any(parts):
+        raise RedisUrlError(f"a Cluster has no master name or db (one database: 0); "
+                            f"the form is {form}")
+    return RedisTarget(kind, tuple(hosts), master, db, username, password)
+
+
+class BlockingSentinelPool(SentinelConnectionPool, redis.BlockingConnectionPool):
+    """The master's connections, capped: a caller waits up to ``timeout`` for a free one
+    (as with a standalone Redis) instead of failing at once with "Too many connections"."""
 
 
 def connect_redis(url: str, *, socket_timeout_ms: int, connect_timeout_ms: int,
-                max_connections: int) -> redis.Redis:
-    """A client for ``redis://``, ``rediss://`` or ``unix://`` URLs.
+                  max_connections: int) -> redis.Redis | RedisCluster:
+    """A client for any ``redis-url``.
 
-    A blocking pool caps connections per process (thousands of held long polls share a few
-    dozen); a request that cannot get one within the socket timeout fails with 500 rather
-    than hanging. One retry with backoff rides over a dropped idle connection.
+    A blocking pool caps connections per process (per node on a Cluster; thousands of held
+    long polls share a few dozen); a request that cannot get one within the socket timeout
+    fails with 500 rather than hanging. One retry with backoff rides over a dropped idle
+    connection; a Cluster command retries through redirections and failovers.
     """
+    timeout_s, connect_s = socket_timeout_ms / 1000.0, connect_timeout_ms / 1000.0
+    common = dict(socket_timeout=timeout_s, socket_connect_timeout=connect_s,
+                  decode_responses=True)
+    scheme = scheme_of(url)
+    if scheme in SENTINEL_SCHEMES:
+        target = parse_target(url)
+        sentinel = Sentinel(list(target.hosts), sentinel_kwargs=dict(
+            socket_timeout=timeout_s, socket_connect_timeout=connect_s))
+        return sentinel.master_for(
+            target.master, connection_pool_class=BlockingSentinelPool,
+            max_connections=max_connections, timeout=timeout_s, db=target.db,
+            username=target.username, password=target.password, health_check_interval=30,
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), 1),
+            retry_on_error=[redis.ConnectionError], **common)
+    if scheme in CLUSTER_SCHEMES:
+        target = parse_target(url)
+        # Only a client made from a URL builds its node pools with connection_pool_class.
+        (host, port), *others = target.hosts
+        credentials = ""
+        if target.password is not None:
+            credentials = f"{quote(target.username or '', safe='')}:" \
+                          f"{quote(target.password, safe='')}@"
+        return RedisCluster(
+            url=f"redis://{credentials}{host}:{port}",
+            startup_nodes=[ClusterNode(h, p) for h, p in others],
+            connection_pool_class=redis.BlockingConnectionPool,
+            max_connections=max_connections, timeout=timeout_s,
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.02), CLUSTER_ATTEMPTS), **common)
     pool = redis.BlockingConnectionPool.from_url(
         url,
         max_connections=max_connections,
-        timeout=socket_timeout_ms / 1000.0,
-        socket_timeout=socket_timeout_ms / 1000.0,
-        socket_connect_timeout=connect_timeout_ms / 1000.0,
+        timeout=timeout_s,
         health_check_interval=30,
         retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), 1),
         retry_on_error=[redis.ConnectionError],
-        decode_responses=True,
+        **common,
     )
     return redis.Redis(connection_pool=pool)
+
+
+def is_cluster(client) -> bool:
+    return isinstance(client, RedisCluster)

@@ -24,6 +24,7 @@ from .monitor import Monitor
 from .queue import DelayQueue
 from .redis_connection import connect_redis
 from .scheduler import Scheduler
+from .script_runner import ScriptRunner
 from .scripts import Scripts
 from .snapshot import SnapshotWriter
 from .topic_admin import TopicAdmin
@@ -56,7 +57,8 @@ class Runtime:
             max_connections=settings.redis_max_connections,
         )
         self.clock = clock or RedisClock(self.client)
-        self.scripts = Scripts(self.client)
+        self.scripts = Scripts(self.client, runner=ScriptRunner(
+            self.client, settings.redis_wait_replicas, settings.redis_wait_timeout_millis))
         self.keys = NamespaceKeys(settings.redis_key_prefix, settings.namespace)
         self.monitor = Monitor(self.client, self.keys, self.clock,
                                settings.monitor_interval_seconds, self.scripts)

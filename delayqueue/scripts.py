@@ -23,6 +23,7 @@ import redis
 from redis.commands.core import Script
 
 from .keys import NamespaceKeys, TopicKeys
+from .script_runner import WAITED, ScriptRunner
 
 _INCLUDE = re.compile(r"^--@include (\w+)[ \t]*$", re.MULTILINE)
 _KEY = re.compile(r"KEYS\[(\d+)\]")
@@ -77,15 +78,22 @@ class ScriptBatch:
     here each call is a bare EVALSHA, and a call answered NOSCRIPT (Redis restarted or failed
     over: the script did nothing) is loaded and run again, alone. Each call is atomic on its
     own; a call that fails answers its exception in its place and the others stand.
+
+    With ``redis-wait-replicas`` one WAIT ends the round trip and covers every call (WAIT
+    counts the writes of its own connection): too few replicas in time, and every write in
+    the batch answers ``ReplicaWaitTimeout``. On a Cluster the calls run as EVAL in a Cluster
+    pipeline (redis-py refuses EVALSHA there; a batch's keys are one topic, so one node), and
+    a batch that must WAIT there runs call by call through ``ScriptRunner``.
     """
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, runner: ScriptRunner) -> None:
         self.client = client
-        self._calls: list[tuple[Script, list, list]] = []
+        self.runner = runner
+        self._calls: list[tuple[str, Script, list, list]] = []
         self._commands: list[tuple] = []
 
-    def add(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> None:
-        self._calls.append((script, list(keys), list(args)))
+    def add(self, name: str, script: Script, keys: Sequence[str], args: Sequence[Any]) -> None:
+        self._calls.append((name, script, list(keys), list(args)))
 
     def command(self, *args: Any) -> None:
         """A plain command sent after the scripts in the same round trip (bookkeeping)."""
@@ -96,17 +104,26 @@ class ScriptBatch:
 
     def execute(self) -> list[Any]:
         """Each script call's reply, or the exception it answered, in the order added."""
+        waits = self.runner.wait_replicas > 0 and any(
+            name in WAITED for name, *_ in self._calls)
+        if self.runner.cluster:
+            return self._one_by_one() if waits else self._cluster_pipeline()
         replies: list[Any] = [None] * len(self._calls)
         pending = list(range(len(self._calls)))
         commands = self._commands
         for attempt in (1, 2):
             pipe = self.client.pipeline(transaction=False)
             for i in pending:
-                script, keys, args = self._calls[i]
+                _, script, keys, args = self._calls[i]
                 pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
             for command in commands:
                 pipe.execute_command(*command)
+            if waits:
+                pipe.execute_command("WAIT", self.runner.wait_replicas,
+                                     self.runner.wait_timeout_ms)
             answers = pipe.execute(raise_on_error=False)
+            if waits:
+                self._check_wait(answers[-1], pending, answers)
             missing = []
             for i, answer in zip(pending, answers):
                 if isinstance(answer, redis.exceptions.NoScriptError) and attempt == 1:
@@ -115,9 +132,40 @@ class ScriptBatch:
                     replies[i] = answer
             if not missing:
                 break
-            for script in {id(self._calls[i][0]): self._calls[i][0] for i in missing}.values():
+            for script in {id(self._calls[i][1]): self._calls[i][1] for i in missing}.values():
                 script.sha = self.client.script_load(script.script)
             pending, commands = missing, []
+        return replies
+
+    def _check_wait(self, acked: Any, pending: list[int], answers: list[Any]) -> None:
+        """Too few replicas confirmed: each write of the batch answers ReplicaWaitTimeout."""
+        if not isinstance(acked, Exception) and int(acked) >= self.runner.wait_replicas:
+            return
+        for position, i in enumerate(pending):
+            name = self._calls[i][0]
+            if name in WAITED and not isinstance(answers[position], Exception):
+                answers[position] = self.runner.wait_timeout(name, acked)
+
+    def _cluster_pipeline(self) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for name, script, keys, args in self._calls:
+            self.runner.run(name, script, keys, args, pipe)
+        for command in self._commands:
+            pipe.execute_command(*command)
+        return pipe.execute(raise_on_error=False)[:len(self._calls)]
+
+    def _one_by_one(self) -> list[Any]:
+        replies: list[Any] = []
+        for name, script, keys, args in self._calls:
+            try:
+                replies.append(self.runner.run(name, script, keys, args))
+            except redis.RedisError as exc:
+                replies.append(exc)
+        for command in self._commands:
+            try:
+                self.client.execute_command(*command)
+            except redis.RedisError:
+                pass      # bookkeeping: the repair sweep and the next use redo it
         return replies
 
 
@@ -132,12 +180,15 @@ class Scripts:
              "change_visibility", "reschedule", "dead_list", "dead_redrive", "dead_purge",
              "dead_trim", "topic_config", "due_set", "recycle", "monitor_flush")
 
-    def __init__(self, client: redis.Redis, directory: Path | None = None) -> None:
+    def __init__(self, client: redis.Redis, directory: Path | None = None,
+                 runner: ScriptRunner | None = None) -> None:
         sources = {name: lua_source(name, directory) for name in self.NAMES}
         self.key_counts = {name: key_count(text) for name, text in sources.items()}
         self._scripts: dict[str, Script] = {
             name: client.register_script(text) for name, text in sources.items()
         }
+        # How a call reaches Redis (Cluster pipelines, redis-wait-replicas): script_runner.py.
+        self.runner = runner or ScriptRunner(client)
 
     def script(self, name: str) -> Script:
         return self._scripts[name]
@@ -147,8 +198,8 @@ class Scripts:
             raise TypeError(f"{name}.lua reads {self.key_counts[name]} keys; "
                             f"called with {len(keys)}")
         if isinstance(client, ScriptBatch):
-            return client.add(self._scripts[name], keys, args)
-        return self._scripts[name](keys=list(keys), args=list(args), client=client)
+            return client.add(name, self._scripts[name], keys, args)
+        return self.runner.run(name, self._scripts[name], keys, args, client)
 
     # -- topic scripts: KEYS = waiting, ready, ack, expire, dead, config [, msg] -------------
     def send(self, tk: TopicKeys, msg_id: str, body: str, now_ms: int, trigger_ms: int,

@@ -12,6 +12,7 @@ import redis
 
 from support.node import ServerProcess
 from support.redis_server import FIXTURE_DB, RedisServer
+from support.topologies import ClusterTopology, SentinelTopology
 
 
 @pytest.fixture(scope="session")
@@ -52,3 +53,20 @@ def server(redis_url):
     """One live node (gunicorn, 1 gevent worker) on a flushed Redis."""
     with ServerProcess(redis_url) as node:
         yield node
+
+
+@pytest.fixture(scope="session")
+def redis_sentinel(tmp_path_factory):
+    """1 master + 2 replicas + 3 sentinels, started on first use, shared by the session."""
+    topology = SentinelTopology(tmp_path_factory.mktemp("sentinel")).start()
+    yield topology
+    topology.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory):
+    """3 masters + 3 replicas, started on first use, shared by the session."""
+    topology = ClusterTopology(tmp_path_factory.mktemp("cluster")).start()
+    yield topology
+    topology.stop()
+

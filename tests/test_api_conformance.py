@@ -15,13 +15,13 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-import redis
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from support import wait_until
 from support.fleet import wait_until_pulled
 from support.node import ServerProcess
+from support.topologies import TOPOLOGIES, backend_named
 
 BASE = "/camellia/delayQueue/"
 HOUR = 3_600_000
@@ -37,40 +37,54 @@ ACK_TIMEOUT_WAKE_LATE_S = 0.09
 HINT_SETTINGS = {"long-polling-safety-millis": 30_000}
 
 
-def node_on_own_db(redis_server, settings):
-    with redis_server.leased_db_url() as url, ServerProcess(url, settings=settings) as server:
+@pytest.fixture(scope="module", params=TOPOLOGIES)
+def backend(request):
+    """Every test of the module runs on a standalone Redis, on Sentinel and on a Cluster."""
+    return backend_named(request, request.param)
+
+
+def node_on(backend, settings, own_namespace=True):
+    """A node on a Redis database (standalone) or namespace (topologies) of its own: nodes
+    sharing one would share the scheduler lease, and the settings of whichever held it
+    (retention, for one) would apply to the others' topics. ``placement`` is what a second
+    node needs to share its data."""
+    with backend.place(own_namespace) as (url, placement), \
+            ServerProcess(url, settings={**settings, **placement}) as server:
+        server.placement = placement
         yield server
 
 
 @pytest.fixture(scope="module")
-def node(redis_server):
-    yield from node_on_own_db(redis_server, {"monitor-interval-seconds": 1})
+def node(backend):
+    # The default namespace: tests name its keys (REGISTRY).
+    yield from node_on(backend, {"monitor-interval-seconds": 1}, own_namespace=False)
 
 
 @pytest.fixture(scope="module")
-def raw_redis(node):
+def raw_redis(node, backend):
     """A client of ``node``'s database."""
-    client = redis.Redis.from_url(node.redis_url, decode_responses=True)
+    client = backend.client(node.redis_url)
     yield client
     client.close()
 
 
 @pytest.fixture(scope="module")
-def short_node(redis_server):
-    yield from node_on_own_db(redis_server, {"end-life-msg-expire-millis": 500})
+def short_node(backend, node):
+    yield from node_on(backend, {"end-life-msg-expire-millis": 500})
 
 
 @pytest.fixture(scope="module")
-def hint_node(redis_server):
+def hint_node(backend, node):
     """Held long polls re-check on their own only every 30 s: wake-ups must come from
     hints or the topic's next due time."""
-    yield from node_on_own_db(redis_server, HINT_SETTINGS)
+    yield from node_on(backend, HINT_SETTINGS)
 
 
 @pytest.fixture(scope="module")
 def hint_peer(hint_node):
-    """A second node on ``hint_node``'s database, with the same settings."""
-    with ServerProcess(hint_node.redis_url, settings=HINT_SETTINGS) as server:
+    """A second node on ``hint_node``'s data, with the same settings."""
+    with ServerProcess(hint_node.redis_url,
+                       settings={**HINT_SETTINGS, **hint_node.placement}) as server:
         yield server
 
 
@@ -490,7 +504,8 @@ def wait_until_held(future, server=None, fresh_topic=None, seconds=0.5):
     """Wait until a long poll is held: on a topic never used before, until its first pull
     registered the topic; otherwise (the registry cannot tell) for ``seconds``."""
     if fresh_topic is not None:
-        wait_until_pulled(server.redis_url, fresh_topic)
+        wait_until_pulled(server.redis_url, fresh_topic,
+                          namespace=server.placement.get("namespace", "default"))
     else:
         time.sleep(seconds)
     assert not future.done(), "the long poll answered before anything was ready"

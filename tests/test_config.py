@@ -18,6 +18,7 @@ from delayqueue.config import (
     find_config_file,
     load_settings,
 )
+from delayqueue.redis_connection import RedisTarget, parse_target
 
 REPO_CONFIG = Path(__file__).resolve().parent.parent / "config" / "delayqueue.yaml"
 
@@ -168,9 +169,9 @@ def test_camellia_redis_standalone_resources_become_redis_url(resource, url):
 
 @pytest.mark.parametrize(("section", "message"), [
     ("  type: local\n", "without local.resource"),
-    ("  type: local\n  local:\n    resource: redis-sentinel://pw@h:26379/master\n",
+    ("  type: local\n  local:\n    resource: redis-sentinel://pw@h:26379\n",
      "redis-sentinel"),
-    ("  type: local\n  local:\n    resource: redis-cluster://pw@h:1,h:2\n", "redis-cluster"),
+    ("  type: local\n  local:\n    resource: http://proxy:6380\n", "'http'"),
     ("  type: remote\n  remote:\n    url: http://dashboard\n", "type 'remote'"),
     ("  type: custom\n", "type 'custom'"),
 ])
@@ -186,6 +187,23 @@ def test_camellia_redis_and_redis_url_together_are_refused(tmp_path):
                            "  local:\n    resource: redis://b:2\n")
     with pytest.raises(ConfigError, match="redis-url: given twice"):
         load_settings(path, env={})
+
+
+@pytest.mark.parametrize("resource", [
+    "redis-cluster://@127.0.0.1:7000,127.0.0.1:7001", "redis-sentinel://s3cret@h:26379/m"])
+def test_camellia_redis_sentinel_and_cluster_resources_are_the_redis_url(tmp_path, resource):
+    path = write(tmp_path, f"""
+camellia-redis:
+  type: local
+  local:
+    resource: {resource}
+camellia-delay-queue-server:
+  namespace: legacy
+""")
+    assert load_settings(path, env={}).redis_url == resource
+    # The environment still wins over the file.
+    env = {"DELAYQUEUE_REDIS_URL": "redis+cluster://h:1"}
+    assert load_settings(path, env=env).redis_url == "redis+cluster://h:1"
 
 
 def test_nested_mapping_means_joined_key(tmp_path):
@@ -266,17 +284,39 @@ def test_unknown_env_var_is_only_a_warning(no_files, caplog):
     assert "DELAYQUEUE_SOMETHING_ELSE" in caplog.text
 
 
-@pytest.mark.parametrize("url", ["redis://localhost:6379/0", "rediss://u:p@h:6380/1",
-                                 "unix:///tmp/redis.sock", ""])
+@pytest.mark.parametrize("url", [
+    "redis://localhost:6379/0", "rediss://u:p@h:6380/1", "unix:///tmp/redis.sock", "",
+    "redis-sentinel://h1:26379,h2:26379/mymaster", "redis+sentinel://s3cret@h1:26379/mm/3",
+    "redis-cluster://h1:7000,h2:7001", "redis+cluster://u:s3cret@10.0.0.1:7000",
+])
 def test_accepted_redis_urls(no_files, url):
     assert load_settings(env={}, overrides={"redis_url": url}).redis_url == url
+
+
+@pytest.mark.parametrize(("url", "expected"), [
+    ("redis-sentinel://h1:26379,h2:26380/mymaster",
+     RedisTarget("sentinel", (("h1", 26379), ("h2", 26380)), "mymaster")),
+    ("redis+sentinel://p@ss@h1:26379/m/2",
+     RedisTarget("sentinel", (("h1", 26379),), "m", 2, None, "p@ss")),
+    ("redis-cluster://u:pw@h1:7000,h2:7001",
+     RedisTarget("cluster", (("h1", 7000), ("h2", 7001)), "", 0, "u", "pw")),
+    ("redis+cluster://:pw@h1:7000", RedisTarget("cluster", (("h1", 7000),), password="pw")),
+    ("redis-cluster://@h1:7000", RedisTarget("cluster", (("h1", 7000),))),
+])
+def test_sentinel_and_cluster_urls_parse_as_camellia_writes_them(url, expected):
+    assert parse_target(url) == expected
 
 
 @pytest.mark.parametrize(("url", "message"), [
     ("http://localhost:6379", "redis-url: must start with redis://, rediss://, unix://"),
     ("localhost:6379", "redis-url: must start with"),
-    ("redis+sentinel://h1:26379,h2:26379/mymaster", "redis-url: redis+sentinel:// is planned"),
-    ("redis+cluster://h1:7000", "redis-url: redis+cluster:// is planned"),
+    ("redis+sentinel://h1:26379,h2:26379", "redis-url: needs the master's name"),
+    ("redis-sentinel://h1:26379/m/x", "redis-url: db must be a number"),
+    ("redis-sentinel://h1/m", "redis-url: 'h1' is not host:port"),
+    ("redis-cluster://h1:7000,,h2:1", "redis-url: 'an empty entry' is not host:port"),
+    ("redis-cluster://h1:99999", "redis-url: 'h1:99999' is not host:port"),
+    ("redis-cluster://h1:7000/0", "redis-url: a Cluster has no master name or db"),
+    ("redis-cluster://h1:7000?x=1", "redis-url: takes no query or fragment"),
     ("redis://h:notaport/0", "redis-url: is not a valid URL"),
     ("unix://", "redis-url: unix:// needs a socket path"),
 ])
@@ -292,6 +332,12 @@ def test_redis_password_never_appears_in_errors_or_repr(no_files):
     settings = load_settings(env={"DELAYQUEUE_REDIS_URL": "redis://:s3cret@h:6379/0"})
     assert "s3cret" not in repr(settings)
     assert settings.redis_url_redacted == "redis://:***@h:6379/0"
+    for url in ("redis-sentinel://s3cret@h:1,h:2/m", "redis+cluster://u:s3cret@h:1"):
+        settings = load_settings(env={"DELAYQUEUE_REDIS_URL": url})
+        assert "s3cret" not in repr(settings) and "***@h:" in settings.redis_url_redacted
+    with pytest.raises(ConfigError) as info:
+        load_settings(env={}, overrides={"redis_url": "redis-cluster://s3cret@h:1/x"})
+    assert "s3cret" not in str(info.value)
 
 
 def test_settings_constructed_directly_are_validated():

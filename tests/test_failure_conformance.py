@@ -17,11 +17,11 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-import redis
 import requests
 
 from support.node import ServerProcess
 from support.redis_server import RedisServer
+from support.topologies import backend_named, selected_topologies
 
 BASE = "/camellia/delayQueue/"
 HOUR = 3_600_000
@@ -39,28 +39,36 @@ CLOCK_SLACK = 250   # the server's clock trails Redis TIME by at most a round tr
 
 
 # -- fixtures & helpers ------------------------------------------------------------------
+@pytest.fixture(scope="module", params=selected_topologies())
+def backend(request):
+    """Standalone in ``make test``; Sentinel and Cluster too in ``make ha``."""
+    return backend_named(request, request.param)
+
+
 @pytest.fixture(scope="module")
-def node(redis_server):
-    """A node on a database of its own (the function-scoped fixtures flush database 0)."""
-    with redis_server.leased_db_url() as url, ServerProcess(url) as server:
+def node(backend):
+    """A node on a database of its own (the function-scoped fixtures flush database 0); on a
+    topology, the default namespace (tests name its keys), emptied first."""
+    with backend.place(own_namespace=False) as (url, placement), \
+            ServerProcess(url, settings=placement) as server:
         yield server
         _session.close()      # no keep-alive connection for the graceful stop to wait on
 
 
 @pytest.fixture(scope="module")
-def raw_redis(node):
+def raw_redis(node, backend):
     """A client of ``node``'s database."""
-    client = redis.Redis.from_url(node.redis_url, decode_responses=True)
+    client = backend.client(node.redis_url)
     yield client
     client.close()
 
 
 @pytest.fixture(scope="module")
-def short_node(redis_server):
+def short_node(backend, node):
     """Ended messages are kept only 500 ms (dead letters keep their own retention); its own
-    database, so no other node's settings decide its retention."""
-    with redis_server.leased_db_url() as url, \
-            ServerProcess(url, settings={"end-life-msg-expire-millis": 500}) as server:
+    database (or namespace), so no other node's settings decide its retention."""
+    with backend.place() as (url, placement), ServerProcess(
+            url, settings={"end-life-msg-expire-millis": 500, **placement}) as server:
         yield server
         _session.close()
 

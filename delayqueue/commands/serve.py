@@ -59,7 +59,8 @@ def register(subparsers: Any) -> None:
                         help=f"YAML settings file (default: ${CONFIG_ENV_VAR}, "
                              "./config/delayqueue.yaml, the packaged default)")
     parser.add_argument("--redis-url", metavar="URL",
-                        help="redis://, rediss:// or unix:// URL (default: embedded Redis)")
+                        help="redis://, rediss://, unix://, redis-sentinel:// or "
+                             "redis-cluster:// URL (default: embedded Redis)")
     parser.add_argument("--port", type=int, metavar="N", help="listen port (default 8080)")
     parser.add_argument("--host", metavar="H", help="listen address (default 0.0.0.0)")
     parser.add_argument("--workers", type=int, metavar="N", help="worker processes (default 2)")

@@ -12,6 +12,9 @@ conftest modules only one can be importable by that name. pyproject's pytest set
     sdk.py           fixtures of the SDK, consumer and CLI tests (one shared node per module)
     lua.py           helpers of the Lua script tests (tests/lua): the one-place invariant
     proxy.py         an HTTP proxy that can drop an answer after the server processed it
+    topologies.py    Sentinel (1+2+3) and Cluster (3+3) topologies from redis-server, and the
+                     Backend a parametrized node runs on (standalone, sentinel, cluster)
+    failover.py      a steady load with a checker (lost, early, unavailability) for failovers
 """
 
 from support.wait import wait_until

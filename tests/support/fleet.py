@@ -15,10 +15,10 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import redis
 import requests
 
 from delayqueue.keys import NamespaceKeys
+from delayqueue.redis_connection import connect_redis
 
 from support.wait import wait_until
 
@@ -45,7 +45,8 @@ def hold_long_poll(node, topic: str, timeout_ms: int = 5000) -> tuple[threading.
     return thread, result
 
 
-def wait_until_pulled(redis_url: str, topic: str, timeout_s: float = 10.0) -> None:
+def wait_until_pulled(redis_url: str, topic: str, timeout_s: float = 10.0,
+                      namespace: str = "default") -> None:
     """Wait until a node has run a pull on ``topic``, a topic never used before.
 
     A node registers a topic (``dq:{default}:topics``) right after the first script that
@@ -53,9 +54,11 @@ def wait_until_pulled(redis_url: str, topic: str, timeout_s: float = 10.0) -> No
     long poll that pulled is then waiting: a message sent now reaches it only through a hint
     or its own re-check, never through that first pull.
     """
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = connect_redis(redis_url, socket_timeout_ms=2000, connect_timeout_ms=1000,
+                           max_connections=4)  # any redis-url: Sentinel and Cluster too
+    registry = NamespaceKeys("dq", namespace).topics
     try:
-        wait_until(lambda: client.zscore(REGISTRY, topic) is not None, timeout_s,
+        wait_until(lambda: client.zscore(registry, topic) is not None, timeout_s,
                    interval_s=0.005, message=f"no pull on {topic!r} reached Redis")
     finally:
         client.close()

@@ -72,7 +72,8 @@ class ServerProcess:
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         for key, value in {**self._values, "port": self.port}.items():
-            env["DELAYQUEUE_" + key.upper().replace("-", "_")] = str(value)
+            if value is not None:  # None: not set here (e.g. redis-url read from a file)
+                env["DELAYQUEUE_" + key.upper().replace("-", "_")] = str(value)
         env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
         return env
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import redis
 
@@ -42,7 +42,13 @@ class RedisServer:
     """
 
     def __init__(self, directory: Path, port: int | None = None,
-                 executable: str | None = None) -> None:
+                 executable: str | None = None, *, extra_args: Sequence[str] = (),
+                 config_file: Path | None = None) -> None:
+        """``extra_args`` are appended to the command line (a replica's ``--replicaof``,
+        ``--cluster-enabled yes``, ``--sentinel``); ``config_file`` comes first (a sentinel
+        needs a file of its own that it may rewrite)."""
+        self.extra_args = list(extra_args)
+        self.config_file = config_file
         self.fixed_port = port is not None
         self.port = port or free_port()
         self.directory = Path(directory)
@@ -79,9 +85,11 @@ class RedisServer:
             try:
                 self.process = launch_redis_server(
                     self.executable,
-                    ["--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                    [*([str(self.config_file)] if self.config_file else []),
+                     "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                      "--appendonly", "no", "--dir", str(self.directory.resolve()),
-                     "--maxmemory-policy", "noeviction", "--daemonize", "no"],
+                     "--maxmemory-policy", "noeviction", "--daemonize", "no",
+                     *self.extra_args],
                     log_path, probe, 20.0, f"port {self.port}")
             except EmbeddedRedisError as exc:
                 if any(text in _read_from(log_path, offset) for text in PORT_TAKEN):
