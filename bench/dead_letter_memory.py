@@ -65,9 +65,11 @@ def _used(rt: Runtime) -> int:
 
 def _breakdown(rt: Runtime, topic: str, sample_id: str, count: int) -> dict[str, Any]:
     tk = rt.queue.topic_keys(topic)
-    out: dict[str, Any] = {"msg_hash_memory_usage": rt.client.memory_usage(tk.msg(sample_id),
-                                                                           samples=0)}
-    for name in ("waiting", "ready", "ack", "expire", "dead"):
+    records = rt.client.hlen(tk.msgs)
+    usage = rt.client.memory_usage(tk.msgs, samples=0) or 0
+    out: dict[str, Any] = {"msgs_hash": {"records": records, "bytes": usage,
+                                         "bytes_per_record": round(usage / max(records, 1), 1)}}
+    for name in ("waiting", "ready", "ack", "expire", "dead", "ended"):
         key = getattr(tk, name)
         size = rt.client.zcard(key)
         if size:
@@ -190,9 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         ("dead: bytes per dead letter beyond its body", dead["bytes_beyond_body"]),
         ("dead letter / waiting (beyond body)",
          f"{dead['bytes_beyond_body'] / waiting['bytes_beyond_body']:.2f}x"),
-        ("waiting: MEMORY USAGE of one message hash",
-         waiting["breakdown"]["msg_hash_memory_usage"]),
-        ("dead: MEMORY USAGE of one message hash", dead["breakdown"]["msg_hash_memory_usage"]),
+        ("waiting: msgs hash bytes per record",
+         waiting["breakdown"]["msgs_hash"]["bytes_per_record"]),
+        ("dead: msgs hash bytes per record", dead["breakdown"]["msgs_hash"]["bytes_per_record"]),
     ]
     for phase, figures in (("waiting", waiting), ("dead", dead)):
         for name, zset in figures["breakdown"].items():

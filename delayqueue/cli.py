@@ -13,7 +13,7 @@ import sys
 from typing import Sequence
 
 # Modules under delayqueue.commands, each providing register(subparsers).
-COMMAND_MODULES = ("serve", "report", "messages")
+COMMAND_MODULES = ("serve", "report", "messages", "migrate")
 
 
 def build_parser() -> argparse.ArgumentParser:

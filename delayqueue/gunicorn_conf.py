@@ -11,6 +11,7 @@ import sys
 
 from delayqueue.config import ConfigError, load_settings
 from delayqueue.gunicorn_workers import GUNICORN_WORKERS
+from delayqueue.storage import StorageFormatError, check_node_start
 
 try:
     _settings = load_settings()  # $DELAYQUEUE_CONFIG / ./config / packaged, then DELAYQUEUE_*
@@ -22,6 +23,14 @@ if not _settings.redis_url:
     print("delayqueue: config error: redis-url: is empty; set DELAYQUEUE_REDIS_URL, or start "
           "with `delayqueue serve`, which runs an embedded Redis", file=sys.stderr)
     sys.exit(2)
+try:
+    # A namespace written in an older storage format must be migrated first (storage.py).
+    _warning = check_node_start(_settings)
+except StorageFormatError as _exc:
+    print(f"delayqueue: {_exc}", file=sys.stderr)
+    sys.exit(2)
+if _warning:
+    print(_warning, file=sys.stderr)
 
 proc_name = "delayqueue"
 bind = f"{_settings.host}:{_settings.port}"

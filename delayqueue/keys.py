@@ -48,6 +48,11 @@ class NamespaceKeys:
         return f"{self.base}:monitor:total"
 
     @property
+    def storage_format(self) -> str:
+        """STRING: the message storage format of the namespace's topics (storage.py)."""
+        return f"{self.base}:storage-format"
+
+    @property
     def snapshot_mark(self) -> str:
         """STRING: start (ms) of the last interval whose snapshot was written."""
         return f"{self.base}:snapshot:last"
@@ -78,29 +83,29 @@ class TopicKeys:
 
     @property
     def waiting(self) -> str:
-        """ZSET msgId -> triggerTime (ms): accepted, not yet due."""
+        """ZSET slot -> triggerTime (ms): accepted, not yet due."""
         return f"{self.base}:waiting"
 
     @property
     def ready(self) -> str:
-        """ZSET msgId -> triggerTime (ms): due, waiting for a consumer (FIFO by triggerTime)."""
+        """ZSET slot -> triggerTime (ms): due, waiting for a consumer (FIFO by triggerTime)."""
         return f"{self.base}:ready"
 
     @property
     def ack(self) -> str:
-        """ZSET msgId -> ack deadline (ms) of the current delivery."""
+        """ZSET slot -> ack deadline (ms) of the current delivery."""
         return f"{self.base}:ack"
 
     @property
     def expire(self) -> str:
-        """ZSET msgId -> expireTime (ms): the expiry index. Holds ready and consuming messages
+        """ZSET slot -> expireTime (ms): the expiry index. Holds ready and consuming messages
         (a waiting one enters when promoted; a consuming one leaves when its expireTime passes,
         and its ack timeout then ends it)."""
         return f"{self.base}:expire"
 
     @property
     def dead(self) -> str:
-        """ZSET msgId -> the time (ms) it entered the dead-letter queue (ended with status 6)."""
+        """ZSET slot -> the time (ms) it entered the dead-letter queue (ended with status 6)."""
         return f"{self.base}:dead"
 
     @property
@@ -108,16 +113,28 @@ class TopicKeys:
         """HASH setting -> value: the topic's own settings (setTopicConfig)."""
         return f"{self.base}:config"
 
-    @functools.cached_property
-    def queues(self) -> tuple[str, ...]:
-        """waiting, ready, ack, expire, dead, config: the first KEYS of every topic script
-        (built once per topic: a tuple, so no caller can change it for the others)."""
-        return (self.waiting, self.ready, self.ack, self.expire, self.dead, self.config)
+    @property
+    def msgs(self) -> str:
+        """HASH slot -> record: every message of the topic, live or retained after its end.
+        The slot and the record's layout belong to lua/includes/message.lua alone."""
+        return f"{self.base}:msgs"
 
     @property
-    def msg_prefix(self) -> str:
-        """Prefix of the per-message HASH keys; same hash tag as the queues."""
-        return f"{self.base}:msg:"
+    def ended(self) -> str:
+        """ZSET slot -> time (ms) an ended message's retention ends (dead letters too): the
+        scheduler purges the record after it."""
+        return f"{self.base}:ended"
 
-    def msg(self, msg_id: str) -> str:
-        return self.msg_prefix + msg_id
+    @functools.cached_property
+    def queues(self) -> tuple[str, ...]:
+        """waiting, ready, ack, expire, dead, config, msgs, ended: the KEYS of every topic
+        script, in that order. A topic holding none of them holds nothing. Built once per
+        topic: a tuple, so no caller can change it for the others."""
+        return (self.waiting, self.ready, self.ack, self.expire, self.dead, self.config,
+                self.msgs, self.ended)
+
+    @property
+    def legacy_msg_prefix(self) -> str:
+        """Prefix of the per-message HASH keys of the storage format before records (read
+        only by ``delayqueue migrate-storage``)."""
+        return f"{self.base}:msg:"

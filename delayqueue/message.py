@@ -11,7 +11,8 @@ from typing import Any, Mapping, Sequence
 
 from .status import Status
 
-# The message hash's fields, in the order every script returns them (lua/includes/message.lua):
+# The message's fields, in the order every script returns them (lua/includes/message.lua
+# decodes them from the record):
 # body, produceTime, triggerTime, expireTime, maxRetry, deliveries (camellia's retry), status,
 # attributes (JSON text, absent when none), receipt of the latest delivery (absent before one).
 MESSAGE_FIELDS = ("m", "p", "t", "e", "r", "n", "s", "a", "c")

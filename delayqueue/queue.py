@@ -22,7 +22,7 @@ from .clock import Clock
 from .config import Settings
 from .errors import BadRequest, Conflict, DelayQueueError, NotFound, redis_errors
 from .keys import NamespaceKeys, TopicKeys
-from .message import MESSAGE_FIELDS, DelayMsg
+from .message import DelayMsg
 from .monitor import Monitor
 from .outcome import Outcome
 from .scripts import ScriptBatch, Scripts
@@ -249,7 +249,7 @@ class DelayQueue:
                 if isinstance(r, DelayQueueError):
                     continue
                 if r.ack:
-                    call = partial(self.scripts.ack, tk, r.msg_id, self.end_life_ms,
+                    call = partial(self.scripts.ack, tk, r.msg_id, now, self.end_life_ms,
                                    r.receipt or "")
                 else:
                     call = partial(self.scripts.nack, tk, r.msg_id, now, self.end_life_ms,
@@ -340,9 +340,9 @@ class DelayQueue:
 
     def get(self, topic: str, msg_id: str) -> DelayMsg:
         with redis_errors():
-            fields = self.client.hmget(self.topic_keys(topic).msg(msg_id), MESSAGE_FIELDS)
+            fields = self.scripts.get(self.topic_keys(topic), msg_id, self.clock.now_ms())
         self.monitor.incr(topic, "getMsg")
-        if fields[6] is None:
+        if not fields:
             raise NotFound(f"msgId: no message '{msg_id}' in topic '{topic}'")
         return DelayMsg.from_fields(topic, msg_id, fields)
 
@@ -354,9 +354,10 @@ class DelayQueue:
         """Delete each message on its own, in one round trip to Redis."""
         with redis_errors():
             tk = self.topic_keys(topic)
-            calls = [(m, partial(self.scripts.delete, tk, m, self.end_life_ms, release))
+            now = self.clock.now_ms()
+            calls = [(m, partial(self.scripts.delete, tk, m, now, self.end_life_ms, release))
                      for m in msg_ids if not isinstance(m, DelayQueueError)]
-            replies = self._run_each(topic, self.clock.now_ms(), calls)
+            replies = self._run_each(topic, now, calls)
         answers = iter(replies)
         results: list[DelayMsg | DelayQueueError] = []
         for m in msg_ids:

@@ -1,7 +1,8 @@
 """The scheduler: promotion, ack timeouts and expiry of every due topic, and registry upkeep.
 
 A topic's due time (the namespace due index, ``keys.due``) is the earliest moment it needs
-the scheduler: the head of its waiting queue, its ack deadlines or its expiry index. A tick
+the scheduler: the head of its waiting queue, its ack deadlines or its expiry index, or the
+end of an ended message's retention (plus a slack, so purges come in batches). A tick
 visits only topics whose due time has come, so idle topics cost nothing per tick, and
 returns how long to sleep until the next one. The ticks have no threads in them: ``Loop``
 (loop.py) drives them in each worker, and tests call them directly.
@@ -134,17 +135,18 @@ class Scheduler:
             first_round = busy is topics
             for i, topic in enumerate(busy):
                 (moved, gaps, _), (requeued, exhausted, _, dead_timeout), \
-                    (expired, ended6, scanned, due, dead_expire) = replies[3 * i:3 * i + 3]
+                    (expired, ended6, scanned, due, dead_expire, purged) = \
+                    replies[3 * i:3 * i + 3]
                 self.monitor.record_promotions(topic, moved, gaps)
                 self.monitor.incr(topic, "deadLettered", dead_timeout + dead_expire)
                 if requeued or exhausted:
                     self.monitor.incr(topic, "triggerMsgTimeout", requeued + exhausted)
                 if exhausted or expired or ended6:
                     self.monitor.incr(topic, "triggerMsgEndLife", exhausted + expired + ended6)
-                if SCRIPT_LIMIT in (moved, requeued + exhausted, scanned):
+                if SCRIPT_LIMIT in (moved, requeued + exhausted, scanned, purged):
                     still_busy.append(topic)
                 elif first_round and due >= 0 and self.defer_ms and \
-                        not (moved or requeued or exhausted or expired or ended6):
+                        not (moved or requeued or exhausted or expired or ended6 or purged):
                     next_due[topic] = int(due) + self.defer_ms
                 else:
                     next_due[topic] = int(due)
@@ -169,7 +171,9 @@ class Scheduler:
         """Re-derive every topic's due time from its queue heads; returns topics repaired.
 
         Covers a process killed between a script and its due-index write. Cost per sweep:
-        three O(log n) reads per registered topic, pipelined in chunks.
+        four O(log n) reads per registered topic, pipelined in chunks. The head of ``ended``
+        is taken as is (the scripts add a purge slack to it): a visit that comes early
+        only writes back the exact due time.
         """
         topics = self.topics()
         repaired = 0
@@ -178,12 +182,12 @@ class Scheduler:
             pipe = self.client.pipeline(transaction=False)
             for topic in part:
                 tk = self.keys.topic(topic)
-                for key in (tk.waiting, tk.ack, tk.expire):
+                for key in (tk.waiting, tk.ack, tk.expire, tk.ended):
                     pipe.zrange(key, 0, 0, withscores=True)
             heads = pipe.execute()
             fix = self.client.pipeline(transaction=False)
             for i, topic in enumerate(part):
-                scores = [h[0][1] for h in heads[3 * i:3 * i + 3] if h]
+                scores = [h[0][1] for h in heads[4 * i:4 * i + 4] if h]
                 if scores:
                     fix.zadd(self.keys.due, {topic: min(scores)}, lt=True)
                     repaired += 1
@@ -191,7 +195,9 @@ class Scheduler:
         return repaired
 
     def recycle_topics(self) -> list[str]:
-        """Forget topics unused for ``topic_inactive_ms`` whose queues are all empty."""
+        """Forget topics unused for ``topic_inactive_ms`` that hold nothing: every topic key
+        (``TopicKeys.queues``) is gone, so no message, live or retained, is left behind; a
+        topic with retained records waits until the scheduler has purged them."""
         cutoff = self.clock.now_ms() - self.topic_inactive_ms
         stale = self.client.zrangebyscore(self.keys.topics, "-inf", f"({cutoff}", start=0,
                                           num=REGISTRY_CHUNK, withscores=True)

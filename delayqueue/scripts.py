@@ -7,7 +7,8 @@ load time. redis-py's ``Script`` runs EVALSHA and reloads the script on NOSCRIPT
 Redis restart or a failover), so a restarted Redis needs no action from us.
 
 Every topic script takes the same keys in the same order: waiting, ready, ack, expire, dead,
-config, and the message hash for the scripts about one message. Each call is checked against
+config, msgs, ended (``TopicKeys.queues``); a message is a record in the topic's msgs hash,
+read and written only by lua/includes/message.lua. Each call is checked against
 the number of keys its script reads, so a key list that drifts from a script's header fails
 loudly here instead of reading the wrong key in Redis. Results use the codes of ``outcome.Outcome``.
 """
@@ -27,6 +28,7 @@ from .script_runner import WAITED, ScriptRunner
 
 _INCLUDE = re.compile(r"^--@include (\w+)[ \t]*$", re.MULTILINE)
 _KEY = re.compile(r"KEYS\[(\d+)\]")
+_SLOT_HEX = re.compile(r"^local SLOT_HEX = \d+", re.MULTILINE)
 
 
 class ScriptSourceError(RuntimeError):
@@ -176,13 +178,18 @@ class Scripts:
     server's value of every topic setting, which the script uses where the topic has none.
     """
 
-    NAMES = ("send", "promote", "pull", "ack", "nack", "delete", "timeout", "expire",
+    NAMES = ("send", "promote", "pull", "ack", "nack", "delete", "get", "timeout", "expire",
              "change_visibility", "reschedule", "dead_list", "dead_redrive", "dead_purge",
-             "dead_trim", "topic_config", "due_set", "recycle", "monitor_flush")
+             "dead_trim", "topic_config", "migrate", "due_set", "recycle", "monitor_flush")
 
     def __init__(self, client: redis.Redis, directory: Path | None = None,
-                 runner: ScriptRunner | None = None) -> None:
+                 runner: ScriptRunner | None = None, slot_hex: int | None = None) -> None:
+        """``slot_hex``: a test's shorter slot digest (includes/message.lua SLOT_HEX), so two
+        msgIds share a digest slot; production never passes it."""
         sources = {name: lua_source(name, directory) for name in self.NAMES}
+        if slot_hex is not None:
+            sources = {name: _SLOT_HEX.sub(f"local SLOT_HEX = {int(slot_hex)}", text)
+                       for name, text in sources.items()}
         self.key_counts = {name: key_count(text) for name, text in sources.items()}
         self._scripts: dict[str, Script] = {
             name: client.register_script(text) for name, text in sources.items()
@@ -201,89 +208,94 @@ class Scripts:
             return client.add(name, self._scripts[name], keys, args)
         return self.runner.run(name, self._scripts[name], keys, args, client)
 
-    # -- topic scripts: KEYS = waiting, ready, ack, expire, dead, config [, msg] -------------
+    # -- topic scripts: KEYS = waiting, ready, ack, expire, dead, config, msgs, ended --------
     def send(self, tk: TopicKeys, msg_id: str, body: str, now_ms: int, trigger_ms: int,
              ttl_ms: int, max_retry: int, attributes: str, channel: str,
              defaults: Sequence[str], client=None) -> list:
         return self._run(
-            "send", [*tk.queues, tk.msg(msg_id)],
+            "send", tk.queues,
             [msg_id, body, now_ms, trigger_ms, ttl_ms, max_retry, attributes, channel,
              tk.topic, *defaults], client,
         )
 
     def promote(self, tk: TopicKeys, now_ms: int, limit: int, channel: str, client=None) -> list:
-        return self._run("promote", tk.queues,
-                         [tk.msg_prefix, now_ms, limit, channel, tk.topic], client)
+        return self._run("promote", tk.queues, [now_ms, limit, channel, tk.topic], client)
 
     def pull(self, tk: TopicKeys, now_ms: int, batch: int, ack_timeout_ms: int,
              end_life_ms: int, promote_limit: int, channel: str,
              defaults: Sequence[str]) -> list:
         return self._run(
             "pull", tk.queues,
-            [tk.msg_prefix, now_ms, batch, ack_timeout_ms, end_life_ms, promote_limit,
-             channel, tk.topic, *defaults],
+            [now_ms, batch, ack_timeout_ms, end_life_ms, promote_limit, channel, tk.topic,
+             *defaults],
         )
 
-    def ack(self, tk: TopicKeys, msg_id: str, end_life_ms: int, receipt: str = "",
-            client=None) -> list:
-        return self._run("ack", [*tk.queues, tk.msg(msg_id)], [msg_id, end_life_ms, receipt],
-                         client)
+    def ack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int,
+            receipt: str = "", client=None) -> list:
+        return self._run("ack", tk.queues, [msg_id, now_ms, end_life_ms, receipt], client)
 
     def nack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int, channel: str,
              defaults: Sequence[str], receipt: str = "", delay_ms: int = -1,
              client=None) -> list:
-        return self._run("nack", [*tk.queues, tk.msg(msg_id)],
-                         [msg_id, tk.msg_prefix, now_ms, end_life_ms, receipt, delay_ms,
-                          channel, tk.topic, *defaults], client)
+        return self._run("nack", tk.queues,
+                         [msg_id, now_ms, end_life_ms, receipt, delay_ms, channel, tk.topic,
+                          *defaults], client)
 
     def change_visibility(self, tk: TopicKeys, msg_id: str, now_ms: int, timeout_ms: int,
                           end_life_ms: int, channel: str, defaults: Sequence[str],
                           receipt: str = "") -> list:
-        return self._run("change_visibility", [*tk.queues, tk.msg(msg_id)],
-                         [msg_id, tk.msg_prefix, now_ms, timeout_ms, receipt, end_life_ms,
-                          channel, tk.topic, *defaults])
+        return self._run("change_visibility", tk.queues,
+                         [msg_id, now_ms, timeout_ms, receipt, end_life_ms, channel, tk.topic,
+                          *defaults])
 
     def reschedule(self, tk: TopicKeys, msg_id: str, now_ms: int, trigger_ms: int,
                    channel: str) -> list:
-        return self._run("reschedule", [*tk.queues, tk.msg(msg_id)],
+        return self._run("reschedule", tk.queues,
                          [msg_id, now_ms, trigger_ms, channel, tk.topic])
 
-    def delete(self, tk: TopicKeys, msg_id: str, end_life_ms: int, release: bool,
+    def delete(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int, release: bool,
                client=None) -> list:
-        return self._run("delete", [*tk.queues, tk.msg(msg_id)],
-                         [msg_id, end_life_ms, 1 if release else 0], client)
+        return self._run("delete", tk.queues,
+                         [msg_id, now_ms, end_life_ms, 1 if release else 0], client)
+
+    def get(self, tk: TopicKeys, msg_id: str, now_ms: int | None) -> list:
+        """The message's fields (``MESSAGE_FIELDS`` order) and its slot, or [] when there is
+        none (``now_ms`` None: an ended one past its retention and not yet purged too)."""
+        return self._run("get", tk.queues, [msg_id, "" if now_ms is None else now_ms])
 
     def timeout(self, tk: TopicKeys, now_ms: int, limit: int, end_life_ms: int,
                 channel: str, defaults: Sequence[str], client=None) -> list:
         return self._run("timeout", tk.queues,
-                         [tk.msg_prefix, now_ms, limit, end_life_ms, channel, tk.topic,
-                          *defaults], client)
+                         [now_ms, limit, end_life_ms, channel, tk.topic, *defaults], client)
 
     def expire(self, tk: TopicKeys, now_ms: int, limit: int, end_life_ms: int,
                defaults: Sequence[str], client=None) -> list:
-        return self._run("expire", tk.queues,
-                         [tk.msg_prefix, now_ms, limit, end_life_ms, *defaults], client)
+        return self._run("expire", tk.queues, [now_ms, limit, end_life_ms, *defaults], client)
 
     def dead_list(self, tk: TopicKeys, now_ms: int, limit: int, cursor_time: int | None,
-                  cursor_id: str, defaults: Sequence[str]) -> list:
+                  cursor_slot: str, defaults: Sequence[str]) -> list:
         return self._run("dead_list", tk.queues,
-                         [tk.msg_prefix, now_ms, limit,
-                          "" if cursor_time is None else cursor_time, cursor_id, *defaults])
+                         [now_ms, limit, "" if cursor_time is None else cursor_time,
+                          cursor_slot, *defaults])
 
     def dead_redrive(self, tk: TopicKeys, now_ms: int, msg_id: str, limit: int, channel: str,
                      defaults: Sequence[str]) -> list:
         return self._run("dead_redrive", tk.queues,
-                         [tk.msg_prefix, now_ms, msg_id, limit, channel, tk.topic, *defaults])
+                         [now_ms, msg_id, limit, channel, tk.topic, *defaults])
 
     def dead_purge(self, tk: TopicKeys, msg_id: str, limit: int) -> list:
-        return self._run("dead_purge", tk.queues, [tk.msg_prefix, msg_id, limit])
+        return self._run("dead_purge", tk.queues, [msg_id, limit])
 
     def dead_trim(self, tk: TopicKeys, now_ms: int, limit: int,
                   defaults: Sequence[str]) -> int:
-        return self._run("dead_trim", tk.queues, [tk.msg_prefix, now_ms, limit, *defaults])
+        return self._run("dead_trim", tk.queues, [now_ms, limit, *defaults])
 
     def topic_config(self, tk: TopicKeys, reset: bool, pairs: Sequence[str]) -> int:
         return self._run("topic_config", tk.queues, [1 if reset else 0, *pairs])
+
+    def migrate(self, tk: TopicKeys, now_ms: int, msg_ids: Sequence[str]) -> list:
+        """Convert these messages from the per-message hashes of the older storage format."""
+        return self._run("migrate", tk.queues, [tk.legacy_msg_prefix, now_ms, *msg_ids])
 
     # -- namespace scripts (bookkeeping, slot {ns}) ----------------------------------------
     def due_set(self, nk: NamespaceKeys, topic: str, seen_ms: float, next_ms: int,

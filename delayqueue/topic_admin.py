@@ -26,16 +26,17 @@ class DeadPage:
     next_cursor: str | None
 
 
-def encode_cursor(dead_time_ms: int, msg_id: str) -> str:
-    return f"{dead_time_ms}:{msg_id}"
+def encode_cursor(dead_time_ms: int, slot: str) -> str:
+    """The last entry of a page: its death time and its slot in the dead queue (opaque)."""
+    return f"{dead_time_ms}:{slot}"
 
 
 def decode_cursor(cursor: str) -> tuple[int, str]:
-    time_text, sep, msg_id = cursor.partition(":")
+    time_text, sep, slot = cursor.partition(":")
     if not sep or not time_text.isdigit():
         raise BadRequest(f"cursor: not a cursor from a previous listDeadMsg page, got "
                          f"{cursor!r}")
-    return int(time_text), msg_id
+    return int(time_text), slot
 
 
 class TopicAdmin:
@@ -47,14 +48,14 @@ class TopicAdmin:
 
     # -- dead letters ------------------------------------------------------------------------
     def list(self, topic: str, limit: int = 100, cursor: str | None = None) -> DeadPage:
-        cursor_time, cursor_id = decode_cursor(cursor) if cursor else (None, "")
+        cursor_time, cursor_slot = decode_cursor(cursor) if cursor else (None, "")
         with redis_errors():
-            entries, next_time, next_id = self.scripts.dead_list(
+            entries, next_time, next_slot = self.scripts.dead_list(
                 self.queue.topic_keys(topic), self.clock.now_ms(), limit, cursor_time,
-                cursor_id, self.queue.defaults)
+                cursor_slot, self.queue.defaults)
         messages = [DelayMsg.from_fields(topic, e[0], e[2:]).with_dead_time(int(e[1]))
                     for e in entries]
-        return DeadPage(messages, encode_cursor(int(next_time), next_id)
+        return DeadPage(messages, encode_cursor(int(next_time), next_slot)
                         if int(next_time) >= 0 else None)
 
     def redrive(self, topic: str, msg_id: str | None = None,

@@ -1,19 +1,20 @@
 --[[ Read a page of the topic's dead letters, oldest death first. Read only.
   KEYS[1] waiting  KEYS[2] ready  KEYS[3] ack  KEYS[4] expire  KEYS[5] dead  (zsets)
-  KEYS[6] config   hash  (only dead and config are read)
-  ARGV[1] msg_prefix  ARGV[2] now_ms  ARGV[3] limit (<= 1000)
-  ARGV[4] cursor death time (ms, '' = from the start)  ARGV[5] cursor msgId
-  ARGV[6..14] the server's default settings
+  KEYS[6] config   hash
+  KEYS[7] msgs     hash  slot -> record   KEYS[8] ended  (only dead, config and msgs are read)
+  ARGV[1] now_ms  ARGV[2] limit (<= 1000)
+  ARGV[3] cursor death time (ms, '' = from the start)  ARGV[4] cursor slot
+  ARGV[5..13] the server's default settings
   The cursor is the last entry of the previous page; if it left the queue meanwhile, the
-  page starts after its place (entries with the same death time are ordered by msgId).
-  Entries past the retention, or whose hash is gone, are skipped.
-  Returns: {entries, next_time, next_id}: entries {msgId, deathTime, m, p, t, e, r, n, s, a, c};
-  next_time / next_id the cursor of the next page, or -1 / '' at the end. ]]
+  page starts after its place (entries with the same death time are ordered by slot).
+  Entries past the retention, or whose record is gone, are skipped.
+  Returns: {entries, next_time, next_slot}: entries {msgId, deathTime, m, p, t, e, r, n, s, a,
+  c}; next_time / next_slot the cursor of the next page, or -1 / '' at the end. ]]
 --@include settings
 --@include message
-local dead, config = KEYS[5], KEYS[6]
-local msg_prefix, now, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local cursor_time, cursor_id = tonumber(ARGV[4]), ARGV[5]
+local dead, config, msgs = KEYS[5], KEYS[6], KEYS[7]
+local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local cursor_time, cursor_slot = tonumber(ARGV[3]), ARGV[4]
 local TIE_SCAN = 1000   -- most entries sharing the cursor's death time skipped after it left
 
 local s = topic_settings(config)
@@ -21,8 +22,8 @@ local oldest = now - s.deadLetterRetentionMillis
 local start = redis.call('ZCOUNT', dead, '-inf', '(' .. oldest)
 local skip_ties = false
 if cursor_time then
-  local rank = redis.call('ZRANK', dead, cursor_id)
-  local score = rank and tonumber(redis.call('ZSCORE', dead, cursor_id))
+  local rank = redis.call('ZRANK', dead, cursor_slot)
+  local score = rank and tonumber(redis.call('ZSCORE', dead, cursor_slot))
   if rank and score == cursor_time then
     start = math.max(start, rank + 1)
   else
@@ -33,20 +34,20 @@ end
 
 local fetched = redis.call('ZRANGE', dead, start, start + limit + (skip_ties and TIE_SCAN or 0),
   'WITHSCORES')
-local entries, last_time, last_id, more = {}, -1, '', false
+local entries, last_time, last_slot, more = {}, -1, '', false
 for i = 1, #fetched, 2 do
-  local id, score = fetched[i], tonumber(fetched[i + 1])
-  if not (skip_ties and score == cursor_time and id <= cursor_id) then
+  local slot, score = fetched[i], tonumber(fetched[i + 1])
+  if not (skip_ties and score == cursor_time and slot <= cursor_slot) then
     if #entries == limit then more = true break end
-    last_time, last_id = score, id
-    local m = read_message(msg_prefix .. id)
+    last_time, last_slot = score, slot
+    local m = load_slot(msgs, slot)
     if m and m[7] == '6' then
       table.insert(m, 1, score)
-      table.insert(m, 1, id)
+      table.insert(m, 1, m.id)
       entries[#entries + 1] = m
     end
   end
 end
 if not more and start + #fetched / 2 < redis.call('ZCARD', dead) then more = true end
-if not more then last_time, last_id = -1, '' end
-return {entries, last_time, last_id}
+if not more then last_time, last_slot = -1, '' end
+return {entries, last_time, last_slot}

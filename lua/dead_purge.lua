@@ -1,23 +1,25 @@
 --[[ Remove dead letters for good: one, or the oldest `limit` (the caller repeats for all).
   KEYS[1] waiting  KEYS[2] ready  KEYS[3] ack  KEYS[4] expire  KEYS[5] dead  (zsets)
-  KEYS[6] config   hash  (only dead is touched)
-  ARGV[1] msg_prefix  ARGV[2] msg_id ('' = the oldest `limit`)  ARGV[3] limit (<= 1000)
+  KEYS[6] config   hash
+  KEYS[7] msgs     hash  slot -> record   KEYS[8] ended  (only dead, msgs and ended are touched)
+  ARGV[1] msg_id ('' = the oldest `limit`)  ARGV[2] limit (<= 1000)
   Returns: {outcome, count}; outcome NO_MESSAGE when msg_id is not a dead letter.
   Memory: shrinks (first write ZREM). ]]
---@include outcome
-local dead = KEYS[5]
-local msg_prefix, msg_id, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
+--@include message
+local dead, msgs, ended = KEYS[5], KEYS[7], KEYS[8]
+local msg_id, limit = ARGV[1], tonumber(ARGV[2])
 
-local ids
+local slots
 if msg_id ~= '' then
-  if not redis.call('ZSCORE', dead, msg_id) then return {NO_MESSAGE, 0} end
-  ids = {msg_id}
+  local m = find_message(msgs, msg_id)
+  if not m or not redis.call('ZSCORE', dead, m.slot) then return {NO_MESSAGE, 0} end
+  slots = {m.slot}
 else
-  ids = redis.call('ZRANGE', dead, 0, limit - 1)
+  slots = redis.call('ZRANGE', dead, 0, limit - 1)
 end
-for _, id in ipairs(ids) do
-  redis.call('ZREM', dead, id)
-  local key = msg_prefix .. id
-  if redis.call('HGET', key, 's') == '6' then redis.call('DEL', key) end
+for _, slot in ipairs(slots) do
+  redis.call('ZREM', dead, slot)
+  local record = redis.call('HGET', msgs, slot)
+  if record and string.byte(record, 1) == 6 then drop_message(msgs, ended, dead, slot) end
 end
-return {OK, #ids}
+return {OK, #slots}

@@ -2,39 +2,44 @@
   retry 0, triggerTime now and a fresh expireTime (now + the topic's ttl).
   KEYS[1] waiting  KEYS[2] ready  KEYS[3] ack  KEYS[4] expire  KEYS[5] dead  (zsets)
   KEYS[6] config   hash  the topic's settings (read only)
-  ARGV[1] msg_prefix  ARGV[2] now_ms  ARGV[3] msg_id ('' = the oldest `limit`)
-  ARGV[4] limit (<= 1000)  ARGV[5] hint channel  ARGV[6] topic
-  ARGV[7..15] the server's default settings
+  KEYS[7] msgs     hash  slot -> record   KEYS[8] ended  zset  a redriven message leaves it
+  ARGV[1] now_ms  ARGV[2] msg_id ('' = the oldest `limit`)
+  ARGV[3] limit (<= 1000)  ARGV[4] hint channel  ARGV[5] topic
+  ARGV[6..14] the server's default settings
+  A dead letter past its retention (not yet purged) is removed, not redriven.
   Returns: {outcome, count, lowered_due}; outcome NO_MESSAGE when msg_id is not a dead letter.
   Memory: first write ZREM dead: runs over maxmemory (it moves, never adds, a message).
   Publishes "<count> <topic>" when it redrove any. ]]
 --@include settings
 --@include message
-local waiting, ready, ack, expire, dead, config =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local msg_prefix, now, msg_id = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local limit, channel, topic = tonumber(ARGV[4]), ARGV[5], ARGV[6]
+local waiting, ready, ack, expire, dead, config, msgs, ended =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local now, msg_id = tonumber(ARGV[1]), ARGV[2]
+local limit, channel, topic = tonumber(ARGV[3]), ARGV[4], ARGV[5]
 
-local ids
+local slots
 if msg_id ~= '' then
-  if not redis.call('ZSCORE', dead, msg_id) then return {NO_MESSAGE, 0, -1} end
-  ids = {msg_id}
+  local m = find_message(msgs, msg_id)
+  if not m or not redis.call('ZSCORE', dead, m.slot) then return {NO_MESSAGE, 0, -1} end
+  slots = {m.slot}
 else
-  ids = redis.call('ZRANGE', dead, 0, limit - 1)
+  slots = redis.call('ZRANGE', dead, 0, limit - 1)
 end
 local s = topic_settings(config)
-local before = due_at(waiting, ack, expire)
+local before = due_at(waiting, ack, expire, ended)
 local count = 0
-for _, id in ipairs(ids) do
-  redis.call('ZREM', dead, id)
-  local key = msg_prefix .. id
-  if redis.call('HGET', key, 's') == '6' then
+for _, slot in ipairs(slots) do
+  redis.call('ZREM', dead, slot)
+  local m = load_slot(msgs, slot)
+  if m and m[7] == '6' and not retained(m, ended, now) then
+    drop_message(msgs, ended, dead, slot)      -- past its retention: gone, not redriven
+  elseif m and m[7] == '6' then
     local expire_at = now + s.ttlMillis
-    redis.call('PERSIST', key)
-    redis.call('HSET', key, 's', 2, 'n', 0, 't', now, 'e', expire_at)
-    redis.call('HDEL', key, 'c')
-    redis.call('ZADD', ready, now, id)
-    redis.call('ZADD', expire, expire_at, id)
+    redis.call('ZREM', ended, slot)
+    m[3], m[4], m[6], m[7], m.dt = now, expire_at, 0, 2, nil
+    save_message(msgs, m)
+    redis.call('ZADD', ready, now, slot)
+    redis.call('ZADD', expire, expire_at, slot)
     count = count + 1
   end
 end
@@ -42,4 +47,4 @@ if count > 0 then
   redis.call('PUBLISH', channel, count .. ' ' .. topic)
 end
 if msg_id ~= '' and count == 0 then return {NO_MESSAGE, 0, -1} end
-return {OK, count, lowered_due(before, waiting, ack, expire)}
+return {OK, count, lowered_due(before, waiting, ack, expire, ended)}

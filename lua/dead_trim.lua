@@ -2,13 +2,13 @@
   lowered): drop at most `limit` dead letters, oldest first; the caller repeats while the
   count equals the limit.
   KEYS[1] waiting  KEYS[2] ready  KEYS[3] ack  KEYS[4] expire  KEYS[5] dead  (zsets)
-  KEYS[6] config   hash  (dead and config are used)
-  ARGV[1] msg_prefix  ARGV[2] now_ms  ARGV[3] limit (<= 1000)
-  ARGV[4..12] the server's default settings
+  KEYS[6] config   hash
+  KEYS[7] msgs     hash  slot -> record   KEYS[8] ended  (dead, config, msgs, ended are used)
+  ARGV[1] now_ms  ARGV[2] limit (<= 1000)  ARGV[3..11] the server's default settings
   Returns: how many were dropped.
   Memory: shrinks (first write ZREM). ]]
 --@include dead_letter
-local dead, config = KEYS[5], KEYS[6]
-local msg_prefix, now, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local dead, config, msgs, ended = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 
-return trim_dead(dead, msg_prefix, now, topic_settings(config), limit)
+return trim_dead(msgs, ended, dead, now, topic_settings(config), limit)

@@ -3,15 +3,17 @@
   time never waits for a scheduler. A message past its expireTime, or past its deliveries,
   is never handed out: it ends (5 if never delivered, else 6, a dead letter).
   Each delivery gets a new receipt (field c): only it can ack, nack or extend the delivery.
-  KEYS[1] waiting  zset  msgId -> triggerTime
-  KEYS[2] ready    zset  msgId -> when it became ready
-  KEYS[3] ack      zset  msgId -> ack deadline
-  KEYS[4] expire   zset  msgId -> expireTime
-  KEYS[5] dead     zset  msgId -> when it died
+  KEYS[1] waiting  zset  slot -> triggerTime
+  KEYS[2] ready    zset  slot -> when it became ready
+  KEYS[3] ack      zset  slot -> ack deadline
+  KEYS[4] expire   zset  slot -> expireTime
+  KEYS[5] dead     zset  slot -> when it died
   KEYS[6] config   hash  the topic's settings (read only)
-  ARGV[1] msg_prefix (same hash tag)  ARGV[2] now_ms  ARGV[3] batch (<= 1000)
-  ARGV[4] ack_timeout_ms (-1: the topic's)  ARGV[5] end_life_ms  ARGV[6] promote limit
-  ARGV[7] hint channel  ARGV[8] topic  ARGV[9..17] the server's default settings
+  KEYS[7] msgs     hash  slot -> record
+  KEYS[8] ended    zset  slot -> end of retention
+  ARGV[1] now_ms  ARGV[2] batch (<= 1000)  ARGV[3] ack_timeout_ms (-1: the topic's)
+  ARGV[4] end_life_ms  ARGV[5] promote limit  ARGV[6] hint channel  ARGV[7] topic
+  ARGV[8..16] the server's default settings
   Returns: {messages, promoted, gaps, ended, next_trigger, ready_left, lowered_due, dead}
     messages     list of {msgId, m, p, t, e, r, n, s, a, c} as stored after the pull
     promoted     moved waiting -> ready by this call; gaps: their promotion gaps (ms)
@@ -25,46 +27,44 @@
   consumers held on other processes take them. ]]
 --@include promote
 --@include dead_letter
-local waiting, ready, ack, expire, dead, config =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local msg_prefix, now = ARGV[1], tonumber(ARGV[2])
-local batch, ack_timeout = tonumber(ARGV[3]), tonumber(ARGV[4])
-local end_life, promote_limit = tonumber(ARGV[5]), tonumber(ARGV[6])
-local channel, topic = ARGV[7], ARGV[8]
+local waiting, ready, ack, expire, dead, config, msgs, ended =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local now, batch, ack_timeout = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local end_life, promote_limit = tonumber(ARGV[4]), tonumber(ARGV[5])
+local channel, topic = ARGV[6], ARGV[7]
+local queues = {waiting, ready, ack, expire, dead, msgs, ended}
 
 local s = topic_settings(config)
 if ack_timeout < 0 then ack_timeout = s.ackTimeoutMillis end
-local before = due_at(waiting, ack, expire)
-local promoted, gaps = promote(waiting, ready, expire, msg_prefix, now, promote_limit)
+local before = due_at(waiting, ack, expire, ended)
+local promoted, gaps = promote(waiting, ready, expire, msgs, now, promote_limit)
 
-local messages, ended, dead_lettered = {}, 0, 0
+local messages, ended_here, dead_lettered = {}, 0, 0
 -- Bounded work: skipping dead entries costs at most `batch` extra pops per call.
 local pops_left = batch * 2
 while #messages < batch and pops_left > 0 do
   local popped = redis.call('ZPOPMIN', ready)
   if not popped[1] then break end
   pops_left = pops_left - 1
-  local id = popped[1]
-  local key = msg_prefix .. id
-  local m = read_message(key)
+  local slot = popped[1]
+  local m = load_slot(msgs, slot)
   if not m then
-    redis.call('ZREM', expire, id)
+    redis.call('ZREM', expire, slot)
   else
     local deliveries, max_retry = tonumber(m[6]), tonumber(m[5])
     if now >= tonumber(m[4]) or deliveries >= max_retry + 1 then
-      redis.call('ZREM', expire, id)
+      redis.call('ZREM', expire, slot)
       if deliveries == 0 then
-        end_message(key, 5, end_life)
+        end_message(msgs, ended, m, 5, now, end_life)
       else
-        dead_lettered = dead_lettered + end_exhausted(key, id, dead, msg_prefix, now, end_life, s)
+        dead_lettered = dead_lettered + end_exhausted(queues, m, now, end_life, s)
       end
-      ended = ended + 1
+      ended_here = ended_here + 1
     else
-      local receipt = string.format('%x.%x', now, deliveries + 1)
-      redis.call('HSET', key, 'n', deliveries + 1, 's', 3, 'c', receipt)
-      redis.call('ZADD', ack, now + ack_timeout, id)
-      m[6], m[7], m[9] = tostring(deliveries + 1), '3', receipt
-      table.insert(m, 1, id)
+      m[6], m[7], m.dt = deliveries + 1, 3, now
+      save_message(msgs, m)
+      redis.call('ZADD', ack, now + ack_timeout, slot)
+      table.insert(m, 1, m.id)
       messages[#messages + 1] = m
     end
   end
@@ -76,5 +76,5 @@ if promoted > 0 and ready_left > 0 then
 end
 local head = redis.call('ZRANGE', waiting, 0, 0, 'WITHSCORES')
 local next_trigger = head[2] and tonumber(head[2]) or -1
-return {messages, promoted, gaps, ended, next_trigger, ready_left,
-  lowered_due(before, waiting, ack, expire), dead_lettered}
+return {messages, promoted, gaps, ended_here, next_trigger, ready_left,
+  lowered_due(before, waiting, ack, expire, ended), dead_lettered}

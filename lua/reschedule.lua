@@ -2,7 +2,7 @@
   (at the tail of the queue) when due now; its expireTime moves with it (the same ttl).
   KEYS[1] waiting  KEYS[2] ready  KEYS[3] ack  KEYS[4] expire  (zsets)
   KEYS[5] dead     KEYS[6] config  (unused; every topic script takes the same keys)
-  KEYS[7] msg      hash  the message
+  KEYS[7] msgs     hash  slot -> record   KEYS[8] ended  zset  (read only, for the due time)
   ARGV[1] msg_id  ARGV[2] now_ms  ARGV[3] trigger_ms (a past one means now)
   ARGV[4] hint channel  ARGV[5] topic
   Returns: {outcome, fields, lowered_due}
@@ -10,31 +10,31 @@
   Memory: first write ZREM: runs over maxmemory (it moves, never adds, a message).
   Publishes "1 <topic>" when the message is ready. ]]
 --@include message
-local waiting, ready, ack, expire, msg = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]
+local waiting, ready, ack, expire, msgs, ended =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7], KEYS[8]
 local msg_id, now, trigger = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local channel, topic = ARGV[4], ARGV[5]
 
-local m = read_message(msg)
+local m = find_message(msgs, msg_id)
 if not m then return {NO_MESSAGE, {}, -1} end
 local status = tonumber(m[7])
 if status == 3 then return {CONSUMING, m, -1} end
 if status > 3 then return {NO_MESSAGE, m, -1} end
 
-local before = due_at(waiting, ack, expire)
+local before = due_at(waiting, ack, expire, ended)
 if trigger < now then trigger = now end
 local expire_at = trigger + tonumber(m[4]) - tonumber(m[3])
-redis.call('ZREM', status == 1 and waiting or ready, msg_id)
+redis.call('ZREM', status == 1 and waiting or ready, m.slot)
 if trigger <= now then
-  redis.call('ZADD', ready, now, msg_id)
-  redis.call('ZADD', expire, expire_at, msg_id)
-  redis.call('HSET', msg, 's', 2, 't', trigger, 'e', expire_at)
+  redis.call('ZADD', ready, now, m.slot)
+  redis.call('ZADD', expire, expire_at, m.slot)
+  m[7] = 2
   redis.call('PUBLISH', channel, '1 ' .. topic)
-  m[7] = '2'
 else
-  redis.call('ZREM', expire, msg_id)
-  redis.call('ZADD', waiting, trigger, msg_id)
-  redis.call('HSET', msg, 's', 1, 't', trigger, 'e', expire_at)
-  m[7] = '1'
+  redis.call('ZREM', expire, m.slot)
+  redis.call('ZADD', waiting, trigger, m.slot)
+  m[7] = 1
 end
-m[3], m[4] = tostring(trigger), tostring(expire_at)
-return {OK, m, lowered_due(before, waiting, ack, expire)}
+m[3], m[4] = trigger, expire_at
+save_message(msgs, m)
+return {OK, m, lowered_due(before, waiting, ack, expire, ended)}

@@ -4,32 +4,31 @@
   redelivery would come at or after its expireTime.
   KEYS[1] waiting  KEYS[2] ready  KEYS[3] ack  KEYS[4] expire  KEYS[5] dead  (zsets)
   KEYS[6] config   hash  the topic's settings (read only)
-  ARGV[1] msg_prefix (same hash tag)  ARGV[2] now_ms  ARGV[3] limit (<= 1000)
-  ARGV[4] end_life_ms  ARGV[5] hint channel  ARGV[6] topic
-  ARGV[7..15] the server's default settings
+  KEYS[7] msgs     hash  slot -> record   KEYS[8] ended  zset  slot -> end of retention
+  ARGV[1] now_ms  ARGV[2] limit (<= 1000)  ARGV[3] end_life_ms  ARGV[4] hint channel
+  ARGV[5] topic  ARGV[6..14] the server's default settings
   Returns: {requeued, ended, due, dead}; the caller repeats while requeued + ended equals limit.
-    due   the topic's next due time, -1 when it holds nothing live.
+    due   the topic's next due time, -1 when it holds nothing (live or retained).
     dead  how many of the ended became dead letters
   Memory: drains (first write ZREM): runs over maxmemory.
   Publishes "<n> <topic>" when it made n messages ready. ]]
 --@include dead_letter
-local waiting, ready, ack, expire, dead, config =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local msg_prefix, now, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local end_life, channel, topic = tonumber(ARGV[4]), ARGV[5], ARGV[6]
+local waiting, ready, ack, expire, dead, config, msgs, ended =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local end_life, channel, topic = tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local queues = {waiting, ready, ack, expire, dead, msgs, ended}
 
 local late = redis.call('ZRANGEBYSCORE', ack, '-inf', now, 'LIMIT', 0, limit)
-local requeued, ended, readied, dead_lettered = 0, 0, 0, 0
+local requeued, ended_here, readied, dead_lettered = 0, 0, 0, 0
 local s = #late > 0 and topic_settings(config)
-for _, id in ipairs(late) do
-  if redis.call('ZREM', ack, id) == 1 then
-    local key = msg_prefix .. id
-    local m = read_message(key)
+for _, slot in ipairs(late) do
+  if redis.call('ZREM', ack, slot) == 1 then
+    local m = load_slot(msgs, slot)
     if m and tonumber(m[7]) == 3 then
-      local status, d = redeliver(key, id, m, {waiting, ready, ack, expire, dead}, msg_prefix,
-        now, backoff(s, tonumber(m[6])), end_life, s)
+      local status, d = redeliver(queues, m, now, backoff(s, tonumber(m[6])), end_life, s)
       if status == 6 then
-        ended, dead_lettered = ended + 1, dead_lettered + d
+        ended_here, dead_lettered = ended_here + 1, dead_lettered + d
       else
         requeued = requeued + 1
         if status == 2 then readied = readied + 1 end
@@ -40,4 +39,4 @@ end
 if readied > 0 then
   redis.call('PUBLISH', channel, readied .. ' ' .. topic)
 end
-return {requeued, ended, due_at(waiting, ack, expire) or -1, dead_lettered}
+return {requeued, ended_here, due_at(waiting, ack, expire, ended) or -1, dead_lettered}

@@ -3,6 +3,7 @@
   together.
   KEYS[1] waiting  KEYS[2] ready  KEYS[3] ack  KEYS[4] expire  KEYS[5] dead  (zsets)
   KEYS[6] config   hash  (only config is written)
+  KEYS[7] msgs     hash   KEYS[8] ended  zset  (unused; every topic script takes the same keys)
   ARGV[1] reset (1 / 0)  ARGV[2..] setting, value pairs
   Returns: OK; BAD_ARGUMENT (nothing written) if ARGV[2..] is not pairs.
   Memory: grows Redis a little; its first write is DEL or HSET. ]]

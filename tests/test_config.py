@@ -171,7 +171,7 @@ def test_camellia_redis_standalone_resources_become_redis_url(resource, url):
     ("  type: local\n", "without local.resource"),
     ("  type: local\n  local:\n    resource: redis-sentinel://pw@h:26379\n",
      "redis-sentinel"),
-    ("  type: local\n  local:\n    resource: http://proxy:6380\n", "'http'"),
+    ("  type: local\n  local:\n    resource: http://proxy:6380\n", "(http)"),
     ("  type: remote\n  remote:\n    url: http://dashboard\n", "type 'remote'"),
     ("  type: custom\n", "type 'custom'"),
 ])

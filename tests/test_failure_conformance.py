@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
+from support.lua import NS, read, slot_of
 from support.node import ServerProcess
 from support.redis_server import RedisServer
 from support.topologies import backend_named, selected_topologies
@@ -217,6 +218,11 @@ def ack_key(topic):
     return f"dq:{{default:{topic}}}:ack"
 
 
+def ack_deadline(client, topic, msg_id):
+    """The ack deadline of the message's delivery (the ack zset holds its slot)."""
+    return client.zscore(ack_key(topic), slot_of(client, NS.topic(topic), msg_id))
+
+
 def assert_nothing_written(client, topic):
     assert client.zscore(REGISTRY, topic) is None
     assert client.keys(f"*{topic}*") == []
@@ -228,7 +234,7 @@ def dump(client, topic):
     for key in sorted(client.keys(f"*{topic}*")):
         kind = client.type(key)
         if kind == "hash":
-            value = client.hgetall(key)
+            value = client.dump(key)      # a topic's msgs hash holds binary records
         elif kind == "zset":
             value = client.zrange(key, 0, -1, withscores=True)
         elif kind == "string":
@@ -362,7 +368,7 @@ def test_change_visibility_extends_the_ack_deadline(node, topic, raw_redis):
     reply = change_visibility(node, topic, "x", 1500, receipt)
     after = redis_now_ms(raw_redis)
     assert reply["code"] == 200 and reply["delayMsg"]["status"] == 3
-    deadline = raw_redis.zscore(ack_key(topic), "x")
+    deadline = ack_deadline(raw_redis, topic, "x")
     assert before + 1500 - CLOCK_SLACK <= deadline <= after + 1500
     # Well past the original 300 ms: still consuming, nothing to pull.
     while redis_now_ms(raw_redis) < before + 900:
@@ -371,7 +377,7 @@ def test_change_visibility_extends_the_ack_deadline(node, topic, raw_redis):
     assert status(node, topic, "x") == 3
     # After the new deadline it is redelivered, never before it.
     again = wait_for(lambda: pull(node, topic, ackTimeoutMillis=60_000), timeout=5)
-    delivered_at = raw_redis.zscore(ack_key(topic), "x") - 60_000
+    delivered_at = ack_deadline(raw_redis, topic, "x") - 60_000
     assert [m["msgId"] for m in again] == ["x"] and again[0]["retry"] == 2
     assert delivered_at >= deadline
     assert_stale(ack(node, topic, "x", receipt))
@@ -456,7 +462,7 @@ def test_nack_with_delay_waits_then_redelivers_never_early(node, topic, raw_redi
     reply = call(node, "longPollingMsg", topic=topic, longPollingTimeoutMillis=5000,
                  ackTimeoutMillis=60_000)
     assert [x["msgId"] for x in reply["delayMsgList"]] == ["n"]
-    delivered_at = raw_redis.zscore(ack_key(topic), "n") - 60_000
+    delivered_at = ack_deadline(raw_redis, topic, "n") - 60_000
     assert delivered_at >= m["triggerTime"]
     assert reply["delayMsgList"][0]["retry"] == 2
     assert reply["delayMsgList"][0]["triggerTime"] == m["triggerTime"]
@@ -623,7 +629,7 @@ def test_delete_with_release_of_a_dead_letter_removes_it_from_the_dead_letter_qu
     assert dead_ids(node, topic) == ["y"] and dead_size(node, topic) == 1
     assert call(node, "redriveDeadMsg", topic=topic)["count"] == 1
     assert [m["msgId"] for m in pull(node, topic, batch=10)] == ["y"]
-    assert raw_redis.keys(f"*{topic}*msg:x") == []
+    assert read(raw_redis, NS.topic(topic), "x") == (None, None)     # not even retained
 
 
 def test_list_dead_msg_pages_with_a_cursor_without_gaps_or_repeats(node, topic):
@@ -767,7 +773,7 @@ def test_purge_one_and_all(node, topic, raw_redis):
     assert dead_ids(node, topic) == [] and dead_size(node, topic) == 0
     assert all(get(node, topic, i)["code"] == 404 for i in "acd")
     assert call(node, "purgeDeadMsg", topic=topic)["count"] == 0
-    assert raw_redis.keys(f"*{topic}*msg:*") == []
+    assert raw_redis.exists(NS.topic(topic).msgs, NS.topic(topic).ended) == 0
 
 
 def test_dead_letter_max_size_drops_the_oldest(node, topic):
@@ -907,12 +913,12 @@ def test_send_and_pull_without_values_use_the_topic_settings(node, topic, raw_re
         reply = call(node, endpoint, topic=topic, longPollingTimeoutMillis=1000)
         after = redis_now_ms(raw_redis)
         (m,) = reply["delayMsgList"]
-        deadline = raw_redis.zscore(ack_key(topic), m["msgId"])
+        deadline = ack_deadline(raw_redis, topic, m["msgId"])
         assert before + 700 - CLOCK_SLACK <= deadline <= after + 700
     # An explicit ackTimeoutMillis still wins; the topic's maxRetry counts deliveries.
     wait_for(lambda: info(node, topic)["readyQueueSize"] == 2, timeout=5)
     got = pull(node, topic, batch=2, ackTimeoutMillis=60_000)
-    assert all(raw_redis.zscore(ack_key(topic), m["msgId"]) >= redis_now_ms(raw_redis)
+    assert all(ack_deadline(raw_redis, topic, m["msgId"]) >= redis_now_ms(raw_redis)
                + 50_000 for m in got)
 
 

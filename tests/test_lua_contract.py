@@ -9,16 +9,17 @@ from pathlib import Path
 import pytest
 from redis.crc import key_slot
 
+from delayqueue.config import load_settings
 from delayqueue.keys import NamespaceKeys
-from delayqueue.message import MESSAGE_FIELDS
+from delayqueue.message import MESSAGE_FIELDS, DelayMsg
 from delayqueue.outcome import Outcome
 from delayqueue.scripts import Scripts, ScriptSourceError, key_count, lua_source
-from delayqueue.topic_config import SETTINGS
+from delayqueue.topic_config import SETTINGS, server_defaults
 
 LUA = Path(__file__).resolve().parent.parent / "lua"
 TOPIC_SCRIPTS = ("send", "promote", "pull", "ack", "nack", "delete", "timeout", "expire",
                  "change_visibility", "reschedule", "dead_list", "dead_redrive", "dead_purge",
-                 "dead_trim", "topic_config")
+                 "dead_trim", "topic_config", "get", "migrate")
 
 
 def test_lua_outcome_table_equals_the_python_enum():
@@ -41,10 +42,21 @@ def test_lua_setting_names_are_the_python_topic_settings_in_order():
     assert tuple(re.findall(r"'(\w+)'", names)) == tuple(s.name for s in SETTINGS)
 
 
-def test_lua_message_fields_are_in_python_field_order():
+def test_lua_message_fields_are_in_python_field_order(redis_client):
+    """The record include documents the fields in MESSAGE_FIELDS order, and a script's reply,
+    decoded from a record, reads back as what was sent."""
     text = (LUA / "includes" / "message.lua").read_text()
-    (hmget,) = re.findall(r"HMGET', key, (.*)\)", text)
-    assert tuple(re.findall(r"'(\w)'", hmget)) == MESSAGE_FIELDS
+    names = re.findall(r"(?<![\w(])(\w) (?:body|produceTime|triggerTime|expireTime|maxRetry|"
+                       r"deliveries|status|attributes|receipt)\b", text.split("]]", 1)[0])
+    assert tuple(names) == MESSAGE_FIELDS
+    tk = NamespaceKeys("dq", "default").topic("t")
+    defaults = server_defaults(load_settings(env={}))
+    _, fields, _ = Scripts(redis_client).send(tk, "id", "B", 1, 2, 3, 4, '{"k":"v"}', "ch",
+                                              defaults)
+    message = DelayMsg.from_fields("t", "id", fields)
+    assert (message.msg, message.produce_time, message.trigger_time, message.expire_time,
+            message.max_retry, message.retry, message.status, message.attributes,
+            message.receipt) == ("B", 1, 2, 5, 4, 0, 1, {"k": "v"}, None)
 
 
 def test_every_topic_script_names_its_keys_in_the_same_order():
@@ -52,8 +64,8 @@ def test_every_topic_script_names_its_keys_in_the_same_order():
         header = (LUA / f"{name}.lua").read_text().split("]]", 1)[0]
         names = [re.search(rf"KEYS\[{i}\]\s+(\w+)", header).group(1)
                  for i in range(1, key_count(header) + 1)]
-        assert names[:6] == ["waiting", "ready", "ack", "expire", "dead", "config"], (name, names)
-        assert names[6:] in ([], ["msg"]), (name, names)
+        assert names == ["waiting", "ready", "ack", "expire", "dead", "config", "msgs",
+                         "ended"], (name, names)
 
 
 def test_every_script_is_assembled_with_each_include_once():
@@ -61,12 +73,12 @@ def test_every_script_is_assembled_with_each_include_once():
         source = lua_source(name)
         assert not re.search(r"^--@include", source, re.M), name
         # each helper is defined exactly once, however deep it was included
-        for helper in ("read_message", "due_at", "promote"):
+        for helper in ("find_message", "decode", "save_message", "due_at", "promote"):
             assert source.count(f"local function {helper}(") <= 1, (name, helper)
         assert source.count("local OK = 1") <= 1, name
     # pull includes promote, which includes message, which includes outcome
     pull = lua_source("pull")
-    assert pull.count("local function read_message(") == 1
+    assert pull.count("local function find_message(") == 1
     assert pull.count("local NO_MESSAGE = -1") == 1
 
 
@@ -80,9 +92,9 @@ def test_a_missing_include_fails_at_load_time(tmp_path):
 
 def test_a_call_with_the_wrong_number_of_keys_is_refused_before_redis(redis_client):
     scripts = Scripts(redis_client)
-    assert scripts.key_counts["send"] == 7 and scripts.key_counts["pull"] == 6
+    assert scripts.key_counts["send"] == 8 and scripts.key_counts["pull"] == 8
     assert scripts.key_counts["monitor_flush"] == 2 and scripts.key_counts["due_set"] == 1
-    with pytest.raises(TypeError, match="pull.lua reads 6 keys; called with 3"):
+    with pytest.raises(TypeError, match="pull.lua reads 8 keys; called with 3"):
         scripts._run("pull", ["a", "b", "c"], [])
     redis_client.config_resetstat()
     assert "cmdstat_evalsha" not in redis_client.info("commandstats")
@@ -93,9 +105,10 @@ def test_every_key_of_a_topic_lives_in_one_cluster_slot(topic):
     """Every topic script touches one Redis Cluster slot; every namespace script another."""
     nk = NamespaceKeys("dq", "default")
     tk = nk.topic(topic)
-    topic_keys = [*tk.queues, tk.msg("m-1"), tk.msg("another {id}")]
-    assert tk.dead in topic_keys and tk.config in topic_keys
+    topic_keys = [*tk.queues, tk.legacy_msg_prefix + "m-1", tk.legacy_msg_prefix + "{id}"]
+    assert tk.dead in topic_keys and tk.config in topic_keys and tk.msgs in topic_keys
     assert len({key_slot(key.encode()) for key in topic_keys}) == 1
     namespace_keys = [nk.topics, nk.due, nk.hint_channel, nk.lease("schedule"), nk.monitor(0),
-                      nk.monitor_total, nk.snapshot_mark, nk.offline("node:8080")]
+                      nk.monitor_total, nk.snapshot_mark, nk.offline("node:8080"),
+                      nk.storage_format]
     assert len({key_slot(key.encode()) for key in namespace_keys}) == 1

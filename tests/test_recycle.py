@@ -16,6 +16,10 @@ def test_empty_topic_unused_past_the_timeout_is_recycled(redis_url, redis_client
     rt.queue.pull("gone")
     rt.queue.ack("gone", sent.msg_id)
     clock.advance(HALF_HOUR_MS + 1)
+    # The acked message's record outlived its retention, but nothing purged it yet: kept.
+    assert rt.scheduler.recycle_topics() == []
+    rt.scheduler.run_due()                      # the topic's due visit purges the record
+    assert redis_client.exists(*rt.queue.topic_keys("gone").queues) == 0
     assert rt.scheduler.recycle_topics() == ["gone"]
     assert "gone" not in rt.queue.topics()
     assert redis_client.zscore(rt.keys.due, "gone") is None

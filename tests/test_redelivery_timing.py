@@ -24,6 +24,7 @@ import pytest
 import redis
 import requests
 
+from support.lua import NS, slot_of
 from support.node import ServerProcess
 
 BASE = "/camellia/delayQueue/"
@@ -91,7 +92,7 @@ def long_poll(server, topic, ack_timeout_ms):
 
 
 def deadline_of(client, topic, msg_id) -> int:
-    score = client.zscore(f"dq:{{default:{topic}}}:ack", msg_id)
+    score = client.zscore(f"dq:{{default:{topic}}}:ack", slot_of(client, NS.topic(topic), msg_id))
     assert score is not None
     return int(score)
 

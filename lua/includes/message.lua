@@ -1,34 +1,152 @@
---[[ Shared helpers, pasted into a script where it says `--@include message`.
-  A message is a HASH at <msg_prefix><msgId> with short fields (they cost bytes per message),
-  in this order (delayqueue/message.py MESSAGE_FIELDS; a test keeps the two equal):
+--[[ The message record, pasted into a script where it says `--@include message`.
+  Every message of a topic is one field of the topic's `msgs` HASH: slot -> record. This file
+  owns the slot lookup, the record's encoding and every write of a record; scripts work with
+  the fields in MESSAGE_FIELDS order (delayqueue/message.py; a test keeps the two equal):
     m body   p produceTime   t triggerTime   e expireTime
     r maxRetry   n deliveries so far (camellia's "retry")   s status (1..7)
-    a attributes (JSON text; absent when none)   c receipt of the latest delivery
+    a attributes (JSON text; false when none)   c receipt of the latest delivery (false: none)
+  plus m.id (the msgId, read from the record), m.slot and m.dt (time of the latest delivery).
+  Slot: the first SLOT_HEX hex chars of sha1(msgId); when that slot holds another msgId's
+  record, "=" .. msgId. Every zset of the topic (waiting, ready, ack, expire, dead, ended)
+  holds slots, never msgIds. A lookup reads the digest slot, then (on a miss or another id)
+  "=" .. msgId: two msgIds never share a record.
+  Record: struct '>BBI3I3I6I6I6' status, flags (bit0 attributes, bit1 delivered), maxRetry,
+  deliveries, produceTime, triggerTime, expireTime (26 bytes); msgId ('>H' length + bytes);
+  attributes ('>H' length + JSON) if flagged; the latest delivery time ('>I6') if flagged
+  (the receipt is '%x.%x' of it and the deliveries); then the body to the end.
   Live statuses 1..3 sit in exactly one of waiting / ready / ack; ready and consuming ones
-  are in the expiry index too. A dead letter (6, kept for redrive) is in the dead queue. ]]
+  are in the expiry index too. Ended ones (4..7) are in `ended`, scored by the end of their
+  retention; a dead letter (6, kept for redrive) is in the dead queue too. ]]
 --@include outcome
+local SLOT_HEX = 14          -- digest chars of a slot (scripts.py can lower it for a test)
+local PURGE_SLACK_MS = 60000 -- ended records wait this much past their retention, so a busy
+                             -- topic's purge runs in batches, not once per ended message
+local HEADER = '>BBI3I3I6I6I6'
+local HAS_ATTRIBUTES, DELIVERED = 1, 2
 
--- The message's fields in MESSAGE_FIELDS order, or nil when the hash is gone.
-local function read_message(key)
-  local v = redis.call('HMGET', key, 'm', 'p', 't', 'e', 'r', 'n', 's', 'a', 'c')
-  if not v[7] then return nil end
-  return v
+local function digest_slot(id)
+  return string.sub(redis.sha1hex(id), 1, SLOT_HEX)
 end
 
--- Ended messages (4..7) keep their body for end_life_ms so getMsg and dedup can see them.
-local function end_message(key, status, end_life_ms)
-  redis.call('HSET', key, 's', status)
-  redis.call('PEXPIRE', key, end_life_ms)
+local function num(x)
+  return string.format('%.0f', tonumber(x))
+end
+
+-- The fields of a record, with m.id, m.slot, m.dt.
+local function decode(record, slot)
+  local status, flags, max_retry, deliveries, produce, trigger, expire, pos =
+    struct.unpack(HEADER, record)
+  local len
+  len, pos = struct.unpack('>H', record, pos)
+  local id = string.sub(record, pos, pos + len - 1)
+  pos = pos + len
+  local attributes, delivered_at = false, nil
+  if flags % 2 == HAS_ATTRIBUTES then
+    len, pos = struct.unpack('>H', record, pos)
+    attributes = string.sub(record, pos, pos + len - 1)
+    pos = pos + len
+  end
+  local receipt = false
+  if math.floor(flags / DELIVERED) % 2 == 1 then
+    delivered_at, pos = struct.unpack('>I6', record, pos)
+    receipt = string.format('%x.%x', delivered_at, deliveries)
+  end
+  local m = {string.sub(record, pos), num(produce), num(trigger), num(expire), num(max_retry),
+    num(deliveries), tostring(status), attributes, receipt}
+  m.id, m.slot, m.dt = id, slot, delivered_at
+  return m
+end
+
+local function encode(m)
+  local flags = 0
+  if m[8] then flags = flags + HAS_ATTRIBUTES end
+  if m.dt then flags = flags + DELIVERED end
+  local parts = {struct.pack(HEADER, tonumber(m[7]), flags, tonumber(m[5]), tonumber(m[6]),
+    tonumber(m[2]), tonumber(m[3]), tonumber(m[4])), struct.pack('>H', #m.id), m.id}
+  if m[8] then
+    parts[#parts + 1] = struct.pack('>H', #m[8])
+    parts[#parts + 1] = m[8]
+  end
+  if m.dt then parts[#parts + 1] = struct.pack('>I6', m.dt) end
+  parts[#parts + 1] = m[1]
+  return table.concat(parts)
+end
+
+-- The record at a slot (from a zset), or nil.
+local function load_slot(msgs, slot)
+  local record = redis.call('HGET', msgs, slot)
+  if not record then return nil end
+  return decode(record, slot)
+end
+
+-- The message with this msgId, or nil: its digest slot, else its "=" slot. Second value:
+-- its slot, or the one a new message with this msgId takes (the digest slot when free).
+local function find_message(msgs, id)
+  local digest = digest_slot(id)
+  local m = load_slot(msgs, digest)
+  if m and m.id == id then return m, digest end
+  local own = load_slot(msgs, '=' .. id)
+  if own and own.id == id then return own, own.slot end
+  return nil, m and ('=' .. id) or digest
+end
+
+-- m, or nil when it is an ended message whose retention has passed (its record waits for the
+-- scheduler's purge, but it is gone for every request, as if already purged).
+local function retained(m, ended, now)
+  if not m or tonumber(m[7]) < 4 then return m end
+  local retention_end = redis.call('ZSCORE', ended, m.slot)
+  if retention_end and tonumber(retention_end) <= now then return nil end
+  return m
+end
+
+-- Store m (at m.slot): every write of a record goes through here. Numbers are kept as the
+-- strings scripts reply with.
+local function save_message(msgs, m)
+  for i = 2, 7 do m[i] = num(m[i]) end
+  m[9] = m.dt and string.format('%x.%x', m.dt, tonumber(m[6])) or false
+  redis.call('HSET', msgs, m.slot, encode(m))
+end
+
+-- Remove a record for good, and its retention entries.
+local function drop_message(msgs, ended, dead, slot)
+  redis.call('ZREM', ended, slot)
+  redis.call('ZREM', dead, slot)
+  redis.call('HDEL', msgs, slot)
+end
+
+-- Ended messages (4..7) keep their body for end_life_ms so getMsg and dedup can see them:
+-- `ended` holds the end of their retention; the scheduler purges them after it.
+local function end_message(msgs, ended, m, status, now, end_life_ms)
+  m[7] = status
+  save_message(msgs, m)
+  redis.call('ZADD', ended, now + end_life_ms, m.slot)
+end
+
+-- Purge at most `limit` records whose retention ended by `now` (a dead letter leaves the
+-- dead queue too). Returns how many were purged.
+local function purge_ended(msgs, ended, dead, now, limit)
+  local due = redis.call('ZRANGEBYSCORE', ended, '-inf', now, 'LIMIT', 0, limit)
+  for _, slot in ipairs(due) do
+    redis.call('ZREM', ended, slot)
+    local record = redis.call('HGET', msgs, slot)
+    if record and string.byte(record, 1) >= 4 then   -- never a live message
+      redis.call('ZREM', dead, slot)
+      redis.call('HDEL', msgs, slot)
+    end
+  end
+  return #due
 end
 
 -- The topic's due time: the earliest time (ms) the scheduler must look at it, from the
--- heads of waiting, ack and the expiry index; false when all three are empty. O(log n).
-local function due_at(waiting, ack, expire)
+-- heads of waiting, ack and the expiry index, and of ended (plus PURGE_SLACK_MS); false when
+-- all four are empty. O(log n).
+local function due_at(waiting, ack, expire, ended)
   local best = false
-  for _, key in ipairs({waiting, ack, expire}) do
+  for _, key in ipairs({waiting, ack, expire, ended}) do
     local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     if head[2] then
       local score = tonumber(head[2])
+      if key == ended then score = score + PURGE_SLACK_MS end
       if not best or score < best then best = score end
     end
   end
@@ -37,8 +155,8 @@ end
 
 -- The due time after a write, if the write brought it forward (else -1): the caller lowers
 -- the namespace due index to it.
-local function lowered_due(before, waiting, ack, expire)
-  local after = due_at(waiting, ack, expire)
+local function lowered_due(before, waiting, ack, expire, ended)
+  local after = due_at(waiting, ack, expire, ended)
   if after and (not before or after < before) then return after end
   return -1
 end

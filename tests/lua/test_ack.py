@@ -10,16 +10,16 @@ from support.lua import CHANNEL, DEFAULTS, END_LIFE, T0, assert_one_place, pull,
 def test_ack_of_consuming_message_ends_it_acked(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0)
     pull(scripts, tk, T0)
-    outcome, fields = scripts.ack(tk, "a", END_LIFE)
+    outcome, fields = scripts.ack(tk, "a", T0, END_LIFE)
     assert outcome == 1 and fields[6] == "4"
     assert_one_place(redis_client, tk, "a", 4)
-    assert scripts.ack(tk, "a", END_LIFE)[0] == Outcome.ALREADY_ACKED       # idempotent
+    assert scripts.ack(tk, "a", T0, END_LIFE)[0] == Outcome.ALREADY_ACKED       # idempotent
     assert_one_place(redis_client, tk, "a", 4)
 
 
 def test_ack_of_missing_id_creates_nothing(scripts, tk, redis_client):
-    assert scripts.ack(tk, "ghost", END_LIFE) == [Outcome.NO_MESSAGE, []]
-    assert redis_client.exists(tk.msg("ghost")) == 0
+    assert scripts.ack(tk, "ghost", T0, END_LIFE) == [Outcome.NO_MESSAGE, []]
+    assert redis_client.exists(tk.msgs) == 0
     assert redis_client.keys("*ghost*") == []
 
 
@@ -27,8 +27,8 @@ def test_ack_of_waiting_or_never_delivered_ready_message_is_refused(scripts, tk,
                                                                   redis_client):
     send(scripts, tk, "w", T0, T0 + 100)
     send(scripts, tk, "r", T0, T0)
-    assert scripts.ack(tk, "w", END_LIFE)[0] == Outcome.NOT_DELIVERED
-    assert scripts.ack(tk, "r", END_LIFE)[0] == Outcome.NOT_DELIVERED
+    assert scripts.ack(tk, "w", T0, END_LIFE)[0] == Outcome.NOT_DELIVERED
+    assert scripts.ack(tk, "r", T0, END_LIFE)[0] == Outcome.NOT_DELIVERED
     assert_one_place(redis_client, tk, "w", 1)
     assert_one_place(redis_client, tk, "r", 2)
 
@@ -39,13 +39,13 @@ def test_late_ack_after_timeout_ends_it_acked_and_stops_redelivery(scripts, tk,
     pull(scripts, tk, T0, ack_timeout=10)
     assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)[0] == 1
     assert_one_place(redis_client, tk, "a", 2)
-    assert scripts.ack(tk, "a", END_LIFE)[0] == Outcome.ACKED_LATE
+    assert scripts.ack(tk, "a", T0, END_LIFE)[0] == Outcome.ACKED_LATE
     assert_one_place(redis_client, tk, "a", 4)
     assert pull(scripts, tk, T0 + 20)[0] == []
 
 
 def test_ack_of_otherwise_ended_message_is_not_found(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0)
-    scripts.delete(tk, "a", END_LIFE, False)
-    assert scripts.ack(tk, "a", END_LIFE)[0] == Outcome.NO_MESSAGE
+    scripts.delete(tk, "a", T0, END_LIFE, False)
+    assert scripts.ack(tk, "a", T0, END_LIFE)[0] == Outcome.NO_MESSAGE
     assert_one_place(redis_client, tk, "a", 7)

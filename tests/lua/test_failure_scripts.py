@@ -20,7 +20,10 @@ from support.lua import (
     assert_one_place,
     pull,
     pulled_ids,
+    read,
+    retention_end,
     send,
+    slot_of,
 )
 
 
@@ -49,14 +52,14 @@ def test_each_delivery_has_a_new_receipt_and_only_the_latest_acks(scripts, tk, r
     scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)
     second = receipt_of(pull(scripts, tk, T0 + 11))
     assert first != second
-    assert scripts.ack(tk, "a", END_LIFE, first)[0] == Outcome.STALE_RECEIPT
+    assert scripts.ack(tk, "a", T0, END_LIFE, first)[0] == Outcome.STALE_RECEIPT
     assert nack(scripts, tk, "a", T0 + 12, first)[0] == Outcome.STALE_RECEIPT
     assert scripts.change_visibility(tk, "a", T0 + 12, 0, END_LIFE, CHANNEL, DEFAULTS,
                                      first)[0] == Outcome.STALE_RECEIPT
     assert_one_place(redis_client, tk, "a", 3)                   # nothing changed
-    assert scripts.ack(tk, "a", END_LIFE, second)[0] == Outcome.OK
-    assert scripts.ack(tk, "a", END_LIFE, second)[0] == Outcome.ALREADY_ACKED
-    assert scripts.ack(tk, "a", END_LIFE, first)[0] == Outcome.STALE_RECEIPT
+    assert scripts.ack(tk, "a", T0, END_LIFE, second)[0] == Outcome.OK
+    assert scripts.ack(tk, "a", T0, END_LIFE, second)[0] == Outcome.ALREADY_ACKED
+    assert scripts.ack(tk, "a", T0, END_LIFE, first)[0] == Outcome.STALE_RECEIPT
     assert_one_place(redis_client, tk, "a", 4)
 
 
@@ -67,7 +70,7 @@ def test_a_late_ack_with_the_latest_receipt_is_accepted_before_the_redelivery(
     receipt = receipt_of(pull(scripts, tk, T0, ack_timeout=10))
     scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)
     assert_one_place(redis_client, tk, "a", 1)                   # waiting out its backoff
-    assert scripts.ack(tk, "a", END_LIFE, receipt)[0] == Outcome.ACKED_LATE
+    assert scripts.ack(tk, "a", T0, END_LIFE, receipt)[0] == Outcome.ACKED_LATE
     assert_one_place(redis_client, tk, "a", 4)
 
 
@@ -94,7 +97,7 @@ def test_backoff_grows_by_its_multiplier_up_to_its_max(scripts, tk, redis_client
             assert pull(scripts, tk, now - 1)[0] == []               # never early
         assert pulled_ids(pull(scripts, tk, now)) == ["a"]
         due = int(nack(scripts, tk, "a", now)[1][2])
-        assert redis_client.zscore(tk.waiting, "a") == due
+        assert redis_client.zscore(tk.waiting, slot_of(redis_client, tk, "a")) == due
         gaps.append(due - now)
         now = due
     assert gaps == [100, 200, 400, 800, 1000, 1000]
@@ -114,7 +117,7 @@ def test_timeout_applies_the_backoff_too(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0)
     pull(scripts, tk, T0, ack_timeout=10)
     assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)[:2] == [1, 0]
-    assert redis_client.zscore(tk.waiting, "a") == T0 + 310
+    assert redis_client.zscore(tk.waiting, slot_of(redis_client, tk, "a")) == T0 + 310
     assert_one_place(redis_client, tk, "a", 1)
 
 
@@ -136,7 +139,7 @@ def test_change_visibility_moves_the_deadline_or_gives_the_message_up(scripts, t
     receipt = receipt_of(pull(scripts, tk, T0 + 1))
     assert scripts.change_visibility(tk, "a", T0 + 2, 5000, END_LIFE, CHANNEL, DEFAULTS,
                                      receipt)[0] == Outcome.OK
-    assert redis_client.zscore(tk.ack, "a") == T0 + 5002
+    assert redis_client.zscore(tk.ack, slot_of(redis_client, tk, "a")) == T0 + 5002
     assert_one_place(redis_client, tk, "a", 3)
     outcome, fields, _, _ = scripts.change_visibility(tk, "a", T0 + 3, 0, END_LIFE, CHANNEL,
                                                       DEFAULTS, receipt)
@@ -164,7 +167,7 @@ def test_reschedule_moves_trigger_and_expire_time_together(scripts, tk, redis_cl
     assert scripts.reschedule(tk, "a", T0 + 11, T0 + 99, CHANNEL)[0] == Outcome.CONSUMING
     assert_one_place(redis_client, tk, "a", 3)
     assert scripts.reschedule(tk, "ghost", T0, T0, CHANNEL)[0] == Outcome.NO_MESSAGE
-    assert redis_client.exists(tk.msg("ghost")) == 0
+    assert read(redis_client, tk, "ghost") == (None, None) and redis_client.hlen(tk.msgs) == 1
 
 
 # -- dead letters -------------------------------------------------------------------------------
@@ -178,20 +181,22 @@ def test_list_pages_through_every_dead_letter_once_oldest_first(scripts, tk, red
     ids = [f"m{i:02d}" for i in range(25)]
     for i, msg_id in enumerate(ids):
         kill(scripts, tk, msg_id, T0 + i // 10)                # ties at the same death time
+    # oldest death first; entries dying in the same millisecond in the order of their slots
+    order = sorted(ids, key=lambda m: (int(m[1:]) // 10, slot_of(redis_client, tk, m)))
     seen, cursor = [], ("", "")
     while True:
-        entries, next_time, next_id = scripts.dead_list(tk, T0 + 100, 7, *cursor, DEFAULTS)
+        entries, next_time, next_slot = scripts.dead_list(tk, T0 + 100, 7, *cursor, DEFAULTS)
         seen += [e[0] for e in entries]
         if next_time == -1:
             break
-        cursor = (next_time, next_id)
-    assert seen == ids
+        cursor = (next_time, next_slot)
+    assert seen == order
     # the cursor's own entry left the queue meanwhile: the page goes on after its place
-    entries, next_time, next_id = scripts.dead_list(tk, T0 + 100, 12, "", "", DEFAULTS)
-    scripts.dead_purge(tk, next_id, 1)
-    rest, _, _ = scripts.dead_list(tk, T0 + 100, 100, next_time, next_id, DEFAULTS)
-    assert next_id == "m11"
-    assert [e[0] for e in entries] + [e[0] for e in rest] == ids       # none skipped or twice
+    entries, next_time, next_slot = scripts.dead_list(tk, T0 + 100, 12, "", "", DEFAULTS)
+    assert next_slot == slot_of(redis_client, tk, order[11])
+    scripts.dead_purge(tk, order[11], 1)
+    rest, _, _ = scripts.dead_list(tk, T0 + 100, 100, next_time, next_slot, DEFAULTS)
+    assert [e[0] for e in entries] + [e[0] for e in rest] == order     # none skipped or twice
 
 
 def test_redrive_resets_retry_and_life_and_queues_at_the_tail(scripts, tk, redis_client):
@@ -200,9 +205,10 @@ def test_redrive_resets_retry_and_life_and_queues_at_the_tail(scripts, tk, redis
     send(scripts, tk, "c", T0, T0 + 5)
     outcome, count, _ = scripts.dead_redrive(tk, T0 + 10, "a", 1000, CHANNEL, DEFAULTS)
     assert (outcome, count) == (Outcome.OK, 1)
-    fields = redis_client.hmget(tk.msg("a"), "n", "s", "t", "e")
-    assert fields == ["0", "2", str(T0 + 10), str(T0 + 10 + HOUR)]
-    assert redis_client.pttl(tk.msg("a")) == -1
+    fields, _ = read(redis_client, tk, "a")
+    assert [fields[5], fields[6], fields[2], fields[3], fields[8]] == \
+        ["0", "2", str(T0 + 10), str(T0 + 10 + HOUR), None]      # no receipt: not delivered
+    assert retention_end(redis_client, tk, "a") is None        # live again: no retention
     assert_one_place(redis_client, tk, "a", 2)
     assert_one_place(redis_client, tk, "b", 6)
     assert pulled_ids(pull(scripts, tk, T0 + 10, batch=5)) == ["c", "a"]
@@ -214,26 +220,31 @@ def test_redrive_resets_retry_and_life_and_queues_at_the_tail(scripts, tk, redis
 def test_purge_removes_dead_letters_in_slices(scripts, tk, redis_client):
     for i in range(5):
         kill(scripts, tk, f"m{i}", T0 + i)
+    slots = {m: slot_of(redis_client, tk, m) for m in ("m2", "m3", "m4")}
     assert scripts.dead_purge(tk, "", 2) == [Outcome.OK, 2]
-    assert redis_client.zrange(tk.dead, 0, -1) == ["m2", "m3", "m4"]
-    assert redis_client.exists(tk.msg("m0"), tk.msg("m1")) == 0
+    assert redis_client.zrange(tk.dead, 0, -1) == [slots["m2"], slots["m3"], slots["m4"]]
+    assert read(redis_client, tk, "m0") == read(redis_client, tk, "m1") == (None, None)
+    assert redis_client.zcard(tk.ended) == 3
     assert scripts.dead_purge(tk, "m3", 2) == [Outcome.OK, 1]
     assert scripts.dead_purge(tk, "m3", 2)[0] == Outcome.NO_MESSAGE
     assert scripts.dead_purge(tk, "", 1000) == [Outcome.OK, 2]
-    assert redis_client.exists(tk.dead) == 0
+    assert redis_client.exists(tk.dead, tk.ended, tk.msgs) == 0
 
 
 def test_max_size_and_retention_drop_the_oldest(scripts, tk, redis_client):
     configure(scripts, tk, deadLetterMaxSize=3, deadLetterRetentionMillis=1000)
     for i in range(5):
         kill(scripts, tk, f"m{i}", T0 + i)
-    assert redis_client.zrange(tk.dead, 0, -1) == ["m2", "m3", "m4"]
-    assert redis_client.exists(tk.msg("m0"), tk.msg("m1")) == 0
+    slots = {m: slot_of(redis_client, tk, m) for m in ("m2", "m3", "m4")}
+    assert redis_client.zrange(tk.dead, 0, -1) == [slots["m2"], slots["m3"], slots["m4"]]
+    assert read(redis_client, tk, "m0") == read(redis_client, tk, "m1") == (None, None)
     kill(scripts, tk, "late", T0 + 1003)                          # m0..m2 past retention
-    assert redis_client.zrange(tk.dead, 0, -1) == ["m3", "m4", "late"]
+    slots["late"] = slot_of(redis_client, tk, "late")
+    assert redis_client.zrange(tk.dead, 0, -1) == [slots["m3"], slots["m4"], slots["late"]]
+    assert redis_client.zcard(tk.ended) == 3 == redis_client.hlen(tk.msgs)
     configure(scripts, tk, deadLetterMaxSize=1)
     assert scripts.dead_trim(tk, T0 + 1003, 1000, DEFAULTS) == 2
-    assert redis_client.zrange(tk.dead, 0, -1) == ["late"]
+    assert redis_client.zrange(tk.dead, 0, -1) == [slots["late"]]
 
 
 def test_a_send_replacing_a_dead_letter_takes_it_out_of_the_queue(scripts, tk, redis_client):
@@ -250,7 +261,7 @@ def test_topic_settings_override_the_server_defaults_in_the_scripts(scripts, tk,
     outcome, fields, _ = scripts.send(tk, "a", "b", T0, T0, -1, -1, "", CHANNEL, DEFAULTS)
     assert (fields[3], fields[4]) == (str(T0 + 5000), "1")
     scripts.pull(tk, T0, 1, -1, END_LIFE, 1000, CHANNEL, DEFAULTS)
-    assert redis_client.zscore(tk.ack, "a") == T0 + 700
+    assert redis_client.zscore(tk.ack, slot_of(redis_client, tk, "a")) == T0 + 700
     assert scripts.topic_config(tk, True, []) == Outcome.OK       # reset: server defaults
     assert redis_client.exists(tk.config) == 0
     assert scripts.topic_config(tk, False, ["ttlMillis"]) == Outcome.BAD_ARGUMENT

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from delayqueue.outcome import Outcome
 
-from support.lua import CHANNEL, DEFAULTS, END_LIFE, T0, assert_one_place, pull, pulled_ids, send
+from support.lua import (
+    CHANNEL,
+    DEFAULTS,
+    END_LIFE,
+    T0,
+    assert_one_place,
+    pull,
+    pulled_ids,
+    read,
+    send,
+    slot_of,
+)
 
 
 def test_nack_returns_consuming_message_to_the_tail_of_ready_keeping_its_trigger_time(
@@ -15,7 +26,8 @@ def test_nack_returns_consuming_message_to_the_tail_of_ready_keeping_its_trigger
     outcome, fields, _, _ = scripts.nack(tk, "a", T0 + 20, END_LIFE, CHANNEL, DEFAULTS)
     assert outcome == Outcome.OK and fields[6] == "2" and fields[5] == "1"
     assert fields[2] == str(T0 + 5)                       # triggerTime unchanged
-    assert redis_client.zscore(tk.ready, "a") == T0 + 20  # queued behind, as of the nack
+    # queued behind, as of the nack
+    assert redis_client.zscore(tk.ready, slot_of(redis_client, tk, "a")) == T0 + 20
     assert_one_place(redis_client, tk, "a", 2)
     assert pulled_ids(pull(scripts, tk, T0 + 21, batch=2)) == ["older", "a"]
 
@@ -26,7 +38,7 @@ def test_double_nack_answers_not_consuming_and_queues_the_id_once(scripts, tk,
     pull(scripts, tk, T0)
     assert scripts.nack(tk, "a", T0, END_LIFE, CHANNEL, DEFAULTS)[:1] == [Outcome.OK]
     assert scripts.nack(tk, "a", T0, END_LIFE, CHANNEL, DEFAULTS)[0] == Outcome.NOT_CONSUMING
-    assert redis_client.zrange(tk.ready, 0, -1) == ["a"]
+    assert redis_client.zrange(tk.ready, 0, -1) == [slot_of(redis_client, tk, "a")]
     assert_one_place(redis_client, tk, "a", 2)
 
 
@@ -48,6 +60,6 @@ def test_nack_of_missing_or_waiting_message_changes_nothing(scripts, tk, redis_c
     send(scripts, tk, "w", T0, T0 + 100)
     assert scripts.nack(tk, "ghost", T0, END_LIFE, CHANNEL, DEFAULTS)[:2] == [
         Outcome.NO_MESSAGE, []]
-    assert redis_client.exists(tk.msg("ghost")) == 0
+    assert read(redis_client, tk, "ghost") == (None, None) and redis_client.hlen(tk.msgs) == 1
     assert scripts.nack(tk, "w", T0, END_LIFE, CHANNEL, DEFAULTS)[0] == Outcome.NOT_CONSUMING
     assert_one_place(redis_client, tk, "w", 1)

@@ -11,9 +11,13 @@ from support.lua import (
     HOUR,
     T0,
     assert_one_place,
+    drop_record,
+    field,
     pull,
     pulled_ids,
     send,
+    set_status_behind_the_scripts,
+    slot_of,
 )
 
 
@@ -30,7 +34,7 @@ def test_pull_never_returns_a_message_before_its_trigger_time(scripts, tk, redis
     assert result[1] == 1 and result[2] == [0]          # promoted by the pull itself, gap 0
     msg = result[0][0]
     assert msg[6] == "1" and msg[7] == "3"              # delivery counted, consuming
-    assert redis_client.zscore(tk.ack, "a") == T0 + 1000 + 5000
+    assert redis_client.zscore(tk.ack, slot_of(redis_client, tk, "a")) == T0 + 1000 + 5000
     assert_one_place(redis_client, tk, "a", 3)
 
 
@@ -49,7 +53,8 @@ def test_pull_skips_expired_messages_and_ends_them(scripts, tk, redis_client):
     send(scripts, tk, "once", T0, T0, ttl=100)
     send(scripts, tk, "fresh", T0, T0 + 50)
     # Deliver "once", let its ack time out back to ready.
-    redis_client.zadd(tk.ready, {"never": T0 + 1})       # make "once" first in line
+    # make "once" first in line
+    redis_client.zadd(tk.ready, {slot_of(redis_client, tk, "never"): T0 + 1})
     assert pulled_ids(pull(scripts, tk, T0, ack_timeout=10)) == ["once"]
     assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)[0] == 1
     result = pull(scripts, tk, T0 + 100, batch=10)
@@ -63,9 +68,9 @@ def test_pull_ends_message_whose_deliveries_are_used_up(scripts, tk, redis_clien
     send(scripts, tk, "a", T0, T0, max_retry=0)
     assert pulled_ids(pull(scripts, tk, T0, ack_timeout=10)) == ["a"]
     # Force it back into ready behind the scripts' back, as a stale copy would be.
-    redis_client.zrem(tk.ack, "a")
-    redis_client.zadd(tk.ready, {"a": T0})
-    redis_client.hset(tk.msg("a"), "s", 2)
+    slot = set_status_behind_the_scripts(redis_client, tk, "a", 2)
+    redis_client.zrem(tk.ack, slot)
+    redis_client.zadd(tk.ready, {slot: T0})
     result = pull(scripts, tk, T0 + 20)
     assert result[0] == [] and result[3] == 1
     assert_one_place(redis_client, tk, "a", 6)
@@ -73,7 +78,7 @@ def test_pull_ends_message_whose_deliveries_are_used_up(scripts, tk, redis_clien
 
 def test_pull_drops_ids_whose_hash_is_gone(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0)
-    redis_client.delete(tk.msg("a"))
+    drop_record(redis_client, tk, "a")
     assert pull(scripts, tk, T0)[0] == []
     assert redis_client.zcard(tk.ready) == 0 and redis_client.zcard(tk.expire) == 0
 
@@ -120,4 +125,4 @@ def test_concurrent_pulls_deliver_every_id_exactly_once(scripts, tk, redis_clien
         t.join()
     assert sorted(got) == sorted(f"m{i}" for i in range(n))
     assert redis_client.zcard(tk.ack) == n and redis_client.zcard(tk.ready) == 0
-    assert {redis_client.hget(tk.msg(f"m{i}"), "n") for i in range(n)} == {"1"}
+    assert {field(redis_client, tk, f"m{i}", "n") for i in range(n)} == {"1"}

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from support.lua import CHANNEL, DEFAULTS, END_LIFE, T0, assert_one_place, pull, pulled_ids, send
+from support.lua import (
+    CHANNEL,
+    DEFAULTS,
+    END_LIFE,
+    T0,
+    assert_one_place,
+    field,
+    pull,
+    pulled_ids,
+    send,
+    slot_of,
+)
 
 
 def test_timeout_requeues_at_the_tail_of_ready_keeping_its_trigger_time(scripts, tk,
@@ -13,8 +24,9 @@ def test_timeout_requeues_at_the_tail_of_ready_keeping_its_trigger_time(scripts,
     assert_one_place(redis_client, tk, "a", 3)
     requeued, ended, _, _ = scripts.timeout(tk, T0 + 107, 1000, END_LIFE, CHANNEL, DEFAULTS)
     assert (requeued, ended) == (1, 0)
-    assert redis_client.zscore(tk.ready, "a") == T0 + 107    # the tail, as of the timeout
-    assert redis_client.hget(tk.msg("a"), "t") == str(T0 + 7)   # triggerTime unchanged
+    # the tail, as of the timeout
+    assert redis_client.zscore(tk.ready, slot_of(redis_client, tk, "a")) == T0 + 107
+    assert field(redis_client, tk, "a", "t") == str(T0 + 7)   # triggerTime unchanged
     assert_one_place(redis_client, tk, "a", 2)
     again = pull(scripts, tk, T0 + 200)
     assert pulled_ids(again) == ["a"] and again[0][0][6] == "2"
@@ -27,7 +39,7 @@ def test_timeout_ends_message_when_deliveries_are_used_up(scripts, tk, redis_cli
     pull(scripts, tk, T0 + 10, ack_timeout=10)
     assert scripts.timeout(tk, T0 + 20, 1000, END_LIFE, CHANNEL, DEFAULTS)[:2] == [0, 1]
     assert_one_place(redis_client, tk, "a", 6)
-    assert redis_client.hget(tk.msg("a"), "n") == "2"
+    assert field(redis_client, tk, "a", "n") == "2"
 
 
 def test_timeout_ends_message_past_its_expire_time(scripts, tk, redis_client):
@@ -42,8 +54,8 @@ def test_timeout_at_exactly_the_expire_time_ends_the_message(scripts, tk, redis_
     falling exactly on it ends the message instead of requeueing it for one more delivery."""
     send(scripts, tk, "a", T0, T0, ttl=50)                  # expireTime T0 + 50
     pull(scripts, tk, T0, ack_timeout=50)                   # ack deadline T0 + 50 too
-    assert redis_client.zscore(tk.ack, "a") == T0 + 50
-    assert redis_client.hget(tk.msg("a"), "e") == str(T0 + 50)
+    assert redis_client.zscore(tk.ack, slot_of(redis_client, tk, "a")) == T0 + 50
+    assert field(redis_client, tk, "a", "e") == str(T0 + 50)
     assert scripts.timeout(tk, T0 + 50, 1000, END_LIFE, CHANNEL, DEFAULTS)[:2] == [0, 1]
     assert_one_place(redis_client, tk, "a", 6)
 

@@ -1,13 +1,16 @@
 """Helpers of the Lua script tests (tests/lua/): the scripts driven directly, no HTTP.
 
 A ManualClock supplies now_ms, so every time comparison is exact. After each transition the
-"one place per message" invariant is checked against the raw keys (``assert_one_place``).
+"one place per message" invariant is checked against the raw keys (``assert_one_place``);
+a message is read through lua/get.lua, the one reader of its record.
 """
 
 from __future__ import annotations
 
 from delayqueue.config import load_settings
 from delayqueue.keys import NamespaceKeys, TopicKeys
+from delayqueue.message import MESSAGE_FIELDS
+from delayqueue.scripts import lua_source
 from delayqueue.topic_config import server_defaults
 
 NS = NamespaceKeys("dq", "default")
@@ -19,35 +22,59 @@ T0 = 1_700_000_000_000
 ZSET_OF_STATUS = {1: "waiting", 2: "ready", 3: "ack"}
 DEFAULTS = server_defaults(load_settings(env={}))     # the server's topic settings, as ARGV
 DEAD_RETENTION = load_settings(env={}).dead_letter_retention_millis
+_GET = lua_source("get")
+
+
+def read(client, tk: TopicKeys, msg_id: str, scripts=None) -> tuple[list | None, str | None]:
+    """(fields in MESSAGE_FIELDS order, slot), or (None, None) when there is no message.
+    ``scripts``: read with these (a test's shorter slots), not the production ones."""
+    reply = scripts.get(tk, msg_id, None) if scripts else \
+        client.register_script(_GET)(keys=tk.queues, args=[msg_id, ""])
+    if not reply:
+        return None, None
+    return reply[:9], reply[9]
+
+
+def field(client, tk: TopicKeys, msg_id: str, name: str) -> str | None:
+    """One field of the message ("s", "n", "t", ...), as the scripts reply with it."""
+    fields, _ = read(client, tk, msg_id)
+    return None if fields is None else fields[MESSAGE_FIELDS.index(name)]
 
 
 def status_of(client, tk: TopicKeys, msg_id: str) -> int | None:
-    value = client.hget(tk.msg(msg_id), "s")
+    value = field(client, tk, msg_id, "s")
     return None if value is None else int(value)
 
 
-def assert_one_place(client, tk: TopicKeys, msg_id: str, expected_status: int | None) -> None:
-    """The id is in exactly the zset its status names, and in the expiry index iff it is
-    ready or consuming (a waiting message enters the index when promoted); a dead letter is
-    in its topic's dead-letter queue and nowhere else, kept for its retention."""
-    status = status_of(client, tk, msg_id)
+def assert_one_place(client, tk: TopicKeys, msg_id: str, expected_status: int | None,
+                     scripts=None) -> None:
+    """The message's slot is in exactly the zset its status names, and in the expiry index iff
+    it is ready or consuming (a waiting message enters the index when promoted); an ended
+    one is in `ended` (its retention) and nowhere else, but a dead letter is in its topic's
+    dead-letter queue too, retained until death + its retention."""
+    fields, slot = read(client, tk, msg_id, scripts)
+    status = None if fields is None else int(fields[6])
     assert status == expected_status
-    places = {name for name in ("waiting", "ready", "ack", "dead")
-              if client.zscore(getattr(tk, name), msg_id) is not None}
-    in_expire = client.zscore(tk.expire, msg_id) is not None
+    if slot is None:
+        return
+    places = {name for name in ("waiting", "ready", "ack", "dead", "ended")
+              if client.zscore(getattr(tk, name), slot) is not None}
+    in_expire = client.zscore(tk.expire, slot) is not None
     if status in ZSET_OF_STATUS:
         assert places == {ZSET_OF_STATUS[status]}
         assert in_expire == (status != 1)   # waiting messages are not in the index
-    elif status == 6 and places:            # a dead letter: its own place, its own retention
-        assert places == {"dead"} and not in_expire
-        assert 0 < client.pttl(tk.msg(msg_id)) <= DEAD_RETENTION
-        return
+    elif status == 6 and "dead" in places:  # a dead letter: its own place, its own retention
+        assert places == {"dead", "ended"} and not in_expire
+        assert client.zscore(tk.ended, slot) == client.zscore(tk.dead, slot) + DEAD_RETENTION
     else:
-        assert places == set()
+        assert places == {"ended"}
         assert not in_expire
-    if status is not None and status >= 4:
-        ttl = client.pttl(tk.msg(msg_id))
-        assert 0 < ttl <= END_LIFE
+
+
+def retention_end(client, tk: TopicKeys, msg_id: str) -> float | None:
+    """When the ended message's record may be purged (its `ended` score), or None."""
+    _, slot = read(client, tk, msg_id)
+    return None if slot is None else client.zscore(tk.ended, slot)
 
 
 def send(scripts, tk, msg_id, now, trigger, ttl=HOUR, max_retry=10, body="body"):
@@ -60,3 +87,31 @@ def pull(scripts, tk, now, batch=1, ack_timeout=30_000):
 
 def pulled_ids(result) -> list[str]:
     return [m[0] for m in result[0]]
+
+
+def slot_of(client, tk: TopicKeys, msg_id: str, scripts=None) -> str | None:
+    """Where the message's record is (its member in the topic's zsets), or None."""
+    return read(client, tk, msg_id, scripts)[1]
+
+
+def drop_record(client, tk: TopicKeys, msg_id: str) -> str:
+    """Remove a message's record behind the scripts' back (as a lost write would); returns
+    its slot, still in the zsets."""
+    slot = slot_of(client, tk, msg_id)
+    client.hdel(tk.msgs, slot)
+    return slot
+
+
+def set_status_behind_the_scripts(client, tk: TopicKeys, msg_id: str, status: int) -> str:
+    """Overwrite the status byte of a message's record (its first byte, lua/includes/
+    message.lua), as a stale copy would leave it; returns its slot."""
+    slot = slot_of(client, tk, msg_id)
+    client.eval("local r = redis.call('HGET', KEYS[1], ARGV[1]) "
+                "return redis.call('HSET', KEYS[1], ARGV[1], string.char(ARGV[2]) .. "
+                "string.sub(r, 2))", 1, tk.msgs, slot, status)
+    return slot
+
+
+def nack_now(scripts, tk, msg_id, now, delay=0):
+    """Nack the latest delivery (no receipt), redelivered after `delay` ms."""
+    return scripts.nack(tk, msg_id, now, END_LIFE, CHANNEL, DEFAULTS, "", delay)

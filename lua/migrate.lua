@@ -1,0 +1,48 @@
+--[[ Convert messages of the older storage format (a HASH per message at
+  <legacy prefix><msgId>, fields m p t e r n s a c, ended ones with a TTL) into records of the
+  topic's msgs hash (includes/message.lua). Idempotent: a msgId without an old hash is
+  skipped, so a slot or an id converted by an earlier run is left as it is.
+  KEYS[1] waiting  KEYS[2] ready  KEYS[3] ack  KEYS[4] expire  KEYS[5] dead  (zsets)
+  KEYS[6] config   hash  (unused)
+  KEYS[7] msgs     hash  slot -> record   KEYS[8] ended  zset  slot -> end of retention
+  ARGV[1] legacy msg prefix (same hash tag)  ARGV[2] now_ms  ARGV[3..] msgIds (<= 1000)
+  Each id's entries in waiting / ready / ack / expire / dead move to its slot with their
+  scores; an ended message's remaining TTL becomes its `ended` score; the old hash is deleted.
+  Returns: {converted, skipped}
+  Memory: grows by a record before it frees the old hash, so its first write is HSET
+  (deny-oom): over maxmemory the batch is refused whole and can be re-run. ]]
+--@include message
+local waiting, ready, ack, expire, dead, msgs, ended =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7], KEYS[8]
+local prefix, now = ARGV[1], tonumber(ARGV[2])
+
+local converted, skipped = 0, 0
+for i = 3, #ARGV do
+  local id = ARGV[i]
+  local key = prefix .. id
+  local v = redis.call('HMGET', key, 'm', 'p', 't', 'e', 'r', 'n', 's', 'a', 'c')
+  if not v[7] then
+    skipped = skipped + 1
+  else
+    local _, slot = find_message(msgs, id)
+    local m = {v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8] or false, false}
+    m.id = id
+    m.slot = slot
+    if v[9] then m.dt = tonumber(string.match(v[9], '^(%x+)%.'), 16) end
+    local ttl = redis.call('PTTL', key)
+    save_message(msgs, m)
+    for _, zset in ipairs({waiting, ready, ack, expire, dead}) do
+      local score = redis.call('ZSCORE', zset, id)
+      if score then
+        redis.call('ZREM', zset, id)
+        redis.call('ZADD', zset, score, m.slot)
+      end
+    end
+    if tonumber(m[7]) >= 4 then
+      redis.call('ZADD', ended, now + math.max(ttl, 0), m.slot)
+    end
+    redis.call('DEL', key)
+    converted = converted + 1
+  end
+end
+return {converted, skipped}
