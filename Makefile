@@ -3,7 +3,7 @@ VENV := .venv
 PY := python3
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps lint run test wheel report bench bench-deps bench-report clean
+.PHONY: install system-deps lint run test chaos wheel report bench bench-deps bench-report clean
 
 # The venv is rebuilt whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -38,6 +38,12 @@ system-deps:
 # The whole suite; e.g. make test PYTEST_ARGS='-k config -x'.
 test: install system-deps lint
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
+
+# The long fault campaign (tests/faults/chaos.py, ~25 min): writes docs/reliability.md.
+# CHAOS_ARGS='--scale 0.25' runs a quarter of it; '--only NodeKill,RedisKill' some faults.
+CHAOS_ARGS ?=
+chaos: install
+	$(VENV)/bin/python tests/faults/chaos.py $(CHAOS_ARGS)
 
 # ruff, configured in pyproject.toml.
 lint: install

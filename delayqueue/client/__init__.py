@@ -16,9 +16,11 @@ from .backoff import Backoff
 from .consumer import Consumer
 from .delay_queue_client import DelayQueueClient
 from .errors import (
+    AccessDeniedError,
     BadRequestError,
     DelayQueueError,
     NotFoundError,
+    RateLimitedError,
     ServerError,
     StaleReceiptError,
     UnavailableError,
@@ -26,6 +28,7 @@ from .errors import (
 from .model import TOPIC_SETTINGS, DeadLetterPage, DelayMsg, MonitorData, TopicConfig, TopicInfo
 
 __all__ = [
+    "AccessDeniedError", "RateLimitedError",
     "Backoff", "BadRequestError", "Consumer", "DeadLetterPage", "DelayMsg", "DelayQueueClient",
     "DelayQueueError", "MonitorData", "NotFoundError", "ServerError", "StaleReceiptError",
     "Status", "TOPIC_SETTINGS", "TopicConfig", "TopicInfo", "UnavailableError",

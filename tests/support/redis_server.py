@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import redis
 
@@ -38,15 +38,17 @@ class RedisServer:
 
     Without ``port`` it picks a free one, and if another process takes it first (the server
     fails to bind, or a server that is not ours answers) it starts again on another; once
-    started, it keeps its port.
+    started, it keeps its port. ``extra_args`` come after the defaults and win over them
+    (``["--appendonly", "yes"]``: a restart on the same directory reloads the data).
     """
 
     def __init__(self, directory: Path, port: int | None = None,
-                 executable: str | None = None) -> None:
+                 executable: str | None = None, extra_args: Sequence[str] = ()) -> None:
         self.fixed_port = port is not None
         self.port = port or free_port()
         self.directory = Path(directory)
         self.executable = executable or find_redis_server()
+        self.extra_args = list(extra_args)
         self.process = None
         self._leased: set[int] = set()
 
@@ -81,7 +83,8 @@ class RedisServer:
                     self.executable,
                     ["--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                      "--appendonly", "no", "--dir", str(self.directory.resolve()),
-                     "--maxmemory-policy", "noeviction", "--daemonize", "no"],
+                     "--maxmemory-policy", "noeviction", "--daemonize", "no",
+                     *self.extra_args],
                     log_path, probe, 20.0, f"port {self.port}")
             except EmbeddedRedisError as exc:
                 if any(text in _read_from(log_path, offset) for text in PORT_TAKEN):
