@@ -3,7 +3,7 @@ VENV := .venv
 PY := python3
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps lint run test ha wheel report bench bench-deps bench-report clean
+.PHONY: install system-deps lint run test ha chaos wheel report bench bench-deps bench-report clean
 
 # The venv is rebuilt whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -49,6 +49,12 @@ ha: install
 	$(VENV)/bin/python bench/ha_campaign.py $(HA_ARGS)
 	DQ_TEST_TOPOLOGIES=standalone,sentinel,cluster $(VENV)/bin/pytest -q \
 	  tests/test_failure_conformance.py tests/test_redis_failover.py
+
+# The long fault campaign (tests/faults/chaos.py, ~25 min): writes docs/reliability.md.
+# CHAOS_ARGS='--scale 0.25' runs a quarter of it; '--only NodeKill,RedisKill' some faults.
+CHAOS_ARGS ?=
+chaos: install
+	$(VENV)/bin/python tests/faults/chaos.py $(CHAOS_ARGS)
 
 # ruff, configured in pyproject.toml.
 lint: install

@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterable, Mapping
 from flask import Flask, Request, Response, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
+from .access import register_access
 from .config import Settings, load_settings
 from .errors import DelayQueueError, OutOfMemory
 from .jsonio import OrjsonProvider
@@ -44,6 +45,7 @@ def create_app(overrides: Mapping[str, Any] | None = None,
     app.register_blueprint(metrics)
     register_error_handlers(app)
     register_body_limit(app)
+    register_access(app, settings)
     return app
 
 
@@ -110,7 +112,9 @@ def register_error_handlers(app: Flask) -> None:
             app.extensions["delayqueue"].monitor.count_event("redisOutOfMemory")
         if exc.code == 500:
             logger.warning("request failed: %s", exc.msg)
-        return envelope(exc.code, exc.msg, exc.http_status)
+        response = envelope(exc.code, exc.msg, exc.http_status)
+        response.headers.update(exc.headers)
+        return response
 
     @app.errorhandler(RequestEntityTooLarge)
     def on_too_large(exc: RequestEntityTooLarge) -> Response:

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 
 from . import camellia_redis
+from .credential import TokenError, Tokens, parse_tokens
 from .redis_connection import (
     CLUSTER_SCHEMES,
     SENTINEL_SCHEMES,
@@ -42,7 +43,8 @@ CONFIG_ENV_VAR = "DELAYQUEUE_CONFIG"
 # DELAYQUEUE_* variables that are not settings (read elsewhere); never warned about.
 # DELAYQUEUE_* variables that are not server settings: the config path, the test fixture's
 # redis-server, and the client side's (the CLI's server URL, what `consume` gives its command).
-NON_SETTING_ENV_VARS = frozenset({CONFIG_ENV_VAR, "DELAYQUEUE_REDIS_SERVER", "DELAYQUEUE_URL"})
+NON_SETTING_ENV_VARS = frozenset({CONFIG_ENV_VAR, "DELAYQUEUE_REDIS_SERVER", "DELAYQUEUE_URL",
+                                  "DELAYQUEUE_TOKEN"})
 NON_SETTING_ENV_PREFIXES = ("DELAYQUEUE_MSG_",)
 CAMELLIA_BLOCK = "camellia-delay-queue-server"
 # camellia keys with no meaning here (its thread-pool and long-poll pool sizes: gevent holds a
@@ -233,6 +235,13 @@ def _check_redis_url(key: str, raw: Any) -> str:
     return url
 
 
+def _tokens(key: str, raw: Any) -> Tokens:
+    try:
+        return parse_tokens(raw)
+    except TokenError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+
+
 def _setting(default: Any, doc: str, check: Check) -> Any:
     return field(default=default, metadata={"doc": doc, "check": check})
 
@@ -310,6 +319,12 @@ class Settings:
     max_msg_id_length: int = _setting(256, "max msgId length (characters)",
                                       _integer(GENERATED_MSG_ID_LENGTH))
     max_msg_bytes: int = _setting(1_048_576, "max message body size (bytes)", _integer(1))
+    # Authentication and per-token limits (README "Security").
+    auth_tokens: Tokens = _setting(Tokens(), "API tokens; empty: authentication off", _tokens)
+    token_rate_limit: int = _setting(
+        0, "requests per second per token and worker process (0: no limit)", _integer(0))
+    token_max_long_polls: int = _setting(
+        0, "concurrent long polls per token and worker process (0: no limit)", _integer(0))
     # Monitoring.
     snapshot_dir: str = _setting("./data/snapshots", "snapshot directory; empty disables",
                                  _string(empty_ok=True))

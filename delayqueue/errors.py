@@ -15,9 +15,10 @@ class DelayQueueError(Exception):
     code = 500
     http_status = 200
 
-    def __init__(self, msg: str) -> None:
+    def __init__(self, msg: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(msg)
         self.msg = msg
+        self.headers = headers or {}
 
 
 class BadRequest(DelayQueueError):
@@ -40,6 +41,27 @@ class Conflict(DelayQueueError):
     """A receipt that is not the latest delivery's: the message was delivered again since."""
 
     code = 409
+
+
+class Unauthorized(DelayQueueError):
+    """No valid bearer token where authentication is on: HTTP 401."""
+
+    code = 401
+    http_status = 401
+
+
+class Forbidden(DelayQueueError):
+    """A valid token outside its rights (role, namespace, topic): HTTP 403."""
+
+    code = 403
+    http_status = 403
+
+
+class TooManyRequests(DelayQueueError):
+    """Over a token's request rate or concurrent long polls: HTTP 429 with Retry-After."""
+
+    code = 429
+    http_status = 429
 
 
 class Unavailable(DelayQueueError):

@@ -114,7 +114,10 @@ def connect_redis(url: str, *, socket_timeout_ms: int, connect_timeout_ms: int,
     A blocking pool caps connections per process (per node on a Cluster; thousands of held
     long polls share a few dozen); a request that cannot get one within the socket timeout
     fails with 500 rather than hanging. One retry with backoff rides over a dropped idle
-    connection; a Cluster command retries through redirections and failovers.
+    connection, on connection errors only: redis-py's default also retries a read that timed
+    out, which runs a script again after it already ran (a send re-run after its message was
+    acked re-created it). A Cluster command retries through redirections and failovers
+    (redis-py's own rules, which do retry a timed-out read: see docs/reliability.md).
     """
     timeout_s, connect_s = socket_timeout_ms / 1000.0, connect_timeout_ms / 1000.0
     common = dict(socket_timeout=timeout_s, socket_connect_timeout=connect_s,
@@ -128,7 +131,8 @@ def connect_redis(url: str, *, socket_timeout_ms: int, connect_timeout_ms: int,
             target.master, connection_pool_class=BlockingSentinelPool,
             max_connections=max_connections, timeout=timeout_s, db=target.db,
             username=target.username, password=target.password, health_check_interval=30,
-            retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), 1),
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), 1,
+                        supported_errors=(redis.ConnectionError,)),
             retry_on_error=[redis.ConnectionError], **common)
     if scheme in CLUSTER_SCHEMES:
         target = parse_target(url)
@@ -149,7 +153,8 @@ def connect_redis(url: str, *, socket_timeout_ms: int, connect_timeout_ms: int,
         max_connections=max_connections,
         timeout=timeout_s,
         health_check_interval=30,
-        retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), 1),
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), 1,
+                    supported_errors=(redis.ConnectionError,)),
         retry_on_error=[redis.ConnectionError],
         **common,
     )

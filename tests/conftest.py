@@ -10,14 +10,18 @@ import os
 import pytest
 import redis
 
-from support.node import ServerProcess
+from support.node import ACLFILE_ENV_VAR, ServerProcess
 from support.redis_server import FIXTURE_DB, RedisServer
 from support.topologies import ClusterTopology, SentinelTopology
 
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory):
-    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    # tests/test_redis_acl.py runs suites with $DQTEST_REDIS_ACLFILE: the server loads that
+    # ACL, and nodes (support/node.py) log in as $DQTEST_REDIS_USER.
+    aclfile = os.environ.get(ACLFILE_ENV_VAR)
+    server = RedisServer(tmp_path_factory.mktemp("redis"),
+                         extra_args=["--aclfile", aclfile] if aclfile else []).start()
     yield server
     server.stop()
 

@@ -54,8 +54,9 @@ def normalise(cell: str) -> str:
 
 
 def rendered(value) -> str:
-    """A default as the README writes it: true/false, 1 rather than 1.0, empty for None."""
-    if value is None:
+    """A default as the README writes it: true/false, 1 rather than 1.0, empty for None
+    and for an empty list."""
+    if value is None or (isinstance(value, (list, tuple)) and not value):
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"

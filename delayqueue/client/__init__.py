@@ -17,9 +17,11 @@ from .backoff import Backoff
 from .consumer import Consumer
 from .delay_queue_client import DelayQueueClient
 from .errors import (
+    AccessDeniedError,
     BadRequestError,
     DelayQueueError,
     NotFoundError,
+    RateLimitedError,
     ServerError,
     StaleReceiptError,
     UnavailableError,
@@ -39,8 +41,9 @@ from .model import (
 )
 
 __all__ = [
-    "AckEntry", "Backoff", "BadRequestError", "BatchResult", "Consumer", "DeadLetterPage",
-    "DelayMsg", "DelayQueueClient", "DelayQueueError", "MonitorData", "NotFoundError",
-    "SendEntry", "SendResult", "ServerError", "StaleReceiptError", "Status", "TOPIC_SETTINGS",
-    "TopicConfig", "TopicInfo", "UnavailableError", "UnsupportedError",
+    "AccessDeniedError", "AckEntry", "Backoff", "BadRequestError", "BatchResult", "Consumer",
+    "DeadLetterPage", "DelayMsg", "DelayQueueClient", "DelayQueueError", "MonitorData",
+    "NotFoundError", "RateLimitedError", "SendEntry", "SendResult", "ServerError",
+    "StaleReceiptError", "Status", "TOPIC_SETTINGS", "TopicConfig", "TopicInfo",
+    "UnavailableError", "UnsupportedError",
 ]

@@ -71,15 +71,17 @@ class DelayQueueClient(Batches):
         timeout: read timeout in seconds; a long poll waits this much longer than the poll.
         connect_timeout: seconds to open a connection before trying the next node.
         pool_size: keep-alive connections kept per node (at least the threads that share it).
+        token: the API token where the server has authentication on (sent as
+            ``Authorization: Bearer <token>``).
     """
 
     def __init__(self, url: str | Iterable[str] = "http://127.0.0.1:8080", *,
                  timeout: float = 10.0, connect_timeout: float = 3.0,
-                 pool_size: int = 32) -> None:
+                 pool_size: int = 32, token: str | None = None) -> None:
         self.urls = split_urls(url)
         self.timeout = timeout
         self._transport = Transport(self.urls, connect_timeout_s=connect_timeout,
-                                    read_timeout_s=timeout, pool_size=pool_size)
+                                    read_timeout_s=timeout, pool_size=pool_size, token=token)
 
     def close(self) -> None:
         self._transport.close()

@@ -31,6 +31,14 @@ class StaleReceiptError(DelayQueueError):
     """
 
 
+class AccessDeniedError(DelayQueueError):
+    """Code 401 (no valid token) or 403 (the token lacks the role, namespace or topic)."""
+
+
+class RateLimitedError(DelayQueueError):
+    """Code 429: over the token's request rate or concurrent long polls; retry later."""
+
+
 class ServerError(DelayQueueError):
     """Code 500 (Redis unreachable, script error), or an answer that is not the envelope."""
 
@@ -46,7 +54,10 @@ class UnsupportedError(DelayQueueError):
 ERRORS_BY_CODE: dict[int, type[DelayQueueError]] = {
     400: BadRequestError,
     404: NotFoundError,
+    401: AccessDeniedError,
+    403: AccessDeniedError,
     409: StaleReceiptError,
+    429: RateLimitedError,
     500: ServerError,
 }
 

@@ -106,7 +106,7 @@ class Transport:
     """POSTs forms to ``/camellia/delayQueue/<endpoint>`` and unwraps the envelope."""
 
     def __init__(self, urls: list[str], *, connect_timeout_s: float, read_timeout_s: float,
-                 pool_size: int) -> None:
+                 pool_size: int, token: str | None = None) -> None:
         self.pool = NodePool(urls)
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
@@ -115,6 +115,8 @@ class Transport:
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
         self.session.headers["User-Agent"] = "delayqueue-python"
+        if token:
+            self.session.headers["Authorization"] = f"Bearer {token}"
 
     def close(self) -> None:
         self.session.close()

@@ -39,6 +39,7 @@ from delayqueue.client.command import CommandHandler
 from delayqueue.client.model import setting_name
 
 URL_ENV_VAR = "DELAYQUEUE_URL"
+TOKEN_ENV_VAR = "DELAYQUEUE_TOKEN"
 DEFAULT_URL = "http://127.0.0.1:8080"
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_STALE = 0, 1, 2, 3, 4
 REDRIVE_BATCH = 1000  # the server's most per redriveDeadMsg call
@@ -106,6 +107,9 @@ def _common() -> argparse.ArgumentParser:
     common.add_argument("--url", default=os.environ.get(URL_ENV_VAR) or DEFAULT_URL,
                         help=f"server URL(s), comma-separated (default: ${URL_ENV_VAR} or "
                              f"{DEFAULT_URL})")
+    common.add_argument("--token", default=os.environ.get(TOKEN_ENV_VAR) or None,
+                        help=f"API token where the server has authentication on (default: "
+                             f"${TOKEN_ENV_VAR}; prefer the variable: arguments show in ps)")
     common.add_argument("--json", action="store_true", help="print JSON for scripts")
     common.add_argument("--timeout", type=float, default=10.0, metavar="S",
                         help="HTTP read timeout in seconds (default 10)")
@@ -259,7 +263,7 @@ def _run(func: Callable[[DelayQueueClient, argparse.Namespace], int],
             args.consume_parser.parse_args([*given[:cut], args.topic], namespace=args)
         args.command = given[cut + 1:]
     try:
-        with DelayQueueClient(args.url, timeout=args.timeout) as client:
+        with DelayQueueClient(args.url, timeout=args.timeout, token=args.token) as client:
             return func(client, args)
     except NotFoundError as exc:
         return _fail(f"not found: {exc}", EXIT_NOT_FOUND)

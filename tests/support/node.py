@@ -20,6 +20,18 @@ REPO = Path(__file__).resolve().parent.parent.parent
 GUNICORN = ["-m", "gunicorn", "-c", "python:delayqueue.gunicorn_conf",
             "delayqueue.wsgi:app"]
 START_ATTEMPTS = 5
+# Set by tests/test_redis_acl.py for a suite run under a Redis ACL: "user:password" the nodes
+# log in with, and the ACL file the session's redis-server loads (tests/conftest.py).
+USER_ENV_VAR = "DQTEST_REDIS_USER"
+ACLFILE_ENV_VAR = "DQTEST_REDIS_ACLFILE"
+
+
+def as_test_user(url: str) -> str:
+    """``url`` with $DQTEST_REDIS_USER's credentials, when a suite runs under an ACL."""
+    user = os.environ.get(USER_ENV_VAR)
+    if not user or "@" in url or not url.startswith("redis://"):
+        return url
+    return "redis://" + user + "@" + url[len("redis://"):]
 
 
 class PortTaken(RuntimeError):
@@ -55,7 +67,7 @@ class ServerProcess:
         self.fixed_port = port is not None
         self.port = port or free_port()
         self._values = {
-            "redis-url": redis_url, "host": "127.0.0.1",
+            "redis-url": as_test_user(redis_url), "host": "127.0.0.1",
             "workers": workers, "worker-class": worker_class, "snapshot-dir": "",
             "log-level": "warning", **(settings or {}),
         }

@@ -38,7 +38,8 @@ class RedisServer:
 
     Without ``port`` it picks a free one, and if another process takes it first (the server
     fails to bind, or a server that is not ours answers) it starts again on another; once
-    started, it keeps its port.
+    started, it keeps its port. ``extra_args`` come after the defaults and win over them
+    (``["--appendonly", "yes"]``: a restart on the same directory reloads the data).
     """
 
     def __init__(self, directory: Path, port: int | None = None,
@@ -53,6 +54,7 @@ class RedisServer:
         self.port = port or free_port()
         self.directory = Path(directory)
         self.executable = executable or find_redis_server()
+        self.extra_args = list(extra_args)
         self.process = None
         self._leased: set[int] = set()
 

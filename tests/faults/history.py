@@ -1,0 +1,83 @@
+"""The history of a fault run: every send, pull and ack a client made, with its outcome.
+
+An outcome is ``ok`` (the server answered code 200), ``fail`` (it answered a refusal that
+wrote nothing: a 4xx code, or Redis over maxmemory) or ``unknown`` (a 500 envelope, a broken
+connection or a timeout: the call may or may not have taken effect). Times are client wall
+clock in ms (``time.time()``): Redis runs on this machine and the nodes follow its clock, so
+a receive stamp taken after an answer arrived is never before the server handed it out.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+OK, FAIL, UNKNOWN = "ok", "fail", "unknown"
+
+
+def now_ms() -> float:
+    return time.time() * 1000.0
+
+
+@dataclass(frozen=True)
+class Op:
+    kind: str                  # send, pull, ack
+    topic: str
+    msg_id: str | None         # None for a pull
+    start_ms: float
+    end_ms: float
+    outcome: str
+    http_status: int | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One message in a pull's answer."""
+
+    topic: str
+    msg_id: str
+    retry: int
+    trigger_ms: int
+    pull_start_ms: float       # when the pull that returned it was sent
+    received_ms: float
+
+
+@dataclass
+class History:
+    ops: list[Op] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)
+    hangs: list[Op] = field(default_factory=list)
+    faults: list[tuple[float, float, str]] = field(default_factory=list)  # start, end, what
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, op: Op) -> None:
+        with self.lock:
+            self.ops.append(op)
+
+    def deliver(self, delivery: Delivery) -> None:
+        with self.lock:
+            self.deliveries.append(delivery)
+
+    def hang(self, op: Op) -> None:
+        with self.lock:
+            self.hangs.append(op)
+
+    def fault(self, start_ms: float, end_ms: float, what: str) -> None:
+        with self.lock:
+            self.faults.append((start_ms, end_ms, what))
+
+    def of(self, kind: str) -> list[Op]:
+        with self.lock:
+            return [op for op in self.ops if op.kind == kind]
+
+    def trace(self, msg_id: str) -> list[str]:
+        """Every call and delivery about one message, in time order: what a violation shows."""
+        with self.lock:
+            rows = [(op.start_ms, f"{op.kind} {op.outcome} {op.start_ms:.0f}-{op.end_ms:.0f} "
+                     f"{op.detail}".strip()) for op in self.ops if op.msg_id == msg_id]
+            rows += [(d.pull_start_ms, f"delivered retry={d.retry} pull "
+                      f"{d.pull_start_ms:.0f}-{d.received_ms:.0f} trigger {d.trigger_ms}")
+                     for d in self.deliveries if d.msg_id == msg_id]
+        return [text for _, text in sorted(rows)]

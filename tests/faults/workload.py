@@ -1,0 +1,152 @@
+"""The clients of a fault run: producers at a fixed rate over some topics, and one long-poll
+consumer per topic that acks what it gets; every call goes into the History."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from typing import Callable
+
+import requests
+
+from faults.history import FAIL, OK, UNKNOWN, Delivery, History, Op, now_ms
+from support.fleet import API
+from support.wait import wait_until
+
+LONG_POLL_MS = 1000
+HANG_MARGIN_S = 10.0       # an answer later than the call's own timeout + this is a hang
+CALL_TIMEOUT_S = 5.0       # what the server may take for a send or an ack (socket timeouts)
+
+
+def _outcome(answer: dict) -> str:
+    code = answer.get("code")
+    if code == 200:
+        return OK
+    if code == 500 and "out of memory" not in str(answer.get("msg", "")):
+        return UNKNOWN     # Redis unreachable: the script may or may not have run
+    return FAIL            # a refusal (4xx), or over maxmemory: nothing was written
+
+
+class Client:
+    """One thread's HTTP calls, each recorded; tries the next node when one is down."""
+
+    def __init__(self, history: History, bases: Callable[[], list[str]], token: str = "",
+                 offset: int = 0) -> None:
+        self.history = history
+        self.bases = bases
+        self.session = requests.Session()
+        self.turn = offset
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+
+    def call(self, kind: str, endpoint: str, topic: str, msg_id: str | None,
+             server_time_s: float, **params) -> tuple[Op, dict | None]:
+        bases = self.bases()
+        self.turn += 1
+        base = bases[self.turn % len(bases)]
+        start = now_ms()
+        status, answer, detail = None, None, ""
+        try:
+            response = self.session.post(base + API + endpoint, headers=self.headers,
+                                         data={"topic": topic, **params},
+                                         timeout=(2.0, server_time_s + HANG_MARGIN_S))
+            status = response.status_code
+            answer = response.json()
+            outcome = _outcome(answer)
+            detail = "" if outcome == OK else str(answer)[:200]
+        except requests.ReadTimeout as exc:
+            outcome, detail = UNKNOWN, f"hang: {exc.__class__.__name__}"
+        except (requests.RequestException, ValueError) as exc:
+            outcome, detail = UNKNOWN, exc.__class__.__name__
+            self.session = requests.Session()
+        op = Op(kind, topic, msg_id, start, now_ms(), outcome, status, detail)
+        self.history.add(op)
+        if detail.startswith("hang"):
+            self.history.hang(op)
+        return op, answer
+
+
+class Workload:
+    """``rate`` sends per second over ``topics``, each due in 0..``max_delay_ms``."""
+
+    def __init__(self, history: History, bases: Callable[[], list[str]], topics: list[str], *,
+                 rate: float, max_delay_ms: int = 1000, producers: int = 2,
+                 token: str = "") -> None:
+        self.history = history
+        self.bases = bases
+        self.topics = topics
+        self.rate = rate
+        self.max_delay_ms = max_delay_ms
+        self.producers = producers
+        self.token = token
+        self.producing = threading.Event()
+        self.stopping = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> "Workload":
+        self.producing.set()
+        for i in range(self.producers):
+            self._spawn(self._produce, i)
+        for i, topic in enumerate(self.topics):
+            self._spawn(self._consume, topic, i)
+        return self
+
+    def _spawn(self, target, *args) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def _produce(self, index: int) -> None:
+        client = Client(self.history, self.bases, self.token, index)
+        interval = self.producers / self.rate
+        rng = random.Random(index)
+        next_at = time.monotonic()
+        while self.producing.is_set():
+            topic = rng.choice(self.topics)
+            msg_id = uuid.uuid4().hex
+            client.call("send", "sendMsg", topic, msg_id, CALL_TIMEOUT_S, msgId=msg_id,
+                        msg="x", delayMillis=rng.randint(0, self.max_delay_ms))
+            next_at += interval
+            self.stopping.wait(max(0.0, next_at - time.monotonic()))
+            next_at = max(next_at, time.monotonic() - 1.0)  # no burst after a stall
+
+    def _consume(self, topic: str, index: int) -> None:
+        client = Client(self.history, self.bases, self.token, index)
+        while not self.stopping.is_set():
+            start = now_ms()
+            op, answer = client.call("pull", "longPollingMsg", topic, None,
+                                     LONG_POLL_MS / 1000 + CALL_TIMEOUT_S, batch=10,
+                                     longPollingTimeoutMillis=LONG_POLL_MS)
+            if op.outcome != OK:
+                self.stopping.wait(0.1)
+                continue
+            for message in answer["delayMsgList"]:
+                self.history.deliver(Delivery(topic, message["msgId"], message["retry"],
+                                              message["triggerTime"], start, op.end_ms))
+            for message in answer["delayMsgList"]:
+                client.call("ack", "ackMsg", topic, message["msgId"], CALL_TIMEOUT_S,
+                            msgId=message["msgId"], receipt=message.get("receipt", ""))
+
+    def stop_producing(self) -> None:
+        self.producing.clear()
+
+    def drain(self, timeout_s: float) -> bool:
+        """Wait until every send answered 200 has been delivered; True if it was."""
+        def all_delivered() -> bool:
+            sent = {op.msg_id for op in self.history.of("send") if op.outcome == OK}
+            with self.history.lock:
+                delivered = {d.msg_id for d in self.history.deliveries}
+            return sent <= delivered
+
+        try:
+            return wait_until(all_delivered, timeout_s, interval_s=0.1)
+        except AssertionError:
+            return False
+
+    def stop(self) -> None:
+        self.stop_producing()
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(timeout=LONG_POLL_MS / 1000 + CALL_TIMEOUT_S + HANG_MARGIN_S)
+
