@@ -96,7 +96,70 @@ def _fakeredis_client() -> redis.Redis:
     except ImportError as exc:  # pragma: no cover - depends on the extra
         raise ImportError("delayqueue.testing needs fakeredis with Lua: "
                           "pip install 'delayqueue[testing]'") from exc
-    return fakeredis.FakeRedis(server=fakeredis.FakeServer(), decode_responses=True)
+    server = fakeredis.FakeServer()
+    client = fakeredis.FakeRedis(server=server, decode_responses=True)
+    client.eval("return 1", 0)            # fakeredis builds the server's Lua runtime lazily
+    _add_redis_lua_builtins(server)
+    return client
+
+
+# -- what real Redis gives every script and fakeredis (2.40) does not --------------------------
+# The scripts use two builtins of Redis's Lua environment: redis.sha1hex (a message's slot) and
+# the struct library (the record's binary header). fakeredis has neither, so they are added to
+# its runtime here, written to Redis's documented behaviour for the formats the scripts use.
+# tests/test_testing_helpers.py checks the scripts answer on fakeredis exactly as on a real
+# redis-server.
+_STRUCT_CODES = {"b": (1, True), "B": (1, False), "h": (2, True), "H": (2, False),
+                 "i": (4, True), "I": (4, False), "l": (8, True), "L": (8, False)}
+
+
+def _struct_items(fmt: bytes) -> Iterator[tuple[int, bool]]:
+    text = fmt.decode()
+    if not text.startswith(">"):
+        raise ValueError(f"struct shim: only big-endian formats ('>...'), got {text!r}")
+    i = 1
+    while i < len(text):
+        code = text[i]
+        if code not in _STRUCT_CODES:
+            raise ValueError(f"struct shim: format code {code!r} is not supported")
+        size, signed = _STRUCT_CODES[code]
+        i += 1
+        digits = ""
+        while i < len(text) and text[i].isdigit():
+            digits += text[i]
+            i += 1
+        yield (int(digits) if digits else size), signed
+
+
+def _struct_pack(fmt: bytes, *values: Any) -> bytes:
+    items = list(_struct_items(fmt))
+    if len(items) != len(values):
+        raise ValueError("struct shim: pack got a value count that does not match the format")
+    return b"".join(int(v).to_bytes(size, "big", signed=signed)
+                    for (size, signed), v in zip(items, values))
+
+
+def _struct_unpack(fmt: bytes, data: bytes, pos: int = 1) -> tuple:
+    at = int(pos) - 1                     # Lua positions count from 1
+    values: list[int] = []
+    for size, signed in _struct_items(fmt):
+        if at + size > len(data):
+            raise ValueError("struct shim: data string too short")
+        values.append(int.from_bytes(data[at:at + size], "big", signed=signed))
+        at += size
+    return (*values, at + 1)
+
+
+def _add_redis_lua_builtins(server: Any) -> None:
+    import hashlib
+
+    runtime = server._lua_runtime
+    install = runtime.eval(
+        "function(sha1hex, pack, unpack) redis.sha1hex = sha1hex; "
+        "struct = {pack = pack, unpack = unpack} end")
+    install(lambda data: hashlib.sha1(data).hexdigest().encode(), _struct_pack, _struct_unpack)
+    # fakeredis refuses a script that leaves a global it did not know of: struct is Redis's own.
+    server._lua_expected_globals.add(b"struct")
 
 
 def exercise_every_script(dq: FakeDelayQueue) -> set[str]:
@@ -147,6 +210,7 @@ def _scenario(dq: FakeDelayQueue) -> None:
     _check(dq.call("pullMsg", topic=d), "pull dead")
     _check(dq.call("ackMsg", topic=d, msgId="z", ack=False), "nack")      # -> dead letter
     _check(dq.call("listDeadMsg", topic=d), "list dead")
+    _check(dq.call("getMsg", topic=d, msgId="z"), "get")
     _check(dq.call("redriveDeadMsg", topic=d, msgId="z"), "redrive")
     _check(dq.call("pullMsg", topic=d, ackTimeoutMillis=100), "pull again")
     dq.advance(200)                                   # ack timeout -> dead again
@@ -159,6 +223,8 @@ def _scenario(dq: FakeDelayQueue) -> None:
     dq.advance(rt.settings.topic_active_tag_timeout_millis + 1)
     rt.scheduler.recycle_topics()                     # "probe" is empty and idle: recycled
     rt.monitor.flush()
+    # migrate-storage's script, on an id with no old per-message hash: converts nothing.
+    rt.scripts.migrate(rt.keys.topic(t), rt.clock.now_ms(), ["never-stored"])
 
 
 @lru_cache(maxsize=1)
