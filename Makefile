@@ -3,7 +3,7 @@ VENV := .venv
 PY := python3
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps lint run test ha chaos wheel report bench bench-deps bench-report clean
+.PHONY: install system-deps lint run test ha chaos fuzz wheel report bench bench-deps bench-report clean
 
 # The venv is rebuilt whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -55,6 +55,15 @@ ha: install
 CHAOS_ARGS ?=
 chaos: install
 	$(VENV)/bin/python tests/faults/chaos.py $(CHAOS_ARGS)
+
+# HTTP fuzzing from the node's own /openapi.json (tests/test_openapi_fuzz.py, schemathesis):
+# 500 cases per operation against a real node (~10 min; make test runs 30 per operation).
+# FUZZ_CASES=2000 runs more, FUZZ_SEED=7 other cases; figures in docs/reliability.md.
+FUZZ_CASES ?= 500
+FUZZ_SEED ?= 13
+fuzz: install
+	DQ_FUZZ_CASES=$(FUZZ_CASES) DQ_FUZZ_SEED=$(FUZZ_SEED) $(VENV)/bin/pytest -q -s \
+	  tests/test_openapi_fuzz.py
 
 # ruff, configured in pyproject.toml.
 lint: install

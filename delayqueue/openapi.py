@@ -141,7 +141,8 @@ def schemas() -> dict[str, Any]:
         },
         "Error": {
             "type": "object", "required": ["code", "msg"],
-            "properties": {"code": {"type": "integer", "enum": [400, 403, 404, 409, 413, 500]},
+            "properties": {"code": {"type": "integer", "enum": [400, 403, 404, 409, 413, 414,
+                                                               500]},
                            "msg": {"type": "string", "description": "Names the parameter "
                                                                     "and the rule it broke."}},
             "additionalProperties": False,
@@ -395,6 +396,14 @@ def _operation(endpoint: Endpoint, method: str) -> dict[str, Any]:
     return op
 
 
+# gunicorn refuses a request line (method, path and query string) over limit_request_line
+# before any view runs (delayqueue/gunicorn_workers.py): any GET with a long enough query.
+REQUEST_LINE_TOO_LONG = {
+    "description": "The request line (path and query string) is longer than 4094 bytes.",
+    "content": {"application/json": {"schema": ref("Error"), "examples": {"too-long": {
+        "value": {"code": 414, "msg": "request line: longer than 4094 bytes"}}}}}}
+
+
 def _paths() -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for endpoint in ENDPOINTS:
@@ -426,7 +435,11 @@ def _paths() -> dict[str, Any]:
         "operationId": "openapi_get", "tags": ["meta"], "summary": "This document.",
         "responses": {"200": {"description": "OpenAPI 3.1.",
                               "content": {"application/json": {"schema": {"type": "object"}}}}}}}
+    for ops in paths.values():
+        if "get" in ops:
+            ops["get"]["responses"]["414"] = REQUEST_LINE_TOO_LONG
     return paths
+
 
 
 CONSOLE_PAGES = (
@@ -450,16 +463,29 @@ CONSOLE_WRITES = (
 )
 
 
+CONSOLE_MISSING = {"description": "A required parameter is missing or cannot be converted: "
+                                  "the error envelope.",
+                   "content": {"application/json": {"schema": ref("Error")}}}
+
+
 def _console_paths() -> dict[str, Any]:
-    """The console: HTML pages, and form POSTs refused (403) unless same-origin."""
+    """The console: HTML pages, and form POSTs refused (403) unless same-origin. A page or
+    form whose parameter breaks a rule answers the error envelope instead (HTTP 400 when
+    a required one is missing or unconvertible, else HTTP 200)."""
     html = {"text/html": {"schema": {"type": "string"}}}
     paths: dict[str, Any] = {}
     for path, name, summary, params in CONSOLE_PAGES:
+        responses: dict[str, Any] = {"200": {"description": "An HTML page.", "content": html}}
+        if any(p.required for p in params):
+            responses["200"] = {"description": "An HTML page, or the error envelope when a "
+                                               "parameter breaks a rule.",
+                                "content": {**html, "application/json": {"schema": ref("Error")}}}
+            responses["400"] = CONSOLE_MISSING
         paths[path] = {"get": {
             "operationId": f"console_{name}", "tags": ["console"], "summary": summary,
             "parameters": [{"name": p.name, "in": "query", "required": p.required,
                             "schema": p.schema} for p in params],
-            "responses": {"200": {"description": "An HTML page.", "content": html}}}}
+            "responses": responses}}
     for path, name, summary, params in CONSOLE_WRITES:
         paths[path] = {"post": {
             "operationId": f"console_{name}", "tags": ["console"],
@@ -474,7 +500,8 @@ def _console_paths() -> dict[str, Any]:
                                                      "cross-site: the console accepts writes "
                                                      "only from its own pages"}}}}}},
                 "200": {"description": "A bad parameter: the error envelope.",
-                        "content": {"application/json": {"schema": ref("Error")}}}}}}
+                        "content": {"application/json": {"schema": ref("Error")}}},
+                "400": CONSOLE_MISSING}}}
     return paths
 
 
