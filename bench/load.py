@@ -339,8 +339,12 @@ def _sdk_consumer_process(base: str, topics: list[str], per_topic: int, batch: i
     client = DelayQueueClient(base, pool_size=max(32, len(topics) * per_topic * 2))
     consumers = [client.listen(topic, handler) for topic in topics for _ in range(per_topic)]
     stop_flag.wait()
-    for consumer in consumers:
-        consumer.stop()
+    # Each stop waits for its held long poll and its last acks: stop them all at once.
+    stoppers = [threading.Thread(target=consumer.stop) for consumer in consumers]
+    for stopper in stoppers:
+        stopper.start()
+    for stopper in stoppers:
+        stopper.join()
     results.put((ledger.deliveries, ledger.errors, ledger.error_kinds))
 
 
