@@ -29,6 +29,16 @@ from common import (
     write_result,
 )
 
+DONE = r"""
+done = function(summary, latency, requests)
+  io.write(string.format("DQ-LATENCY %.3f %.3f %.3f %.3f\n", latency:percentile(50) / 1000,
+           latency:percentile(90) / 1000, latency:percentile(99) / 1000, latency.max / 1000))
+  io.write(string.format("DQ-ERRORS %d %d\n", summary.errors.status,
+           summary.errors.connect + summary.errors.read + summary.errors.write +
+           summary.errors.timeout))
+end
+"""
+
 SCRIPT = r"""
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
@@ -39,13 +49,6 @@ request = function()
   local body = "topic=wrk" .. (n % 100) .. "&msgId=" .. prefix .. "-" .. n ..
                "&msg=" .. string.rep("x", 64) .. "&delayMillis=3600000"
   return wrk.format(nil, nil, nil, body)
-end
-done = function(summary, latency, requests)
-  io.write(string.format("DQ-LATENCY %.3f %.3f %.3f %.3f\n", latency:percentile(50) / 1000,
-           latency:percentile(90) / 1000, latency:percentile(99) / 1000, latency.max / 1000))
-  io.write(string.format("DQ-ERRORS %d %d\n", summary.errors.status,
-           summary.errors.connect + summary.errors.read + summary.errors.write +
-           summary.errors.timeout))
 end
 """
 
@@ -65,13 +68,6 @@ request = function()
   end
   return wrk.format(nil, nil, nil, '{"topic":"wrk' .. (n % 100) .. '","msgs":[' ..
                     table.concat(parts, ",") .. "]}")
-end
-done = function(summary, latency, requests)
-  io.write(string.format("DQ-LATENCY %.3f %.3f %.3f %.3f\n", latency:percentile(50) / 1000,
-           latency:percentile(90) / 1000, latency:percentile(99) / 1000, latency.max / 1000))
-  io.write(string.format("DQ-ERRORS %d %d\n", summary.errors.status,
-           summary.errors.connect + summary.errors.read + summary.errors.write +
-           summary.errors.timeout))
 end
 """
 
@@ -98,7 +94,7 @@ def run_batch(s, wrk: str, *, duration_s: int, connections: int, threads: int,
               batch_size: int) -> dict:
     """The sendMsgBatch phase, on the running stack, after the single-send phase."""
     script = s.workdir / "batch.lua"
-    script.write_text(BATCH_SCRIPT.replace("BATCH", str(batch_size)))
+    script.write_text(BATCH_SCRIPT.replace("BATCH", str(batch_size)) + DONE)
     url = s.base + "/camellia/delayQueue/sendMsgBatch"
     subprocess.run([wrk, "-t1", "-c4", "-d2s", "-s", str(script), url], check=True,
                    capture_output=True)
@@ -121,7 +117,7 @@ def run(*, duration_s: int = 20, connections: int = 64, threads: int = 1,
         raise SystemExit("wrk not found: `apt-get install wrk` (make bench installs it)")
     with stack(workers=workers) as s:
         script = s.workdir / "send.lua"
-        script.write_text(SCRIPT)
+        script.write_text(SCRIPT + DONE)
         url = s.base + "/camellia/delayQueue/sendMsg"
         progress(f"warm-up, then wrk -t{threads} -c{connections} -d{duration_s}s")
         subprocess.run([wrk, "-t1", "-c8", "-d2s", "-s", str(script), url], check=True,

@@ -171,21 +171,16 @@ class DelayQueue:
                     _attributes_json(r.attributes), self.keys.hint_channel, self.defaults)))
             replies = self._run_each(topic, now, calls)
             self.bookkeep(topic, now, _lowest_due(replies, 2))
-        answers = iter(replies)
-        results: list[SendResult | DelayQueueError] = []
         accepted = 0
-        for request in requests:
-            if isinstance(request, DelayQueueError):
-                results.append(request)
-                continue
-            msg_id, reply = next(answers)
-            if isinstance(reply, DelayQueueError):
-                results.append(reply)
-                continue
+
+        def sent(request: SendRequest, msg_id: str, reply: list) -> SendResult:
+            nonlocal accepted
             outcome, fields, _ = reply
             duplicate = outcome == Outcome.DUPLICATE
             accepted += not duplicate
-            results.append(SendResult(DelayMsg.from_fields(topic, msg_id, fields), duplicate))
+            return SendResult(DelayMsg.from_fields(topic, msg_id, fields), duplicate)
+
+        results = _in_order(requests, replies, sent)
         self.monitor.incr(topic, "sendMsg", accepted)
         return results
 
@@ -258,21 +253,9 @@ class DelayQueue:
                 calls.append((r.msg_id, call))
             replies = self._run_each(topic, now, calls)
             self.bookkeep(topic, now, _lowest_due(replies, 2))
-        answers = iter(replies)
-        results: list[DelayMsg | DelayQueueError] = []
-        for r in requests:
-            if isinstance(r, DelayQueueError):
-                results.append(r)
-                continue
-            _, reply = next(answers)
-            if not isinstance(reply, DelayQueueError):
-                try:
-                    reply = self._acked(topic, r.msg_id, reply) if r.ack \
-                        else self._nacked(topic, r.msg_id, reply)
-                except DelayQueueError as exc:
-                    reply = exc
-            results.append(reply)
-        return results
+        return _in_order(requests, replies, lambda r, msg_id, reply:
+                         self._acked(topic, msg_id, reply) if r.ack
+                         else self._nacked(topic, msg_id, reply))
 
     def _acked(self, topic: str, msg_id: str, reply: list) -> DelayMsg:
         outcome, fields = reply
@@ -358,22 +341,15 @@ class DelayQueue:
             calls = [(m, partial(self.scripts.delete, tk, m, now, self.end_life_ms, release))
                      for m in msg_ids if not isinstance(m, DelayQueueError)]
             replies = self._run_each(topic, now, calls)
-        answers = iter(replies)
-        results: list[DelayMsg | DelayQueueError] = []
-        for m in msg_ids:
-            if isinstance(m, DelayQueueError):
-                results.append(m)
-                continue
-            _, reply = next(answers)
-            if not isinstance(reply, DelayQueueError):
-                outcome, fields = reply
-                if outcome == Outcome.NO_MESSAGE:
-                    reply = NotFound(f"msgId: no live message '{m}' in topic '{topic}'")
-                else:
-                    self.monitor.incr(topic, "deleteMsg")
-                    reply = DelayMsg.from_fields(topic, m, fields)
-            results.append(reply)
-        return results
+        return _in_order(msg_ids, replies, lambda _, msg_id, reply:
+                         self._deleted(topic, msg_id, reply))
+
+    def _deleted(self, topic: str, msg_id: str, reply: list) -> DelayMsg:
+        outcome, fields = reply
+        if outcome == Outcome.NO_MESSAGE:
+            raise NotFound(f"msgId: no live message '{msg_id}' in topic '{topic}'")
+        self.monitor.incr(topic, "deleteMsg")
+        return DelayMsg.from_fields(topic, msg_id, fields)
 
     def _check_receipt(self, outcome: int, message: DelayMsg) -> None:
         if outcome == Outcome.STALE_RECEIPT:
@@ -447,6 +423,28 @@ class DelayQueue:
 
 
 # -- helpers of the batch paths ------------------------------------------------------------
+def _in_order(entries: Sequence[Any], replies: list[tuple[str, Any]],
+              interpret: Callable[[Any, str, Any], Any]) -> list[Any]:
+    """Each entry's answer, in the entries' order: an entry that was already an error (it
+    failed validation, so it made no call) answers that error; a call that failed in Redis
+    answers its error; any other reply is ``interpret(entry, msg_id, reply)``, or the
+    DelayQueueError that raises."""
+    answers = iter(replies)
+    results: list[Any] = []
+    for entry in entries:
+        if isinstance(entry, DelayQueueError):
+            results.append(entry)
+            continue
+        msg_id, reply = next(answers)
+        if not isinstance(reply, DelayQueueError):
+            try:
+                reply = interpret(entry, msg_id, reply)
+            except DelayQueueError as exc:
+                reply = exc
+        results.append(reply)
+    return results
+
+
 def _raise(result):
     """A single request's answer: the result, or its error raised."""
     if isinstance(result, DelayQueueError):
