@@ -28,7 +28,9 @@ def test_a_send_whose_reply_timed_out_answers_500_and_runs_once(redis_server, re
                 watching.set()
                 while watching.is_set():
                     command = monitor.next_command()["command"]
-                    if "retry-probe" in command and command.lower().startswith("eval"):
+                    # The send of "retry-probe" (its msgId, then its body "x"), not getMsg's
+                    # own script call, which names the msgId too.
+                    if " retry-probe x " in command and command.lower().startswith("eval"):
                         seen.append(command)
         except redis.ConnectionError:
             pass                        # closed at the end of the test
