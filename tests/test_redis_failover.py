@@ -221,3 +221,25 @@ def test_wait_replicas_on_a_lone_redis_times_out_after_writing_and_reloads_scrip
         assert runtime.queue.get("lone", "a").status == 2
     finally:
         runtime.client.close()
+
+
+def test_wait_replicas_covers_every_write_of_a_batch_with_one_wait(redis_db_url):
+    """A batch's one WAIT stands for all its writes: too few replicas, and every entry that
+    wrote answers ReplicaWaitTimeout, stored all the same; an entry refused before any call
+    keeps its own error."""
+    from delayqueue.errors import BadRequest
+    from delayqueue.queue import SendRequest
+
+    runtime = Runtime(Settings(redis_url=redis_db_url, snapshot_dir="", redis_wait_replicas=1,
+                               redis_wait_timeout_millis=50))
+    try:
+        refused = BadRequest("msgs[1].msg: required parameter is missing or empty")
+        results = runtime.queue.send_batch("lone-batch", [
+            SendRequest("x", "a"), refused, SendRequest("y", "b")])
+        assert [type(r).__name__ for r in results] == \
+            ["ReplicaWaitTimeout", "BadRequest", "ReplicaWaitTimeout"]
+        assert results[1] is refused
+        assert all("only 0 of 1 replicas" in r.msg for r in (results[0], results[2]))
+        assert [runtime.queue.get("lone-batch", m).status for m in ("a", "b")] == [2, 2]
+    finally:
+        runtime.client.close()
