@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from .errors import BadRequest, DelayQueueError, MissingParameter, redis_errors
+from .errors import BadRequest, DelayQueueError, MissingParameter, OutOfMemory, redis_errors
 from .longpoll import long_poll
 from .metrics import render_metrics
 from .monitor_text import monitor_string
@@ -84,10 +84,14 @@ def parse_entry(entries_name: str, index: int, parse: Callable[[], Any]) -> Any:
         return error
 
 
-def entry_answer(result: Any, answer: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
-    if isinstance(result, DelayQueueError):
-        return {"code": result.code, "msg": result.msg}
-    return {"code": 200, "msg": "success", **answer(result)}
+def entry_answers(results: list[Any], answer: Callable[[Any], dict[str, Any]]) -> Response:
+    """A batch's answer: each entry's result or error, in order. A batch refused because
+    Redis was over its maxmemory counts once, as a refused single request does."""
+    if any(isinstance(r, OutOfMemory) for r in results):
+        runtime().monitor.count_event("redisOutOfMemory")
+    return success(results=[{"code": r.code, "msg": r.msg} if isinstance(r, DelayQueueError)
+                            else {"code": 200, "msg": "success", **answer(r)}
+                            for r in results])
 
 
 def success(**fields: Any) -> Response:
@@ -125,7 +129,7 @@ def send_msg_batch() -> Response:
     requests = [parse_entry("msgs", i, lambda i=i, e=e: send_request(
         entry_params("msgs", i, e, rt.param_limits))) for i, e in enumerate(entries)]
     results = rt.queue.send_batch(topic, requests)
-    return success(results=[entry_answer(r, sent) for r in results])
+    return entry_answers(results, sent)
 
 
 @delay_queue.route("/ackMsgBatch", methods=["POST"])
@@ -140,7 +144,7 @@ def ack_msg_batch() -> Response:
     requests = [parse_entry("acks", i, lambda i=i, e=e: ack_request(
         entry_params("acks", i, e, rt.param_limits))) for i, e in enumerate(entries)]
     results = rt.queue.ack_batch(topic, requests)
-    return success(results=[entry_answer(r, lambda _: {}) for r in results])
+    return entry_answers(results, lambda _: {})
 
 
 @delay_queue.route("/deleteMsgBatch", methods=["POST"])
@@ -154,7 +158,7 @@ def delete_msg_batch() -> Response:
                BadRequest(f"msgIds[{i}]: must be a string, got {type(e).__name__}")
                for i, e in enumerate(entries)]
     results = rt.queue.delete_batch(topic, msg_ids, release)
-    return success(results=[entry_answer(r, lambda _: {}) for r in results])
+    return entry_answers(results, lambda _: {})
 
 
 @delay_queue.route("/pullMsg", methods=METHODS)

@@ -32,6 +32,7 @@ from .topic_config import server_defaults
 logger = logging.getLogger(__name__)
 
 SCRIPT_LIMIT = 1000           # most ids one script call moves (bounded work per call)
+SEND_CHUNK = 100              # most messages one send script call accepts (its time in Redis)
 REGISTRY_TOUCH_S = 1.0        # a process bumps a topic's last-active time at most this often
 MINUTE_MS = 60_000
 # getTopicInfo buckets: time until triggerTime, half-open [lo, hi) in ms.
@@ -156,19 +157,22 @@ class DelayQueue:
         with redis_errors():
             now = self.clock.now_ms()
             tk = self.topic_keys(topic)
-            calls = []
-            for request in requests:
-                if isinstance(request, DelayQueueError):
+            entries = []
+            for r in requests:
+                if isinstance(r, DelayQueueError):
                     continue
-                msg_id = request.msg_id or uuid.uuid4().hex
-                trigger = request.trigger_time_ms if request.trigger_time_ms is not None \
-                    else now + max(request.delay_ms or 0, 0)
-                r = request
-                calls.append((msg_id, partial(
-                    self.scripts.send, tk, msg_id, r.body, now, max(trigger, now),
-                    r.ttl_ms if r.ttl_ms and r.ttl_ms > 0 else -1,
-                    r.max_retry if r.max_retry is not None and r.max_retry >= 0 else -1,
-                    _attributes_json(r.attributes), self.keys.hint_channel, self.defaults)))
+                trigger = r.trigger_time_ms if r.trigger_time_ms is not None \
+                    else now + max(r.delay_ms or 0, 0)
+                entries.append((r.msg_id or uuid.uuid4().hex, r.body, max(trigger, now),
+                                r.ttl_ms if r.ttl_ms and r.ttl_ms > 0 else -1,
+                                r.max_retry if r.max_retry is not None and r.max_retry >= 0
+                                else -1, _attributes_json(r.attributes)))
+            # One script call per SEND_CHUNK messages (all in the same round trip), so no
+            # call holds Redis for long.
+            calls = [([entry[0] for entry in chunk], partial(
+                self.scripts.send_many, tk, now, self.keys.hint_channel, self.defaults, chunk))
+                for chunk in (entries[i:i + SEND_CHUNK]
+                              for i in range(0, len(entries), SEND_CHUNK))]
             replies = self._run_each(topic, now, calls)
             self.bookkeep(topic, now, _lowest_due(replies, 2))
         accepted = 0
@@ -184,11 +188,14 @@ class DelayQueue:
         self.monitor.incr(topic, "sendMsg", accepted)
         return results
 
-    def _run_each(self, topic: str, now_ms: int, calls: list[tuple[str, Callable[..., Any]]]
+    def _run_each(self, topic: str, now_ms: int,
+                  calls: list[tuple[str | list[str], Callable[..., Any]]]
                   ) -> list[tuple[str, Any]]:
         """Run script calls in one round trip, the registry bump (when due) riding along; a
         call that fails alone (a script error, Redis out of memory) answers its own error,
-        the others stand."""
+        the others stand. A call made for one msgId answers one reply; a call made for a
+        list of msgIds (a send of several messages) answers a list of replies, one each.
+        Returns (msgId, reply or DelayQueueError) per msgId, in order."""
         batch = ScriptBatch(self.client, self.scripts.runner)
         for _, call in calls:
             call(client=batch)
@@ -198,8 +205,15 @@ class DelayQueue:
         replies = batch.execute() if calls or touch else []
         if touch:
             self._touched[topic] = time.monotonic()
+        out: list[tuple[str, Any]] = []
+        for (ids, _), reply in zip(calls, replies):
+            if isinstance(ids, str):
+                out.append((ids, reply))
+            else:
+                out.extend(zip(ids, [reply] * len(ids) if isinstance(reply, Exception)
+                               else reply))
         return [(msg_id, _entry_error(reply) if isinstance(reply, Exception) else reply)
-                for (msg_id, _), reply in zip(calls, replies)]
+                for msg_id, reply in out]
 
     def pull(self, topic: str, batch: int = 1, ack_timeout_ms: int | None = None) -> PullResult:
         with redis_errors():

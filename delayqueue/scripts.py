@@ -209,14 +209,26 @@ class Scripts:
         return self.runner.run(name, self._scripts[name], keys, args, client)
 
     # -- topic scripts: KEYS = waiting, ready, ack, expire, dead, config, msgs, ended --------
+    def send_many(self, tk: TopicKeys, now_ms: int, channel: str, defaults: Sequence[str],
+                  entries: Sequence[Sequence[Any]], client=None) -> list:
+        """Accept messages, each on its own, in one script call. ``entries``: (msg_id, body,
+        trigger_ms, ttl_ms, max_retry, attributes) each. The reply: one ``[outcome, fields,
+        lowered_due]`` per entry, in order, or the error an entry's own writes failed with."""
+        args: list[Any] = [now_ms, channel, tk.topic, len(entries)]
+        for entry in entries:
+            args.extend(entry)
+        args.extend(defaults)
+        return self._run("send", tk.queues, args, client)
+
     def send(self, tk: TopicKeys, msg_id: str, body: str, now_ms: int, trigger_ms: int,
              ttl_ms: int, max_retry: int, attributes: str, channel: str,
-             defaults: Sequence[str], client=None) -> list:
-        return self._run(
-            "send", tk.queues,
-            [msg_id, body, now_ms, trigger_ms, ttl_ms, max_retry, attributes, channel,
-             tk.topic, *defaults], client,
-        )
+             defaults: Sequence[str]) -> list:
+        """One message (``send_many`` of one): its ``[outcome, fields, lowered_due]``."""
+        reply = self.send_many(tk, now_ms, channel, defaults,
+                               [(msg_id, body, trigger_ms, ttl_ms, max_retry, attributes)])[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
 
     def promote(self, tk: TopicKeys, now_ms: int, limit: int, channel: str, client=None) -> list:
         return self._run("promote", tk.queues, [now_ms, limit, channel, tk.topic], client)

@@ -1,4 +1,6 @@
---[[ Accept a message: -> waiting (1), or -> ready (2) when already due.
+--[[ Accept messages, each on its own: -> waiting (1), or -> ready (2) when already due.
+  One call takes one message or many (sendMsg is a batch of one, sendMsgBatch sends its
+  entries in calls of up to 100): the keys, the time and the settings are passed once.
   KEYS[1] waiting  zset  slot -> triggerTime
   KEYS[2] ready    zset  slot -> when it became ready (triggerTime for a send)
   KEYS[3] ack      zset  (read only, for the due time)
@@ -8,56 +10,78 @@
   KEYS[6] config   hash  the topic's settings (read only)
   KEYS[7] msgs     hash  slot -> record (includes/message.lua)
   KEYS[8] ended    zset  slot -> end of retention; a replaced ended message leaves it
-  ARGV[1] msg_id  ARGV[2] body  ARGV[3] now_ms  ARGV[4] trigger_ms (>= now_ms)
-  ARGV[5] ttl_ms (-1: the topic's)  ARGV[6] max_retry (-1: the topic's)
-  ARGV[7] attributes (JSON text, '' = none)  ARGV[8] hint channel  ARGV[9] topic
-  ARGV[10..18] the server's default settings (includes/settings.lua)
-  Returns: {outcome, fields, lowered_due}
+  ARGV[1] now_ms  ARGV[2] hint channel  ARGV[3] topic  ARGV[4] n, the number of messages
+  then n times 6 ARGV, one message each:
+    msg_id, body, trigger_ms (>= now_ms), ttl_ms (-1: the topic's),
+    max_retry (-1: the topic's), attributes (JSON text, '' = none)
+  then the server's 9 default settings (includes/settings.lua)
+  Returns one reply per message, in order: {outcome, fields, lowered_due}
     outcome      OK accepted; DUPLICATE a live message (1..3) has this id: nothing written,
-                 its stored fields returned. An ended (4..7) one is replaced.
+                 its stored fields returned. An ended (4..7) one is replaced. A message of
+                 the same call counts: the second of two equal msgIds is a DUPLICATE.
     fields       {m, p, t, e, r, n, s, a, c} of the message now stored
-    lowered_due  the topic's new due time if this send brought it forward, else -1
-  Memory: grows Redis (one record, one zset entry), so its first write is HSET, a deny-oom
-  command: over maxmemory Redis refuses the whole script (OOM) before anything is written.
-  Keep it first.
-  Publishes "1 <topic>" on the hint channel when the message is ready at once. ]]
+    lowered_due  the topic's new due time if this message brought it forward, else -1
+  or, for a message whose own writes failed (a Lua error: a bug), that error reply in its
+  place; the other messages stand, as if each had been its own call.
+  Memory: grows Redis (one record, one zset entry per message), so the first write is HSET,
+  a deny-oom command: over maxmemory Redis refuses the whole call (OOM) before anything is
+  written, and once a call has written it is not stopped halfway. Keep it first.
+  Publishes "1 <topic>" on the hint channel once when any message is ready at once. ]]
 --@include settings
 --@include message
 local waiting, ready, ack, expire, dead, config, msgs, ended =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local msg_id, body = ARGV[1], ARGV[2]
-local now, trigger = tonumber(ARGV[3]), tonumber(ARGV[4])
-local ttl, max_retry = tonumber(ARGV[5]), tonumber(ARGV[6])
-local attributes, channel, topic = ARGV[7], ARGV[8], ARGV[9]
-
-local existing, slot = find_message(msgs, msg_id)
-if existing and tonumber(existing[7]) <= 3 then
-  return {DUPLICATE, existing, -1}
-end
+local now, channel, topic, n = tonumber(ARGV[1]), ARGV[2], ARGV[3], tonumber(ARGV[4])
 
 local s = topic_settings(config)
-if ttl < 0 then ttl = s.ttlMillis end
-if max_retry < 0 then max_retry = s.maxRetry end
-local before = due_at(waiting, ack, expire, ended)
-local due_now = trigger <= now
-local status = due_now and 2 or 1
-local expire_at = trigger + ttl
--- A whole new record, so an ended message with this id is wholly replaced (same slot).
-local m = {body, now, trigger, expire_at, max_retry, 0, status,
-  attributes ~= '' and attributes or false, false}
-m.id = msg_id
-m.slot = slot
-save_message(msgs, m)
-if existing then
-  redis.call('ZREM', ended, m.slot)
-  redis.call('ZREM', dead, m.slot)
+-- The due time before each message: read once, then lowered by the messages accepted.
+local due = due_at(waiting, ack, expire, ended)
+local any_ready = false
+
+local function send_one(at)
+  local msg_id, body = ARGV[at], ARGV[at + 1]
+  local trigger, ttl, max_retry = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]),
+    tonumber(ARGV[at + 4])
+  local attributes = ARGV[at + 5]
+  local existing, slot = find_message(msgs, msg_id)
+  if existing and tonumber(existing[7]) <= 3 then
+    return {DUPLICATE, existing, -1}
+  end
+  if ttl < 0 then ttl = s.ttlMillis end
+  if max_retry < 0 then max_retry = s.maxRetry end
+  local due_now = trigger <= now
+  local expire_at = trigger + ttl
+  -- A whole new record, so an ended message with this id is wholly replaced (same slot).
+  local m = {body, now, trigger, expire_at, max_retry, 0, due_now and 2 or 1,
+    attributes ~= '' and attributes or false, false}
+  m.id = msg_id
+  m.slot = slot
+  save_message(msgs, m)
+  if existing then
+    redis.call('ZREM', ended, m.slot)
+    redis.call('ZREM', dead, m.slot)
+  end
+  redis.call('ZADD', due_now and ready or waiting, trigger, m.slot)
+  if due_now then
+    redis.call('ZADD', expire, expire_at, m.slot)
+    any_ready = true
+  end
+  -- A send only adds one entry that counts for the due time (waiting: its trigger; ready: its
+  -- expiry), so the due time after it is the lower of that and the one before.
+  local entry = due_now and expire_at or trigger
+  if due and entry >= due then return {OK, m, -1} end
+  due = entry
+  return {OK, m, entry}
 end
-redis.call('ZADD', due_now and ready or waiting, trigger, m.slot)
-if due_now then
-  redis.call('ZADD', expire, expire_at, m.slot)
-  redis.call('PUBLISH', channel, '1 ' .. topic)
+
+local replies = {}
+for i = 1, n do
+  local ok, reply = pcall(send_one, 5 + (i - 1) * 6)
+  if ok then
+    replies[i] = reply
+  else
+    replies[i] = type(reply) == 'table' and reply or {err = tostring(reply)}
+  end
 end
--- A send only adds one entry that counts for the due time (waiting: its trigger; ready: its
--- expiry), so the due time after it is the lower of that and the one before.
-local entry = due_now and expire_at or trigger
-return {OK, m, (not before or entry < before) and entry or -1}
+if any_ready then redis.call('PUBLISH', channel, '1 ' .. topic) end
+return replies

@@ -78,6 +78,9 @@ def test_sends_are_refused_over_maxmemory_and_a_full_redis_still_drains(full_red
         call("sendMsg", topic="t", msgId="ended", msg="replacement", delayMillis=0),
         call("sendMsg", topic="fresh", msg="body"),
     ]
+    batch = http.post("/camellia/delayQueue/sendMsgBatch", json={"topic": "t", "msgs": [
+        {"msg": "body", "msgId": f"batch-{i}", "delayMillis": 1000 * i} for i in range(3)]})
+    refused += batch.get_json()["results"]
     for answer in refused:
         assert answer["code"] == 500, answer
         assert answer["msg"].startswith("Redis is out of memory"), answer
@@ -97,4 +100,4 @@ def test_sends_are_refused_over_maxmemory_and_a_full_redis_still_drains(full_red
     client.config_set("maxmemory", 0)
     rt.monitor.flush()
     metrics = http.get("/metrics").get_data(as_text=True)
-    assert "delayqueue_redis_out_of_memory_total 4.0" in metrics
+    assert "delayqueue_redis_out_of_memory_total 5.0" in metrics
