@@ -9,6 +9,9 @@ uses ``--batch-connections`` (a batch request is a hundred times the work of one
 
     python bench/send_wrk.py --duration 20 --connections 64
     python bench/send_wrk.py --batch-size 0          # sendMsg alone
+
+A last phase measures the HTTP floor (``http_floor.py``): the same load on a bare WSGI app and
+on a one-route Flask app under the same gunicorn settings, printed beside the node's figure.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+
+import http_floor
 
 from common import (
     node_workers_cpu,
@@ -111,7 +116,7 @@ def run_batch(s, wrk: str, *, duration_s: int, connections: int, threads: int,
 
 def run(*, duration_s: int = 20, connections: int = 64, threads: int = 1,
         workers: int = 2, profile: bool = False, batch_size: int = 100,
-        batch_connections: int = 8) -> dict:
+        batch_connections: int = 8, floor: bool = True) -> dict:
     wrk = shutil.which("wrk")
     if wrk is None:
         raise SystemExit("wrk not found: `apt-get install wrk` (make bench installs it)")
@@ -143,6 +148,16 @@ def run(*, duration_s: int = 20, connections: int = 64, threads: int = 1,
                                    batch_size=batch_size)
             f["batch_msg_rate"] = f["batch"]["msg_rate"]
             f["batch_ratio"] = round(f["batch"]["msg_rate"] / max(f["send_rate"], 1e-9), 2)
+        if floor:
+            progress("the HTTP floor: the same sendMsg load on a bare WSGI app and on a "
+                     "one-route Flask app, same gunicorn settings")
+
+            def wrk_run(url: str, warm_up: bool = False) -> dict:
+                return _wrk(wrk, script, url, threads, 8 if warm_up else connections,
+                            2 if warm_up else duration_s)
+
+            f["floor"] = http_floor.floor(wrk_run, workers=workers)
+            f["floor_flask_cpu_us"] = f["floor"]["flask"]["cpu_us_per_request"]
     return f
 
 
@@ -157,10 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=100,
                         help="messages per sendMsgBatch request (0: no batch phase)")
     parser.add_argument("--batch-connections", type=int, default=8)
+    parser.add_argument("--no-floor", dest="floor", action="store_false",
+                        help="skip the HTTP floor phase (bench/http_floor.py)")
     args = parser.parse_args(argv)
     settings = {"duration_s": args.duration, "connections": args.connections,
                 "threads": args.threads, "workers": args.workers, "profile": args.profile,
-                "batch_size": args.batch_size, "batch_connections": args.batch_connections}
+                "batch_size": args.batch_size, "batch_connections": args.batch_connections,
+                "floor": args.floor}
     f = run(**settings)
     lat = f["latency_ms"]
     print_table("sendMsg throughput (wrk)", [
@@ -187,6 +205,12 @@ def main(argv: list[str] | None = None) -> int:
             ("non-2xx / socket errors", f"{b['non_2xx']} / {b['socket_errors']}"),
         ])
         ok = ok and b["non_2xx"] == 0 and b["stored"] >= b["requests"] * b["batch_size"]
+    if "floor" in f:
+        print_table("the HTTP floor, same load and gunicorn settings (worker CPU per request)", [
+            ("bare WSGI app (us)", f["floor"]["wsgi"]["cpu_us_per_request"]),
+            ("one-route Flask app, form in, jsonify out (us)", f["floor_flask_cpu_us"]),
+            ("sendMsg, the node (us)", f["node_cpu_us_per_request"]),
+        ])
     if f["profile"]:
         print_table("hottest functions of one worker (inclusive %)", f["profile"])
     write_result("send", f, settings)
