@@ -183,9 +183,10 @@ def load_backlog(client: redis.Redis, p: dict[str, Any], body: str,
             trigger = now + rng.randint(HOUR_MS, 7 * DAY_MS)
             if trigger < head.get(tk.topic, trigger + 1):
                 head[tk.topic] = trigger
-            scripts.send(tk, hex_id(rng), body, now, trigger, TTL_MS, MAX_RETRY, "",
-                         nk.hint_channel, SERVER_DEFAULTS, client=pipe)
-        rejected += sum(1 for reply in pipe.execute() if reply[0] != 1)
+            scripts.send_many(tk, now, nk.hint_channel, SERVER_DEFAULTS,
+                              [(hex_id(rng), body, trigger, TTL_MS, MAX_RETRY, "")],
+                              client=pipe)
+        rejected += sum(1 for [reply] in pipe.execute() if reply[0] != 1)
         done += n
         if time.monotonic() - last_report >= 5:
             last_report = time.monotonic()

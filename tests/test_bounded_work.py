@@ -21,9 +21,10 @@ def fill_waiting(client: redis.Redis, rt: Runtime, topic: str, count: int, trigg
     """Send ``count`` messages through the send script, all due at ``trigger_ms``."""
     tk = rt.queue.topic_keys(topic)
     pipe = client.pipeline(transaction=False)
-    for i in range(count):
-        rt.scripts.send(tk, f"m{i}", "body", trigger_ms - 1, trigger_ms, 3_600_000, 3, "",
-                        rt.keys.hint_channel, rt.queue.defaults, client=pipe)
+    for start in range(0, count, 100):
+        rt.scripts.send_many(tk, trigger_ms - 1, rt.keys.hint_channel, rt.queue.defaults,
+                             [(f"m{i}", "body", trigger_ms, 3_600_000, 3, "")
+                              for i in range(start, min(start + 100, count))], client=pipe)
     pipe.execute()
 
 

@@ -87,9 +87,10 @@ def test_ten_thousand_random_topics_touch_one_slot_per_script(redis_cluster):
             chunk = topics[start:start + 1000]
             pipe = runtime.client.pipeline(transaction=False)
             for topic in chunk:
-                runtime.scripts.send(queue.topic_keys(topic), "m", "x", now, now, -1, -1, "",
-                                     queue.keys.hint_channel, queue.defaults, client=pipe)
-            assert [reply[0] for reply in pipe.execute()] == [Outcome.OK] * len(chunk)
+                runtime.scripts.send_many(queue.topic_keys(topic), now, queue.keys.hint_channel,
+                                          queue.defaults, [("m", "x", now, -1, -1, "")],
+                                          client=pipe)
+            assert [reply[0][0] for reply in pipe.execute()] == [Outcome.OK] * len(chunk)
         queue.client.zadd(queue.keys.topics, {topic: now for topic in topics})
         for topic in topics[:200]:
             [pulled] = queue.pull(topic).messages
