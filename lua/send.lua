@@ -26,7 +26,8 @@
   Memory: grows Redis (one record, one zset entry per message), so the first write is HSET,
   a deny-oom command: over maxmemory Redis refuses the whole call (OOM) before anything is
   written, and once a call has written it is not stopped halfway. Keep it first.
-  Publishes "1 <topic>" on the hint channel once when any message is ready at once. ]]
+  Publishes "<k> <topic>" on the hint channel once, when k > 0 messages are ready at once
+  (held long polls wake k waiters). ]]
 --@include settings
 --@include message
 local waiting, ready, ack, expire, dead, config, msgs, ended =
@@ -36,7 +37,7 @@ local now, channel, topic, n = tonumber(ARGV[1]), ARGV[2], ARGV[3], tonumber(ARG
 local s = topic_settings(config)
 -- The due time before each message: read once, then lowered by the messages accepted.
 local due = due_at(waiting, ack, expire, ended)
-local any_ready = false
+local readied = 0
 
 local function send_one(at)
   local msg_id, body = ARGV[at], ARGV[at + 1]
@@ -64,7 +65,7 @@ local function send_one(at)
   redis.call('ZADD', due_now and ready or waiting, trigger, m.slot)
   if due_now then
     redis.call('ZADD', expire, expire_at, m.slot)
-    any_ready = true
+    readied = readied + 1
   end
   -- A send only adds one entry that counts for the due time (waiting: its trigger; ready: its
   -- expiry), so the due time after it is the lower of that and the one before.
@@ -83,5 +84,5 @@ for i = 1, n do
     replies[i] = type(reply) == 'table' and reply or {err = tostring(reply)}
   end
 end
-if any_ready then redis.call('PUBLISH', channel, '1 ' .. topic) end
+if readied > 0 then redis.call('PUBLISH', channel, readied .. ' ' .. topic) end
 return replies

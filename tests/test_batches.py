@@ -4,6 +4,7 @@ refused whole with nothing written, and one Redis round trip per batch."""
 from __future__ import annotations
 
 import hashlib
+import time
 import uuid
 
 import pytest
@@ -227,3 +228,25 @@ def test_equal_msg_ids_in_one_call_store_the_first(own_redis):
                                             SendRequest("second", "same")])
     assert [r.duplicate for r in results] == [False, True]
     assert results[1].message.msg == "first" == rt.queue.get("twice", "same").msg
+
+
+def test_one_hint_per_call_names_how_many_messages_are_ready(own_redis):
+    """Held long polls wake as many waiters as the hint counts: a call that makes three
+    messages ready at once publishes "3 <topic>", once; a call with none ready, nothing."""
+    redis_url, redis_client = own_redis
+    rt = make_runtime(redis_url, ManualClock())
+    subscriber = redis_client.pubsub(ignore_subscribe_messages=True)
+    subscriber.subscribe(rt.keys.hint_channel)
+    try:
+        rt.queue.send_batch("hints", [SendRequest("later", "later", delay_ms=60_000)])
+        rt.queue.send_batch("hints", [SendRequest(f"b{i}", f"now{i}") for i in range(3)]
+                            + [SendRequest("later2", "later2", delay_ms=60_000)])
+        hints = []
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            message = subscriber.get_message(timeout=0.1)   # None also for the subscribe ack
+            if message is not None:
+                hints.append(message["data"])
+    finally:
+        subscriber.close()
+    assert [h for h in hints if h.endswith(" hints")] == ["3 hints"]
