@@ -19,7 +19,7 @@ from urllib.parse import quote, unquote
 
 import redis
 from redis.backoff import ExponentialBackoff
-from redis.cluster import ClusterNode, RedisCluster
+from redis.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
@@ -29,6 +29,24 @@ STANDALONE_SCHEMES = ("redis", "rediss", "unix")
 # Attempts of a cluster command through MOVED/ASK, a failover's CLUSTERDOWN and a dead node;
 # with the backoff below they span ~3 s, more than a graceful CLUSTER FAILOVER takes.
 CLUSTER_ATTEMPTS = 8
+
+
+def never_rerun_after_a_timeout() -> None:
+    """Take TimeoutError out of the errors redis-py's Cluster client retries.
+
+    A read that timed out does not mean the command did not run: Redis may have run a script
+    and been slow to answer, and a second run is a second transition (a pull delivering
+    twice, a send re-creating a message after its ack). redis-py's RedisCluster retries a
+    timed-out command up to its retry count (a slow script measured: 5 runs), and its
+    pipelines resend the whole pipeline; which errors it retries is a class attribute that
+    both paths read (``RedisCluster.ERRORS_ALLOW_RETRY``, ``ClusterPipeline.ERRORS_ALLOW_RETRY``),
+    so this narrows those, for this process. Connection errors, CLUSTERDOWN, MOVED and ASK are
+    still retried: a failover and a resharding go on as before (tests/test_redis_failover.py).
+    Standalone and Sentinel clients get the same rule from their ``retry_on_error``.
+    """
+    for cls in (RedisCluster, ClusterPipeline):
+        cls.ERRORS_ALLOW_RETRY = tuple(
+            error for error in cls.ERRORS_ALLOW_RETRY if error is not redis.TimeoutError)
 
 
 class RedisUrlError(ValueError):
@@ -116,8 +134,8 @@ def connect_redis(url: str, *, socket_timeout_ms: int, connect_timeout_ms: int,
     fails with 500 rather than hanging. One retry with backoff rides over a dropped idle
     connection, on connection errors only: redis-py's default also retries a read that timed
     out, which runs a script again after it already ran (a send re-run after its message was
-    acked re-created it). A Cluster command retries through redirections and failovers
-    (redis-py's own rules, which do retry a timed-out read: see docs/reliability.md).
+    acked re-created it). A Cluster command retries through redirections and failovers, but
+    not after a timeout either (``never_rerun_after_a_timeout``).
     """
     timeout_s, connect_s = socket_timeout_ms / 1000.0, connect_timeout_ms / 1000.0
     common = dict(socket_timeout=timeout_s, socket_connect_timeout=connect_s,
@@ -135,6 +153,7 @@ def connect_redis(url: str, *, socket_timeout_ms: int, connect_timeout_ms: int,
                         supported_errors=(redis.ConnectionError,)),
             retry_on_error=[redis.ConnectionError], **common)
     if scheme in CLUSTER_SCHEMES:
+        never_rerun_after_a_timeout()
         target = parse_target(url)
         # Only a client made from a URL builds its node pools with connection_pool_class.
         (host, port), *others = target.hosts

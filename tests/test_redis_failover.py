@@ -12,9 +12,11 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import redis
 import requests
 from redis.cluster import key_slot
 
@@ -244,3 +246,36 @@ def test_wait_replicas_covers_every_write_of_a_batch_with_one_wait(redis_db_url)
         assert [runtime.queue.get("lone-batch", m).status for m in ("a", "b")] == [2, 2]
     finally:
         runtime.client.close()
+
+
+# A script that counts its runs, then keeps Redis busy past the client's socket timeout.
+SLOW_SCRIPT = """
+redis.call('INCR', KEYS[1])
+local t = redis.call('TIME')
+local start = t[1] * 1000 + t[2] / 1000
+repeat t = redis.call('TIME') until t[1] * 1000 + t[2] / 1000 - start > tonumber(ARGV[1])
+return 1
+"""
+
+
+def test_a_cluster_command_whose_reply_timed_out_is_never_run_again(redis_cluster):
+    """redis-py's Cluster client retried a timed-out command up to its retry count and
+    resent a pipeline whole (measured: 5 runs of one slow script each way); a script that
+    ran is a transition that must not run twice. Now both fail once (500 to the caller)."""
+    from delayqueue.redis_connection import connect_redis
+
+    client = connect_redis(redis_cluster.url, socket_timeout_ms=200, connect_timeout_ms=1000,
+                           max_connections=4)
+    admin = redis_cluster.client()
+    prefix = f"{{{unique_namespace()}}}"
+    with pytest.raises(redis.TimeoutError):
+        client.eval(SLOW_SCRIPT, 1, f"{prefix}:single", 500)
+    time.sleep(1)     # the script (and any second run queued behind it) has finished
+    pipe = client.pipeline(transaction=False)
+    pipe.execute_command("EVAL", SLOW_SCRIPT, 1, f"{prefix}:pipeline", 500)
+    [answer] = pipe.execute(raise_on_error=False)
+    assert isinstance(answer, redis.TimeoutError)
+    time.sleep(1)
+    assert admin.get(f"{prefix}:single") == "1"
+    assert admin.get(f"{prefix}:pipeline") == "1"
+    client.close()
