@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 
 SCRIPT_LIMIT = 1000           # most ids one script call moves (bounded work per call)
 SEND_CHUNK = 100              # most messages one send script call accepts (its time in Redis)
+ACK_CHUNK = 100               # most acks one ack script call takes
 REGISTRY_TOUCH_S = 1.0        # a process bumps a topic's last-active time at most this often
 MINUTE_MS = 60_000
 # getTopicInfo buckets: time until triggerTime, half-open [lo, hi) in ms.
@@ -253,18 +254,28 @@ class DelayQueue:
         with redis_errors():
             now = self.clock.now_ms()
             tk = self.topic_keys(topic)
-            calls = []
+            calls: list[tuple[str | list[str], Callable[..., Any]]] = []
+            acks: list[tuple[str, str]] = []     # a run of acks, sent as one call
+
+            def end_run() -> None:
+                for i in range(0, len(acks), ACK_CHUNK):
+                    chunk = acks[i:i + ACK_CHUNK]
+                    calls.append(([msg_id for msg_id, _ in chunk], partial(
+                        self.scripts.ack_many, tk, now, self.end_life_ms, chunk)))
+                acks.clear()
+
             for r in requests:
                 if isinstance(r, DelayQueueError):
                     continue
                 if r.ack:
-                    call = partial(self.scripts.ack, tk, r.msg_id, now, self.end_life_ms,
-                                   r.receipt or "")
-                else:
-                    call = partial(self.scripts.nack, tk, r.msg_id, now, self.end_life_ms,
-                                   self.keys.hint_channel, self.defaults, r.receipt or "",
-                                   -1 if r.delay_ms is None else max(r.delay_ms, 0))
-                calls.append((r.msg_id, call))
+                    acks.append((r.msg_id, r.receipt or ""))
+                    continue
+                end_run()
+                calls.append((r.msg_id, partial(
+                    self.scripts.nack, tk, r.msg_id, now, self.end_life_ms,
+                    self.keys.hint_channel, self.defaults, r.receipt or "",
+                    -1 if r.delay_ms is None else max(r.delay_ms, 0))))
+            end_run()
             replies = self._run_each(topic, now, calls)
             self.bookkeep(topic, now, _lowest_due(replies, 2))
         return _in_order(requests, replies, lambda r, msg_id, reply:

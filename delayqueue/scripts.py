@@ -224,11 +224,8 @@ class Scripts:
              ttl_ms: int, max_retry: int, attributes: str, channel: str,
              defaults: Sequence[str]) -> list:
         """One message (``send_many`` of one): its ``[outcome, fields, lowered_due]``."""
-        reply = self.send_many(tk, now_ms, channel, defaults,
-                               [(msg_id, body, trigger_ms, ttl_ms, max_retry, attributes)])[0]
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
+        return _only(self.send_many(tk, now_ms, channel, defaults,
+                                    [(msg_id, body, trigger_ms, ttl_ms, max_retry, attributes)]))
 
     def promote(self, tk: TopicKeys, now_ms: int, limit: int, channel: str, client=None) -> list:
         return self._run("promote", tk.queues, [now_ms, limit, channel, tk.topic], client)
@@ -242,9 +239,20 @@ class Scripts:
              *defaults],
         )
 
+    def ack_many(self, tk: TopicKeys, now_ms: int, end_life_ms: int,
+                 entries: Sequence[tuple[str, str]], client=None) -> list:
+        """Acks, each on its own, in one script call. ``entries``: (msg_id, receipt) each
+        (receipt '' = none). The reply: one ``[outcome, fields]`` per entry, in order, or the
+        error an entry's own writes failed with."""
+        args: list[Any] = [now_ms, end_life_ms, len(entries)]
+        for msg_id, receipt in entries:
+            args.extend((msg_id, receipt))
+        return self._run("ack", tk.queues, args, client)
+
     def ack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int,
-            receipt: str = "", client=None) -> list:
-        return self._run("ack", tk.queues, [msg_id, now_ms, end_life_ms, receipt], client)
+            receipt: str = "") -> list:
+        """One ack (``ack_many`` of one): its ``[outcome, fields]``."""
+        return _only(self.ack_many(tk, now_ms, end_life_ms, [(msg_id, receipt)]))
 
     def nack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int, channel: str,
              defaults: Sequence[str], receipt: str = "", delay_ms: int = -1,
@@ -322,3 +330,11 @@ class Scripts:
         """``groups``: flat (field, op, value) triples, as monitor_flush.lua's header says."""
         return self._run("monitor_flush", [nk.monitor(interval_start_ms), nk.monitor_total],
                          [ttl_ms, *groups], client)
+
+
+def _only(replies: list) -> Any:
+    """The reply of a one-entry call of a script that takes many: raised if an error."""
+    [reply] = replies
+    if isinstance(reply, Exception):
+        raise reply
+    return reply

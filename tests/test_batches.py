@@ -14,7 +14,7 @@ from test_bounded_work import make_runtime
 
 from delayqueue.clock import ManualClock
 from delayqueue.errors import DelayQueueError
-from delayqueue.queue import SendRequest
+from delayqueue.queue import AckRequest, SendRequest
 
 from support.node import ServerProcess
 from support.redis_server import RedisServer
@@ -250,3 +250,30 @@ def test_one_hint_per_call_names_how_many_messages_are_ready(own_redis):
     finally:
         subscriber.close()
     assert [h for h in hints if h.endswith(" hints")] == ["3 hints"]
+
+
+def test_runs_of_acks_go_as_one_script_call_and_answer_in_order(own_redis):
+    """ackMsgBatch sends each run of acks between nacks as one ack.lua call (up to 100 acks
+    a call), each ack on its own; the answers stay in the entries' order."""
+    redis_url, redis_client = own_redis
+    rt = make_runtime(redis_url, ManualClock())
+    queue = rt.queue
+    queue.send_batch("runs", [SendRequest(str(i), f"m{i}") for i in range(8)])
+    receipts = {m.msg_id: m.receipt for m in queue.pull("runs", batch=8).messages}
+    # Both scripts loaded first (a script's first call in a batch is answered NOSCRIPT).
+    queue.ack_batch("runs", [AckRequest("m6"), AckRequest("m7", ack=False)])
+    before = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"]
+    entries = [AckRequest(f"m{i}", receipts[f"m{i}"]) for i in range(3)] + [
+        AckRequest("m3", receipts["m3"], False),
+        AckRequest("m4", "0.1"),                      # stale receipt: its own answer
+        AckRequest("ghost"),
+        AckRequest("m5", receipts["m5"]),
+        AckRequest("m0", receipts["m0"])]             # acked already, earlier in this batch
+    results = queue.ack_batch("runs", entries)
+    assert redis_client.info("commandstats")["cmdstat_evalsha"]["calls"] - before == 3
+    assert [getattr(r, "code", 200) for r in results] == [200, 200, 200, 200, 409, 404, 200,
+                                                          200]
+    assert [results[i].msg_id for i in (0, 1, 2, 3, 6, 7)] == ["m0", "m1", "m2", "m3", "m5",
+                                                               "m0"]
+    assert {m: queue.get("runs", m).status for m in ("m0", "m3", "m4", "m5")} == {
+        "m0": 4, "m3": 2, "m4": 3, "m5": 4}
