@@ -40,6 +40,7 @@ from spark_jobs.snapshot import (
     BUCKET_COLUMNS,
     COUNTER_NAMES,
     DAY_MS,
+    FALLBACK_STATUS,
     GAUGE_NAMES,
     HOUR_MS,
     LAG_NAMES,
@@ -69,6 +70,25 @@ GROUP_KEYS = [
 ]
 
 
+_COLUMNS: dict = {}
+
+
+def _cached(key: tuple, build):
+    """The column list ``build()`` makes, built once per JVM. Column expressions are unresolved,
+    so one list serves every frame; building one costs a call into the JVM per operator (the
+    roll-ups' lists hold hundreds), which a run paid again for each table, and the tests for
+    each run."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return build()
+    full = (id(gateway), *key)
+    if full not in _COLUMNS:
+        _COLUMNS[full] = build()
+    return _COLUMNS[full]
+
+
 def _shl(value: Column, bits: Column) -> Column:
     """``value << bits`` with a column shift count (``F.shiftleft`` takes a constant)."""
     return F.call_function("shiftleft", value, bits)
@@ -91,6 +111,11 @@ def line_groups(rows: DataFrame, one_per_line: bool = False) -> DataFrame:
     hour's latest interval. ``one_per_line`` puts every valid line in a group of its own
     (used for de-duplicated lines).
     """
+    keyed, aggregates = _cached(("line_groups", one_per_line), lambda: _group_columns(one_per_line))
+    return rows.select(*keyed).groupBy(*GROUP_KEYS).agg(*aggregates)
+
+
+def _group_columns(one_per_line: bool) -> tuple[list[Column], list[Column]]:
     col = F.col
     ok = col("status") == STATUS_CODES["ok"]
     start, end = col("interval_start"), col("interval_end")
@@ -107,9 +132,13 @@ def line_groups(rows: DataFrame, one_per_line: bool = False) -> DataFrame:
             .when(ok, KIND_LINE)
             .otherwise(KIND_BAD)
         )
-    keyed = rows.select(
+    keyed = [
         col("status"),
-        F.when(ok, col("namespace")).alias("namespace"),
+        # A fallback row (a file the Arrow reader left to Spark's JSON source) is a group of
+        # its own, keyed by that file.
+        F.when(ok, col("namespace"))
+        .when(col("status") == FALLBACK_STATUS, col("source_file"))
+        .alias("namespace"),
         F.when(ok, col("topic")).alias("topic"),
         F.when(ok, hour).alias("hour_start_ms"),
         kind.alias("kind"),
@@ -126,9 +155,9 @@ def line_groups(rows: DataFrame, one_per_line: bool = False) -> DataFrame:
         end,
         *[col(name) for name in VALUE_COLUMNS],
         F.shiftleft(offset, _VALUE_BITS).alias("_offset"),
-    )
+    ]
     maxima = {f"{lag}_max" for lag in LAG_NAMES}
-    return keyed.groupBy(*GROUP_KEYS).agg(
+    aggregates = [
         F.count(F.lit(1)).alias("lines"),
         F.bit_or("_bit").alias("slot_mask"),
         F.min("_length").alias("length_min"),
@@ -147,7 +176,31 @@ def line_groups(rows: DataFrame, one_per_line: bool = False) -> DataFrame:
         ],
         # Offsets and values occupy disjoint bits (values validated < 2^41), so + is |.
         *[F.max(col("_offset") + col(name)).alias(f"{name}_packed") for name in LAST_COLUMNS],
-    )
+    ]
+    return keyed, aggregates
+
+
+def merge_groups(groups: DataFrame) -> DataFrame:
+    """``line_groups`` results of disjoint sets of lines, unioned -> the groups of all the lines
+    (as ``line_groups`` over them at once would give: every aggregate is a sum, min, max or
+    bit-or, so one group split across the parts merges exactly)."""
+    col = F.col
+    maxima = {f"{lag}_max" for lag in LAG_NAMES}
+    sums = {"lines", *[n for n in VALUE_COLUMNS if n not in LAST_COLUMNS and n not in maxima]}
+    sums |= {f"{name}_sum" for name in GAUGE_NAMES}
+    aggregates = []
+    for name in groups.columns:
+        if name in GROUP_KEYS:
+            continue
+        if name in sums:
+            aggregates.append(F.sum(name).alias(name))
+        elif name == "slot_mask":
+            aggregates.append(F.bit_or(name).alias(name))
+        elif name in ("length_min", "first_interval_start_ms"):
+            aggregates.append(F.min(name).alias(name))
+        else:  # length_max, last_interval_end_ms, maxima, <gauge>_max, <name>_packed
+            aggregates.append(F.max(col(name)).alias(name))
+    return groups.groupBy(*GROUP_KEYS).agg(*aggregates).select(*groups.columns)
 
 
 def valid_groups(groups: DataFrame) -> DataFrame:
@@ -444,8 +497,12 @@ def _hist_sum(name: str) -> list[Column]:
 
 def topic_rollup(topic_rows: DataFrame, keys: list[str]) -> DataFrame:
     """Topic rows at a finer time grain -> topic rows grouped by ``keys`` (coarser grain)."""
+    return topic_rows.groupBy(*keys).agg(*_cached(("topic_rollup",), _topic_aggregates))
+
+
+def _topic_aggregates() -> list[Column]:
     last = F.col("last_interval_end_ms")
-    return topic_rows.groupBy(*keys).agg(
+    return [
         F.sum("snapshot_lines").alias("snapshot_lines"),
         F.min("first_interval_start_ms").alias("first_interval_start_ms"),
         F.max("last_interval_end_ms").alias("last_interval_end_ms"),
@@ -465,12 +522,17 @@ def topic_rollup(topic_rows: DataFrame, keys: list[str]) -> DataFrame:
             (F.sum(f"{name}_sum") / F.sum("snapshot_lines")).alias(f"{name}_avg")
             for name in GAUGE_NAMES
         ],
-    )
+    ]
 
 
 def namespace_rollup(topic_rows: DataFrame, time_keys: list[str]) -> DataFrame:
     """Topic rows -> namespace rows at the same time grain (``time_keys``)."""
-    return topic_rows.groupBy("namespace", *time_keys).agg(
+    aggregates = _cached(("namespace_rollup",), _namespace_aggregates)
+    return topic_rows.groupBy("namespace", *time_keys).agg(*aggregates)
+
+
+def _namespace_aggregates() -> list[Column]:
+    return [
         F.count(F.lit(1)).alias("topics"),
         F.sum("snapshot_lines").alias("snapshot_lines"),
         F.min("first_interval_start_ms").alias("first_interval_start_ms"),
@@ -483,11 +545,16 @@ def namespace_rollup(topic_rows: DataFrame, time_keys: list[str]) -> DataFrame:
             for stat in ("sum", "avg", "max", "last")
         ],
         *[F.sum(name).alias(name) for name in WAITING_NAMES],
-    )
+    ]
 
 
 def with_derived(table: DataFrame) -> DataFrame:
     """Add per-second rates, ack / redelivery ratios, lag means and p50 / p90 / p99."""
+    cumulative, derived = _cached(("with_derived",), _derived_columns)
+    return table.select("*", *cumulative).select(*table.columns, *derived)
+
+
+def _derived_columns() -> tuple[list[Column], list[Column]]:
     window_s = (F.col("last_interval_end_ms") - F.col("first_interval_start_ms")) / 1000.0
     derived = [window_s.alias("window_s")]
     derived += [(F.col(name) / window_s).alias(f"{name}_per_s") for name in COUNTER_NAMES]
@@ -509,12 +576,13 @@ def with_derived(table: DataFrame) -> DataFrame:
         cumulative_counts(F.col(f"{name}_counts")).alias(f"_{name}_cumulative")
         for name in LAG_NAMES
     ]
-    return table.select("*", *cumulative).select(*table.columns, *derived)
+    return cumulative, derived
 
 
 __all__ = [
     "BUCKETS",
     "line_groups",
+    "merge_groups",
     "duplicate_keys",
     "drop_duplicate_lines",
     "deduplicated_groups",

@@ -2,8 +2,10 @@
 
 Input: a directory (local, HDFS, S3-style URI) holding snapshot files, read recursively:
 ``<dir>/date=YYYY-MM-DD/<namespace>-<HH>.jsonl``, one JSON line per topic per interval
-(docs/design.md, "Monitoring and the snapshot contract"; schemaVersion 1 and 2). Lines are
-parsed by Spark's JSON source with the explicit ``SNAPSHOT_SCHEMA``; malformed lines,
+(docs/design.md, "Monitoring and the snapshot contract"; schemaVersion 1 and 2). Local files
+in local mode are parsed by Arrow's JSON reader in ``mapInArrow`` (``arrow_reader``; a file it
+could read differently from Spark goes to Spark's JSON source), any other input by Spark's
+JSON source, both with the explicit schema and the same rows; malformed lines,
 unsupported schema versions and lines in another day's directory are counted and reported
 (blank lines are skipped), duplicate intervals (namespace, topic, intervalStart) count once.
 
@@ -47,6 +49,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make `spark_jobs
 from spark_jobs import incremental, tables  # noqa: E402
 from spark_jobs.snapshot import (  # noqa: E402
     CORRUPT_COLUMN,
+    FALLBACK_STATUS,
     SNAPSHOT_SCHEMA,
     STATUS_CODES,
     example_metrics,
@@ -56,6 +59,10 @@ from spark_jobs.snapshot import (  # noqa: E402
 __all__ = ["SNAPSHOT_SCHEMA", "main", "parse_args", "run", "InputError"]
 
 LOCAL_SHUFFLE_PARTITIONS = 8
+LARGE_INPUT_LINES = 3_000_000
+"""From this many lines read, the queries after the pass run compiled (``_small_queries``)."""
+LARGE_INPUT_BYTES = 2_000_000_000
+"""From this much local input, the JVM compiles with C2 too (``session.build_session``)."""
 KEEP_CONF = "spark.delayqueue.report.keepConf"
 """Session setting: "true" keeps the session's codegen and adaptive settings (tests)."""
 WRITE_THREADS = int(os.environ.get("DELAYQUEUE_REPORT_WRITE_THREADS", "4"))
@@ -171,22 +178,83 @@ def read_snapshots(spark, paths: list[str]):
     return snapshot_rows(records)
 
 
+def use_arrow(spark, reader: str, files: list[incremental.InputFile]) -> bool:
+    """Whether the files are read by the Arrow reader (``arrow_reader``) or Spark's JSON source.
+
+    ``auto``: Arrow for local files in local mode (where this Python, with pyarrow, runs the
+    tasks); Spark's JSON source for any other file system or master (executors may lack
+    pyarrow, or not see the paths). ``arrow`` forces it for local files on any master (its
+    executors then need Python with pyarrow and the same paths); ``spark`` never uses it."""
+    from spark_jobs import arrow_reader
+
+    if reader == "spark" or not files:
+        return False
+    local = all(arrow_reader.is_local(f.path) for f in files)
+    if reader == "arrow":
+        if not local:
+            raise InputError("--reader arrow reads local files only (file: or a path)", EXIT_FAILED)
+        if not arrow_reader.available():
+            raise InputError(
+                "--reader arrow needs pyarrow and pandas (the report extra)", EXIT_FAILED
+            )
+        return True
+    return local and spark.sparkContext.master.startswith("local") and arrow_reader.available()
+
+
+def _merge_metrics(first: dict, second: dict) -> dict:
+    """Two observations of ``example_metrics`` over disjoint lines -> the one of all lines."""
+    merged = {"input_lines": (first.get("input_lines") or 0) + (second.get("input_lines") or 0)}
+    for key in ("example_bad_file", "example_bad_line"):
+        values = [v for v in (first.get(key), second.get(key)) if v is not None]
+        merged[key] = min(values) if values else None
+    return merged
+
+
+def _source_rows(spark, files: list[incremental.InputFile], arrow: bool, fallback: set[str]):
+    """``snapshot_rows`` of every line of ``files`` (for the re-read of dates holding
+    duplicates): by the reader the pass used, files it left to Spark's JSON source again so."""
+    from spark_jobs import arrow_reader
+    from spark_jobs.snapshot import flat_snapshot_rows
+
+    if not arrow:
+        return read_snapshots(spark, [f.path for f in files])
+    parts = []
+    fast = [(f.path, f.size) for f in files if f.path not in fallback]
+    slow = [f.path for f in files if f.path in fallback]
+    if fast:
+        parts.append(flat_snapshot_rows(arrow_reader.read_records(spark, fast, strict=True)[0]))
+    if slow:
+        parts.append(read_snapshots(spark, slow))
+    result = parts[0]
+    for part in parts[1:]:
+        result = result.unionByName(part)
+    return result
+
+
 def _day_iso(day: int | None) -> str | None:
     return None if day is None else (dt.date(1970, 1, 1) + dt.timedelta(days=int(day))).isoformat()
 
 
-def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str]]:
+def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], list[str]]:
     """One small query: lines per date and status (valid lines by their own date, bad ones
-    by their file's), and the dates holding duplicate intervals."""
+    by their file's), the dates holding duplicate intervals, and the files the Arrow reader
+    left to Spark's JSON source."""
     from pyspark.sql import functions as F
 
+    status = F.col("status")
     day = F.when(
-        F.col("status") == STATUS_CODES["ok"],
+        status == STATUS_CODES["ok"],
         F.floor(F.col("hour_start_ms") / 86_400_000).cast("int"),
     ).otherwise(F.col("bad_file_day"))
-    counted = groups.groupBy(day.alias("day"), "status").agg(F.sum("lines").alias("lines"))
+    fallback = F.when(status == FALLBACK_STATUS, F.col("namespace"))
+    counted = groups.groupBy(day.alias("day"), "status", fallback.alias("file")).agg(
+        F.sum("lines").alias("lines")
+    )
     flagged = dirty.select(
-        "day", F.lit(-1).alias("status"), F.lit(0).cast("long").alias("lines")
+        "day",
+        F.lit(-1).alias("status"),
+        F.lit(None).cast("string").alias("file"),
+        F.lit(0).cast("long").alias("lines"),
     ).distinct()
     names = {code: name for name, code in STATUS_CODES.items()}
     label = {
@@ -197,14 +265,18 @@ def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str]]:
     }
     result: dict[str | None, dict] = {}
     dirty_days = []
+    fallback_files = []
     for row in counted.unionByName(flagged).collect():
         if row["status"] == -1:
             dirty_days.append(_day_iso(row["day"]))
             continue
+        if row["status"] == FALLBACK_STATUS:
+            fallback_files.append(row["file"])
+            continue
         entry = result.setdefault(_day_iso(row["day"]), {name: 0 for name in tables.QUALITY_COUNTS})
         entry[label[names[row["status"]]]] += int(row["lines"])
         entry["input_lines"] += int(row["lines"])
-    return result, sorted(dirty_days)
+    return result, sorted(dirty_days), sorted(fallback_files)
 
 
 def _small_queries(spark, small: bool = True) -> None:
@@ -294,29 +366,55 @@ def _process(spark, args, listing, plan, progress) -> tuple[dict, dict]:
         growth_runs,
         hour_rows,
         line_groups,
+        merge_groups,
         namespace_rollup,
         topic_rollup,
         valid_groups,
     )
     from spark_jobs.finding import findings
 
+    arrow = use_arrow(spark, args.reader, plan.files)
     observation = Observation("input")
-    rows = read_snapshots(spark, _read_paths(listing, plan)).observe(
-        observation, *example_metrics()
-    )
+    if arrow:
+        from spark_jobs import arrow_reader
+        from spark_jobs.snapshot import flat_snapshot_rows
+
+        records, paths_of = arrow_reader.read_records(spark, [(f.path, f.size) for f in plan.files])
+        rows = flat_snapshot_rows(records)
+    else:
+        rows = read_snapshots(spark, _read_paths(listing, plan))
     # The pass over the input. A local checkpoint keeps its small result and cuts the plan, so
     # the queries after it are planned on a short lineage.
-    groups = line_groups(rows).localCheckpoint(eager=True)
+    groups = line_groups(rows.observe(observation, *example_metrics())).localCheckpoint(eager=True)
     metrics = _observed(observation)
     _small_queries(spark)
     dirty = duplicate_keys(groups)
-    quality, dirty_days = _pass_summary(groups, dirty)
+    quality, dirty_days, fallback_files = _pass_summary(groups, dirty)
+    fallback = sorted(paths_of[name] for name in fallback_files) if arrow else []
+    if fallback:
+        # Files the Arrow reader could not read exactly as Spark's JSON source: read them with
+        # it, and merge their groups with the others'.
+        _small_queries(spark, False)
+        second = Observation("fallback")
+        rows = read_snapshots(spark, fallback).observe(second, *example_metrics())
+        groups = merge_groups(
+            groups.filter(F.col("status") != FALLBACK_STATUS).unionByName(line_groups(rows))
+        ).localCheckpoint(eager=True)
+        metrics = _merge_metrics(metrics, _observed(second))
+        _small_queries(spark)
+        dirty = duplicate_keys(groups)
+        quality, dirty_days, _ = _pass_summary(groups, dirty)
     counts = {key: sum(entry[key] for entry in quality.values()) for key in tables.QUALITY_COUNTS}
     progress.say(
         f"read {counts['input_lines']:,} lines: {counts['valid_lines']:,} valid, "
         f"{counts['malformed_lines']:,} malformed, "
         f"{counts['unsupported_lines']:,} unsupported schemaVersion, "
         f"{counts['misplaced_lines']:,} in another day's directory"
+        + (
+            f" (Arrow reader; {len(fallback)} file(s) by Spark's JSON source)"
+            if arrow
+            else " (Spark's JSON source)"
+        )
     )
     if metrics.get("example_bad_file"):
         print(
@@ -328,21 +426,22 @@ def _process(spark, args, listing, plan, progress) -> tuple[dict, dict]:
     if plan.full and not counts["valid_lines"]:
         raise InputError(f"no valid snapshot lines under {args.input}", EXIT_NO_VALID_LINES)
 
+    # Past a few million lines the tables after the pass have hundreds of thousands of rows,
+    # where compiled code beats interpreted expressions again.
+    small = counts["input_lines"] < LARGE_INPUT_LINES
+    _small_queries(spark, small)
     final = valid_groups(groups)
     if dirty_days:
         # Re-read only the dates holding duplicates; their flagged topic-days are rebuilt.
         _small_queries(spark, False)
         dirty = dirty.localCheckpoint(eager=True)
         by_date = listing.by_date
-        paths = [f.path for day in dirty_days for f in by_date.get(day, [])] + [
-            f.path for f in listing.undated
-        ]
-        final = deduplicated_groups(groups, dirty, read_snapshots(spark, paths)).localCheckpoint(
-            eager=True
-        )
-        _small_queries(spark)
+        files = [f for day in dirty_days for f in by_date.get(day, [])] + listing.undated
+        source = _source_rows(spark, files, arrow, set(fallback))
+        final = deduplicated_groups(groups, dirty, source).localCheckpoint(eager=True)
+        _small_queries(spark, small)
         progress.say(
-            f"re-read {len(paths)} file(s) of {_dates_text(dirty_days)} to drop duplicate intervals"
+            f"re-read {len(files)} file(s) of {_dates_text(dirty_days)} to drop duplicate intervals"
         )
 
     hours = hour_rows(final).localCheckpoint(eager=True)
@@ -409,17 +508,18 @@ def derive_tables(frames: dict):
     union = None
     for tag, (name, frame) in enumerate(frames.items()):
         schema = tables.SCHEMAS[name]
-        columns = [F.lit(tag).alias("_table")]
+        present = set(frame.columns)
+        # SQL text: one call into the JVM for the whole list, not several per column.
+        columns = [f"{tag} AS _table"]
         columns += [
-            (F.col(k) if k in frame.columns else F.lit(None)).cast(t).alias(k)
-            for k, t in keys.items()
+            f"CAST({f'`{k}`' if k in present else 'NULL'} AS {t}) AS `{k}`" for k, t in keys.items()
         ]
         columns += [
-            F.col(f.name).cast(f.dataType).alias(f.name)
+            f"CAST(`{f.name}` AS {f.dataType.simpleString()}) AS `{f.name}`"
             for f in schema.fields
             if f.name in tables.BASE_NAMES
         ]
-        part = frame.select(*columns)
+        part = frame.selectExpr(*columns)
         union = part if union is None else union.unionByName(part)
     derived = with_derived(union).localCheckpoint(eager=True)
     return {
@@ -552,6 +652,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="reprocess the input dates from DATE (YYYY-MM-DD) on",
     )
     parser.add_argument(
+        "--reader",
+        choices=("auto", "arrow", "spark"),
+        default="auto",
+        help="how snapshot files are parsed: auto (Arrow for local files in local mode, "
+        "else Spark's JSON source), arrow, spark",
+    )
+    parser.add_argument(
         "--driver-memory", default="4g", help="driver memory when Spark starts here"
     )
     parser.add_argument(
@@ -564,6 +671,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--traceback", action="store_true", help="show the Python traceback of an unexpected error"
     )
+
+
+def _large_local_input(args: argparse.Namespace) -> bool:
+    """Whether a local input is large enough for a long run (its size, before Spark starts)."""
+    from spark_jobs.arrow_reader import is_local
+
+    if not is_local(args.input):
+        return False
+    return incremental.list_input(None, args.input).bytes >= LARGE_INPUT_BYTES
 
 
 def _error_text(error: BaseException) -> str:
@@ -609,7 +725,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             conf["spark.sql.shuffle.partitions"] = str(
                 args.shuffle_partitions or LOCAL_SHUFFLE_PARTITIONS
             )
-        spark = build_session("delayqueue-monitor-report", args.master, conf)
+        spark = build_session(
+            "delayqueue-monitor-report", args.master, conf, long_run=_large_local_input(args)
+        )
         return run(spark, args)
     except JavaNotFoundError as error:
         print(f"error: {error}", file=sys.stderr)

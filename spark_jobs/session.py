@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -15,7 +16,15 @@ JAVA_MISSING_MESSAGE = (
 )
 
 
-JIT_OPTIONS = "-XX:-DontCompileHugeMethods"
+# The JVM compiles with C1 only: a job runs for seconds to minutes, and C2 spent more CPU
+# compiling Spark (and the job's generated code) than its faster code saved (docs/report.md).
+# Huge generated methods are compiled too, not left to the interpreter.
+JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods"
+LONG_RUN_JIT_OPTIONS = "-XX:-DontCompileHugeMethods"
+"""For a long run (a large input): C2 as well, whose faster code then repays its compiling."""
+# The Arrow reader's batches are read by the JVM without bounds or null checks per value
+# (Arrow validates each batch as it arrives; Spark checks nulls itself).
+ARROW_OPTIONS = "-Darrow.enable_unsafe_memory_access=true -Darrow.enable_null_check_for_get=false"
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 QUIET_LOG_OPTIONS = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
 
@@ -48,11 +57,17 @@ def running_under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def build_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None):
+def build_session(
+    app_name: str,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    long_run: bool = False,
+):
     """Return a SparkSession: local[*] by default, the spark-submit master when submitted.
 
     A master given explicitly wins. Session time zone is UTC so dates and hours in the
-    outputs are the UTC ones the snapshot file names use.
+    outputs are the UTC ones the snapshot file names use. ``long_run`` (a large input) lets
+    the JVM compile with C2 as well (``LONG_RUN_JIT_OPTIONS``).
     """
     from pyspark.sql import SparkSession
 
@@ -65,6 +80,7 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
     elif not running_under_spark_submit():
         builder = builder.master("local[*]")
     local = not running_under_spark_submit() and (master or "local").startswith("local")
+    jit = LONG_RUN_JIT_OPTIONS if long_run else JIT_OPTIONS
     settings = {
         "spark.sql.session.timeZone": "UTC",
         # Spark renders every query's plan for its listeners; ours are wide.
@@ -73,8 +89,8 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
         "spark.ui.showConsoleProgress": "false",
         # The aggregate of the pass is wide; its generated code exceeds HotSpot's 8000-byte
         # limit for JIT compilation, and interpreted bytecode is several times slower.
-        "spark.driver.extraJavaOptions": f"{JIT_OPTIONS} {QUIET_LOG_OPTIONS}",
-        "spark.executor.extraJavaOptions": JIT_OPTIONS,
+        "spark.driver.extraJavaOptions": f"{jit} {ARROW_OPTIONS} {QUIET_LOG_OPTIONS}",
+        "spark.executor.extraJavaOptions": f"{jit} {ARROW_OPTIONS}",
     }
     if local:
         # A batch job on this machine: no web UI, and nothing listens beyond loopback.
@@ -86,6 +102,9 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
             }
         )
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # The Arrow reader's tasks run in Python workers: this interpreter (it has pyarrow),
+        # not whatever `python3` is first on PATH (unless PYSPARK_PYTHON says otherwise).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)

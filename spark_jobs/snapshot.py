@@ -3,10 +3,12 @@
 Reading is explicit-schema only, so unknown fields are ignored and a line that does not parse
 is counted, never fatal. The job reads files with Spark's JSON source
 (``spark.read.schema(SNAPSHOT_SCHEMA).json``, PERMISSIVE, unparseable lines land in
-``_corrupt_record``); ``parse_snapshots`` applies the same schema and the same classification
-to a frame of text lines (``from_json``), which the tests use. Both go through
-``snapshot_rows``. The JSON source skips blank lines, so the job neither counts nor reports
-them (``parse_snapshots`` classifies an empty string as malformed).
+``_corrupt_record``) or, for local files, with the Arrow reader (``arrow_reader``: the same
+rows, flat, through ``flat_snapshot_rows``); ``parse_snapshots`` applies the same schema and
+the same classification to a frame of text lines (``from_json``), which the tests use. All
+classify lines with the same expressions (``_status``). The JSON source skips blank lines, so
+the job neither counts nor reports them (``parse_snapshots`` classifies an empty string as
+malformed).
 
 ``waitingQueueInfo`` is read as a map of numbers rather than a struct: Spark's JSON parser
 pays a fixed cost per nested object, and this one is 12 % of the parse (docs/report.md).
@@ -118,6 +120,8 @@ SNAPSHOT_SCHEMA = StructType(
 # status codes carried as integers through the aggregates (strings would stop them being
 # hash aggregates)
 STATUS_CODES = {"ok": 0, "malformed": 1, "unsupported": 2, "misplaced": 3}
+FALLBACK_STATUS = 8
+"""Not a line: a file the Arrow reader left to Spark's JSON source (``arrow_reader``)."""
 
 
 def _zero(column: Column) -> Column:
@@ -134,15 +138,19 @@ def file_day(source_file: Column) -> Column:
     return F.datediff(F.to_date(text), F.lit("1970-01-01").cast("date"))
 
 
-def _status(file_days: Column | None) -> Column:
+def _status(
+    file_days: Column | None,
+    corrupt: Column,
+    histograms_ok: Column,
+    sizes: list[Column],
+) -> Column:
+    """The ``STATUS_CODES`` of a line from its parsed fields (see the module docstring):
+    ``histograms_ok`` says each histogram is absent or has 16 counts, ``sizes`` are the queue
+    sizes (null or a number)."""
     col = F.col
-    histograms_ok = F.lit(True)
-    for field, _ in LAGS:
-        counts = col(field)["counts"]
-        histograms_ok = histograms_ok & (counts.isNull() | (F.size(counts) == BUCKETS))
     sizes_ok = F.lit(True)
-    for field, _ in GAUGES:
-        sizes_ok = sizes_ok & (col(field).isNull() | col(field).between(0, MAX_QUEUE_SIZE - 1))
+    for size in sizes:
+        sizes_ok = sizes_ok & (size.isNull() | size.between(0, MAX_QUEUE_SIZE - 1))
     identity_ok = (
         col("namespace").isNotNull()
         & col("topic").isNotNull()
@@ -151,10 +159,7 @@ def _status(file_days: Column | None) -> Column:
         & (col("intervalEnd") > col("intervalStart"))
     )
     status = (
-        F.when(
-            col(CORRUPT_COLUMN).isNotNull() | col("schemaVersion").isNull(),
-            STATUS_CODES["malformed"],
-        )
+        F.when(corrupt.isNotNull() | col("schemaVersion").isNull(), STATUS_CODES["malformed"])
         .when(~col("schemaVersion").isin(*SUPPORTED_SCHEMA_VERSIONS), STATUS_CODES["unsupported"])
         .when(~(identity_ok & histograms_ok & sizes_ok), STATUS_CODES["malformed"])
     )
@@ -162,6 +167,20 @@ def _status(file_days: Column | None) -> Column:
         day = F.floor(col("intervalStart") / DAY_MS).cast("int")
         status = status.when(file_days.isNotNull() & (file_days != day), STATUS_CODES["misplaced"])
     return status.otherwise(STATUS_CODES["ok"]).cast("int")
+
+
+def _identity_columns(days: Column | None) -> list:
+    col = F.col
+    return [
+        "value",
+        "source_file",
+        (days if days is not None else F.lit(None).cast("int")).alias("file_day"),
+        col("schemaVersion").alias("schema_version"),
+        col("namespace").alias("namespace"),
+        col("topic").alias("topic"),
+        col("intervalStart").alias("interval_start"),
+        col("intervalEnd").alias("interval_end"),
+    ]
 
 
 def snapshot_rows(records: DataFrame, check_file_date: bool = True) -> DataFrame:
@@ -177,16 +196,14 @@ def snapshot_rows(records: DataFrame, check_file_date: bool = True) -> DataFrame
     """
     col = F.col
     days = file_day(col("source_file")) if check_file_date else None
+    histograms_ok = F.lit(True)
+    for field, _ in LAGS:
+        counts = col(field)["counts"]
+        histograms_ok = histograms_ok & (counts.isNull() | (F.size(counts) == BUCKETS))
+    status = _status(days, col(CORRUPT_COLUMN), histograms_ok, [col(field) for field, _ in GAUGES])
     columns = [
-        _status(days).alias("status"),
-        "value",
-        "source_file",
-        (days if days is not None else F.lit(None).cast("int")).alias("file_day"),
-        col("schemaVersion").alias("schema_version"),
-        col("namespace").alias("namespace"),
-        col("topic").alias("topic"),
-        col("intervalStart").alias("interval_start"),
-        col("intervalEnd").alias("interval_end"),
+        status.alias("status"),
+        *_identity_columns(days),
         *[_zero(col(name)).alias(alias) for name, alias in COUNTERS],
     ]
     for name, alias in LAGS:
@@ -199,6 +216,30 @@ def snapshot_rows(records: DataFrame, check_file_date: bool = True) -> DataFrame
     columns += [_zero(col(name)).alias(alias) for name, alias in GAUGES]
     columns += [_zero(col("waitingQueueInfo")[name]).alias(alias) for name, alias in WAITING_DELAYS]
     return records.select(*columns)
+
+
+def flat_snapshot_rows(records: DataFrame) -> DataFrame:
+    """``snapshot_rows`` for records already flat (the Arrow reader's, ``arrow_reader``): the
+    identity fields as parsed, ``file_day`` (``file_day`` of ``source_file``, computed once per
+    file), ``<lag>_size`` (the number of counts, null when absent), and every value column of
+    ``snapshot_rows`` under its name, nulls already zero. A queue size read as zero passes the
+    range check as its absent value does, so the status is the same. Rows with ``_fallback``
+    set (a file left to Spark's JSON source) get ``FALLBACK_STATUS``."""
+    col = F.col
+    days = col("file_day")
+    histograms_ok = F.lit(True)
+    for _, alias in LAGS:
+        size = col(f"{alias}_size")
+        histograms_ok = histograms_ok & (size.isNull() | (size == BUCKETS))
+    status = _status(
+        days, F.lit(None).cast("string"), histograms_ok, [col(name) for name in GAUGE_NAMES]
+    )
+    status = F.when(col("_fallback"), F.lit(FALLBACK_STATUS)).otherwise(status)
+    return records.select(
+        status.alias("status"),
+        *_identity_columns(days),
+        *[col(name) for name in VALUE_COLUMNS],
+    )
 
 
 def parse_snapshots(lines: DataFrame) -> DataFrame:
@@ -256,9 +297,10 @@ def _identity_json() -> Column:
 def example_metrics() -> list[Column]:
     """Aggregates over parsed lines for ``DataFrame.observe``: the line count and the first bad
     line (its file and text), for the report and stderr."""
-    bad = F.col("status") != STATUS_CODES["ok"]
+    status = F.col("status")
+    bad = status.isin(*[code for name, code in STATUS_CODES.items() if name != "ok"])
     return [
-        F.count(F.lit(1)).alias("input_lines"),
+        F.count(F.when(status != FALLBACK_STATUS, 1)).alias("input_lines"),
         F.min(F.when(bad, F.col("source_file"))).alias("example_bad_file"),
         # The JSON source keeps the raw text of unparseable lines only; a line that parsed but
         # failed a check is shown by its identity fields.

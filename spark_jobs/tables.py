@@ -10,7 +10,6 @@ what makes incremental runs idempotent.
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     DataType,
@@ -150,9 +149,23 @@ WHOLE_INPUT_TABLES = tuple(name for name in SCHEMAS if name not in DATED_TABLES)
 QUALITY_COUNTS = tuple(f.name for f in SCHEMAS["input_quality_daily"].fields if f.name != "date")
 
 
+def _same_columns(a: StructType, b: StructType) -> bool:
+    def fields(schema: StructType) -> list:
+        return [(f.name, f.dataType, f.nullable) for f in schema.fields]
+
+    return fields(a) == fields(b)
+
+
 def conform(df: DataFrame, name: str) -> DataFrame:
-    """``df`` with exactly table ``name``'s columns, in order, cast to its types."""
-    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in SCHEMAS[name].fields])
+    """``df`` with exactly table ``name``'s columns, in order, cast to its types (``df`` itself
+    when it has them already)."""
+    schema = SCHEMAS[name]
+    if _same_columns(df.schema, schema):
+        return df
+    # SQL text: one call into the JVM for the whole list, not several per column.
+    return df.selectExpr(
+        *[f"CAST(`{f.name}` AS {f.dataType.simpleString()}) AS `{f.name}`" for f in schema.fields]
+    )
 
 
 def join(base: str, name: str) -> str:

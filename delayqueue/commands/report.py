@@ -24,6 +24,11 @@ _OPTIONS = (
     ("--driver-memory", str, "Spark driver memory when Spark starts here (default 4g)"),
     ("--shuffle-partitions", int, "spark.sql.shuffle.partitions (default 8 in local mode)"),
     ("--since", str, "reprocess the input dates from DATE (YYYY-MM-DD) on"),
+    (
+        "--reader",
+        str,
+        "how snapshot files are parsed: auto (Arrow for local files in local mode), arrow, spark",
+    ),
 )
 # (flag, help) switches forwarded when given
 _SWITCHES = (

@@ -65,3 +65,205 @@ def aggregate_lines(frame, min_intervals: int = 10):
     final = deduplicated_groups(groups, dirty, rows) if dirty.take(1) else valid_groups(groups)
     final = final.localCheckpoint()
     return with_derived(hour_rows(final)), growth_runs(final, min_intervals)
+
+
+# ---- a standalone cluster, run in the background (tests/spark/test_spark_cluster.py) ----------
+
+
+class _Daemon:
+    """One ``spark-class`` process in its own process group, logging to a file."""
+
+    def __init__(self, home, log, env: dict, *args: str) -> None:
+        import subprocess
+
+        self.log = log
+        handle = open(log, "wb")
+        self.process = subprocess.Popen(
+            [str(home / "bin" / "spark-class"), *args],
+            env=env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        handle.close()
+
+    def wait_for(self, text: str, timeout_s: float) -> None:
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if text in self.log.read_text(errors="replace"):
+                return
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.3)
+        raise AssertionError(
+            f"{text!r} not in {self.log}:\n{self.log.read_text(errors='replace')[-3000:]}"
+        )
+
+    def stop(self) -> None:
+        import os
+        import signal
+        import subprocess
+
+        if self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class ClusterRun:
+    """A standalone master and one worker (2 cores, 1 GB) started from the pyspark installation
+    itself, on loopback and free ports, and the job submitted to them with spark-submit: all in
+    a background thread, so that its JVMs start and run while other tests do."""
+
+    def __init__(self, base, source, job_args: list[str]) -> None:
+        import threading
+
+        self.base, self.source, self.job_args = base, source, job_args
+        self.output = base / "cluster"
+        self.work = base / "work"
+        self.result = None  # the finished spark-submit (subprocess.CompletedProcess)
+        self.error: BaseException | None = None
+        self._daemons: list[_Daemon] = []
+        self._thread = threading.Thread(target=self._run, name="spark-cluster", daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout_s: float = 600):
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            raise AssertionError(f"the cluster run did not finish in {timeout_s:.0f}s")
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+    def stop(self) -> None:
+        for daemon in reversed(self._daemons):
+            daemon.stop()
+
+    def _run(self) -> None:
+        try:
+            self.result = self._submit()
+        except BaseException as error:  # noqa: BLE001 -- re-raised by wait() in the test
+            self.error = error
+
+    def _submit(self):
+        import os
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        import pyspark
+
+        from spark_jobs.monitor_report import KEEP_CONF
+        from spark_jobs.session import JIT_OPTIONS, LOG_CONFIG, ensure_java
+
+        ensure_java()
+        home = Path(pyspark.__file__).resolve().parent
+        env = dict(
+            os.environ,
+            SPARK_HOME=str(home),
+            SPARK_LOCAL_IP="127.0.0.1",
+            SPARK_LOG_DIR=str(self.base),
+            PYSPARK_PYTHON=sys.executable,
+            SPARK_NO_DAEMONIZE="1",
+        )
+        master_port = _free_port()
+        url = f"spark://127.0.0.1:{master_port}"
+        master = _Daemon(
+            home,
+            self.base / "master.log",
+            env,
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(master_port),
+            "--webui-port",
+            str(_free_port()),
+        )
+        self._daemons.append(master)
+        master.wait_for("I have been elected leader", 90)
+        worker = _Daemon(
+            home,
+            self.base / "worker.log",
+            env,
+            "org.apache.spark.deploy.worker.Worker",
+            url,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(_free_port()),
+            "--webui-port",
+            str(_free_port()),
+            "--cores",
+            "2",
+            "--memory",
+            "1g",
+            "--work-dir",
+            str(self.work),
+        )
+        self._daemons.append(worker)
+        worker.wait_for("Successfully registered with master", 90)
+        repo = Path(__file__).resolve().parents[2]
+        command = [
+            str(home / "bin" / "spark-submit"),
+            "--master",
+            url,
+            "--driver-memory",
+            "1g",
+            "--executor-memory",
+            "1g",
+            "--total-executor-cores",
+            "2",
+            "--conf",
+            "spark.driver.host=127.0.0.1",
+            "--conf",
+            "spark.driver.bindAddress=127.0.0.1",
+            "--conf",
+            "spark.ui.enabled=false",
+            # As in the shared test session: tiny input, so interpreted expressions instead of
+            # compiled ones, and the job keeps these settings (tests/spark/conftest.py).
+            "--conf",
+            "spark.sql.codegen.wholeStage=false",
+            "--conf",
+            "spark.sql.codegen.factoryMode=NO_CODEGEN",
+            "--conf",
+            "spark.sql.adaptive.enabled=false",
+            "--conf",
+            "spark.sql.shuffle.partitions=2",
+            # The job's own JIT settings (spark_jobs/session.py) for the executor's JVM too.
+            "--conf",
+            f"spark.executor.extraJavaOptions={JIT_OPTIONS}",
+            "--conf",
+            f"{KEEP_CONF}=true",
+            "--driver-java-options",
+            f"{JIT_OPTIONS} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}",
+            str(repo / "spark_jobs" / "monitor_report.py"),
+            "--input",
+            str(self.source),
+            "--output",
+            str(self.output),
+            *self.job_args,
+        ]
+        return subprocess.run(
+            command,
+            env=env,
+            cwd=self.base,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=600,
+        )

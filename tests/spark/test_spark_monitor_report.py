@@ -11,7 +11,6 @@ from html.parser import HTMLParser
 
 import pytest
 
-from spark_jobs.generate_snapshots import Plan, generate
 from spark_jobs.monitor_report import EXIT_EMPTY_INPUT, EXIT_NO_VALID_LINES, main
 
 pytestmark = pytest.mark.spark
@@ -67,16 +66,9 @@ def _cells(text: str) -> _Cells:
 
 
 @pytest.fixture(scope="module")
-def report(spark, tmp_path_factory):
-    """Two generated days with duplicates and bad lines, run through main()."""
-    root = tmp_path_factory.mktemp("report")
-    stats = generate(
-        Plan(
-            output=root / "in", topics=12, days=2, duplicate_rate=0.01, malformed_rate=0.002, seed=3
-        )
-    )
-    code = main(["--input", str(root / "in"), "--output", str(root / "out"), "--top-topics", "3"])
-    return {"code": code, "out": root / "out", "stats": stats}
+def report(generated_report):
+    """Two generated days with duplicates and bad lines, run through main() (conftest.py)."""
+    return generated_report
 
 
 def test_job_writes_every_table_the_csv_and_the_report(report, spark):

@@ -1,0 +1,434 @@
+"""The fast reader: snapshot files parsed by Arrow's C++ JSON reader inside ``mapInArrow``.
+
+Spark's JSON source costs about 10-12 µs of CPU per snapshot line, almost all of it per-object
+and per-field work inside its Jackson parser; that was nearly the whole of the job at 10M lines.
+This reader gives the same rows (``snapshot.snapshot_rows`` applied to them, as to the JSON
+source's) at a fraction of the cost: each Spark task reads whole files and parses them with
+``pyarrow.json.read_json`` and an explicit schema, in C++, and hands typed Arrow columns to the
+JVM. No Python code runs per line.
+
+Exactness. A file takes this path only when Arrow is certain to read every line exactly as
+Spark's JSON source would; otherwise the task returns one *fallback* row for the file
+(``FALLBACK_STATUS``) and the job reads that file with Spark's JSON source itself
+(``monitor_report``), so bad lines are classified, counted and shown exactly as before. A file
+is accepted when all of these hold:
+
+* it is UTF-8 (Arrow does not validate it; Jackson rejects what is not) and has no ``\\r``
+  (Hadoop's line reader breaks lines there, JSON does not);
+* every line starts with ``{`` and ends with ``}`` (no blank lines, no line continuing another)
+  and Arrow parses exactly one row per line (no two objects on one line);
+* Arrow's parse succeeds with ``unexpected_field_behavior="error"``: every field is one the
+  schema names, of its type or null. Any other field (whose content Spark would skip, but
+  under rules Arrow does not share), a wrong type, a duplicate key, an out-of-range number or
+  anything that is not JSON fails the parse. ``waitingQueueInfo`` is read as a struct of its
+  nine keys, so another key fails too (Spark reads it as a map of longs);
+* no string is longer than ``MAX_STRING`` (Jackson refuses strings over 20M characters).
+
+``node``, a string the snapshot generator writes, is the one field outside the contract the
+schema names (and then drops). The server writes none.
+
+Only local files (``file:`` URIs or plain paths) are read this way; the job keeps Spark's
+JSON source for any other file system (``monitor_report``), where executors may not see the
+same paths.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Iterator, Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from spark_jobs.histogram import BUCKETS
+from spark_jobs.snapshot import (
+    COUNTERS,
+    GAUGES,
+    LAGS,
+    VALUE_COLUMNS,
+    WAITING_DELAYS,
+)
+
+FALLBACK_COLUMN = "_fallback"
+MAX_STRING = 1_000_000
+"""Longest string (characters) a file may hold to be read here; far under Jackson's limit."""
+MAX_FILE_BYTES = 1 << 30
+"""Files are read whole; a larger one is left to Spark's JSON source."""
+TASK_BYTES = 64 << 20
+"""Input bytes per task: enough tasks to balance the cores, few enough to cost nothing."""
+EXTRA_STRING_FIELDS = ("node",)
+
+_HISTOGRAM = StructType(
+    [
+        StructField("count", LongType()),
+        StructField("sum", LongType()),
+        StructField("max", LongType()),
+        StructField("counts", ArrayType(LongType())),
+    ]
+)
+_WAITING = StructType([StructField(field, LongType()) for field, _ in WAITING_DELAYS])
+
+RECORD_FIELDS: list[tuple[str, DataType]] = [
+    ("schemaVersion", IntegerType()),
+    ("namespace", StringType()),
+    ("topic", StringType()),
+    ("intervalStart", LongType()),
+    ("intervalEnd", LongType()),
+    *[(field, LongType()) for field, _ in COUNTERS],
+    *[(field, _HISTOGRAM) for field, _ in LAGS],
+    *[(field, LongType()) for field, _ in GAUGES],
+    ("waitingQueueInfo", _WAITING),
+]
+"""The snapshot fields, as ``SNAPSHOT_SCHEMA`` names them (``waitingQueueInfo``: a struct)."""
+
+OUTPUT_SCHEMA = StructType(
+    [
+        StructField("schemaVersion", IntegerType()),
+        StructField("namespace", StringType()),
+        StructField("topic", StringType()),
+        StructField("intervalStart", LongType()),
+        StructField("intervalEnd", LongType()),
+        *[StructField(f"{alias}_size", IntegerType()) for _, alias in LAGS],
+        # Never null: the JVM reads them without null checks.
+        *[StructField(name, LongType(), False) for name in VALUE_COLUMNS],
+        StructField("source_file", StringType()),
+        StructField("file_day", IntegerType()),
+        StructField(FALLBACK_COLUMN, BooleanType()),
+    ]
+)
+"""What the tasks return, flat and narrow (``snapshot.flat_snapshot_rows`` reads it): one row per
+line, nulls of the value columns already zero, histogram counts one column per bucket; or one
+fallback row per file left to Spark's JSON source."""
+
+
+def is_local(uri: str) -> bool:
+    """True for a plain path or a ``file:`` URI."""
+    from urllib.parse import urlparse
+
+    return urlparse(uri).scheme in ("", "file")
+
+
+# ---- on the executors ----------------------------------------------------------------------
+
+
+def _arrow_type(kind: DataType):
+    import pyarrow as pa
+
+    if isinstance(kind, IntegerType):
+        return pa.int32()
+    if isinstance(kind, LongType):
+        return pa.int64()
+    if isinstance(kind, StringType):
+        return pa.string()
+    if isinstance(kind, BooleanType):
+        return pa.bool_()
+    if isinstance(kind, ArrayType):
+        return pa.list_(_arrow_type(kind.elementType))
+    if isinstance(kind, StructType):
+        return pa.struct([(f.name, _arrow_type(f.dataType)) for f in kind.fields])
+    raise TypeError(kind)
+
+
+def _parse_schema():
+    import pyarrow as pa
+
+    return pa.schema(
+        [(name, _arrow_type(kind)) for name, kind in RECORD_FIELDS]
+        + [(name, pa.string()) for name in EXTRA_STRING_FIELDS]
+    )
+
+
+def _output_schema():
+    import pyarrow as pa
+
+    return pa.schema(
+        [pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in OUTPUT_SCHEMA.fields]
+    )
+
+
+def _line_count(data: bytes) -> int | None:
+    """Lines of ``data`` when each starts with ``{`` and ends with ``}``, else None."""
+    import numpy as np
+
+    text = np.frombuffer(data, dtype=np.uint8)
+    breaks = np.flatnonzero(text == ord("\n"))
+    if len(breaks) and breaks[-1] == len(text) - 1:
+        ends = breaks  # every line ends with a newline
+    else:
+        ends = np.append(breaks, len(text))  # the last line has none
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    if len(starts) and (starts.max() >= len(text) or (ends <= starts).any()):
+        return None  # an empty line
+    if (text[starts] != ord("{")).any() or (text[ends - 1] != ord("}")).any():
+        return None
+    return len(starts)
+
+
+def _longest_string(table) -> int:
+    import pyarrow.compute as pc
+
+    longest = 0
+    for name in ("namespace", "topic", *EXTRA_STRING_FIELDS):
+        if table.num_rows:
+            value = pc.max(pc.binary_length(table.column(name))).as_py()
+            longest = max(longest, value or 0)
+    return longest
+
+
+def parse_file(data: bytes):
+    """The Arrow table of a file's lines (``RECORD_FIELDS`` columns), or None when the file
+    must be left to Spark's JSON source (see the module docstring)."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    if not data:
+        return pa.table({name: [] for name, _ in RECORD_FIELDS}, schema=_table_schema())
+    if b"\r" in data or len(data) > MAX_FILE_BYTES:
+        return None
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    lines = _line_count(data)
+    if lines is None:
+        return None
+    try:
+        table = pj.read_json(
+            pa.BufferReader(data),
+            read_options=pj.ReadOptions(use_threads=False, block_size=1 << 22),
+            parse_options=pj.ParseOptions(
+                explicit_schema=_parse_schema(), unexpected_field_behavior="error"
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if table.num_rows != lines or _longest_string(table) > MAX_STRING:
+        return None
+    return table.select([name for name, _ in RECORD_FIELDS])
+
+
+def _table_schema():
+    import pyarrow as pa
+
+    return pa.schema([(name, _arrow_type(kind)) for name, kind in RECORD_FIELDS])
+
+
+def flatten(table, source: str, day: int | None):
+    """A ``parse_file`` table -> a record batch list of ``OUTPUT_SCHEMA`` (vectorized: Arrow
+    kernels and numpy over whole columns, nothing per line)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = table.num_rows
+    zero = pa.scalar(0, pa.int64())
+
+    def filled(array):
+        return pc.fill_null(array, zero)
+
+    columns = {
+        name: table.column(name).combine_chunks()
+        for name in ("schemaVersion", "namespace", "topic", "intervalStart", "intervalEnd")
+    }
+    values = {}
+    for field, alias in COUNTERS:
+        values[alias] = filled(table.column(field).combine_chunks())
+    for field, alias in LAGS:
+        count, total, largest, counts = table.column(field).combine_chunks().flatten()
+        values[f"{alias}_count"] = filled(count)
+        values[f"{alias}_sum"] = filled(total)
+        values[f"{alias}_max"] = filled(largest)
+        sizes = pc.list_value_length(counts)
+        columns[f"{alias}_size"] = sizes.cast(pa.int32())
+        lengths = filled(sizes).to_numpy(zero_copy_only=False)
+        offsets = counts.offsets.to_numpy()[:-1]
+        items = filled(counts.values).to_numpy(zero_copy_only=False)
+        if not len(items):
+            items = np.zeros(1, dtype=np.int64)
+        for i in range(BUCKETS):
+            present = lengths > i
+            index = np.where(present, offsets + i, 0)
+            values[f"{alias}_b{i}"] = pa.array(np.where(present, items[index], 0), pa.int64())
+    for field, alias in GAUGES:
+        values[alias] = filled(table.column(field).combine_chunks())
+    waiting = table.column("waitingQueueInfo").combine_chunks().flatten()
+    for (field, alias), array in zip(WAITING_DELAYS, waiting):
+        values[alias] = filled(array)
+    columns.update(values)
+    columns["source_file"] = pa.repeat(pa.scalar(source, pa.string()), n)
+    columns["file_day"] = pa.repeat(pa.scalar(day, pa.int32()), n)
+    columns[FALLBACK_COLUMN] = pa.nulls(n, pa.bool_())
+    schema = _output_schema()
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+def _local_path(uri: str) -> str:
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme == "file" else uri
+
+
+def _read_files(assignments: Sequence[Sequence[tuple[str, str, int | None]]], strict: bool):
+    """The ``mapInArrow`` function: each input row is a task number; read its files."""
+    import pyarrow as pa
+
+    out_schema = _output_schema()
+
+    def batches(iterator: Iterator) -> Iterator:
+        for batch in iterator:
+            for task in batch.column(0).to_pylist():
+                for path, source, day in assignments[task]:
+                    with open(path, "rb") as handle:
+                        data = handle.read()
+                    table = parse_file(data)
+                    if table is None:
+                        if strict:
+                            raise RuntimeError(
+                                f"{source}: the fast reader accepted this file earlier in the "
+                                "run and not now (was it changed during the run?)"
+                            )
+                        marker = {f.name: [None if f.nullable else 0] for f in OUTPUT_SCHEMA.fields}
+                        marker.update(source_file=[source], **{FALLBACK_COLUMN: [True]})
+                        yield pa.RecordBatch.from_pydict(marker, schema=out_schema)
+                        continue
+                    if table.num_rows:
+                        yield flatten(table, source, day)
+
+    return batches
+
+
+# ---- on the driver -------------------------------------------------------------------------
+
+
+def assign(files: Sequence[tuple], tasks: int) -> list[list[tuple]]:
+    """Files (tuples whose last item is the size) -> ``tasks`` lists of the files without
+    their size: the largest first, each to the task with the fewest bytes so far."""
+    loads = [0] * tasks
+    bins: list[list[tuple]] = [[] for _ in range(tasks)]
+    for entry in sorted(files, key=lambda f: (-f[-1], f[:-1])):
+        task = min(range(tasks), key=lambda t: (loads[t], t))
+        loads[task] += entry[-1]
+        bins[task].append(tuple(entry[:-1]))
+    return bins
+
+
+_DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def file_days(spark, sources: Sequence[str]) -> list[int | None]:
+    """``snapshot.file_day`` of each ``source_file``, computed once per file: in Python for the
+    names the server writes (``.../date=YYYY-MM-DD/...``), by Spark itself for any other."""
+    import datetime as dt
+
+    from spark_jobs.snapshot import file_day
+
+    result: dict[str, int | None] = {}
+    odd = []
+    for source in sources:
+        parts = source.split("/")
+        parent = parts[-2] if len(parts) >= 2 else parts[0]
+        if not parent.startswith("date="):
+            result[source] = None
+            continue
+        text = parent[5:15]
+        if _DATE_TEXT.fullmatch(text):
+            try:
+                day = dt.date.fromisoformat(text)
+            except ValueError:
+                result[source] = None
+            else:
+                result[source] = (day - dt.date(1970, 1, 1)).days
+            continue
+        odd.append(source)
+    if odd:
+        frame = spark.createDataFrame([(name,) for name in odd], "source_file string")
+        for row in frame.select("source_file", file_day(F.col("source_file")).alias("d")).collect():
+            result[row["source_file"]] = row["d"]
+    return [result[source] for source in sources]
+
+
+def source_names(spark, paths: Sequence[str]) -> list[str]:
+    """What ``input_file_name()`` gives for each local path: the qualified Hadoop path's URI
+    (``file:///dir/a%20b.jsonl``). Computed by Hadoop itself for names with characters a URI
+    may escape."""
+    import re
+
+    safe = re.compile(r"[A-Za-z0-9._\-/=,+]*")
+    result = []
+    jvm = fs = None
+    for path in paths:
+        local = _local_path(path)
+        if local.startswith("/") and safe.fullmatch(local) and "//" not in local:
+            result.append("file://" + local)
+            continue
+        if jvm is None:
+            jvm = spark.sparkContext._jvm
+            root = jvm.org.apache.hadoop.fs.Path("file:///")
+            fs = root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        qualified = fs.makeQualified(jvm.org.apache.hadoop.fs.Path(path))
+        result.append(str(qualified.toUri().toString()))
+    return result
+
+
+def available() -> bool:
+    """True when this Python can run the reader (``mapInArrow`` needs pyarrow and pandas)."""
+    try:
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def read_records(
+    spark, files: Sequence[tuple[str, int]], strict: bool = False
+) -> tuple[DataFrame, dict[str, str]]:
+    """(path or ``file:`` URI, size) of local snapshot files -> their records: the columns of
+    ``OUTPUT_SCHEMA`` plus ``value`` (null: Arrow only accepts files that parse), ready for
+    ``snapshot.flat_snapshot_rows``; and the path of each ``source_file`` name. A file left to
+    Spark's JSON source is one row with ``_fallback`` true; with ``strict`` it fails the job
+    instead."""
+    import sys
+
+    from pyspark import cloudpickle
+
+    # The tasks' function travels by value: executors need pyarrow, not this package.
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    names = source_names(spark, [path for path, _ in files])
+    days = file_days(spark, names)
+    entries = [
+        (_local_path(path), name, day, size) for (path, size), name, day in zip(files, names, days)
+    ]
+    total = sum(entry[-1] for entry in entries)
+    parallelism = spark.sparkContext.defaultParallelism
+    tasks = max(1, min(len(entries), max(parallelism, math.ceil(total / TASK_BYTES))))
+    bins = assign(entries, tasks)
+    records = spark.range(0, tasks, 1, tasks).mapInArrow(_read_files(bins, strict), OUTPUT_SCHEMA)
+    paths = {name: path for (path, _), name in zip(files, names)}
+    return records.select("*", F.lit(None).cast("string").alias("value")), paths
+
+
+__all__ = [
+    "FALLBACK_COLUMN",
+    "OUTPUT_SCHEMA",
+    "assign",
+    "available",
+    "file_days",
+    "is_local",
+    "parse_file",
+    "read_records",
+    "source_names",
+]

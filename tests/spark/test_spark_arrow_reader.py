@@ -1,0 +1,157 @@
+"""The Arrow reader (spark_jobs/arrow_reader.py) gives exactly the rows of Spark's JSON source,
+and leaves to it every file it could read differently."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spark_jobs import arrow_reader
+from spark_jobs.arrow_reader import parse_file
+
+from spark_support import snapshot_line
+
+pytestmark = pytest.mark.spark
+
+
+def _good(topic: str = "a", minute: int = 0, **fields) -> str:
+    return snapshot_line(topic, minute, **fields)
+
+
+# file content -> whether Arrow may read it (else: Spark's JSON source reads it)
+AWKWARD = {
+    "clean": ("\n".join([_good("a"), _good("b", readyQueueSize=3)]) + "\n", True),
+    "no final newline": (_good("a") + "\n" + _good("b"), True),
+    "bad lines that parse": (  # classified by the same Spark expressions either way
+        "\n".join(
+            [
+                _good("v9", schemaVersion=9),
+                json.dumps({k: v for k, v in json.loads(_good("nt")).items() if k != "topic"}),
+                _good("neg", readyQueueSize=-1),
+                _good("short", pullMsgTimeGap={"count": 1, "sum": 1, "max": 1, "counts": [1]}),
+                _good("nulls", sendMsg=None, pullMsgTimeGap=None),
+                _good("next-day", 1440),  # misplaced in a date=2025-11-20 directory
+                "{}",
+            ]
+        )
+        + "\n",
+        True,
+    ),
+    "truncated line": (_good("a") + "\n" + _good("b")[:40] + "\n", False),
+    "blank line": (_good("a") + "\n\n" + _good("b") + "\n", False),
+    "crlf": (_good("a") + "\r\n" + _good("b") + "\r\n", False),
+    "field outside the schema": (
+        json.dumps({**json.loads(_good("a")), "future": [1, {"x": None}]}) + "\n",
+        False,
+    ),
+    "other waitingQueueInfo key": (
+        json.dumps({**json.loads(_good("a")), "waitingQueueInfo": {"sizeOf0To1min": 1, "x": "y"}})
+        + "\n",
+        False,
+    ),
+    "duplicate key": (_good("a")[:-1] + ',"sendMsg":5}\n', False),
+    "number as string": (_good("a", sendMsg="5") + "\n", False),
+    "string as number": (_good("a", namespace=5) + "\n", False),
+    "float counter": (_good("a", sendMsg=1.5) + "\n", False),
+    "int32 overflow": (_good("a", schemaVersion=3_000_000_000) + "\n", False),
+    "two objects on a line": (_good("a") + _good("b") + "\n", False),
+    "top-level array": ("[" + _good("a") + "]\n", False),
+    "null line": ("null\n" + _good("a") + "\n", False),
+    "single quotes": ("{'schemaVersion':1,'namespace':'n','topic':'q'}\n", False),
+    "invalid utf-8": (_good("a").replace('"a"', '"\udcff"') + "\n", False),
+    "non-ascii topic": (_good("订单") + "\n", True),
+}
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+
+
+def test_parse_file_accepts_only_what_it_reads_exactly_as_spark():
+    for name, (text, accepted) in AWKWARD.items():
+        table = parse_file(text.encode("utf-8", "surrogateescape"))
+        assert (table is not None) == accepted, name
+    assert parse_file(b"").num_rows == 0
+
+
+def test_arrow_rows_equal_the_json_source_rows_and_the_rest_falls_back(spark, tmp_path):
+    from pyspark.sql import functions as F
+
+    from spark_jobs.monitor_report import read_snapshots
+    from spark_jobs.snapshot import FALLBACK_STATUS, flat_snapshot_rows
+
+    day = tmp_path / "in" / "date=2025-11-20"
+    day.mkdir(parents=True)
+    files = {}
+    for i, (name, (text, _)) in enumerate(AWKWARD.items()):
+        path = day / f"f{i:02d} {name}.jsonl"  # spaces: source_file is a URI, %20-escaped
+        _write(path, text)
+        files[name] = path
+    (day / "empty.jsonl").write_text("")
+    paths = sorted(day.iterdir())
+    records, paths_of = arrow_reader.read_records(
+        spark, [(str(p), p.stat().st_size) for p in paths]
+    )
+    fast = flat_snapshot_rows(records)
+    fallback = {
+        paths_of[r["source_file"]]
+        for r in fast.filter(F.col("status") == FALLBACK_STATUS).collect()
+    }
+    assert fallback == {str(files[n]) for n, (_, ok) in AWKWARD.items() if not ok}
+
+    columns = [c for c in read_snapshots(spark, [str(tmp_path / "in")]).columns]
+
+    def rows(frame):
+        return sorted(
+            (tuple(r) for r in frame.select(*columns).collect()),
+            key=lambda r: tuple("" if v is None else str(v) for v in r),
+        )
+
+    accepted = [str(files[n]) for n, (_, ok) in AWKWARD.items() if ok]
+    expected = rows(read_snapshots(spark, accepted))
+    assert rows(fast.filter(F.col("status") != FALLBACK_STATUS)) == expected
+    assert len(expected) == 12
+    statuses = {r[0] for r in expected}
+    assert statuses == {0, 1, 2, 3}  # ok, malformed, unsupported and misplaced lines alike
+
+
+def test_file_days_are_spark_file_day_of_each_name(spark):
+    from pyspark.sql import functions as F
+
+    from spark_jobs.snapshot import file_day
+
+    names = [
+        "file:///in/date=2025-11-20/a.jsonl",
+        "file:///in/date=2025-02-30/a.jsonl",  # not a date
+        "file:///in/date=2025-1-5/a.jsonl",  # Spark reads this one
+        "file:///in/date=2025-11-20x/a.jsonl",
+        "file:///in/date=20251120/a.jsonl",
+        "file:///in/other/a.jsonl",
+        "a.jsonl",
+    ]
+    frame = spark.createDataFrame([(n,) for n in names], "source_file string")
+    expected = [r["d"] for r in frame.select(file_day(F.col("source_file")).alias("d")).collect()]
+    assert arrow_reader.file_days(spark, names) == expected
+    assert expected[0] == 20412 and expected[1] is None
+
+
+def test_assign_balances_bytes_over_tasks():
+    files = [(f"f{i}", size) for i, size in enumerate([90, 10, 40, 40, 30, 10, 10])]
+    bins = arrow_reader.assign(files, 3)
+    sizes = dict(files)
+    loads = sorted(sum(sizes[name] for (name,) in task) for task in bins)
+    assert loads == [70, 70, 90] and sorted(n for task in bins for (n,) in task) == sorted(sizes)
+
+
+def test_reader_choice(spark, tmp_path):
+    from spark_jobs.incremental import InputFile
+    from spark_jobs.monitor_report import InputError, use_arrow
+
+    local = [InputFile(str(tmp_path / "a.jsonl"), "a.jsonl", 1, 1, None)]
+    remote = [InputFile("hdfs://nn/in/a.jsonl", "a.jsonl", 1, 1, None)]
+    assert use_arrow(spark, "auto", local)  # the test session is local[2]
+    assert not use_arrow(spark, "auto", remote) and not use_arrow(spark, "spark", local)
+    with pytest.raises(InputError, match="local files only"):
+        use_arrow(spark, "arrow", remote)
