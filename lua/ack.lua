@@ -40,9 +40,4 @@ local function ack_one(msg_id, receipt)
   return {status == 3 and OK or ACKED_LATE, m}
 end
 
-local replies = {}
-for i = 1, n do
-  local ok, reply = pcall(ack_one, ARGV[2 + 2 * i], ARGV[3 + 2 * i])
-  replies[i] = ok and reply or (type(reply) == 'table' and reply or {err = tostring(reply)})
-end
-return replies
+return each_on_its_own(n, function(i) return ack_one(ARGV[2 + 2 * i], ARGV[3 + 2 * i]) end)

@@ -75,14 +75,6 @@ local function send_one(at)
   return {OK, m, entry}
 end
 
-local replies = {}
-for i = 1, n do
-  local ok, reply = pcall(send_one, 5 + (i - 1) * 6)
-  if ok then
-    replies[i] = reply
-  else
-    replies[i] = type(reply) == 'table' and reply or {err = tostring(reply)}
-  end
-end
+local replies = each_on_its_own(n, function(i) return send_one(5 + (i - 1) * 6) end)
 if readied > 0 then redis.call('PUBLISH', channel, readied .. ' ' .. topic) end
 return replies

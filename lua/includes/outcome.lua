@@ -11,3 +11,19 @@ local NOT_CONSUMING = -3
 local BAD_ARGUMENT = -4
 local STALE_RECEIPT = -5
 local CONSUMING = -6
+
+-- The replies of a call that handles n entries each on its own: one(i) for i = 1..n, each
+-- under pcall, so an entry whose Lua fails (a bug) answers that error in its place and the
+-- entries before and after it stand, as if each had been its own script call.
+local function each_on_its_own(n, one)
+  local replies = {}
+  for i = 1, n do
+    local ok, reply = pcall(one, i)
+    if ok or type(reply) == 'table' then
+      replies[i] = reply
+    else
+      replies[i] = {err = tostring(reply)}
+    end
+  end
+  return replies
+end
