@@ -55,6 +55,8 @@ from spark_jobs.histogram import BUCKETS
 from spark_jobs.snapshot import (
     COUNTERS,
     GAUGES,
+    HISTOGRAM,
+    KEY_FIELDS,
     LAGS,
     VALUE_COLUMNS,
     WAITING_DELAYS,
@@ -69,24 +71,12 @@ TASK_BYTES = 64 << 20
 """Input bytes per task: enough tasks to balance the cores, few enough to cost nothing."""
 EXTRA_STRING_FIELDS = ("node",)
 
-_HISTOGRAM = StructType(
-    [
-        StructField("count", LongType()),
-        StructField("sum", LongType()),
-        StructField("max", LongType()),
-        StructField("counts", ArrayType(LongType())),
-    ]
-)
 _WAITING = StructType([StructField(field, LongType()) for field, _ in WAITING_DELAYS])
 
 RECORD_FIELDS: list[tuple[str, DataType]] = [
-    ("schemaVersion", IntegerType()),
-    ("namespace", StringType()),
-    ("topic", StringType()),
-    ("intervalStart", LongType()),
-    ("intervalEnd", LongType()),
+    *[(field.name, field.dataType) for field in KEY_FIELDS],
     *[(field, LongType()) for field, _ in COUNTERS],
-    *[(field, _HISTOGRAM) for field, _ in LAGS],
+    *[(field, HISTOGRAM) for field, _ in LAGS],
     *[(field, LongType()) for field, _ in GAUGES],
     ("waitingQueueInfo", _WAITING),
 ]
@@ -94,11 +84,7 @@ RECORD_FIELDS: list[tuple[str, DataType]] = [
 
 OUTPUT_SCHEMA = StructType(
     [
-        StructField("schemaVersion", IntegerType()),
-        StructField("namespace", StringType()),
-        StructField("topic", StringType()),
-        StructField("intervalStart", LongType()),
-        StructField("intervalEnd", LongType()),
+        *KEY_FIELDS,
         *[StructField(f"{alias}_size", IntegerType()) for _, alias in LAGS],
         # Never null: the JVM reads them without null checks.
         *[StructField(name, LongType(), False) for name in VALUE_COLUMNS],

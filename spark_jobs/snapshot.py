@@ -92,7 +92,7 @@ GAUGE_NAMES = [name for _, name in GAUGES]
 WAITING_NAMES = [name for _, name in WAITING_DELAYS]
 BUCKET_COLUMNS = [f"{lag}_b{i}" for lag in LAG_NAMES for i in range(BUCKETS)]
 
-_HISTOGRAM = StructType(
+HISTOGRAM = StructType(
     [
         StructField("count", LongType()),
         StructField("sum", LongType()),
@@ -101,15 +101,20 @@ _HISTOGRAM = StructType(
     ]
 )
 
+KEY_FIELDS = [
+    StructField("schemaVersion", IntegerType()),
+    StructField("namespace", StringType()),
+    StructField("topic", StringType()),
+    StructField("intervalStart", LongType()),
+    StructField("intervalEnd", LongType()),
+]
+"""The fields that say which line this is, first in every reader's rows."""
+
 SNAPSHOT_SCHEMA = StructType(
     [
-        StructField("schemaVersion", IntegerType()),
-        StructField("namespace", StringType()),
-        StructField("topic", StringType()),
-        StructField("intervalStart", LongType()),
-        StructField("intervalEnd", LongType()),
+        *KEY_FIELDS,
         *[StructField(field, LongType()) for field, _ in COUNTERS],
-        *[StructField(field, _HISTOGRAM) for field, _ in LAGS],
+        *[StructField(field, HISTOGRAM) for field, _ in LAGS],
         *[StructField(field, LongType()) for field, _ in GAUGES],
         StructField("waitingQueueInfo", MapType(StringType(), LongType())),
         StructField(CORRUPT_COLUMN, StringType()),
