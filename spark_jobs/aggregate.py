@@ -1,20 +1,17 @@
 """Aggregates of snapshot intervals: per topic and per namespace, per hour, day and in total.
 
-The pass over the input (``line_groups``) is one hash aggregate, partially computed on the
-map side before the only shuffle, so raw lines never cross the network:
-
-* A line with an empty ready queue whose interval lies on its own length's grid within the
-  hour (``intervalStart % length == 0`` and ``3600000 % length == 0``: every line the
-  server writes) joins its topic-hour's *block* of 64 grid slots; the block keeps the sums
-  and a 64-bit mask of the slots seen.
-* Any other line (a ready queue above zero, or off the grid) is a group of its own, keyed by
-  its intervalStart: these are the lines the backlog-growth rule needs one by one.
+The pass over the input is one aggregate into the groups of ``spark_jobs.groups`` (blocks of
+on-grid lines per topic-hour, off-grid lines one by one, events for the lines of a non-empty
+ready queue, bad lines per status and date): ``line_groups`` computes it with Spark
+expressions for Spark's JSON source, partially on the map side before the only shuffle, and
+the Arrow reader per file in its tasks (``groups.group_lines``), so raw lines never cross the
+shuffle, and those it reads never reach the JVM.
 
 Duplicates (an interval written twice) are found on that small result, exactly:
-``duplicate_keys`` flags a topic-day when a block counts more lines than slots, a
-one-line group holds two lines, or one hour mixes interval lengths. Only those topic-days
-are read again, their copies dropped (``drop_duplicate_lines``: the copy kept is the one with
-the largest hash of its values, so identical copies count once and differing ones
+``duplicate_keys`` flags a topic-day when a block counts more lines than slots, an off-grid
+interval holds two lines, or one hour mixes interval lengths. Only those topic-days are read
+again, their copies dropped (``drop_duplicate_lines``: the copy kept is the one with the
+largest hash of its values, so identical copies count once and differing ones
 deterministically), and their lines re-grouped one per group. Everything after works on
 duplicate-free groups: ``hour_rows`` sums them per topic and hour, ``growth_runs`` finds the
 backlog-growth runs.
@@ -35,6 +32,19 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from spark_jobs.groups import (
+    EXAMPLE_COLUMNS,
+    GROUP_KEYS,
+    GROUP_VALUES,
+    KIND_BAD,
+    KIND_BLOCK,
+    KIND_EVENT,
+    KIND_LINE,
+    LAST_COLUMNS,
+    SLOTS,
+    VALUE_BITS,
+    VALUE_MASK,
+)
 from spark_jobs.histogram import BUCKETS, bucket_array, cumulative_counts, percentile, sum_buckets
 from spark_jobs.snapshot import (
     BUCKET_COLUMNS,
@@ -44,30 +54,12 @@ from spark_jobs.snapshot import (
     GAUGE_NAMES,
     HOUR_MS,
     LAG_NAMES,
-    MAX_QUEUE_SIZE,
     STATUS_CODES,
     VALUE_COLUMNS,
     WAITING_NAMES,
 )
 
 PERCENTILES = ((0.5, "p50"), (0.9, "p90"), (0.99, "p99"))
-KIND_BLOCK = 0  # empty ready queue, on the grid: summed per block of 64 slots
-KIND_LINE = 1  # one group per intervalStart
-KIND_BAD = 9  # lines that are not ``ok``: counted per status and file date
-SLOTS = 64
-_VALUE_BITS = 41  # queue sizes < 2^41 (snapshot.MAX_QUEUE_SIZE); offsets < 2^22 ms
-_VALUE_MASK = MAX_QUEUE_SIZE - 1
-LAST_COLUMNS = GAUGE_NAMES + WAITING_NAMES
-GROUP_KEYS = [
-    "status",
-    "namespace",
-    "topic",
-    "hour_start_ms",
-    "kind",
-    "grid_ms",
-    "position",
-    "bad_file_day",
-]
 
 
 _COLUMNS: dict = {}
@@ -100,22 +92,21 @@ def _div(a: Column, b: Column) -> Column:
 
 
 def line_groups(rows: DataFrame, one_per_line: bool = False) -> DataFrame:
-    """``snapshot_rows`` output (every status) -> the groups described in the module docstring.
+    """``snapshot_rows`` output (every status) -> its groups (``groups.GROUP_SCHEMA``; see
+    ``spark_jobs.groups``). ``one_per_line`` puts every valid line in a group of its own and
+    makes no events (used for de-duplicated lines)."""
+    kinds, keyed, aggregates = _cached(
+        ("line_groups", one_per_line), lambda: _group_columns(one_per_line)
+    )
+    grouped = rows.select("*", *kinds).select(*keyed).groupBy(*GROUP_KEYS).agg(*aggregates)
+    return grouped.select(
+        *GROUP_KEYS,
+        *[name for name, _, _ in GROUP_VALUES],
+        *[F.lit(None).cast("string").alias(name) for name in EXAMPLE_COLUMNS],
+    )
 
-    Keys: ``status``, ``namespace``, ``topic``, ``hour_start_ms``, ``kind``, ``grid_ms`` (the
-    interval length, block groups only), ``position`` (block index, or intervalStart for
-    one-line groups), ``bad_file_day`` (lines that are not ``ok``: the file's date). Values:
-    ``lines``, ``slot_mask``, ``length_min/_max``, ``first_interval_start_ms``,
-    ``last_interval_end_ms``, the sums and maxima of ``VALUE_COLUMNS``, and per queue size
-    ``<name>_packed``: max of (offset in the hour << 41 | value), i.e. the value of the
-    hour's latest interval. ``one_per_line`` puts every valid line in a group of its own
-    (used for de-duplicated lines).
-    """
-    keyed, aggregates = _cached(("line_groups", one_per_line), lambda: _group_columns(one_per_line))
-    return rows.select(*keyed).groupBy(*GROUP_KEYS).agg(*aggregates)
 
-
-def _group_columns(one_per_line: bool) -> tuple[list[Column], list[Column]]:
+def _group_columns(one_per_line: bool) -> tuple[list[Column], list[Column], list[Column]]:
     col = F.col
     ok = col("status") == STATUS_CODES["ok"]
     start, end = col("interval_start"), col("interval_end")
@@ -125,13 +116,20 @@ def _group_columns(one_per_line: bool) -> tuple[list[Column], list[Column]]:
     on_grid = (length > 0) & (F.pmod(F.lit(HOUR_MS), length) == 0) & (F.pmod(start, length) == 0)
     slot = _div(offset, length)
     if one_per_line:
-        kind = F.when(ok, KIND_LINE).otherwise(KIND_BAD)
+        kinds = [F.when(ok, KIND_LINE).otherwise(KIND_BAD).alias("_kind")]
     else:
-        kind = (
-            F.when(ok & on_grid & (col("ready_size") == 0), KIND_BLOCK)
-            .when(ok, KIND_LINE)
-            .otherwise(KIND_BAD)
-        )
+        kind = F.when(ok & on_grid, KIND_BLOCK).when(ok, KIND_LINE).otherwise(KIND_BAD)
+        # An on-grid line with a non-empty ready queue counts in its block and as an event.
+        event = ok & on_grid & (col("ready_size") > 0)
+        kinds = [
+            F.explode(
+                F.when(event, F.array(kind, F.lit(KIND_EVENT))).otherwise(F.array(kind))
+            ).alias("_kind")
+        ]
+    kind = col("_kind")
+    bit = F.when(
+        ok & on_grid, _shl(F.lit(1).cast("long"), F.pmod(slot, F.lit(SLOTS)).cast("int"))
+    ).otherwise(F.lit(0).cast("long"))
     keyed = [
         col("status"),
         # A fallback row (a file the Arrow reader left to Spark's JSON source) is a group of
@@ -143,68 +141,35 @@ def _group_columns(one_per_line: bool) -> tuple[list[Column], list[Column]]:
         F.when(ok, hour).alias("hour_start_ms"),
         kind.alias("kind"),
         F.when(kind == KIND_BLOCK, length).alias("grid_ms"),
-        F.when(kind == KIND_BLOCK, _div(slot, F.lit(SLOTS)))
-        .when(kind == KIND_LINE, start)
-        .alias("position"),
+        F.when(kind == KIND_BLOCK, _div(slot, F.lit(SLOTS))).when(ok, start).alias("position"),
         F.when(~ok, col("file_day")).alias("bad_file_day"),
-        F.when(ok & on_grid, _shl(F.lit(1).cast("long"), F.pmod(slot, F.lit(SLOTS)).cast("int")))
-        .otherwise(F.lit(0).cast("long"))
-        .alias("_bit"),
+        bit.alias("_bit"),
+        F.when(col("ready_size") == 0, bit).otherwise(F.lit(0).cast("long")).alias("_zero_bit"),
         length.alias("_length"),
         start,
         end,
         *[col(name) for name in VALUE_COLUMNS],
-        F.shiftleft(offset, _VALUE_BITS).alias("_offset"),
+        *[
+            (F.shiftleft(offset, VALUE_BITS) + col(name)).alias(f"_packed_{name}")
+            for name in LAST_COLUMNS
+        ],
     ]
-    maxima = {f"{lag}_max" for lag in LAG_NAMES}
+    ops = {"sum": F.sum, "max": F.max, "min": F.min, "bit_or": F.bit_or}
     aggregates = [
-        F.count(F.lit(1)).alias("lines"),
-        F.bit_or("_bit").alias("slot_mask"),
-        F.min("_length").alias("length_min"),
-        F.max("_length").alias("length_max"),
-        F.min("interval_start").alias("first_interval_start_ms"),
-        F.max("interval_end").alias("last_interval_end_ms"),
-        *[
-            (F.max(name) if name in maxima else F.sum(name)).alias(name)
-            for name in VALUE_COLUMNS
-            if name not in LAST_COLUMNS
-        ],
-        *[
-            c
-            for name in GAUGE_NAMES
-            for c in (F.sum(name).alias(f"{name}_sum"), F.max(name).alias(f"{name}_max"))
-        ],
-        # Offsets and values occupy disjoint bits (values validated < 2^41), so + is |.
-        *[F.max(col("_offset") + col(name)).alias(f"{name}_packed") for name in LAST_COLUMNS],
+        (F.count(F.lit(1)) if op == "count" else ops[op](source)).alias(name)
+        for name, op, source in GROUP_VALUES
     ]
-    return keyed, aggregates
-
-
-def merge_groups(groups: DataFrame) -> DataFrame:
-    """``line_groups`` results of disjoint sets of lines, unioned -> the groups of all the lines
-    (as ``line_groups`` over them at once would give: every aggregate is a sum, min, max or
-    bit-or, so one group split across the parts merges exactly)."""
-    col = F.col
-    maxima = {f"{lag}_max" for lag in LAG_NAMES}
-    sums = {"lines", *[n for n in VALUE_COLUMNS if n not in LAST_COLUMNS and n not in maxima]}
-    sums |= {f"{name}_sum" for name in GAUGE_NAMES}
-    aggregates = []
-    for name in groups.columns:
-        if name in GROUP_KEYS:
-            continue
-        if name in sums:
-            aggregates.append(F.sum(name).alias(name))
-        elif name == "slot_mask":
-            aggregates.append(F.bit_or(name).alias(name))
-        elif name in ("length_min", "first_interval_start_ms"):
-            aggregates.append(F.min(name).alias(name))
-        else:  # length_max, last_interval_end_ms, maxima, <gauge>_max, <name>_packed
-            aggregates.append(F.max(col(name)).alias(name))
-    return groups.groupBy(*GROUP_KEYS).agg(*aggregates).select(*groups.columns)
+    return kinds, keyed, aggregates
 
 
 def valid_groups(groups: DataFrame) -> DataFrame:
+    """The groups of valid lines (blocks, off-grid lines and events)."""
     return groups.filter(F.col("status") == STATUS_CODES["ok"])
+
+
+def value_groups(groups: DataFrame) -> DataFrame:
+    """The groups that hold each valid line once: blocks and off-grid lines (not events)."""
+    return groups.filter((F.col("status") == STATUS_CODES["ok"]) & (F.col("kind") != KIND_EVENT))
 
 
 def _day(hour_ms: Column) -> Column:
@@ -212,37 +177,43 @@ def _day(hour_ms: Column) -> Column:
 
 
 def duplicate_keys(groups: DataFrame) -> DataFrame:
-    """Valid groups -> (namespace, topic, day) whose lines may hold a duplicate interval
-    (see the module docstring); ``day`` is days since 1970."""
+    """Groups -> (namespace, topic, day) whose lines may hold a duplicate interval (see the
+    module docstring); ``day`` is days since 1970. Two lines of one interval are either of one
+    length, so in the same slot of one block or the same off-grid position, or of two lengths
+    in one hour. Groups of one block or position from several files are summed here."""
     col = F.col
-    valid = valid_groups(groups)
-    hours = valid.groupBy("namespace", "topic", "hour_start_ms").agg(
-        (F.min("length_min") != F.max("length_max")).alias("mixed_lengths"),
-        F.max(F.when(col("kind") == KIND_LINE, col("lines"))).alias("most_copies"),
+    valid = value_groups(groups)
+    hour = ["namespace", "topic", "hour_start_ms"]
+    mixed = (
+        valid.groupBy(*hour)
+        .agg(F.min("length_min").alias("shortest"), F.max("length_max").alias("longest"))
+        .filter(col("shortest") != col("longest"))
+        .select(*hour)
     )
-    flagged_hours = hours.filter(col("mixed_lengths") | (col("most_copies") > 1)).select(
-        "namespace", "topic", "hour_start_ms"
-    )
-    # On-grid lines of one-line groups carry their slot bit too: fold them into their block.
-    block = F.when(col("kind") == KIND_BLOCK, col("position")).otherwise(
-        _div(_div(col("position") - col("hour_start_ms"), col("length_min")), F.lit(SLOTS))
+    copies = (
+        valid.filter(col("kind") == KIND_LINE)
+        .groupBy(*hour, "position")
+        .agg(F.sum("lines").alias("lines"))
+        .filter(col("lines") > 1)
+        .select(*hour)
     )
     crowded = (
-        valid.filter(col("slot_mask") != 0)
-        .groupBy(
-            "namespace",
-            "topic",
-            "hour_start_ms",
-            col("length_min").alias("grid"),
-            block.alias("block"),
-        )
+        valid.filter(col("kind") == KIND_BLOCK)
+        .groupBy(*hour, "grid_ms", "position")
         .agg(F.bit_count(F.bit_or("slot_mask")).alias("slots"), F.sum("lines").alias("lines"))
         .filter(col("slots") != col("lines"))
-        .select("namespace", "topic", "hour_start_ms")
+        .select(*hour)
     )
+    # New names (aliases) for the keys: joined back to a checkpoint of ``groups``, the same
+    # attribute ids on both sides would be a conflict Spark does not resolve (SPARK-42805).
     return (
-        flagged_hours.unionByName(crowded)
-        .select("namespace", "topic", _day(col("hour_start_ms")).alias("day"))
+        mixed.unionByName(copies)
+        .unionByName(crowded)
+        .select(
+            col("namespace").alias("namespace"),
+            col("topic").alias("topic"),
+            _day(col("hour_start_ms")).alias("day"),
+        )
         .distinct()
     )
 
@@ -262,9 +233,9 @@ def drop_duplicate_lines(rows: DataFrame) -> DataFrame:
 
 
 def deduplicated_groups(groups: DataFrame, dirty: DataFrame, source: DataFrame) -> DataFrame:
-    """Valid groups with the topic-days in ``dirty`` (``duplicate_keys``) rebuilt from
-    ``source`` (``snapshot_rows`` holding at least every line of those topic-days): their lines
-    de-duplicated and grouped one per group."""
+    """Valid groups (events included) with the topic-days in ``dirty`` (``duplicate_keys``)
+    rebuilt from ``source`` (``snapshot_rows`` holding at least every line of those
+    topic-days): their lines de-duplicated and grouped one per group."""
     col = F.col
     day_keys = ["namespace", "topic", "day"]
     flagged = (
@@ -292,7 +263,7 @@ def hour_rows(groups: DataFrame) -> DataFrame:
         name for name in VALUE_COLUMNS if name not in LAST_COLUMNS and name not in BUCKET_COLUMNS
     ]
     hours = (
-        valid_groups(groups)
+        value_groups(groups)
         .groupBy("namespace", "topic", "hour_start_ms")
         .agg(
             F.sum("lines").alias("snapshot_lines"),
@@ -316,7 +287,7 @@ def hour_rows(groups: DataFrame) -> DataFrame:
         for lag in LAG_NAMES
     ]
     unpacked = {
-        name: (col(f"{name}_packed").bitwiseAND(F.lit(_VALUE_MASK))) for name in LAST_COLUMNS
+        name: (col(f"{name}_packed").bitwiseAND(F.lit(VALUE_MASK))) for name in LAST_COLUMNS
     }
     lines = col("snapshot_lines")
     day = _day(col("hour_start_ms"))
@@ -361,36 +332,44 @@ def growth_runs(groups: DataFrame, min_intervals: int) -> DataFrame:
     larger than the previous snapshot's. A run is a snapshot that did not grow (its start)
     followed by every following snapshot that grew; its length is the number of growth steps.
 
-    Only one-line groups can grow (a block's lines have empty ready queues). Their previous
-    snapshot is either the previous one-line group or the latest slot of a block before
-    them, whichever is later; blocks never overlap (one grid per topic-hour, else the
-    topic-day went through ``drop_duplicate_lines`` and has no blocks), so the block holding
-    that slot is the latest block starting at or before the line.
+    The points followed one by one are the events (on-grid lines whose ready queue is not
+    empty) and the off-grid lines; a block's other slots hold empty ready queues
+    (``zero_mask``), and only those can be a point's previous snapshot without being points
+    themselves. A point's previous snapshot is either the previous point or the latest empty
+    slot before it, whichever is later; blocks never overlap (one grid per topic-hour, else
+    the topic-day went through ``drop_duplicate_lines`` and has no blocks), so the block
+    holding that slot is the latest block with an empty slot starting at or before the point.
     """
     col = F.col
     valid = valid_groups(groups)
     day_keys = ["namespace", "topic", "day"]
     grid = col("grid_ms")
     t0 = col("hour_start_ms") + col("position") * SLOTS * grid
-    blocks = valid.filter(col("kind") == KIND_BLOCK).select(
-        "namespace",
-        "topic",
-        _day(col("hour_start_ms")).alias("day"),
-        t0.alias("t0"),
-        F.least(t0 + SLOTS * grid, col("hour_start_ms") + HOUR_MS).alias("t1"),
-        grid.alias("grid"),
-        col("slot_mask").alias("mask"),
-        (t0 + _high_bit(col("slot_mask")) * grid).alias("zmax"),
+    blocks = (
+        valid.filter(col("kind") == KIND_BLOCK)
+        .groupBy("namespace", "topic", "hour_start_ms", "grid_ms", "position")
+        .agg(F.bit_or("zero_mask").alias("mask"))
+        .filter(col("mask") != 0)
+        .select(
+            "namespace",
+            "topic",
+            _day(col("hour_start_ms")).alias("day"),
+            t0.alias("t0"),
+            F.least(t0 + SLOTS * grid, col("hour_start_ms") + HOUR_MS).alias("t1"),
+            grid.alias("grid"),
+            "mask",
+            (t0 + _high_bit(col("mask")) * grid).alias("zmax"),
+        )
     )
     blocks = blocks.withColumn(
         "prev_zmax", F.lag("zmax").over(Window.partitionBy(*day_keys).orderBy("t0"))
     )
-    lines = valid.filter(col("kind") == KIND_LINE).select(
+    lines = valid.filter(col("kind").isin(KIND_LINE, KIND_EVENT)).select(
         "namespace",
         "topic",
         _day(col("hour_start_ms")).alias("day"),
         col("position").alias("s"),
-        col("ready_size_packed").bitwiseAND(F.lit(_VALUE_MASK)).alias("ready"),
+        col("ready_size_packed").bitwiseAND(F.lit(VALUE_MASK)).alias("ready"),
     )
     block_events = blocks.select(
         *day_keys,
@@ -582,7 +561,7 @@ def _derived_columns() -> tuple[list[Column], list[Column]]:
 __all__ = [
     "BUCKETS",
     "line_groups",
-    "merge_groups",
+    "value_groups",
     "duplicate_keys",
     "drop_duplicate_lines",
     "deduplicated_groups",

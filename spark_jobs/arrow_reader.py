@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import math
 import re
+import sys
+from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 from pyspark.sql import DataFrame
@@ -51,6 +53,14 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from spark_jobs.groups import (
+    GROUP_SCHEMA,
+    classify,
+    fallback_row,
+    group_lines,
+    identity_text,
+)
+from spark_jobs.groups import arrow_schema as group_arrow_schema
 from spark_jobs.histogram import BUCKETS
 from spark_jobs.snapshot import (
     COUNTERS,
@@ -211,50 +221,141 @@ def _table_schema():
     return pa.schema([(name, _arrow_type(kind)) for name, kind in RECORD_FIELDS])
 
 
-def flatten(table, source: str, day: int | None):
-    """A ``parse_file`` table -> a record batch list of ``OUTPUT_SCHEMA`` (vectorized: Arrow
-    kernels and numpy over whole columns, nothing per line)."""
+@dataclass
+class LineArrays:
+    """One parsed file's lines as numpy arrays (nulls zero, with validity where it matters)."""
+
+    table: object  # the ``parse_file`` table
+    source: str
+    file_day: int | None
+    version: object
+    version_ok: object
+    start: object
+    start_ok: object
+    end: object
+    end_ok: object
+    namespace: object  # dictionary codes, -1 for null
+    namespace_values: object
+    topic: object
+    topic_values: object
+    sizes: dict  # lag alias -> (counts length, validity)
+    values: dict  # VALUE_COLUMNS -> int64, nulls zero
+    status: object = None  # ``groups.classify``
+
+    def example(self, i: int) -> str:
+        """The identity text of line ``i`` (``snapshot.example_metrics`` shows it)."""
+        row = {
+            name: self.table.column(name)[i].as_py()
+            for name in ("schemaVersion", "namespace", "topic", "intervalStart", "intervalEnd")
+        }
+        return identity_text(*row.values())
+
+
+def _filled(array):
+    """A nullable Arrow integer array -> (int64 numpy values with nulls zero, validity)."""
     import numpy as np
-    import pyarrow as pa
     import pyarrow.compute as pc
 
+    values = pc.fill_null(array, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    if array.null_count:
+        valid = array.is_valid().to_numpy(zero_copy_only=False)
+    else:
+        valid = np.ones(len(array), dtype=bool)
+    return values, valid
+
+
+def _codes(array):
+    """A string array -> (dictionary codes, -1 for null; the dictionary)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(array)
+    codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
+    return codes.astype(np.int64), encoded.dictionary
+
+
+def line_arrays(table, source: str, day: int | None) -> LineArrays:
+    """A ``parse_file`` table -> its ``LineArrays``, classified (vectorized: Arrow kernels and
+    numpy over whole columns, nothing per line)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    def column(name):
+        return table.column(name).combine_chunks()
+
+    version, version_ok = _filled(column("schemaVersion"))
+    start, start_ok = _filled(column("intervalStart"))
+    end, end_ok = _filled(column("intervalEnd"))
+    namespace, namespace_values = _codes(column("namespace"))
+    topic, topic_values = _codes(column("topic"))
+    values: dict = {}
+    for field, alias in COUNTERS:
+        values[alias] = _filled(column(field))[0]
+    sizes = {}
+    for field, alias in LAGS:
+        count, total, largest, counts = column(field).flatten()
+        values[f"{alias}_count"] = _filled(count)[0]
+        values[f"{alias}_sum"] = _filled(total)[0]
+        values[f"{alias}_max"] = _filled(largest)[0]
+        size, present = _filled(pc.list_value_length(counts))
+        sizes[alias] = (size, present)
+        offsets = counts.offsets.to_numpy()[:-1]
+        items = _filled(counts.values)[0]
+        if not len(items):
+            items = np.zeros(1, dtype=np.int64)
+        for i in range(BUCKETS):
+            has = size > i
+            values[f"{alias}_b{i}"] = np.where(has, items[np.where(has, offsets + i, 0)], 0)
+    gauges = []
+    for field, alias in GAUGES:
+        value, valid = _filled(column(field))
+        values[alias] = value
+        gauges.append((value, valid))
+    for (field, alias), array in zip(WAITING_DELAYS, column("waitingQueueInfo").flatten()):
+        values[alias] = _filled(array)[0]
+    lines = LineArrays(
+        table,
+        source,
+        day,
+        version,
+        version_ok,
+        start,
+        start_ok,
+        end,
+        end_ok,
+        namespace,
+        namespace_values,
+        topic,
+        topic_values,
+        sizes,
+        values,
+    )
+    with np.errstate(over="ignore"):
+        identity_ok = (namespace >= 0) & (topic >= 0) & start_ok & end_ok & (end > start)
+    lines.status = classify(
+        version, version_ok, {"start": start, "ok": identity_ok}, list(sizes.values()), gauges, day
+    )
+    return lines
+
+
+def flatten(lines: LineArrays):
+    """``LineArrays`` -> a record batch of ``OUTPUT_SCHEMA`` (one flat row per line, classified
+    by Spark's expressions in ``snapshot.flat_snapshot_rows``)."""
+    import pyarrow as pa
+
+    table = lines.table
     n = table.num_rows
-    zero = pa.scalar(0, pa.int64())
-
-    def filled(array):
-        return pc.fill_null(array, zero)
-
     columns = {
         name: table.column(name).combine_chunks()
         for name in ("schemaVersion", "namespace", "topic", "intervalStart", "intervalEnd")
     }
-    values = {}
-    for field, alias in COUNTERS:
-        values[alias] = filled(table.column(field).combine_chunks())
-    for field, alias in LAGS:
-        count, total, largest, counts = table.column(field).combine_chunks().flatten()
-        values[f"{alias}_count"] = filled(count)
-        values[f"{alias}_sum"] = filled(total)
-        values[f"{alias}_max"] = filled(largest)
-        sizes = pc.list_value_length(counts)
-        columns[f"{alias}_size"] = sizes.cast(pa.int32())
-        lengths = filled(sizes).to_numpy(zero_copy_only=False)
-        offsets = counts.offsets.to_numpy()[:-1]
-        items = filled(counts.values).to_numpy(zero_copy_only=False)
-        if not len(items):
-            items = np.zeros(1, dtype=np.int64)
-        for i in range(BUCKETS):
-            present = lengths > i
-            index = np.where(present, offsets + i, 0)
-            values[f"{alias}_b{i}"] = pa.array(np.where(present, items[index], 0), pa.int64())
-    for field, alias in GAUGES:
-        values[alias] = filled(table.column(field).combine_chunks())
-    waiting = table.column("waitingQueueInfo").combine_chunks().flatten()
-    for (field, alias), array in zip(WAITING_DELAYS, waiting):
-        values[alias] = filled(array)
-    columns.update(values)
-    columns["source_file"] = pa.repeat(pa.scalar(source, pa.string()), n)
-    columns["file_day"] = pa.repeat(pa.scalar(day, pa.int32()), n)
+    for _, alias in LAGS:
+        size, present = lines.sizes[alias]
+        columns[f"{alias}_size"] = pa.array(size.astype("int32"), pa.int32(), mask=~present)
+    for name in VALUE_COLUMNS:
+        columns[name] = pa.array(lines.values[name], pa.int64())
+    columns["source_file"] = pa.repeat(pa.scalar(lines.source, pa.string()), n)
+    columns["file_day"] = pa.repeat(pa.scalar(lines.file_day, pa.int32()), n)
     columns[FALLBACK_COLUMN] = pa.nulls(n, pa.bool_())
     schema = _output_schema()
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
@@ -267,11 +368,21 @@ def _local_path(uri: str) -> str:
     return unquote(parsed.path) if parsed.scheme == "file" else uri
 
 
-def _read_files(assignments: Sequence[Sequence[tuple[str, str, int | None]]], strict: bool):
-    """The ``mapInArrow`` function: each input row is a task number; read its files."""
+def _read_files(
+    assignments: Sequence[Sequence[tuple[str, str, int | None]]], strict: bool, groups: bool
+):
+    """The ``mapInArrow`` function: each input row is a task number; read its files into their
+    groups (``groups.group_lines``) or, with ``groups`` false, one flat row per line."""
     import pyarrow as pa
 
-    out_schema = _output_schema()
+    out_schema = group_arrow_schema() if groups else _output_schema()
+
+    def fallback(source: str):
+        if groups:
+            return fallback_row(source)
+        marker = {f.name: [None if f.nullable else 0] for f in OUTPUT_SCHEMA.fields}
+        marker.update(source_file=[source], **{FALLBACK_COLUMN: [True]})
+        return pa.RecordBatch.from_pydict(marker, schema=out_schema)
 
     def batches(iterator: Iterator) -> Iterator:
         for batch in iterator:
@@ -286,12 +397,12 @@ def _read_files(assignments: Sequence[Sequence[tuple[str, str, int | None]]], st
                                 f"{source}: the fast reader accepted this file earlier in the "
                                 "run and not now (was it changed during the run?)"
                             )
-                        marker = {f.name: [None if f.nullable else 0] for f in OUTPUT_SCHEMA.fields}
-                        marker.update(source_file=[source], **{FALLBACK_COLUMN: [True]})
-                        yield pa.RecordBatch.from_pydict(marker, schema=out_schema)
+                        yield fallback(source)
                         continue
-                    if table.num_rows:
-                        yield flatten(table, source, day)
+                    if not table.num_rows:
+                        continue
+                    lines = line_arrays(table, source, day)
+                    yield group_lines(lines) if groups else flatten(lines)
 
     return batches
 
@@ -379,20 +490,14 @@ def available() -> bool:
     return True
 
 
-def read_records(
-    spark, files: Sequence[tuple[str, int]], strict: bool = False
-) -> tuple[DataFrame, dict[str, str]]:
-    """(path or ``file:`` URI, size) of local snapshot files -> their records: the columns of
-    ``OUTPUT_SCHEMA`` plus ``value`` (null: Arrow only accepts files that parse), ready for
-    ``snapshot.flat_snapshot_rows``; and the path of each ``source_file`` name. A file left to
-    Spark's JSON source is one row with ``_fallback`` true; with ``strict`` it fails the job
-    instead."""
-    import sys
-
+def _read(spark, files: Sequence[tuple[str, int]], strict: bool, groups: bool):
     from pyspark import cloudpickle
+
+    from spark_jobs import groups as group_module
 
     # The tasks' function travels by value: executors need pyarrow, not this package.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    cloudpickle.register_pickle_by_value(group_module)
     names = source_names(spark, [path for path, _ in files])
     days = file_days(spark, names)
     entries = [
@@ -402,8 +507,29 @@ def read_records(
     parallelism = spark.sparkContext.defaultParallelism
     tasks = max(1, min(len(entries), max(parallelism, math.ceil(total / TASK_BYTES))))
     bins = assign(entries, tasks)
-    records = spark.range(0, tasks, 1, tasks).mapInArrow(_read_files(bins, strict), OUTPUT_SCHEMA)
+    schema = GROUP_SCHEMA if groups else OUTPUT_SCHEMA
+    frame = spark.range(0, tasks, 1, tasks).mapInArrow(_read_files(bins, strict, groups), schema)
     paths = {name: path for (path, _), name in zip(files, names)}
+    return frame, paths
+
+
+def read_groups(spark, files: Sequence[tuple[str, int]]) -> tuple[DataFrame, dict[str, str]]:
+    """(path or ``file:`` URI, size) of local snapshot files -> their groups (``GROUP_SCHEMA``,
+    what ``aggregate.line_groups`` makes of Spark's JSON source rows), each file's computed in
+    its task; and the path of each ``source_file`` name. A file left to Spark's JSON source is
+    one group with status ``FALLBACK_STATUS`` and its name in ``namespace``."""
+    return _read(spark, files, strict=False, groups=True)
+
+
+def read_records(
+    spark, files: Sequence[tuple[str, int]], strict: bool = False
+) -> tuple[DataFrame, dict[str, str]]:
+    """(path or ``file:`` URI, size) of local snapshot files -> their records: the columns of
+    ``OUTPUT_SCHEMA`` plus ``value`` (null: Arrow only accepts files that parse), ready for
+    ``snapshot.flat_snapshot_rows``; and the path of each ``source_file`` name. A file left to
+    Spark's JSON source is one row with ``_fallback`` true; with ``strict`` it fails the job
+    instead."""
+    records, paths = _read(spark, files, strict, groups=False)
     return records.select("*", F.lit(None).cast("string").alias("value")), paths
 
 
@@ -415,6 +541,7 @@ __all__ = [
     "file_days",
     "is_local",
     "parse_file",
+    "read_groups",
     "read_records",
     "source_names",
 ]

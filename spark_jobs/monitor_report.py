@@ -235,11 +235,14 @@ def _day_iso(day: int | None) -> str | None:
     return None if day is None else (dt.date(1970, 1, 1) + dt.timedelta(days=int(day))).isoformat()
 
 
-def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], list[str]]:
+def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], list[str], dict]:
     """One small query: lines per date and status (valid lines by their own date, bad ones
-    by their file's), the dates holding duplicate intervals, and the files the Arrow reader
-    left to Spark's JSON source."""
+    by their file's), the dates holding duplicate intervals, the files the Arrow reader left
+    to Spark's JSON source, and the first bad line the Arrow reader met (``example_metrics``'s
+    keys)."""
     from pyspark.sql import functions as F
+
+    from spark_jobs.groups import KIND_EVENT
 
     status = F.col("status")
     day = F.when(
@@ -247,14 +250,22 @@ def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], lis
         F.floor(F.col("hour_start_ms") / 86_400_000).cast("int"),
     ).otherwise(F.col("bad_file_day"))
     fallback = F.when(status == FALLBACK_STATUS, F.col("namespace"))
-    counted = groups.groupBy(day.alias("day"), "status", fallback.alias("file")).agg(
-        F.sum("lines").alias("lines")
+    counted = (
+        groups.filter(F.col("kind") != KIND_EVENT)
+        .groupBy(day.alias("day"), "status", fallback.alias("file"))
+        .agg(
+            F.sum("lines").alias("lines"),
+            F.min("example_file").alias("example_file"),
+            F.min("example_line").alias("example_line"),
+        )
     )
     flagged = dirty.select(
         "day",
         F.lit(-1).alias("status"),
         F.lit(None).cast("string").alias("file"),
         F.lit(0).cast("long").alias("lines"),
+        F.lit(None).cast("string").alias("example_file"),
+        F.lit(None).cast("string").alias("example_line"),
     ).distinct()
     names = {code: name for name, code in STATUS_CODES.items()}
     label = {
@@ -266,6 +277,7 @@ def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], lis
     result: dict[str | None, dict] = {}
     dirty_days = []
     fallback_files = []
+    examples: dict = {}
     for row in counted.unionByName(flagged).collect():
         if row["status"] == -1:
             dirty_days.append(_day_iso(row["day"]))
@@ -273,10 +285,14 @@ def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], lis
         if row["status"] == FALLBACK_STATUS:
             fallback_files.append(row["file"])
             continue
+        examples = _merge_metrics(
+            examples,
+            {"example_bad_file": row["example_file"], "example_bad_line": row["example_line"]},
+        )
         entry = result.setdefault(_day_iso(row["day"]), {name: 0 for name in tables.QUALITY_COUNTS})
         entry[label[names[row["status"]]]] += int(row["lines"])
         entry["input_lines"] += int(row["lines"])
-    return result, sorted(dirty_days), sorted(fallback_files)
+    return result, sorted(dirty_days), sorted(fallback_files), examples
 
 
 def _small_queries(spark, small: bool = True) -> None:
@@ -366,7 +382,6 @@ def _process(spark, args, listing, plan, progress) -> tuple[dict, dict]:
         growth_runs,
         hour_rows,
         line_groups,
-        merge_groups,
         namespace_rollup,
         topic_rollup,
         valid_groups,
@@ -374,36 +389,42 @@ def _process(spark, args, listing, plan, progress) -> tuple[dict, dict]:
     from spark_jobs.finding import findings
 
     arrow = use_arrow(spark, args.reader, plan.files)
-    observation = Observation("input")
+    # The pass over the input, into its groups (``spark_jobs.groups``). A local checkpoint
+    # keeps the small result and cuts the plan, so the queries after it are planned on a short
+    # lineage.
+    metrics: dict = {}
     if arrow:
         from spark_jobs import arrow_reader
-        from spark_jobs.snapshot import flat_snapshot_rows
 
-        records, paths_of = arrow_reader.read_records(spark, [(f.path, f.size) for f in plan.files])
-        rows = flat_snapshot_rows(records)
+        parts, paths_of = arrow_reader.read_groups(spark, [(f.path, f.size) for f in plan.files])
+        groups = parts.localCheckpoint(eager=True)
     else:
-        rows = read_snapshots(spark, _read_paths(listing, plan))
-    # The pass over the input. A local checkpoint keeps its small result and cuts the plan, so
-    # the queries after it are planned on a short lineage.
-    groups = line_groups(rows.observe(observation, *example_metrics())).localCheckpoint(eager=True)
-    metrics = _observed(observation)
+        observation = Observation("input")
+        rows = read_snapshots(spark, _read_paths(listing, plan)).observe(
+            observation, *example_metrics()
+        )
+        groups = line_groups(rows).localCheckpoint(eager=True)
+        metrics = _observed(observation)
     _small_queries(spark)
     dirty = duplicate_keys(groups)
-    quality, dirty_days, fallback_files = _pass_summary(groups, dirty)
+    quality, dirty_days, fallback_files, examples = _pass_summary(groups, dirty)
+    metrics = _merge_metrics(metrics, examples)
     fallback = sorted(paths_of[name] for name in fallback_files) if arrow else []
     if fallback:
         # Files the Arrow reader could not read exactly as Spark's JSON source: read them with
-        # it, and merge their groups with the others'.
+        # it; their groups join the others' (every consumer sums what it reads).
         _small_queries(spark, False)
         second = Observation("fallback")
         rows = read_snapshots(spark, fallback).observe(second, *example_metrics())
-        groups = merge_groups(
-            groups.filter(F.col("status") != FALLBACK_STATUS).unionByName(line_groups(rows))
-        ).localCheckpoint(eager=True)
+        groups = (
+            groups.filter(F.col("status") != FALLBACK_STATUS)
+            .unionByName(line_groups(rows))
+            .localCheckpoint(eager=True)
+        )
         metrics = _merge_metrics(metrics, _observed(second))
         _small_queries(spark)
         dirty = duplicate_keys(groups)
-        quality, dirty_days, _ = _pass_summary(groups, dirty)
+        quality, dirty_days, _, _ = _pass_summary(groups, dirty)
     counts = {key: sum(entry[key] for entry in quality.values()) for key in tables.QUALITY_COUNTS}
     progress.say(
         f"read {counts['input_lines']:,} lines: {counts['valid_lines']:,} valid, "

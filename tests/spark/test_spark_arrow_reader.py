@@ -11,7 +11,7 @@ import pytest
 from spark_jobs import arrow_reader
 from spark_jobs.arrow_reader import parse_file
 
-from spark_support import snapshot_line
+from spark_support import BASE_MS, snapshot_line
 
 pytestmark = pytest.mark.spark
 
@@ -155,3 +155,95 @@ def test_reader_choice(spark, tmp_path):
     assert not use_arrow(spark, "auto", remote) and not use_arrow(spark, "spark", local)
     with pytest.raises(InputError, match="local files only"):
         use_arrow(spark, "arrow", remote)
+
+
+def _merged(groups):
+    """Groups of one key from several files summed into one (what every consumer of the
+    groups does with them)."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.groups import GROUP_KEYS, GROUP_VALUES
+
+    ops = {"count": F.sum, "sum": F.sum, "max": F.max, "min": F.min, "bit_or": F.bit_or}
+    return groups.groupBy(*GROUP_KEYS).agg(
+        *[ops[op](name).alias(name) for name, op, _ in GROUP_VALUES]
+    )
+
+
+def _sorted_rows(frame, columns):
+    return sorted(
+        (tuple(r) for r in frame.select(*columns).collect()),
+        key=lambda r: tuple("" if v is None else str(v) for v in r),
+    )
+
+
+def test_groups_made_in_the_tasks_equal_line_groups_of_the_json_source(spark, tmp_path):
+    """The per-file aggregate in numpy (``groups.group_lines``), its files' groups summed,
+    gives the rows Spark's ``line_groups`` gives over the same lines: every accepted awkward
+    file, off-grid lines and a generated day with duplicates, growing ready queues and
+    events. Its examples of bad lines are those Spark's observation takes."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    from spark_jobs.aggregate import line_groups
+    from spark_jobs.generate_snapshots import Plan, generate
+    from spark_jobs.groups import EXAMPLE_COLUMNS, GROUP_SCHEMA, KIND_EVENT
+    from spark_jobs.monitor_report import read_snapshots
+    from spark_jobs.snapshot import FALLBACK_STATUS, example_metrics
+
+    generate(Plan(output=tmp_path / "in", topics=11, days=1, duplicate_rate=0.02))
+    day = tmp_path / "in" / "date=2025-11-20"
+    for i, (name, (text, ok)) in enumerate(AWKWARD.items()):
+        if ok:
+            _write(day / f"awkward {i:02d}.jsonl", text)
+    off_grid = [  # 70-second intervals (off the hour's grid), one of them written twice
+        _good("off", 0, intervalStart=BASE_MS + k * 70_000, intervalEnd=BASE_MS + (k + 1) * 70_000)
+        for k in (0, 1, 1, 2)
+    ] + [_good("ten", 0, intervalEnd=BASE_MS + 600_000, readyQueueSize=4)]
+    _write(day / "off-grid.jsonl", "\n".join(off_grid) + "\n")
+    paths = sorted(p for p in day.iterdir() if p.suffix == ".jsonl")
+    fast, _ = arrow_reader.read_groups(spark, [(str(p), p.stat().st_size) for p in paths])
+    assert fast.schema == GROUP_SCHEMA
+    observation = Observation("awkward")
+    slow = line_groups(read_snapshots(spark, [str(day)]).observe(observation, *example_metrics()))
+    keys = [f.name for f in GROUP_SCHEMA.fields if f.name not in EXAMPLE_COLUMNS]
+    fast_rows = _sorted_rows(_merged(fast), keys)
+    assert fast_rows == _sorted_rows(_merged(slow), keys)
+    kinds = {r[4] for r in fast_rows}
+    assert {0, 1, KIND_EVENT, 9} <= kinds, kinds  # blocks, off-grid lines, events, bad lines
+    assert not fast.filter(F.col("status") == FALLBACK_STATUS).take(1)
+    observed = observation.get
+    examples = fast.agg(*[F.min(c).alias(c) for c in EXAMPLE_COLUMNS]).first()
+    assert (examples["example_file"], examples["example_line"]) == (
+        observed["example_bad_file"],
+        observed["example_bad_line"],
+    )
+
+
+def test_identity_text_is_what_spark_to_json_writes(spark):
+    from pyspark.sql import functions as F
+
+    from spark_jobs.groups import identity_text
+
+    cases = [
+        (1, "default", "orders", 1, 2),
+        (None, 'quote " and \\ back', "tab\tnew\nline\x01\x1f\x7f", None, 5),
+        (99, "订单", "é\u2028", -3, None),
+        (None, None, None, None, None),
+    ]
+    frame = spark.createDataFrame(cases, "v int, namespace string, topic string, s long, e long")
+    written = [
+        r[0]
+        for r in frame.select(
+            F.to_json(
+                F.struct(
+                    F.col("v").alias("schemaVersion"),
+                    "namespace",
+                    "topic",
+                    F.col("s").alias("intervalStart"),
+                    F.col("e").alias("intervalEnd"),
+                )
+            )
+        ).collect()
+    ]
+    assert [identity_text(*case) for case in cases] == written

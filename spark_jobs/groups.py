@@ -1,0 +1,387 @@
+"""The groups of the pass: what the one aggregate over snapshot lines keeps of them.
+
+Every line falls in one group (``kind``), and an on-grid line whose ready queue is not empty
+also in a second one, its *event*:
+
+* ``KIND_BLOCK`` -- a valid line whose interval lies on its own length's grid within the hour
+  (``intervalStart % length == 0`` and ``3600000 % length == 0``: every line the server
+  writes) joins its topic-hour's block of 64 grid slots, keyed by (namespace, topic, hour,
+  grid, slot // 64); the block keeps the sums and maxima of its lines, ``slot_mask`` (the
+  slots seen) and ``zero_mask`` (the slots whose ready queue was empty);
+* ``KIND_LINE`` -- any other valid line (off the grid) is a group of its own, keyed by its
+  intervalStart (``position``);
+* ``KIND_EVENT`` -- an on-grid valid line with readyQueueSize > 0, once more, keyed by its
+  intervalStart: the points the backlog-growth rule follows one by one
+  (``aggregate.growth_runs``); every other consumer skips events;
+* ``KIND_BAD`` -- lines that are not ``ok``, per status and file date (``bad_file_day``).
+
+Two implementations give the same rows: ``aggregate.line_groups`` (Spark expressions over
+``snapshot_rows``, for Spark's JSON source) and ``group_lines`` here (numpy over one file's
+lines, inside the Arrow reader's tasks: a file of 12,000 lines leaves its task as about 260
+rows). Every value is a sum, minimum, maximum or bit-or, so groups of disjoint sets of lines
+(two files, two readers) merge exactly wherever their keys meet; each consumer aggregates
+what it reads, and no step needs the groups merged first. ``tests/spark/test_spark_groups.py``
+compares the two implementations row for row.
+
+``example_file`` and ``example_line`` (bad groups read by the Arrow reader only: Spark's JSON
+source reports them through an observation, ``snapshot.example_metrics``) are the least
+file name and the least identity text of the group's lines.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+from spark_jobs.snapshot import (
+    DAY_MS,
+    FALLBACK_STATUS,
+    GAUGE_NAMES,
+    HOUR_MS,
+    LAG_NAMES,
+    MAX_QUEUE_SIZE,
+    STATUS_CODES,
+    VALUE_COLUMNS,
+    WAITING_NAMES,
+)
+
+KIND_BLOCK = 0
+KIND_LINE = 1
+KIND_EVENT = 2
+KIND_BAD = 9
+SLOTS = 64
+VALUE_BITS = 41
+"""Queue sizes are < 2^41 (``snapshot.MAX_QUEUE_SIZE``) and offsets in the hour < 2^22 ms:
+``offset << 41 | value`` orders by offset, so its maximum is the hour's latest value."""
+VALUE_MASK = MAX_QUEUE_SIZE - 1
+LAST_COLUMNS = GAUGE_NAMES + WAITING_NAMES
+"""Value columns whose hourly figure is the latest interval's (kept packed with its offset)."""
+LAG_MAXIMA = frozenset(f"{lag}_max" for lag in LAG_NAMES)
+
+GROUP_KEYS = [
+    "status",
+    "namespace",
+    "topic",
+    "hour_start_ms",
+    "kind",
+    "grid_ms",
+    "position",
+    "bad_file_day",
+]
+
+# (column, aggregate, per-line input): the inputs are ``snapshot_rows`` columns or one of
+#   _bit       1 << (slot % 64) for a valid on-grid line, else 0
+#   _zero_bit  _bit of a line whose ready queue is empty, else 0
+#   _length    intervalEnd - intervalStart
+#   _packed_X  (offset of intervalStart in its hour) << 41 | X
+GROUP_VALUES: list[tuple[str, str, str]] = [
+    ("lines", "count", ""),
+    ("slot_mask", "bit_or", "_bit"),
+    ("zero_mask", "bit_or", "_zero_bit"),
+    ("length_min", "min", "_length"),
+    ("length_max", "max", "_length"),
+    ("first_interval_start_ms", "min", "interval_start"),
+    ("last_interval_end_ms", "max", "interval_end"),
+    *[
+        (name, "max" if name in LAG_MAXIMA else "sum", name)
+        for name in VALUE_COLUMNS
+        if name not in LAST_COLUMNS
+    ],
+    *[(f"{name}_{op}", op, name) for name in GAUGE_NAMES for op in ("sum", "max")],
+    *[(f"{name}_packed", "max", f"_packed_{name}") for name in LAST_COLUMNS],
+]
+EXAMPLE_COLUMNS = ["example_file", "example_line"]
+
+_INT_KEYS = {"status", "kind", "bad_file_day"}
+GROUP_SCHEMA = StructType(
+    [
+        *[
+            StructField(
+                name,
+                StringType()
+                if name in ("namespace", "topic")
+                else IntegerType()
+                if name in _INT_KEYS
+                else LongType(),
+            )
+            for name in GROUP_KEYS
+        ],
+        *[StructField(name, LongType()) for name, _, _ in GROUP_VALUES],
+        *[StructField(name, StringType()) for name in EXAMPLE_COLUMNS],
+    ]
+)
+"""The columns of every group row, in order (both implementations conform to it)."""
+
+OK = STATUS_CODES["ok"]
+EXAMPLE_CHARS = 200
+
+
+# ---- numpy, inside the Arrow reader's tasks -------------------------------------------------
+
+
+def classify(version, version_ok, identity, histogram_sizes, gauges, file_day):
+    """``snapshot._status`` in numpy: the status code of each line.
+
+    ``version`` (int array) and ``version_ok`` (its validity); ``identity`` (bool: namespace,
+    topic, intervalStart and intervalEnd present and end > start); ``histogram_sizes``: per
+    histogram (counts length, validity); ``gauges``: per queue size (values, validity);
+    ``file_day``: the file's date or None; the caller passes ``identity`` with
+    ``interval_start`` under the key ``start``.
+    """
+    import numpy as np
+
+    start = identity["start"]
+    n = len(start)
+    histograms_ok = np.ones(n, dtype=bool)
+    for size, present in histogram_sizes:
+        histograms_ok &= ~present | (size == 16)
+    sizes_ok = np.ones(n, dtype=bool)
+    for value, present in gauges:
+        sizes_ok &= ~present | ((value >= 0) & (value < MAX_QUEUE_SIZE))
+    status = np.full(n, OK, dtype=np.int32)
+    checks_ok = identity["ok"] & histograms_ok & sizes_ok
+    if file_day is not None:
+        with np.errstate(invalid="ignore"):
+            day = np.floor(start / DAY_MS).astype(np.int64).astype(np.int32)
+        status[checks_ok & (day != file_day)] = STATUS_CODES["misplaced"]
+    status[~checks_ok] = STATUS_CODES["malformed"]
+    supported = (version == 1) | (version == 2)
+    status[version_ok & ~supported] = STATUS_CODES["unsupported"]
+    status[~version_ok] = STATUS_CODES["malformed"]
+    return status
+
+
+def group_lines(lines, one_per_line: bool = False):
+    """One file's lines -> its groups, as a ``pyarrow.RecordBatch`` of ``GROUP_SCHEMA``.
+
+    ``lines`` (``arrow_reader.LineArrays``): ``status``; ``namespace``/``topic`` as dictionary
+    codes (-1 when null) and their dictionaries; ``start``/``end`` with validity; ``values``
+    (``VALUE_COLUMNS``, int64, nulls zero); ``file_day``; ``source``; ``examples`` (the identity
+    text of each line, computed only for bad lines). Vectorized: one sort of the lines by
+    their group key, then one ``reduceat`` per aggregate over every column at once.
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    status = lines.status
+    n = len(status)
+    ok = status == OK
+    start, end = lines.start, lines.end
+    both = lines.start_ok & lines.end_ok
+    with np.errstate(over="ignore"):
+        length = end - start
+    offset = np.mod(start, HOUR_MS)
+    hour = start - offset
+    grid_length = np.where(length > 0, length, 1)
+    on_grid = ok & (length > 0) & (HOUR_MS % grid_length == 0) & (np.mod(start, grid_length) == 0)
+    slot = np.where(on_grid, offset // grid_length, 0)
+    bit = np.where(on_grid, np.left_shift(np.int64(1), slot % SLOTS), 0).astype(np.int64)
+    ready = lines.values["ready_size"]
+    zero_bit = np.where(ready == 0, bit, 0)
+
+    if one_per_line:
+        kind = np.where(ok, KIND_LINE, KIND_BAD)
+    else:
+        kind = np.where(on_grid, KIND_BLOCK, np.where(ok, KIND_LINE, KIND_BAD))
+    kind = kind.astype(np.int32)
+    grid = np.where(kind == KIND_BLOCK, length, 0)
+    position = np.where(kind == KIND_BLOCK, slot // SLOTS, np.where(ok, start, 0))
+    ns_code = np.where(ok, lines.namespace, -1)
+    topic_code = np.where(ok, lines.topic, -1)
+    hour_key = np.where(ok, hour, 0)
+
+    # Inputs of the aggregates, one column each (nullable ones carry a validity array).
+    with np.errstate(over="ignore"):
+        shifted = np.left_shift(offset, VALUE_BITS)
+        inputs = {
+            "_bit": bit,
+            "_zero_bit": zero_bit,
+            "_length": length,
+            "interval_start": start,
+            "interval_end": end,
+            **lines.values,
+            **{f"_packed_{name}": shifted + lines.values[name] for name in LAST_COLUMNS},
+        }
+    validity = {"_length": both, "interval_start": lines.start_ok, "interval_end": lines.end_ok}
+    validity.update({f"_packed_{name}": lines.start_ok for name in LAST_COLUMNS})
+
+    rows = np.arange(n)
+    if not one_per_line:
+        events = np.flatnonzero(on_grid & (ready > 0))
+        if len(events):
+            rows = np.concatenate([rows, events])
+            kind = np.concatenate([kind, np.full(len(events), KIND_EVENT, dtype=np.int32)])
+            grid = np.concatenate([grid, np.zeros(len(events), dtype=grid.dtype)])
+            position = np.concatenate([position, start[events]])
+    status_r = status[rows]
+    ns_r, topic_r, hour_r = ns_code[rows], topic_code[rows], hour_key[rows]
+    order = np.lexsort((position, grid, kind, hour_r, topic_r, ns_r, status_r))
+    keys = [status_r, ns_r, topic_r, hour_r, kind, grid, position]
+    sorted_keys = [k[order] for k in keys]
+    change = np.zeros(len(order), dtype=bool)
+    change[0] = True
+    for k in sorted_keys:
+        change[1:] |= k[1:] != k[:-1]
+    starts = np.flatnonzero(change)
+    lines_of = rows[order]
+    counts = np.diff(np.append(starts, len(order)))
+
+    by_op: dict[str, list[str]] = {}
+    for name, op, source in GROUP_VALUES:
+        if op != "count":
+            by_op.setdefault(op, []).append(source)
+    results: dict[str, np.ndarray] = {}
+    fill = {"sum": 0, "bit_or": 0, "min": np.iinfo(np.int64).max, "max": np.iinfo(np.int64).min}
+    reduce = {
+        "sum": np.add,
+        "bit_or": np.bitwise_or,
+        "min": np.minimum,
+        "max": np.maximum,
+    }
+    for op, sources in by_op.items():
+        unique = list(dict.fromkeys(sources))
+        matrix = np.empty((len(lines_of), len(unique)), dtype=np.int64)
+        for j, source in enumerate(unique):
+            column = inputs[source][lines_of]
+            if source in validity:
+                column = np.where(validity[source][lines_of], column, fill[op])
+            matrix[:, j] = column
+        with np.errstate(over="ignore"):
+            reduced = reduce[op].reduceat(matrix, starts, axis=0)
+        for j, source in enumerate(unique):
+            results[(op, source)] = reduced[:, j]
+    present = {
+        source: np.add.reduceat(valid[lines_of].astype(np.int64), starts) > 0
+        for source, valid in validity.items()
+    }
+
+    first = lines_of[starts]
+    group_status = status[first]
+    group_ok = group_status == OK
+    group_kind = sorted_keys[4][starts]
+    columns: dict[str, pa.Array] = {
+        "status": pa.array(group_status, pa.int32()),
+        "namespace": _strings(lines.namespace_values, ns_code[first], group_ok),
+        "topic": _strings(lines.topic_values, topic_code[first], group_ok),
+        "hour_start_ms": pa.array(hour[first], pa.int64(), mask=~group_ok),
+        "kind": pa.array(group_kind, pa.int32()),
+        "grid_ms": pa.array(sorted_keys[5][starts], pa.int64(), mask=group_kind != KIND_BLOCK),
+        "position": pa.array(sorted_keys[6][starts], pa.int64(), mask=~group_ok),
+        "bad_file_day": pa.array(
+            np.full(len(starts), lines.file_day or 0, dtype=np.int32),
+            pa.int32(),
+            mask=group_ok | (lines.file_day is None),
+        ),
+    }
+    for name, op, source in GROUP_VALUES:
+        if op == "count":
+            columns[name] = pa.array(counts, pa.int64())
+            continue
+        values = results[(op, source)]
+        mask = ~present[source] if source in validity else None
+        columns[name] = pa.array(values, pa.int64(), mask=mask)
+    bad_files, bad_lines = _examples(lines, lines_of, starts, group_ok)
+    columns["example_file"] = bad_files
+    columns["example_line"] = bad_lines
+    schema = arrow_schema()
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+def _strings(dictionary, codes, present):
+    import numpy as np
+    import pyarrow as pa
+
+    indices = pa.array(np.where(present, codes, 0), pa.int32(), mask=~present)
+    if len(dictionary) == 0:
+        return pa.nulls(len(codes), pa.string())
+    return dictionary.take(indices)
+
+
+def _examples(lines, lines_of, starts, group_ok):
+    """Per group: the file name and the least identity text (first 200 characters) of its bad
+    lines, as ``snapshot.example_metrics`` takes them; null for valid groups."""
+    import pyarrow as pa
+
+    files: list[str | None] = [None] * len(starts)
+    texts: list[str | None] = [None] * len(starts)
+    if group_ok.all():
+        return pa.array(files, pa.string()), pa.array(texts, pa.string())
+    ends = list(starts[1:]) + [len(lines_of)]
+    for g, (begin, stop) in enumerate(zip(starts, ends)):
+        if group_ok[g]:
+            continue
+        files[g] = lines.source
+        texts[g] = min(lines.example(int(i))[:EXAMPLE_CHARS] for i in lines_of[begin:stop])
+    return pa.array(files, pa.string()), pa.array(texts, pa.string())
+
+
+def arrow_schema():
+    import pyarrow as pa
+
+    kinds = {IntegerType(): pa.int32(), LongType(): pa.int64(), StringType(): pa.string()}
+    return pa.schema([pa.field(f.name, kinds[f.dataType]) for f in GROUP_SCHEMA.fields])
+
+
+def fallback_row(source: str):
+    """The one row of a file left to Spark's JSON source: status ``FALLBACK_STATUS``, the file
+    in ``namespace`` (``aggregate.line_groups`` gives the same row for a fallback marker)."""
+    import pyarrow as pa
+
+    row = {f.name: [None] for f in GROUP_SCHEMA.fields}
+    row.update(status=[FALLBACK_STATUS], namespace=[source], kind=[KIND_BAD], lines=[1])
+    row.update(slot_mask=[0], zero_mask=[0])
+    return pa.RecordBatch.from_pydict(row, schema=arrow_schema())
+
+
+def identity_text(version, namespace, topic, start, end) -> str:
+    """``to_json(struct(schemaVersion, namespace, topic, intervalStart, intervalEnd))`` as
+    Spark writes it (null fields left out, Jackson's escapes)."""
+    parts = []
+    for name, value in (
+        ("schemaVersion", version),
+        ("namespace", namespace),
+        ("topic", topic),
+        ("intervalStart", start),
+        ("intervalEnd", end),
+    ):
+        if value is None:
+            continue
+        text = _json_string(value) if isinstance(value, str) else str(int(value))
+        parts.append(f'"{name}":{text}')
+    return "{" + ",".join(parts) + "}"
+
+
+_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r"}
+_SHORT_ESCAPES["\t"] = "\\t"
+
+
+def _json_string(value: str) -> str:
+    out = []
+    for char in value:
+        escaped = _SHORT_ESCAPES.get(char)
+        if escaped is not None:
+            out.append(escaped)
+        elif char < " ":
+            out.append(f"\\u{ord(char):04X}")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+__all__ = [
+    "GROUP_KEYS",
+    "GROUP_SCHEMA",
+    "GROUP_VALUES",
+    "KIND_BAD",
+    "KIND_BLOCK",
+    "KIND_EVENT",
+    "KIND_LINE",
+    "LAST_COLUMNS",
+    "SLOTS",
+    "arrow_schema",
+    "fallback_row",
+    "VALUE_BITS",
+    "VALUE_MASK",
+    "classify",
+    "group_lines",
+    "identity_text",
+]
