@@ -59,12 +59,6 @@ from spark_jobs.snapshot import (  # noqa: E402
 __all__ = ["SNAPSHOT_SCHEMA", "main", "parse_args", "run", "InputError"]
 
 LOCAL_SHUFFLE_PARTITIONS = 8
-LARGE_INPUT_LINES = 3_000_000
-"""From this many lines read, the queries after the pass run compiled (``_small_queries``)."""
-LARGE_INPUT_BYTES = 2_000_000_000
-"""From this much local input, the JVM compiles with C2 too (``session.build_session``)."""
-KEEP_CONF = "spark.delayqueue.report.keepConf"
-"""Session setting: "true" keeps the session's codegen and adaptive settings (tests)."""
 WRITE_THREADS = int(os.environ.get("DELAYQUEUE_REPORT_WRITE_THREADS", "4"))
 EXIT_FAILED = 1
 EXIT_EMPTY_INPUT = 2
@@ -295,16 +289,6 @@ def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], lis
     return result, sorted(dirty_days), sorted(fallback_files), examples
 
 
-def _small_queries(spark, small: bool = True) -> None:
-    """Every query after the pass reads small tables: evaluating their (wide) expressions
-    interpreted beats compiling them, and adaptive re-planning only adds to their cost."""
-    if spark.conf.get(KEEP_CONF, "false") == "true":
-        return
-    spark.conf.set("spark.sql.codegen.wholeStage", "false" if small else "true")
-    spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN" if small else "FALLBACK")
-    spark.conf.set("spark.sql.adaptive.enabled", "false" if small else "true")
-
-
 def _observed(observation, timeout_s: float = 30.0) -> dict:
     """The observation's metrics, or {} if they never come (Spark drops the observation of a
     plan it proved empty, and ``Observation.get`` would then wait forever)."""
@@ -344,13 +328,26 @@ def run(spark, args: argparse.Namespace) -> int:
         f"{_size(read_bytes)}, "
         f"{_dates_text(plan.dates)}"
     )
-    quality_rows: dict = {}
     metrics: dict = {}
-    if plan.files:
-        quality_rows, metrics = _process(spark, args, listing, plan, progress)
-    else:
-        progress.say("nothing new to read: the tables are up to date")
-    _whole_input(spark, args, metrics, progress)
+    dated: dict | None = None
+    with Writes(spark, args.output) as writes:
+        if plan.files:
+            metrics, dated = _process(spark, args, listing, plan, progress, writes)
+        else:
+            progress.say("nothing new to read: the tables are up to date")
+        if not plan.full:
+            # The whole-input tables and the page cover every date reported so far: read the
+            # date-partitioned tables back once this run's dates are in them.
+            writes.wait()
+            dated = {
+                name: tables.read_table(spark, args.output, name) for name in tables.DATED_TABLES
+            }
+        _whole_input(spark, args, metrics, progress, dated, writes)
+        writes.wait()
+        progress.say(
+            f"wrote {writes.count} tables and topic_daily.csv"
+            + (f" ({len(plan.dates)} date(s) replaced)" if plan.files and not plan.full else "")
+        )
     tables.write_text(
         spark,
         tables.join(args.output, incremental.STATE_PATH),
@@ -371,8 +368,9 @@ def _read_paths(listing: incremental.Listing, plan: incremental.Plan) -> list[st
     return sorted({f.path.rsplit("/", 1)[0] for f in plan.files})
 
 
-def _process(spark, args, listing, plan, progress) -> tuple[dict, dict]:
-    """Read the plan's files and write the date-partitioned tables of its dates."""
+def _process(spark, args, listing, plan, progress, writes: "Writes") -> tuple[dict, dict]:
+    """Read the plan's files and start writing the date-partitioned tables of its dates;
+    return the first bad line met (``example_metrics``'s keys) and the tables' frames."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -405,7 +403,6 @@ def _process(spark, args, listing, plan, progress) -> tuple[dict, dict]:
         )
         groups = line_groups(rows).localCheckpoint(eager=True)
         metrics = _observed(observation)
-    _small_queries(spark)
     dirty = duplicate_keys(groups)
     quality, dirty_days, fallback_files, examples = _pass_summary(groups, dirty)
     metrics = _merge_metrics(metrics, examples)
@@ -413,7 +410,6 @@ def _process(spark, args, listing, plan, progress) -> tuple[dict, dict]:
     if fallback:
         # Files the Arrow reader could not read exactly as Spark's JSON source: read them with
         # it; their groups join the others' (every consumer sums what it reads).
-        _small_queries(spark, False)
         second = Observation("fallback")
         rows = read_snapshots(spark, fallback).observe(second, *example_metrics())
         groups = (
@@ -422,7 +418,6 @@ def _process(spark, args, listing, plan, progress) -> tuple[dict, dict]:
             .localCheckpoint(eager=True)
         )
         metrics = _merge_metrics(metrics, _observed(second))
-        _small_queries(spark)
         dirty = duplicate_keys(groups)
         quality, dirty_days, _, _ = _pass_summary(groups, dirty)
     counts = {key: sum(entry[key] for entry in quality.values()) for key in tables.QUALITY_COUNTS}
@@ -447,20 +442,14 @@ def _process(spark, args, listing, plan, progress) -> tuple[dict, dict]:
     if plan.full and not counts["valid_lines"]:
         raise InputError(f"no valid snapshot lines under {args.input}", EXIT_NO_VALID_LINES)
 
-    # Past a few million lines the tables after the pass have hundreds of thousands of rows,
-    # where compiled code beats interpreted expressions again.
-    small = counts["input_lines"] < LARGE_INPUT_LINES
-    _small_queries(spark, small)
     final = valid_groups(groups)
     if dirty_days:
         # Re-read only the dates holding duplicates; their flagged topic-days are rebuilt.
-        _small_queries(spark, False)
         dirty = dirty.localCheckpoint(eager=True)
         by_date = listing.by_date
         files = [f for day in dirty_days for f in by_date.get(day, [])] + listing.undated
         source = _source_rows(spark, files, arrow, set(fallback))
         final = deduplicated_groups(groups, dirty, source).localCheckpoint(eager=True)
-        _small_queries(spark, small)
         progress.say(
             f"re-read {len(files)} file(s) of {_dates_text(dirty_days)} to drop duplicate intervals"
         )
@@ -502,9 +491,9 @@ def _process(spark, args, listing, plan, progress) -> tuple[dict, dict]:
         "findings": findings(derived["topic_hour"], runs, args.lag_threshold_ms),
         "input_quality_daily": quality_frame,
     }
-    _write_all(spark, outputs, args.output, None if plan.full else plan.dates, len(plan.dates))
-    progress.say(f"wrote {len(outputs)} date-partitioned tables for {_dates_text(plan.dates)}")
-    return quality, metrics
+    for name, frame in outputs.items():
+        writes.table(name, frame, None if plan.full else plan.dates, len(plan.dates))
+    return metrics, outputs
 
 
 def derive_tables(frames: dict):
@@ -549,38 +538,67 @@ def derive_tables(frames: dict):
     }
 
 
-def _write_all(spark, frames: dict, output: str, dates: list[str] | None, n_dates: int = 1) -> None:
-    """Write tables side by side: each is a small job whose time is mostly planning and file
-    commits, which overlap well."""
-    from concurrent.futures import ThreadPoolExecutor
+class Writes:
+    """Tables and files written side by side, in threads: each write is a Spark job whose
+    time is mostly planning, encoding and file commits, which overlap well with each other
+    and with the driver's own work (the page's charts)."""
 
-    with ThreadPoolExecutor(max_workers=WRITE_THREADS) as pool:
-        futures = [
-            pool.submit(tables.write_table, spark, frame, output, name, dates, n_dates)
-            for name, frame in frames.items()
-        ]
+    def __init__(self, spark, output: str) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.spark, self.output = spark, output
+        self.pool = ThreadPoolExecutor(max_workers=WRITE_THREADS)
+        self.futures: list = []
+        self.count = 0
+
+    def table(self, name: str, frame, dates: list[str] | None = None, n_dates: int = 1) -> None:
+        self.count += 1
+        self.futures.append(
+            self.pool.submit(
+                tables.write_table, self.spark, frame, self.output, name, dates, n_dates
+            )
+        )
+
+    def csv(self, frame, name: str) -> None:
+        path = tables.join(self.output, name)
+        self.futures.append(self.pool.submit(tables.write_single_csv, self.spark, frame, path))
+
+    def wait(self) -> None:
+        """Wait for every write so far; the first failure is raised."""
+        futures, self.futures = self.futures, []
         for future in futures:
             future.result()
 
+    def __enter__(self) -> "Writes":
+        return self
 
-def _whole_input(spark, args, metrics: dict, progress) -> None:
-    """The whole-input tables, the CSV and report.html, from the date-partitioned tables."""
+    def __exit__(self, *exc) -> None:
+        try:
+            if exc[0] is None:
+                self.wait()
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _whole_input(spark, args, metrics: dict, progress, dated: dict, writes: Writes) -> None:
+    """The whole-input tables, the CSV and report.html, from the date-partitioned tables
+    (``dated``: this run's frames in a full run, the tables read back otherwise). The page is
+    collected and drawn while the tables are written."""
     from pyspark.sql import functions as F
 
     from spark_jobs.aggregate import namespace_rollup, topic_rollup
     from spark_jobs.report_html import collect_report_data, render_report
 
-    _small_queries(spark)
-    read = {name: tables.read_table(spark, args.output, name) for name in tables.DATED_TABLES}
-    topic_total = topic_rollup(read["topic_day"], ["namespace", "topic"]).localCheckpoint(
+    topic_total = topic_rollup(dated["topic_day"], ["namespace", "topic"]).localCheckpoint(
         eager=True
     )
     totals = derive_tables(
         {"topic_total": topic_total, "namespace_total": namespace_rollup(topic_total, [])}
     )
-    topic_total, namespace_total = totals["topic_total"], totals["namespace_total"]
     sums = (
-        read["input_quality_daily"].agg(*[F.sum(c).alias(c) for c in tables.QUALITY_COUNTS]).first()
+        dated["input_quality_daily"]
+        .agg(*[F.sum(c).alias(c) for c in tables.QUALITY_COUNTS])
+        .first()
     )
     quality = {c: int(sums[c] or 0) for c in tables.QUALITY_COUNTS}
     previous = (
@@ -590,34 +608,24 @@ def _whole_input(spark, args, metrics: dict, progress) -> None:
         quality[key] = metrics.get(key) or (previous[key] if previous else None)
     if not (quality["malformed_lines"] + quality["unsupported_lines"] + quality["misplaced_lines"]):
         quality["example_bad_file"] = quality["example_bad_line"] = None
-    _write_all(
-        spark,
-        {
-            "topic_total": topic_total,
-            "namespace_total": namespace_total,
-            "input_quality": spark.createDataFrame([quality], tables.SCHEMAS["input_quality"]),
-        },
-        args.output,
-        None,
+    for name, frame in totals.items():
+        writes.table(name, frame)
+    writes.table("input_quality", spark.createDataFrame([quality], tables.SCHEMAS["input_quality"]))
+    writes.csv(
+        dated["topic_day"].select(*CSV_COLUMNS).orderBy("date", "namespace", "topic"),
+        "topic_daily.csv",
     )
-    tables.write_single_csv(
-        spark,
-        read["topic_day"].select(*CSV_COLUMNS).orderBy("date", "namespace", "topic"),
-        tables.join(args.output, "topic_daily.csv"),
-    )
-    progress.say("wrote the whole-input tables and topic_daily.csv")
-    written = dict(read)
-    written["topic_total"] = topic_total
-    written["namespace_total"] = namespace_total
     data = collect_report_data(
-        written, quality, top_topics=args.top_topics, max_findings=args.max_findings
+        {**dated, **totals}, quality, top_topics=args.top_topics, max_findings=args.max_findings
     )
     data["settings"] = {
         "input": args.input,
         "lag_threshold_ms": args.lag_threshold_ms,
         "growth_min_intervals": args.growth_min_intervals,
     }
-    tables.write_text(spark, tables.join(args.output, "report.html"), render_report(data))
+    page = render_report(data)
+    writes.wait()
+    tables.write_text(spark, tables.join(args.output, "report.html"), page)
     progress.say(f"report.html: {data['summary']}")
 
 
@@ -694,15 +702,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _large_local_input(args: argparse.Namespace) -> bool:
-    """Whether a local input is large enough for a long run (its size, before Spark starts)."""
-    from spark_jobs.arrow_reader import is_local
-
-    if not is_local(args.input):
-        return False
-    return incremental.list_input(None, args.input).bytes >= LARGE_INPUT_BYTES
-
-
 def _error_text(error: BaseException) -> str:
     """One line describing an unexpected error (Spark's included)."""
     java = getattr(error, "java_exception", None)
@@ -746,9 +745,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             conf["spark.sql.shuffle.partitions"] = str(
                 args.shuffle_partitions or LOCAL_SHUFFLE_PARTITIONS
             )
-        spark = build_session(
-            "delayqueue-monitor-report", args.master, conf, long_run=_large_local_input(args)
-        )
+        spark = build_session("delayqueue-monitor-report", args.master, conf)
         return run(spark, args)
     except JavaNotFoundError as error:
         print(f"error: {error}", file=sys.stderr)

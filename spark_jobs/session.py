@@ -16,12 +16,12 @@ JAVA_MISSING_MESSAGE = (
 )
 
 
-# The JVM compiles with C1 only: a job runs for seconds to minutes, and C2 spent more CPU
-# compiling Spark (and the job's generated code) than its faster code saved (docs/report.md).
-# Huge generated methods are compiled too, not left to the interpreter.
-JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods"
-LONG_RUN_JIT_OPTIONS = "-XX:-DontCompileHugeMethods"
-"""For a long run (a large input): C2 as well, whose faster code then repays its compiling."""
+# The JVM compiles with C1 only: a job runs for seconds to minutes, most of its per-line work
+# is in the Python tasks, and C2 spent more CPU compiling Spark (and the job's generated code)
+# than its faster code saved (docs/report.md). Huge generated methods are compiled too, not
+# left to the interpreter, and the code cache has room for them: C1 alone reserves 48 MB,
+# which a 10M-line run filled, after which the JVM stopped compiling altogether.
+JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods -XX:ReservedCodeCacheSize=256m"
 # The Arrow reader's batches are read by the JVM without bounds or null checks per value
 # (Arrow validates each batch as it arrives; Spark checks nulls itself).
 ARROW_OPTIONS = "-Darrow.enable_unsafe_memory_access=true -Darrow.enable_null_check_for_get=false"
@@ -61,13 +61,11 @@ def build_session(
     app_name: str,
     master: str | None = None,
     conf: dict[str, str] | None = None,
-    long_run: bool = False,
 ):
     """Return a SparkSession: local[*] by default, the spark-submit master when submitted.
 
     A master given explicitly wins. Session time zone is UTC so dates and hours in the
-    outputs are the UTC ones the snapshot file names use. ``long_run`` (a large input) lets
-    the JVM compile with C2 as well (``LONG_RUN_JIT_OPTIONS``).
+    outputs are the UTC ones the snapshot file names use.
     """
     from pyspark.sql import SparkSession
 
@@ -80,7 +78,6 @@ def build_session(
     elif not running_under_spark_submit():
         builder = builder.master("local[*]")
     local = not running_under_spark_submit() and (master or "local").startswith("local")
-    jit = LONG_RUN_JIT_OPTIONS if long_run else JIT_OPTIONS
     settings = {
         "spark.sql.session.timeZone": "UTC",
         # Spark renders every query's plan for its listeners; ours are wide.
@@ -89,8 +86,9 @@ def build_session(
         "spark.ui.showConsoleProgress": "false",
         # The aggregate of the pass is wide; its generated code exceeds HotSpot's 8000-byte
         # limit for JIT compilation, and interpreted bytecode is several times slower.
-        "spark.driver.extraJavaOptions": f"{jit} {ARROW_OPTIONS} {QUIET_LOG_OPTIONS}",
-        "spark.executor.extraJavaOptions": f"{jit} {ARROW_OPTIONS}",
+        "spark.driver.extraJavaOptions": f"{JIT_OPTIONS} {ARROW_OPTIONS} {QUIET_LOG_OPTIONS} "
+        + os.environ.get("DQ_EXTRA_JAVA", ""),
+        "spark.executor.extraJavaOptions": f"{JIT_OPTIONS} {ARROW_OPTIONS}",
     }
     if local:
         # A batch job on this machine: no web UI, and nothing listens beyond loopback.

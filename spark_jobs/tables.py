@@ -147,6 +147,8 @@ SCHEMAS: dict[str, StructType] = {
 DATED_TABLES = tuple(name for name, schema in SCHEMAS.items() if "date" in schema.fieldNames())
 WHOLE_INPUT_TABLES = tuple(name for name in SCHEMAS if name not in DATED_TABLES)
 QUALITY_COUNTS = tuple(f.name for f in SCHEMAS["input_quality_daily"].fields if f.name != "date")
+LARGE_TABLES = ("topic_hour",)
+"""One row per topic and hour: the tables whose Parquet encoding is worth several tasks."""
 
 
 def _same_columns(a: StructType, b: StructType) -> bool:
@@ -198,13 +200,14 @@ def write_table(
     ``dates`` None: replace the whole table. Otherwise (a date-partitioned table in an
     incremental run) replace only those ``date=`` partitions: each is deleted, then the
     frame's rows (which must all fall on those dates) are appended, so a date that now has no
-    rows loses its old ones too.
+    rows loses its old ones too. A date's rows go to one file; the rows of the large tables
+    (``LARGE_TABLES``) are encoded by as many tasks as there are cores, the others by one.
     """
     path = join(output, name)
     frame = conform(df, name)
-    spread = n_dates // 32
-    if name in DATED_TABLES and spread > 1:
-        writer = frame.repartition(spread, "date").write.partitionBy("date")
+    tasks = min(n_dates, spark.sparkContext.defaultParallelism) if name in LARGE_TABLES else 1
+    if name in DATED_TABLES and tasks > 1:
+        writer = frame.repartition(tasks, "date").write.partitionBy("date")
     elif name in DATED_TABLES:
         writer = frame.coalesce(1).write.partitionBy("date")
     else:

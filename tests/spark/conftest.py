@@ -16,7 +16,6 @@ def spark():
         from pyspark.sql import SparkSession
     except ImportError as error:  # the report extra is part of the test environment
         pytest.fail(f"pyspark is not installed (pip install 'delayqueue[report]'): {error}")
-    from spark_jobs.monitor_report import KEEP_CONF
     from spark_jobs.session import JIT_OPTIONS, QUIET_LOG_OPTIONS, JavaNotFoundError, ensure_java
 
     try:
@@ -33,14 +32,13 @@ def spark():
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.extraJavaOptions", f"{JIT_OPTIONS} {QUIET_LOG_OPTIONS}")
-        # Test inputs are tiny: interpreted expressions beat compiling the wide ones, and the
-        # job is told to keep these settings (it otherwise switches codegen on for its pass).
+        # Test inputs are tiny: interpreted expressions beat compiling the wide ones (the job
+        # leaves a session's own settings alone).
         .config("spark.sql.codegen.wholeStage", "false")
         .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
-        .config(KEEP_CONF, "true")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

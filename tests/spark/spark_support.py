@@ -167,7 +167,6 @@ class ClusterRun:
 
         import pyspark
 
-        from spark_jobs.monitor_report import KEEP_CONF
         from spark_jobs.session import JIT_OPTIONS, LOG_CONFIG, ensure_java
 
         ensure_java()
@@ -235,7 +234,7 @@ class ClusterRun:
             "--conf",
             "spark.ui.enabled=false",
             # As in the shared test session: tiny input, so interpreted expressions instead of
-            # compiled ones, and the job keeps these settings (tests/spark/conftest.py).
+            # compiled ones (tests/spark/conftest.py).
             "--conf",
             "spark.sql.codegen.wholeStage=false",
             "--conf",
@@ -247,8 +246,6 @@ class ClusterRun:
             # The job's own JIT settings (spark_jobs/session.py) for the executor's JVM too.
             "--conf",
             f"spark.executor.extraJavaOptions={JIT_OPTIONS}",
-            "--conf",
-            f"{KEEP_CONF}=true",
             "--driver-java-options",
             f"{JIT_OPTIONS} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}",
             str(repo / "spark_jobs" / "monitor_report.py"),
