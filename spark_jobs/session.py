@@ -86,8 +86,7 @@ def build_session(
         "spark.ui.showConsoleProgress": "false",
         # The aggregate of the pass is wide; its generated code exceeds HotSpot's 8000-byte
         # limit for JIT compilation, and interpreted bytecode is several times slower.
-        "spark.driver.extraJavaOptions": f"{JIT_OPTIONS} {ARROW_OPTIONS} {QUIET_LOG_OPTIONS} "
-        + os.environ.get("DQ_EXTRA_JAVA", ""),
+        "spark.driver.extraJavaOptions": f"{JIT_OPTIONS} {ARROW_OPTIONS} {QUIET_LOG_OPTIONS}",
         "spark.executor.extraJavaOptions": f"{JIT_OPTIONS} {ARROW_OPTIONS}",
     }
     if local:
