@@ -131,6 +131,11 @@ class Progress:
             print(f"report: {text} [{now - self.step:.1f}s]", file=sys.stderr, flush=True)
         self.step = now
 
+    def note(self, text: str) -> None:
+        """A line without a step time."""
+        if not self.quiet:
+            print(text, file=sys.stderr, flush=True)
+
     def total(self) -> float:
         return time.monotonic() - self.started
 
@@ -353,10 +358,9 @@ def run(spark, args: argparse.Namespace) -> int:
         tables.join(args.output, incremental.STATE_PATH),
         json.dumps(incremental.new_state(listing, plan, state, args), indent=1) + "\n",
     )
-    print(
+    progress.note(
         f"report: written to {tables.join(args.output, 'report.html')} "
-        f"({progress.total():.1f}s in all)",
-        file=sys.stderr,
+        f"({progress.total():.1f}s in all)"
     )
     return 0
 
@@ -433,9 +437,8 @@ def _process(spark, args, listing, plan, progress, writes: "Writes") -> tuple[di
         )
     )
     if metrics.get("example_bad_file"):
-        print(
-            f"  first bad line in {metrics['example_bad_file']}: {metrics['example_bad_line']!r}",
-            file=sys.stderr,
+        progress.note(
+            f"  first bad line in {metrics['example_bad_file']}: {metrics['example_bad_line']!r}"
         )
     if plan.full and not counts["input_lines"]:
         raise InputError(f"no snapshot lines (*.jsonl) found under {args.input}", EXIT_EMPTY_INPUT)

@@ -61,13 +61,18 @@ def build_session(
     app_name: str,
     master: str | None = None,
     conf: dict[str, str] | None = None,
+    java_options: str | None = None,
 ):
     """Return a SparkSession: local[*] by default, the spark-submit master when submitted.
 
     A master given explicitly wins. Session time zone is UTC so dates and hours in the
-    outputs are the UTC ones the snapshot file names use.
+    outputs are the UTC ones the snapshot file names use. ``java_options`` are added to the
+    driver JVM's when this process starts it; by default, those that use the class archive
+    of ``spark_jobs.jvm_archive`` when one is built.
     """
     from pyspark.sql import SparkSession
+
+    from spark_jobs import jvm_archive
 
     if not running_under_spark_submit() and SparkSession.getActiveSession() is None:
         source = ensure_java()
@@ -86,7 +91,8 @@ def build_session(
         "spark.ui.showConsoleProgress": "false",
         # The aggregate of the pass is wide; its generated code exceeds HotSpot's 8000-byte
         # limit for JIT compilation, and interpreted bytecode is several times slower.
-        "spark.driver.extraJavaOptions": f"{JIT_OPTIONS} {ARROW_OPTIONS} {QUIET_LOG_OPTIONS}",
+        "spark.driver.extraJavaOptions": f"{JIT_OPTIONS} {ARROW_OPTIONS} {QUIET_LOG_OPTIONS} "
+        + (jvm_archive.java_options() if java_options is None else java_options),
         "spark.executor.extraJavaOptions": f"{JIT_OPTIONS} {ARROW_OPTIONS}",
     }
     if local:

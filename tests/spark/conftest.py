@@ -16,6 +16,7 @@ def spark():
         from pyspark.sql import SparkSession
     except ImportError as error:  # the report extra is part of the test environment
         pytest.fail(f"pyspark is not installed (pip install 'delayqueue[report]'): {error}")
+    from spark_jobs import jvm_archive
     from spark_jobs.session import JIT_OPTIONS, QUIET_LOG_OPTIONS, JavaNotFoundError, ensure_java
 
     try:
@@ -31,7 +32,10 @@ def spark():
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", f"{JIT_OPTIONS} {QUIET_LOG_OPTIONS}")
+        .config(
+            "spark.driver.extraJavaOptions",
+            f"{JIT_OPTIONS} {QUIET_LOG_OPTIONS} {jvm_archive.java_options()}",
+        )
         # Test inputs are tiny: interpreted expressions beat compiling the wide ones (the job
         # leaves a session's own settings alone).
         .config("spark.sql.codegen.wholeStage", "false")
