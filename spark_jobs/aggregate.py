@@ -155,8 +155,15 @@ def _group_columns(one_per_line: bool) -> tuple[list[Column], list[Column], list
         ],
     ]
     ops = {"sum": F.sum, "max": F.max, "min": F.min, "bit_or": F.bit_or}
+
+    def value(source: str) -> Column:
+        # Events carry only what the growth rule reads (their line count and ready queue).
+        if one_per_line or source == "_packed_ready_size":
+            return col(source)
+        return F.when(col("kind") != KIND_EVENT, col(source))
+
     aggregates = [
-        (F.count(F.lit(1)) if op == "count" else ops[op](source)).alias(name)
+        (F.count(F.lit(1)) if op == "count" else ops[op](value(source))).alias(name)
         for name, op, source in GROUP_VALUES
     ]
     return kinds, keyed, aggregates

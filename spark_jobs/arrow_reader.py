@@ -260,12 +260,18 @@ def _filled(array):
     import numpy as np
     import pyarrow.compute as pc
 
-    values = pc.fill_null(array, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    if array.null_count:
-        valid = array.is_valid().to_numpy(zero_copy_only=False)
-    else:
-        valid = np.ones(len(array), dtype=bool)
-    return values, valid
+    if not array.null_count:
+        values = array.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        return values, np.ones(len(array), dtype=bool)
+    values = pc.fill_null(array, pa_zero(array.type)).to_numpy(zero_copy_only=False)
+    return values.astype(np.int64, copy=False), array.is_valid().to_numpy(zero_copy_only=False)
+
+
+def pa_zero(kind):
+    """0 as an Arrow scalar of ``kind`` (``fill_null`` with another type casts, slowly)."""
+    import pyarrow as pa
+
+    return pa.scalar(0, kind)
 
 
 def _codes(array):
@@ -303,13 +309,20 @@ def line_arrays(table, source: str, day: int | None) -> LineArrays:
         values[f"{alias}_max"] = _filled(largest)[0]
         size, present = _filled(pc.list_value_length(counts))
         sizes[alias] = (size, present)
-        offsets = counts.offsets.to_numpy()[:-1]
+        offsets = counts.offsets.to_numpy()
         items = _filled(counts.values)[0]
-        if not len(items):
-            items = np.zeros(1, dtype=np.int64)
+        if (size == BUCKETS).all() and (np.diff(offsets) == BUCKETS).all():
+            # Every histogram has its 16 counts (every line the server writes): a view.
+            base = offsets[0] if len(offsets) else 0
+            buckets = items[base : base + BUCKETS * len(size)].reshape(len(size), BUCKETS)
+        else:
+            if not len(items):
+                items = np.zeros(1, dtype=np.int64)
+            index = offsets[:-1, None] + np.arange(BUCKETS)
+            has = size[:, None] > np.arange(BUCKETS)
+            buckets = np.where(has, items[np.where(has, index, 0)], 0)
         for i in range(BUCKETS):
-            has = size > i
-            values[f"{alias}_b{i}"] = np.where(has, items[np.where(has, offsets + i, 0)], 0)
+            values[f"{alias}_b{i}"] = buckets[:, i]
     gauges = []
     for field, alias in GAUGES:
         value, valid = _filled(column(field))
@@ -406,7 +419,10 @@ def _read_files(
                     if not table.num_rows:
                         continue
                     lines = line_arrays(table, source, day)
-                    yield group_lines(lines) if groups else flatten(lines)
+                    if groups:
+                        yield from group_lines(lines)
+                    else:
+                        yield flatten(lines)
 
     return batches
 

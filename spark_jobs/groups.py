@@ -150,23 +150,20 @@ def classify(version, version_ok, identity, histogram_sizes, gauges, file_day):
     return status
 
 
-def group_lines(lines, one_per_line: bool = False):
-    """One file's lines -> its groups, as a ``pyarrow.RecordBatch`` of ``GROUP_SCHEMA``.
+def group_lines(lines, one_per_line: bool = False) -> list:
+    """One file's lines -> its groups, as ``pyarrow.RecordBatch`` es of ``GROUP_SCHEMA``.
 
     ``lines`` (``arrow_reader.LineArrays``): ``status``; ``namespace``/``topic`` as dictionary
     codes (-1 when null) and their dictionaries; ``start``/``end`` with validity; ``values``
-    (``VALUE_COLUMNS``, int64, nulls zero); ``file_day``; ``source``; ``examples`` (the identity
-    text of each line, computed only for bad lines). Vectorized: one sort of the lines by
-    their group key, then one ``reduceat`` per aggregate over every column at once.
+    (``VALUE_COLUMNS``, int64, nulls zero); ``file_day``; ``source``; ``example(i)`` (the
+    identity text of line i, asked only for bad lines). Vectorized: one sort of the lines by
+    their group key, then one ``reduceat`` per kind of aggregate over every column at once.
     """
     import numpy as np
-    import pyarrow as pa
 
     status = lines.status
-    n = len(status)
     ok = status == OK
     start, end = lines.start, lines.end
-    both = lines.start_ok & lines.end_ok
     with np.errstate(over="ignore"):
         length = end - start
     offset = np.mod(start, HOUR_MS)
@@ -176,98 +173,126 @@ def group_lines(lines, one_per_line: bool = False):
     slot = np.where(on_grid, offset // grid_length, 0)
     bit = np.where(on_grid, np.left_shift(np.int64(1), slot % SLOTS), 0).astype(np.int64)
     ready = lines.values["ready_size"]
-    zero_bit = np.where(ready == 0, bit, 0)
 
     if one_per_line:
         kind = np.where(ok, KIND_LINE, KIND_BAD)
     else:
         kind = np.where(on_grid, KIND_BLOCK, np.where(ok, KIND_LINE, KIND_BAD))
-    kind = kind.astype(np.int32)
-    grid = np.where(kind == KIND_BLOCK, length, 0)
-    position = np.where(kind == KIND_BLOCK, slot // SLOTS, np.where(ok, start, 0))
-    ns_code = np.where(ok, lines.namespace, -1)
-    topic_code = np.where(ok, lines.topic, -1)
-    hour_key = np.where(ok, hour, 0)
-
-    # Inputs of the aggregates, one column each (nullable ones carry a validity array).
+    keys = {
+        "status": status,
+        "namespace": np.where(ok, lines.namespace, -1),
+        "topic": np.where(ok, lines.topic, -1),
+        "hour_start_ms": np.where(ok, hour, 0),
+        "kind": kind.astype(np.int32),
+        "grid_ms": np.where(kind == KIND_BLOCK, length, 0),
+        "position": np.where(kind == KIND_BLOCK, slot // SLOTS, np.where(ok, start, 0)),
+    }
     with np.errstate(over="ignore"):
         shifted = np.left_shift(offset, VALUE_BITS)
         inputs = {
             "_bit": bit,
-            "_zero_bit": zero_bit,
+            "_zero_bit": np.where(ready == 0, bit, 0),
             "_length": length,
             "interval_start": start,
             "interval_end": end,
             **lines.values,
             **{f"_packed_{name}": shifted + lines.values[name] for name in LAST_COLUMNS},
         }
-    validity = {"_length": both, "interval_start": lines.start_ok, "interval_end": lines.end_ok}
-    validity.update({f"_packed_{name}": lines.start_ok for name in LAST_COLUMNS})
+    validity = {
+        "_length": lines.start_ok & lines.end_ok,
+        "interval_start": lines.start_ok,
+        "interval_end": lines.end_ok,
+        **{f"_packed_{name}": lines.start_ok for name in LAST_COLUMNS},
+    }
+    batches = [_aggregate(lines, keys, np.arange(len(status)), inputs, validity, hour)]
+    events = np.flatnonzero(on_grid & (ready > 0)) if not one_per_line else []
+    if len(events):
+        # Events carry what the growth rule reads: the line count and the ready queue.
+        event_keys = {
+            **{name: keys[name][events] for name in ("status", "namespace", "topic")},
+            "hour_start_ms": hour[events],
+            "kind": np.full(len(events), KIND_EVENT, dtype=np.int32),
+            "grid_ms": np.zeros(len(events), dtype=np.int64),
+            "position": start[events],
+        }
+        packed = "_packed_ready_size"
+        batches.append(
+            _aggregate(
+                lines,
+                event_keys,
+                events,
+                {packed: inputs[packed]},
+                {packed: validity[packed]},
+                hour,
+            )
+        )
+    return batches
 
-    rows = np.arange(n)
-    if not one_per_line:
-        events = np.flatnonzero(on_grid & (ready > 0))
-        if len(events):
-            rows = np.concatenate([rows, events])
-            kind = np.concatenate([kind, np.full(len(events), KIND_EVENT, dtype=np.int32)])
-            grid = np.concatenate([grid, np.zeros(len(events), dtype=grid.dtype)])
-            position = np.concatenate([position, start[events]])
-    status_r = status[rows]
-    ns_r, topic_r, hour_r = ns_code[rows], topic_code[rows], hour_key[rows]
-    order = np.lexsort((position, grid, kind, hour_r, topic_r, ns_r, status_r))
-    keys = [status_r, ns_r, topic_r, hour_r, kind, grid, position]
-    sorted_keys = [k[order] for k in keys]
+
+_FILL = {"sum": 0, "bit_or": 0, "min": (1 << 63) - 1, "max": -(1 << 63)}
+"""The identity of each aggregate, standing in for null inputs."""
+
+
+def _aggregate(lines, keys, rows, inputs, validity, hour):
+    """The groups of ``rows`` (line numbers, ``keys`` indexed like them; ``inputs`` and
+    ``validity`` like the lines) -> a record batch; aggregates without an input in ``inputs``
+    are null."""
+    import numpy as np
+    import pyarrow as pa
+
+    reduce = {"sum": np.add, "bit_or": np.bitwise_or, "min": np.minimum, "max": np.maximum}
+    order = np.lexsort([keys[name] for name in reversed(GROUP_KEYS) if name in keys])
     change = np.zeros(len(order), dtype=bool)
     change[0] = True
-    for k in sorted_keys:
-        change[1:] |= k[1:] != k[:-1]
+    sorted_keys = {}
+    for name, values in keys.items():
+        sorted_keys[name] = values[order]
+        change[1:] |= sorted_keys[name][1:] != sorted_keys[name][:-1]
     starts = np.flatnonzero(change)
-    lines_of = rows[order]
+    lines_of = rows[order]  # the line of each sorted row
     counts = np.diff(np.append(starts, len(order)))
 
     by_op: dict[str, list[str]] = {}
     for name, op, source in GROUP_VALUES:
-        if op != "count":
-            by_op.setdefault(op, []).append(source)
-    results: dict[str, np.ndarray] = {}
-    fill = {"sum": 0, "bit_or": 0, "min": np.iinfo(np.int64).max, "max": np.iinfo(np.int64).min}
-    reduce = {
-        "sum": np.add,
-        "bit_or": np.bitwise_or,
-        "min": np.minimum,
-        "max": np.maximum,
-    }
+        if op != "count" and source in inputs:
+            by_op.setdefault(op, [])
+            if source not in by_op[op]:
+                by_op[op].append(source)
+    results: dict[tuple, np.ndarray] = {}
     for op, sources in by_op.items():
-        unique = list(dict.fromkeys(sources))
-        matrix = np.empty((len(lines_of), len(unique)), dtype=np.int64)
-        for j, source in enumerate(unique):
-            column = inputs[source][lines_of]
-            if source in validity:
-                column = np.where(validity[source][lines_of], column, fill[op])
-            matrix[:, j] = column
+        matrix = np.stack(
+            [
+                np.where(validity[s], inputs[s], _FILL[op]) if s in validity else inputs[s]
+                for s in sources
+            ],
+            axis=1,
+        )[lines_of]
         with np.errstate(over="ignore"):
             reduced = reduce[op].reduceat(matrix, starts, axis=0)
-        for j, source in enumerate(unique):
+        for j, source in enumerate(sources):
             results[(op, source)] = reduced[:, j]
     present = {
-        source: np.add.reduceat(valid[lines_of].astype(np.int64), starts) > 0
-        for source, valid in validity.items()
+        source: np.add.reduceat(validity[source][lines_of].astype(np.int64), starts) > 0
+        for source in validity
     }
 
     first = lines_of[starts]
-    group_status = status[first]
+    group_status = sorted_keys["status"][starts]
     group_ok = group_status == OK
-    group_kind = sorted_keys[4][starts]
+    group_kind = sorted_keys["kind"][starts]
+    n = len(starts)
     columns: dict[str, pa.Array] = {
         "status": pa.array(group_status, pa.int32()),
-        "namespace": _strings(lines.namespace_values, ns_code[first], group_ok),
-        "topic": _strings(lines.topic_values, topic_code[first], group_ok),
+        "namespace": _strings(lines.namespace_values, lines.namespace[first], group_ok),
+        "topic": _strings(lines.topic_values, lines.topic[first], group_ok),
         "hour_start_ms": pa.array(hour[first], pa.int64(), mask=~group_ok),
         "kind": pa.array(group_kind, pa.int32()),
-        "grid_ms": pa.array(sorted_keys[5][starts], pa.int64(), mask=group_kind != KIND_BLOCK),
-        "position": pa.array(sorted_keys[6][starts], pa.int64(), mask=~group_ok),
+        "grid_ms": pa.array(
+            sorted_keys["grid_ms"][starts], pa.int64(), mask=group_kind != KIND_BLOCK
+        ),
+        "position": pa.array(sorted_keys["position"][starts], pa.int64(), mask=~group_ok),
         "bad_file_day": pa.array(
-            np.full(len(starts), lines.file_day or 0, dtype=np.int32),
+            np.full(n, lines.file_day or 0, dtype=np.int32),
             pa.int32(),
             mask=group_ok | (lines.file_day is None),
         ),
@@ -275,13 +300,12 @@ def group_lines(lines, one_per_line: bool = False):
     for name, op, source in GROUP_VALUES:
         if op == "count":
             columns[name] = pa.array(counts, pa.int64())
-            continue
-        values = results[(op, source)]
-        mask = ~present[source] if source in validity else None
-        columns[name] = pa.array(values, pa.int64(), mask=mask)
-    bad_files, bad_lines = _examples(lines, lines_of, starts, group_ok)
-    columns["example_file"] = bad_files
-    columns["example_line"] = bad_lines
+        elif (op, source) in results:
+            mask = ~present[source] if source in validity else None
+            columns[name] = pa.array(results[(op, source)], pa.int64(), mask=mask)
+        else:
+            columns[name] = pa.nulls(n, pa.int64())
+    columns["example_file"], columns["example_line"] = _examples(lines, lines_of, starts, group_ok)
     schema = arrow_schema()
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 

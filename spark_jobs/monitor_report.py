@@ -335,9 +335,10 @@ def run(spark, args: argparse.Namespace) -> int:
     )
     metrics: dict = {}
     dated: dict | None = None
+    totals: dict | None = None
     with Writes(spark, args.output) as writes:
         if plan.files:
-            metrics, dated = _process(spark, args, listing, plan, progress, writes)
+            metrics, dated, totals = _process(spark, args, listing, plan, progress, writes)
         else:
             progress.say("nothing new to read: the tables are up to date")
         if not plan.full:
@@ -347,7 +348,7 @@ def run(spark, args: argparse.Namespace) -> int:
             dated = {
                 name: tables.read_table(spark, args.output, name) for name in tables.DATED_TABLES
             }
-        _whole_input(spark, args, metrics, progress, dated, writes)
+        _whole_input(spark, args, metrics, progress, dated, totals, writes)
         writes.wait()
         progress.say(
             f"wrote {writes.count} tables and topic_daily.csv"
@@ -372,9 +373,11 @@ def _read_paths(listing: incremental.Listing, plan: incremental.Plan) -> list[st
     return sorted({f.path.rsplit("/", 1)[0] for f in plan.files})
 
 
-def _process(spark, args, listing, plan, progress, writes: "Writes") -> tuple[dict, dict]:
+def _process(spark, args, listing, plan, progress, writes: "Writes") -> tuple:
     """Read the plan's files and start writing the date-partitioned tables of its dates;
-    return the first bad line met (``example_metrics``'s keys) and the tables' frames."""
+    return the first bad line met (``example_metrics``'s keys), the tables' frames and, in a
+    full run, the whole-input tables' frames (topic and namespace totals; the input quality
+    as a dict)."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -459,10 +462,25 @@ def _process(spark, args, listing, plan, progress, writes: "Writes") -> tuple[di
 
     hours = hour_rows(final).localCheckpoint(eager=True)
     runs = growth_runs(final, args.growth_min_intervals).localCheckpoint(eager=True)
-    days = topic_rollup(hours, ["namespace", "topic", "date"]).localCheckpoint(eager=True)
+    days = topic_rollup(hours, ["namespace", "topic", "date"])
+    frames = {
+        "topic_hour": hours,
+        "topic_day": days,
+        "namespace_hour": namespace_rollup(hours, ["date", "hour_start_ms", "hour_start"]),
+        "namespace_day": namespace_rollup(days, ["date"]),
+    }
+    if plan.full:
+        # Every date is in this run: the whole-input tables come out of the same query.
+        topic_total = topic_rollup(days, ["namespace", "topic"])
+        frames["topic_total"] = topic_total
+        frames["namespace_total"] = namespace_rollup(topic_total, [])
+    derived = derive_tables(frames)
     distinct = {
         r["date"].isoformat(): int(r["n"])
-        for r in days.groupBy("date").agg(F.sum("snapshot_lines").alias("n")).collect()
+        for r in derived["topic_day"]
+        .groupBy("date")
+        .agg(F.sum("snapshot_lines").alias("n"))
+        .collect()
     }
     for day, entry in quality.items():
         entry["distinct_intervals"] = distinct.get(day, 0) if day else 0
@@ -473,14 +491,6 @@ def _process(spark, args, listing, plan, progress, writes: "Writes") -> tuple[di
         f"({duplicates:,} duplicate lines dropped)"
     )
 
-    derived = derive_tables(
-        {
-            "topic_hour": hours,
-            "topic_day": days,
-            "namespace_hour": namespace_rollup(hours, ["date", "hour_start_ms", "hour_start"]),
-            "namespace_day": namespace_rollup(days, ["date"]),
-        }
-    )
     quality_frame = spark.createDataFrame(
         [
             {"date": dt.date.fromisoformat(day) if day else None, **entry}
@@ -489,14 +499,20 @@ def _process(spark, args, listing, plan, progress, writes: "Writes") -> tuple[di
         tables.SCHEMAS["input_quality_daily"],
     )
     outputs = {
-        **derived,
+        **{name: derived[name] for name in tables.DATED_TABLES if name in derived},
         "ready_growth_runs": runs,
-        "findings": findings(derived["topic_hour"], runs, args.lag_threshold_ms),
+        "findings": findings(derived["topic_hour"], runs, args.lag_threshold_ms).localCheckpoint(
+            eager=True
+        ),
         "input_quality_daily": quality_frame,
     }
     for name, frame in outputs.items():
         writes.table(name, frame, None if plan.full else plan.dates, len(plan.dates))
-    return metrics, outputs
+    totals = None
+    if plan.full:
+        totals = {name: derived[name] for name in ("topic_total", "namespace_total")}
+        totals["input_quality"] = _quality_total(quality)
+    return metrics, outputs, totals
 
 
 def derive_tables(frames: dict):
@@ -534,7 +550,9 @@ def derive_tables(frames: dict):
         ]
         part = frame.selectExpr(*columns)
         union = part if union is None else union.unionByName(part)
-    derived = with_derived(union).localCheckpoint(eager=True)
+    # The union is materialized first: Spark pushes a projection over a union into each of its
+    # branches, which would compile the wide derived expressions once per table.
+    derived = with_derived(union.localCheckpoint(eager=True)).localCheckpoint(eager=True)
     return {
         name: tables.conform(derived.filter(F.col("_table") == tag), name)
         for tag, name in enumerate(frames)
@@ -583,27 +601,35 @@ class Writes:
             self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _whole_input(spark, args, metrics: dict, progress, dated: dict, writes: Writes) -> None:
+def _quality_total(quality: dict[str | None, dict]) -> dict:
+    """Per-date quality counts -> the whole input's."""
+    return {c: sum(entry[c] for entry in quality.values()) for c in tables.QUALITY_COUNTS}
+
+
+def _whole_input(
+    spark, args, metrics: dict, progress, dated: dict, totals: dict | None, writes: Writes
+) -> None:
     """The whole-input tables, the CSV and report.html, from the date-partitioned tables
-    (``dated``: this run's frames in a full run, the tables read back otherwise). The page is
-    collected and drawn while the tables are written."""
+    (``dated``: this run's frames in a full run, the tables read back otherwise); a full run
+    brings its ``totals`` along. The page is collected and drawn while the tables are
+    written."""
     from pyspark.sql import functions as F
 
     from spark_jobs.aggregate import namespace_rollup, topic_rollup
     from spark_jobs.report_html import collect_report_data, render_report
 
-    topic_total = topic_rollup(dated["topic_day"], ["namespace", "topic"]).localCheckpoint(
-        eager=True
-    )
-    totals = derive_tables(
-        {"topic_total": topic_total, "namespace_total": namespace_rollup(topic_total, [])}
-    )
-    sums = (
-        dated["input_quality_daily"]
-        .agg(*[F.sum(c).alias(c) for c in tables.QUALITY_COUNTS])
-        .first()
-    )
-    quality = {c: int(sums[c] or 0) for c in tables.QUALITY_COUNTS}
+    if totals is None:
+        topic_total = topic_rollup(dated["topic_day"], ["namespace", "topic"])
+        totals = derive_tables(
+            {"topic_total": topic_total, "namespace_total": namespace_rollup(topic_total, [])}
+        )
+        sums = (
+            dated["input_quality_daily"]
+            .agg(*[F.sum(c).alias(c) for c in tables.QUALITY_COUNTS])
+            .first()
+        )
+        totals["input_quality"] = {c: int(sums[c] or 0) for c in tables.QUALITY_COUNTS}
+    quality = dict(totals.pop("input_quality"))
     previous = (
         tables.read_table(spark, args.output, "input_quality").first() if not metrics else None
     )
