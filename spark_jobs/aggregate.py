@@ -58,6 +58,7 @@ from spark_jobs.snapshot import (
     VALUE_COLUMNS,
     WAITING_NAMES,
 )
+from spark_jobs.tables import BASE_FIELDS
 
 PERCENTILES = ((0.5, "p50"), (0.9, "p90"), (0.99, "p99"))
 
@@ -481,11 +482,6 @@ def _hist_sum(name: str) -> list[Column]:
     ]
 
 
-def topic_rollup(topic_rows: DataFrame, keys: list[str]) -> DataFrame:
-    """Topic rows at a finer time grain -> topic rows grouped by ``keys`` (coarser grain)."""
-    return topic_rows.groupBy(*keys).agg(*_cached(("topic_rollup",), _topic_aggregates))
-
-
 def _topic_aggregates() -> list[Column]:
     last = F.col("last_interval_end_ms")
     return [
@@ -511,10 +507,75 @@ def _topic_aggregates() -> list[Column]:
     ]
 
 
-def namespace_rollup(topic_rows: DataFrame, time_keys: list[str]) -> DataFrame:
-    """Topic rows -> namespace rows at the same time grain (``time_keys``)."""
-    aggregates = _cached(("namespace_rollup",), _namespace_aggregates)
-    return topic_rows.groupBy("namespace", *time_keys).agg(*aggregates)
+ROLLUP_KEYS = {
+    "topic_hour": ["date", "hour_start_ms", "hour_start"],
+    "topic_day": ["date"],
+    "topic_total": [],
+    "namespace_hour": ["date", "hour_start_ms", "hour_start"],
+    "namespace_day": ["date"],
+    "namespace_total": [],
+}
+"""The time keys of each table (beside namespace, and topic for the topic tables)."""
+NAMESPACE_SOURCE = {
+    "namespace_hour": "topic_hour",
+    "namespace_day": "topic_day",
+    "namespace_total": "topic_total",
+}
+_TIME_KEY_TYPES = {"date": "date", "hour_start_ms": "bigint", "hour_start": "timestamp"}
+_BASE = [name for name, _ in BASE_FIELDS]
+
+
+def rollups(rows: DataFrame, source: str, wanted: list[str]) -> dict[str, DataFrame]:
+    """Topic rows of table ``source`` (topic_hour or topic_day) -> the ``wanted`` coarser
+    tables, in two aggregates: one for every topic table (each row counted once per grain),
+    one for every namespace table (over the union of the topic rows it sums). Each table is a
+    filter of its aggregate, so a query over several of them computes each aggregate once.
+    """
+    col = F.col
+    needed = set(wanted) | {NAMESPACE_SOURCE[n] for n in wanted if n in NAMESPACE_SOURCE}
+    topic_names = [n for n in ROLLUP_KEYS if n.startswith("topic_") and n in needed - {source}]
+    result: dict[str, DataFrame] = {source: rows}
+    if topic_names:
+        grains = F.explode(F.array(*[F.lit(i) for i in range(len(topic_names))]))
+        expanded = rows.select(
+            "namespace", "topic", *ROLLUP_KEYS[source], *_BASE, grains.alias("_grain")
+        )
+        keys = []
+        for key in ROLLUP_KEYS[source]:
+            kept = [i for i, n in enumerate(topic_names) if key in ROLLUP_KEYS[n]]
+            if kept:
+                keys.append(F.when(col("_grain").isin(*kept), col(key)).alias(key))
+        topic = expanded.groupBy("_grain", "namespace", "topic", *keys).agg(
+            *_cached(("topic_rollup",), _topic_aggregates)
+        )
+        for i, name in enumerate(topic_names):
+            result[name] = topic.filter(col("_grain") == i).select(
+                "namespace", "topic", *ROLLUP_KEYS[name], *[c for c in topic.columns if c in _BASE]
+            )
+    namespace_names = [n for n in ROLLUP_KEYS if n.startswith("namespace_") and n in needed]
+    if namespace_names:
+        parts = None
+        for i, name in enumerate(namespace_names):
+            part = result[NAMESPACE_SOURCE[name]].select(
+                F.lit(i).alias("_grain"),
+                "namespace",
+                *[
+                    (col(k) if k in ROLLUP_KEYS[name] else F.lit(None).cast(kind)).alias(k)
+                    for k, kind in _TIME_KEY_TYPES.items()
+                ],
+                *_BASE,
+            )
+            parts = part if parts is None else parts.unionByName(part)
+        spaces = parts.groupBy("_grain", "namespace", *_TIME_KEY_TYPES).agg(
+            *_cached(("namespace_rollup",), _namespace_aggregates)
+        )
+        for i, name in enumerate(namespace_names):
+            result[name] = spaces.filter(col("_grain") == i).select(
+                "namespace",
+                *ROLLUP_KEYS[name],
+                *[c for c in spaces.columns if c not in ("_grain", "namespace", *_TIME_KEY_TYPES)],
+            )
+    return {name: result[name] for name in wanted}
 
 
 def _namespace_aggregates() -> list[Column]:
@@ -574,7 +635,6 @@ __all__ = [
     "deduplicated_groups",
     "hour_rows",
     "growth_runs",
-    "topic_rollup",
-    "namespace_rollup",
+    "rollups",
     "with_derived",
 ]

@@ -75,8 +75,17 @@ def _prefix(home: Path) -> str:
     return f"spark-{pyspark.__version__}-{hashlib.sha1(str(home).encode()).hexdigest()[:8]}-"
 
 
+AGENT_ENV = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS")
+"""Where agents and profilers are put into every JVM. OpenJDK 17.0.15 crashed mapping this
+archive's classes while such an agent watched class loading (JFR, seen here), so no archive
+is used while either is set."""
+
+
 def java_options() -> str:
-    """JVM options that use the archive, or "" when none is built for this runtime."""
+    """JVM options that use the archive, or "" when none is built for this runtime (or an
+    agent may be loaded, ``AGENT_ENV``)."""
+    if any(os.environ.get(name) for name in AGENT_ENV):
+        return ""
     path = archive_path()
     if path is None or not path.is_file():
         return ""

@@ -378,6 +378,8 @@ def _process(spark, args, listing, plan, progress, writes: "Writes") -> tuple:
     return the first bad line met (``example_metrics``'s keys), the tables' frames and, in a
     full run, the whole-input tables' frames (topic and namespace totals; the input quality
     as a dict)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -387,11 +389,8 @@ def _process(spark, args, listing, plan, progress, writes: "Writes") -> tuple:
         growth_runs,
         hour_rows,
         line_groups,
-        namespace_rollup,
-        topic_rollup,
         valid_groups,
     )
-    from spark_jobs.finding import findings
 
     arrow = use_arrow(spark, args.reader, plan.files)
     # The pass over the input, into its groups (``spark_jobs.groups``). A local checkpoint
@@ -410,70 +409,96 @@ def _process(spark, args, listing, plan, progress, writes: "Writes") -> tuple:
         )
         groups = line_groups(rows).localCheckpoint(eager=True)
         metrics = _observed(observation)
-    dirty = duplicate_keys(groups)
-    quality, dirty_days, fallback_files, examples = _pass_summary(groups, dirty)
-    metrics = _merge_metrics(metrics, examples)
-    fallback = sorted(paths_of[name] for name in fallback_files) if arrow else []
-    if fallback:
-        # Files the Arrow reader could not read exactly as Spark's JSON source: read them with
-        # it; their groups join the others' (every consumer sums what it reads).
-        second = Observation("fallback")
-        rows = read_snapshots(spark, fallback).observe(second, *example_metrics())
-        groups = (
-            groups.filter(F.col("status") != FALLBACK_STATUS)
-            .unionByName(line_groups(rows))
-            .localCheckpoint(eager=True)
-        )
-        metrics = _merge_metrics(metrics, _observed(second))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        # Most runs hold no duplicate interval and no file for Spark's JSON source: the hours
+        # and the growth runs of the groups as they are start beside the summary that says so
+        # (a run that has some computes them again).
+        valid = valid_groups(groups)
+        soon_hours = pool.submit(_checkpointed, hour_rows, valid)
+        soon_runs = pool.submit(_checkpointed, growth_runs, valid, args.growth_min_intervals)
         dirty = duplicate_keys(groups)
-        quality, dirty_days, _, _ = _pass_summary(groups, dirty)
-    counts = {key: sum(entry[key] for entry in quality.values()) for key in tables.QUALITY_COUNTS}
-    progress.say(
-        f"read {counts['input_lines']:,} lines: {counts['valid_lines']:,} valid, "
-        f"{counts['malformed_lines']:,} malformed, "
-        f"{counts['unsupported_lines']:,} unsupported schemaVersion, "
-        f"{counts['misplaced_lines']:,} in another day's directory"
-        + (
-            f" (Arrow reader; {len(fallback)} file(s) by Spark's JSON source)"
-            if arrow
-            else " (Spark's JSON source)"
-        )
-    )
-    if metrics.get("example_bad_file"):
-        progress.note(
-            f"  first bad line in {metrics['example_bad_file']}: {metrics['example_bad_line']!r}"
-        )
-    if plan.full and not counts["input_lines"]:
-        raise InputError(f"no snapshot lines (*.jsonl) found under {args.input}", EXIT_EMPTY_INPUT)
-    if plan.full and not counts["valid_lines"]:
-        raise InputError(f"no valid snapshot lines under {args.input}", EXIT_NO_VALID_LINES)
-
-    final = valid_groups(groups)
-    if dirty_days:
-        # Re-read only the dates holding duplicates; their flagged topic-days are rebuilt.
-        dirty = dirty.localCheckpoint(eager=True)
-        by_date = listing.by_date
-        files = [f for day in dirty_days for f in by_date.get(day, [])] + listing.undated
-        source = _source_rows(spark, files, arrow, set(fallback))
-        final = deduplicated_groups(groups, dirty, source).localCheckpoint(eager=True)
+        quality, dirty_days, fallback_files, examples = _pass_summary(groups, dirty)
+        metrics = _merge_metrics(metrics, examples)
+        fallback = sorted(paths_of[name] for name in fallback_files) if arrow else []
+        if fallback:
+            # Files the Arrow reader could not read exactly as Spark's JSON source: read them
+            # with it; their groups join the others' (every consumer sums what it reads).
+            second = Observation("fallback")
+            rows = read_snapshots(spark, fallback).observe(second, *example_metrics())
+            groups = (
+                groups.filter(F.col("status") != FALLBACK_STATUS)
+                .unionByName(line_groups(rows))
+                .localCheckpoint(eager=True)
+            )
+            metrics = _merge_metrics(metrics, _observed(second))
+            dirty = duplicate_keys(groups)
+            quality, dirty_days, _, _ = _pass_summary(groups, dirty)
+        counts = {k: sum(entry[k] for entry in quality.values()) for k in tables.QUALITY_COUNTS}
         progress.say(
-            f"re-read {len(files)} file(s) of {_dates_text(dirty_days)} to drop duplicate intervals"
+            f"read {counts['input_lines']:,} lines: {counts['valid_lines']:,} valid, "
+            f"{counts['malformed_lines']:,} malformed, "
+            f"{counts['unsupported_lines']:,} unsupported schemaVersion, "
+            f"{counts['misplaced_lines']:,} in another day's directory"
+            + (
+                f" (Arrow reader; {len(fallback)} file(s) by Spark's JSON source)"
+                if arrow
+                else " (Spark's JSON source)"
+            )
         )
+        if metrics.get("example_bad_file"):
+            progress.note(
+                f"  first bad line in {metrics['example_bad_file']}: "
+                f"{metrics['example_bad_line']!r}"
+            )
+        if plan.full and not counts["input_lines"]:
+            raise InputError(
+                f"no snapshot lines (*.jsonl) found under {args.input}", EXIT_EMPTY_INPUT
+            )
+        if plan.full and not counts["valid_lines"]:
+            raise InputError(f"no valid snapshot lines under {args.input}", EXIT_NO_VALID_LINES)
 
-    hours = hour_rows(final).localCheckpoint(eager=True)
-    runs = growth_runs(final, args.growth_min_intervals).localCheckpoint(eager=True)
-    days = topic_rollup(hours, ["namespace", "topic", "date"])
-    frames = {
-        "topic_hour": hours,
-        "topic_day": days,
-        "namespace_hour": namespace_rollup(hours, ["date", "hour_start_ms", "hour_start"]),
-        "namespace_day": namespace_rollup(days, ["date"]),
-    }
+        if fallback or dirty_days:
+            soon_hours.result(), soon_runs.result()  # computed on groups that changed
+            final = valid_groups(groups)
+            if dirty_days:
+                # Re-read only the dates holding duplicates; their flagged topic-days are
+                # rebuilt.
+                dirty = dirty.localCheckpoint(eager=True)
+                by_date = listing.by_date
+                files = [f for day in dirty_days for f in by_date.get(day, [])] + listing.undated
+                source = _source_rows(spark, files, arrow, set(fallback))
+                final = deduplicated_groups(groups, dirty, source).localCheckpoint(eager=True)
+                progress.say(
+                    f"re-read {len(files)} file(s) of {_dates_text(dirty_days)} to drop "
+                    "duplicate intervals"
+                )
+            soon_hours = pool.submit(_checkpointed, hour_rows, final)
+            soon_runs = pool.submit(_checkpointed, growth_runs, final, args.growth_min_intervals)
+        hours = soon_hours.result()
+        outputs, totals = _tables(spark, args, plan, progress, quality, hours, soon_runs)
+    for name, frame in outputs.items():
+        writes.table(name, frame, None if plan.full else plan.dates, len(plan.dates))
+    return metrics, outputs, totals
+
+
+def _checkpointed(build, *args):
+    """``build(*args)``, kept in a local checkpoint (run in a thread beside other queries)."""
+    return build(*args).localCheckpoint(eager=True)
+
+
+def _tables(spark, args, plan, progress, quality, hours, soon_runs) -> tuple[dict, dict | None]:
+    """The date-partitioned tables (and, in a full run, the whole-input ones) from the hours
+    and the growth runs (``soon_runs``, a future)."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.aggregate import rollups
+    from spark_jobs.finding import findings
+
+    wanted = ["topic_day", "namespace_hour", "namespace_day"]
     if plan.full:
         # Every date is in this run: the whole-input tables come out of the same query.
-        topic_total = topic_rollup(days, ["namespace", "topic"])
-        frames["topic_total"] = topic_total
-        frames["namespace_total"] = namespace_rollup(topic_total, [])
+        wanted += ["topic_total", "namespace_total"]
+    frames = {"topic_hour": hours, **rollups(hours, "topic_hour", wanted)}
     derived = derive_tables(frames)
     distinct = {
         r["date"].isoformat(): int(r["n"])
@@ -498,6 +523,7 @@ def _process(spark, args, listing, plan, progress, writes: "Writes") -> tuple:
         ],
         tables.SCHEMAS["input_quality_daily"],
     )
+    runs = soon_runs.result()
     outputs = {
         **{name: derived[name] for name in tables.DATED_TABLES if name in derived},
         "ready_growth_runs": runs,
@@ -506,13 +532,11 @@ def _process(spark, args, listing, plan, progress, writes: "Writes") -> tuple:
         ),
         "input_quality_daily": quality_frame,
     }
-    for name, frame in outputs.items():
-        writes.table(name, frame, None if plan.full else plan.dates, len(plan.dates))
     totals = None
     if plan.full:
         totals = {name: derived[name] for name in ("topic_total", "namespace_total")}
         totals["input_quality"] = _quality_total(quality)
-    return metrics, outputs, totals
+    return outputs, totals
 
 
 def derive_tables(frames: dict):
@@ -615,13 +639,12 @@ def _whole_input(
     written."""
     from pyspark.sql import functions as F
 
-    from spark_jobs.aggregate import namespace_rollup, topic_rollup
+    from spark_jobs.aggregate import rollups
     from spark_jobs.report_html import collect_report_data, render_report
 
     if totals is None:
-        topic_total = topic_rollup(dated["topic_day"], ["namespace", "topic"])
         totals = derive_tables(
-            {"topic_total": topic_total, "namespace_total": namespace_rollup(topic_total, [])}
+            rollups(dated["topic_day"], "topic_day", ["topic_total", "namespace_total"])
         )
         sums = (
             dated["input_quality_daily"]

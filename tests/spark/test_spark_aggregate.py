@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from spark_jobs.aggregate import namespace_rollup, topic_rollup, with_derived
+from spark_jobs.aggregate import rollups, with_derived
 from spark_jobs.finding import findings
 
 from spark_support import aggregate_lines
@@ -124,7 +124,7 @@ def test_hour_without_snapshots_has_no_row_and_day_rollup_skips_it(lines_frame, 
         (dt.datetime(2025, 11, 20, 0, 0), 5),
         (dt.datetime(2025, 11, 20, 2, 0), 7),
     ]
-    day = with_derived(topic_rollup(hourly, ["namespace", "topic", "date"])).first()
+    day = with_derived(rollups(hourly, "topic_hour", ["topic_day"])["topic_day"]).first()
     assert (day["date"], day["sent"], day["snapshot_lines"]) == (DAY, 12, 2)
     assert day["window_s"] == (131 - 10) * 60
 
@@ -133,13 +133,11 @@ def test_topic_appearing_mid_day_is_rated_over_its_own_window(lines_frame, line)
     early = [line("a", m, sendMsg=60) for m in range(0, 720, 60)]
     late = [line("late", 720, sendMsg=60), line("late", 721, sendMsg=60)]
     hourly = _hourly(lines_frame, early + late)
-    days = with_derived(topic_rollup(hourly, ["namespace", "topic", "date"]))
+    days = with_derived(rollups(hourly, "topic_hour", ["topic_day"])["topic_day"])
     late_day = days.filter("topic = 'late'").first()
     assert (late_day["first_interval_start_ms"] - 1_763_596_800_000) == 720 * 60_000
     assert late_day["sent_per_s"] == pytest.approx(120 / 120)
-    namespace = with_derived(
-        namespace_rollup(topic_rollup(hourly, ["namespace", "topic", "date"]), ["date"])
-    )
+    namespace = with_derived(rollups(hourly, "topic_hour", ["namespace_day"])["namespace_day"])
     row = namespace.first()
     assert (row["topics"], row["sent"]) == (2, 12 * 60 + 120)
     assert row["window_s"] == 722 * 60
@@ -152,7 +150,9 @@ def test_namespace_gauges_sum_topic_figures(lines_frame, line):
         line("b", 0, readyQueueSize=1),
         line("b", 1, readyQueueSize=3),
     ]
-    row = with_derived(namespace_rollup(_hourly(lines_frame, lines), ["hour_start_ms"])).first()
+    row = with_derived(
+        rollups(_hourly(lines_frame, lines), "topic_hour", ["namespace_hour"])["namespace_hour"]
+    ).first()
     assert (row["ready_size_avg"], row["ready_size_max"], row["ready_size_last"]) == (8.0, 11, 11)
 
 

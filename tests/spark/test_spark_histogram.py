@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.aggregate import namespace_rollup, with_derived
+from spark_jobs.aggregate import rollups, with_derived
 
 from spark_support import aggregate_lines
 
@@ -24,7 +24,9 @@ def test_p99_reads_upper_bound_of_bucket_from_summed_histograms(lines_frame, lin
         line("b", 0, pullMsgTimeGap=hist({2: 25, 8: 5}, 450)),
         line("b", 1, pullMsgTimeGap=hist({5: 10, 10: 1}, 1500)),
     ]
-    namespace = with_derived(namespace_rollup(_hourly(lines_frame, lines), ["hour_start_ms"]))
+    namespace = with_derived(
+        rollups(_hourly(lines_frame, lines), "topic_hour", ["namespace_hour"])["namespace_hour"]
+    )
     row = namespace.first()
     assert row["delivery_lag_counts"] == [0, 0, 50, 0, 0, 40, 0, 0, 9, 0, 1, 0, 0, 0, 0, 0]
     # p50: ceil(50) = 50 reached in bucket 2 -> 5 ms; p90: 90 reached in bucket 5 -> 50 ms;

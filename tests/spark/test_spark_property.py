@@ -91,7 +91,7 @@ def test_topic_totals_equal_input_sums_and_fast_path_equals_line_by_line(spark, 
         growth_runs,
         hour_rows,
         line_groups,
-        topic_rollup,
+        rollups,
         with_derived,
     )
     from spark_jobs.snapshot import parse_snapshots
@@ -105,7 +105,7 @@ def test_topic_totals_equal_input_sums_and_fast_path_equals_line_by_line(spark, 
     hours, runs = aggregate_lines(frame, min_intervals=2)
     totals = {
         (r["namespace"], r["topic"]): r
-        for r in topic_rollup(hours, ["namespace", "topic"]).collect()
+        for r in rollups(hours, "topic_hour", ["topic_total"])["topic_total"].collect()
     }
     names = {
         "sendMsg": "sent",
