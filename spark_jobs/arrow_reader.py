@@ -78,9 +78,10 @@ MAX_STRING = 1_000_000
 MAX_FILE_BYTES = 1 << 30
 """Files are read whole; a larger one is left to Spark's JSON source."""
 TASK_BYTES = 1 << 30
-"""Input bytes per task beyond one task per core. A Python task costs about 75 ms of CPU on
-its own here (a no-op ``mapInArrow`` over 112 tasks took 5.6 s on two cores), so the files
-are spread over as few tasks as keep the cores busy: ``assign`` balances their bytes."""
+"""Input bytes per task at most, beyond one task per core. A Python task costs about 75 ms
+of CPU on its own here (a no-op ``mapInArrow`` over 112 tasks took 5.6 s on two cores), so
+the files are spread over as few tasks as keep the cores busy: a whole number of rounds over
+the cores, their bytes balanced by ``assign``."""
 EXTRA_STRING_FIELDS = ("node",)
 
 _WAITING = StructType([StructField(field, LongType()) for field, _ in WAITING_DELAYS])
@@ -525,7 +526,9 @@ def _read(spark, files: Sequence[tuple[str, int]], strict: bool, groups: bool):
     ]
     total = sum(entry[-1] for entry in entries)
     parallelism = spark.sparkContext.defaultParallelism
-    tasks = max(1, min(len(entries), max(parallelism, math.ceil(total / TASK_BYTES))))
+    # A whole number of rounds over the cores: with 7 tasks on 2 cores the last one ran alone.
+    rounds = max(1, math.ceil(total / TASK_BYTES / parallelism))
+    tasks = max(1, min(len(entries), parallelism * rounds))
     bins = assign(entries, tasks)
     schema = GROUP_SCHEMA if groups else OUTPUT_SCHEMA
     frame = spark.range(0, tasks, 1, tasks).mapInArrow(_read_files(bins, strict, groups), schema)
