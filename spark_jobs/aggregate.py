@@ -154,12 +154,15 @@ def _group_columns(one_per_line: bool) -> tuple[list[Column], list[Column], list
             (F.shiftleft(offset, VALUE_BITS) + col(name)).alias(f"_packed_{name}")
             for name in LAST_COLUMNS
         ],
+        # One growth step per event (the Arrow reader's tasks leave out the events inside a
+        # growth run and give the next one their steps: groups._events).
+        F.when(kind == KIND_EVENT, F.lit(1).cast("long")).alias("_steps"),
     ]
     ops = {"sum": F.sum, "max": F.max, "min": F.min, "bit_or": F.bit_or}
 
     def value(source: str) -> Column:
-        # Events carry only what the growth rule reads (their line count and ready queue).
-        if one_per_line or source == "_packed_ready_size":
+        # Events carry only what the growth rule reads (their ready queue and steps).
+        if one_per_line or source in ("_packed_ready_size", "_steps"):
             return col(source)
         return F.when(col("kind") != KIND_EVENT, col(source))
 
@@ -192,10 +195,18 @@ def duplicate_keys(groups: DataFrame) -> DataFrame:
     col = F.col
     valid = value_groups(groups)
     hour = ["namespace", "topic", "hour_start_ms"]
+    # An hour mixing blocks and off-grid lines is rebuilt line by line too: the Arrow reader
+    # leaves out events inside a block's growth runs (groups._events), which only holds
+    # where nothing else interleaves with the block's lines.
     mixed = (
         valid.groupBy(*hour)
-        .agg(F.min("length_min").alias("shortest"), F.max("length_max").alias("longest"))
-        .filter(col("shortest") != col("longest"))
+        .agg(
+            F.min("length_min").alias("shortest"),
+            F.max("length_max").alias("longest"),
+            F.min("kind").alias("first_kind"),
+            F.max("kind").alias("last_kind"),
+        )
+        .filter((col("shortest") != col("longest")) | (col("first_kind") != col("last_kind")))
         .select(*hour)
     )
     copies = (
@@ -205,11 +216,17 @@ def duplicate_keys(groups: DataFrame) -> DataFrame:
         .filter(col("lines") > 1)
         .select(*hour)
     )
+    # A block read from several files (its lines split between them) is rebuilt too, for the
+    # same reason.
     crowded = (
         valid.filter(col("kind") == KIND_BLOCK)
         .groupBy(*hour, "grid_ms", "position")
-        .agg(F.bit_count(F.bit_or("slot_mask")).alias("slots"), F.sum("lines").alias("lines"))
-        .filter(col("slots") != col("lines"))
+        .agg(
+            F.bit_count(F.bit_or("slot_mask")).alias("slots"),
+            F.sum("lines").alias("lines"),
+            F.count(F.lit(1)).alias("parts"),
+        )
+        .filter((col("slots") != col("lines")) | (col("parts") > 1))
         .select(*hour)
     )
     # New names (aliases) for the keys: joined back to a checkpoint of ``groups``, the same
@@ -343,7 +360,9 @@ def growth_runs(groups: DataFrame, min_intervals: int) -> DataFrame:
     The points followed one by one are the events (on-grid lines whose ready queue is not
     empty) and the off-grid lines; a block's other slots hold empty ready queues
     (``zero_mask``), and only those can be a point's previous snapshot without being points
-    themselves. A point's previous snapshot is either the previous point or the latest empty
+    themselves. An event stands for ``steps`` growth steps (the Arrow reader leaves out the
+    events inside a block's growth run: ``groups._events``); a run's length is their sum. A
+    point's previous snapshot is either the previous point or the latest empty
     slot before it, whichever is later; blocks never overlap (one grid per topic-hour, else
     the topic-day went through ``drop_duplicate_lines`` and has no blocks), so the block
     holding that slot is the latest block with an empty slot starting at or before the point.
@@ -369,15 +388,18 @@ def growth_runs(groups: DataFrame, min_intervals: int) -> DataFrame:
             (t0 + _high_bit(col("mask")) * grid).alias("zmax"),
         )
     )
-    blocks = blocks.withColumn(
-        "prev_zmax", F.lag("zmax").over(Window.partitionBy(*day_keys).orderBy("t0"))
-    )
     lines = valid.filter(col("kind").isin(KIND_LINE, KIND_EVENT)).select(
         "namespace",
         "topic",
         _day(col("hour_start_ms")).alias("day"),
         col("position").alias("s"),
         col("ready_size_packed").bitwiseAND(F.lit(VALUE_MASK)).alias("ready"),
+        F.coalesce(col("steps"), F.lit(1).cast("long")).alias("weight"),
+    )
+    # Only the topic-days with points can grow: most blocks are of topics that never do.
+    blocks = blocks.join(lines.select(*day_keys).distinct(), day_keys, "left_semi")
+    blocks = blocks.withColumn(
+        "prev_zmax", F.lag("zmax").over(Window.partitionBy(*day_keys).orderBy("t0"))
     )
     block_events = blocks.select(
         *day_keys,
@@ -385,6 +407,7 @@ def growth_runs(groups: DataFrame, min_intervals: int) -> DataFrame:
         F.lit(0).alias("ord"),
         F.struct("t0", "t1", "grid", "mask", "zmax", "prev_zmax").alias("block"),
         F.lit(None).cast("long").alias("ready"),
+        F.lit(None).cast("long").alias("weight"),
     )
     block_type = block_events.schema["block"].dataType
     events = block_events.unionByName(
@@ -394,6 +417,7 @@ def growth_runs(groups: DataFrame, min_intervals: int) -> DataFrame:
             F.lit(1).alias("ord"),
             F.lit(None).cast(block_type).alias("block"),
             "ready",
+            "weight",
         )
     )
     ordered = Window.partitionBy(*day_keys).orderBy("time", "ord")
@@ -405,6 +429,7 @@ def growth_runs(groups: DataFrame, min_intervals: int) -> DataFrame:
         "time",
         "ord",
         "ready",
+        "weight",
         F.last("block", ignorenulls=True).over(so_far).alias("b"),
         F.last(F.when(is_line, col("time")), ignorenulls=True).over(before).alias("prev_line_s"),
         F.last(F.when(is_line, col("ready")), ignorenulls=True)
@@ -424,7 +449,13 @@ def growth_runs(groups: DataFrame, min_intervals: int) -> DataFrame:
         .otherwise(b["zmax"])
     )
     with_zero = seen.select(
-        *day_keys, s.alias("s"), "ready", "prev_line_s", "prev_line_ready", zero.alias("zero")
+        *day_keys,
+        s.alias("s"),
+        "ready",
+        "weight",
+        "prev_line_s",
+        "prev_line_ready",
+        zero.alias("zero"),
     )
     prev_is_zero = col("zero").isNotNull() & (
         col("prev_line_s").isNull() | (col("zero") > col("prev_line_s"))
@@ -433,6 +464,7 @@ def growth_runs(groups: DataFrame, min_intervals: int) -> DataFrame:
         *day_keys,
         "s",
         "ready",
+        "weight",
         F.when(prev_is_zero, col("zero")).otherwise(col("prev_line_s")).alias("prev_s"),
         F.when(prev_is_zero, F.lit(0).cast("long"))
         .otherwise(col("prev_line_ready"))
@@ -450,7 +482,7 @@ def growth_runs(groups: DataFrame, min_intervals: int) -> DataFrame:
         numbered.filter("grew")
         .groupBy(*day_keys, "run")
         .agg(
-            F.count(F.lit(1)).alias("intervals"),
+            F.sum("weight").alias("intervals"),
             F.min_by("prev_s", "s").alias("run_start_ms"),
             F.min_by("prev_ready", "s").alias("from_size"),
             F.max("s").alias("run_end_ms"),

@@ -73,6 +73,7 @@ GROUP_KEYS = [
 #   _zero_bit  _bit of a line whose ready queue is empty, else 0
 #   _length    intervalEnd - intervalStart
 #   _packed_X  (offset of intervalStart in its hour) << 41 | X
+#   _steps     the growth steps an event stands for (events only; see ``_events``)
 GROUP_VALUES: list[tuple[str, str, str]] = [
     ("lines", "count", ""),
     ("slot_mask", "bit_or", "_bit"),
@@ -88,6 +89,7 @@ GROUP_VALUES: list[tuple[str, str, str]] = [
     ],
     *[(f"{name}_{op}", op, name) for name in GAUGE_NAMES for op in ("sum", "max")],
     *[(f"{name}_packed", "max", f"_packed_{name}") for name in LAST_COLUMNS],
+    ("steps", "sum", "_steps"),
 ]
 EXAMPLE_COLUMNS = ["example_file", "example_line"]
 
@@ -205,9 +207,10 @@ def group_lines(lines, one_per_line: bool = False) -> list:
         **{f"_packed_{name}": lines.start_ok for name in LAST_COLUMNS},
     }
     batches = [_aggregate(lines, keys, np.arange(len(status)), inputs, validity, hour)]
-    events = np.flatnonzero(on_grid & (ready > 0)) if not one_per_line else []
+    events, steps = ([], None) if one_per_line else _events(keys, on_grid, slot, ready)
     if len(events):
-        # Events carry what the growth rule reads: the line count and the ready queue.
+        # Events carry what the growth rule reads: the ready queue and the growth steps.
+        inputs["_steps"] = steps
         event_keys = {
             **{name: keys[name][events] for name in ("status", "namespace", "topic")},
             "hour_start_ms": hour[events],
@@ -221,12 +224,48 @@ def group_lines(lines, one_per_line: bool = False) -> list:
                 lines,
                 event_keys,
                 events,
-                {packed: inputs[packed]},
+                {packed: inputs[packed], "_steps": steps},
                 {packed: validity[packed]},
                 hour,
             )
         )
     return batches
+
+
+def _events(keys, on_grid, slot, ready):
+    """The events of a file's on-grid lines (``ready > 0``), a run of growth inside a block
+    kept only at its ends: an event that grew from the line before it and that the next line
+    of its block grew from again lies inside a growth run, starts none and ends none, so it is
+    left out and the next line kept carries its step (``steps``, the growth steps from the
+    line kept before it). ``aggregate.growth_runs`` adds steps up, so runs, their ends and
+    their sizes are those of every line. Returns (line numbers, steps per line)."""
+    import numpy as np
+
+    steps = np.zeros(len(ready), dtype=np.int64)
+    grid_lines = np.flatnonzero(on_grid)
+    if not len(grid_lines):
+        return grid_lines, steps
+    block = ("namespace", "topic", "hour_start_ms", "grid_ms", "position")
+    order = np.lexsort([slot[grid_lines]] + [keys[k][grid_lines] for k in reversed(block)])
+    lines = grid_lines[order]
+    same = np.zeros(len(lines), dtype=bool)  # the line before is of the same block
+    same[1:] = True
+    for k in block:
+        values = keys[k][lines]
+        same[1:] &= values[1:] == values[:-1]
+    size = ready[lines]
+    grew = np.zeros(len(lines), dtype=bool)
+    grew[1:] = same[1:] & (size[1:] > size[:-1])
+    next_grew = np.append(grew[1:], False)
+    inside = (size > 0) & grew & next_grew
+    kept = (size > 0) & ~inside
+    # A line kept stands for its own step and those of the inside lines just before it (a
+    # block's last line is never inside, so they are of its block).
+    anchors = np.flatnonzero(~inside)
+    weight = np.zeros(len(lines), dtype=np.int64)
+    weight[anchors] = np.diff(anchors, prepend=-1)
+    steps[lines[kept]] = weight[kept]
+    return lines[kept], steps
 
 
 _FILL = {"sum": 0, "bit_or": 0, "min": (1 << 63) - 1, "max": -(1 << 63)}

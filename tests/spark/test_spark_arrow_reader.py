@@ -179,9 +179,9 @@ def _sorted_rows(frame, columns):
 
 def test_groups_made_in_the_tasks_equal_line_groups_of_the_json_source(spark, tmp_path):
     """The per-file aggregate in numpy (``groups.group_lines``), its files' groups summed,
-    gives the rows Spark's ``line_groups`` gives over the same lines: every accepted awkward
-    file, off-grid lines and a generated day with duplicates, growing ready queues and
-    events. Its examples of bad lines are those Spark's observation takes."""
+    gives the rows Spark's ``line_groups`` gives over the same lines (but for events): every
+    accepted awkward file, off-grid lines and a generated day with duplicates and growing
+    ready queues. Its examples of bad lines are those Spark's observation takes."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -207,10 +207,12 @@ def test_groups_made_in_the_tasks_equal_line_groups_of_the_json_source(spark, tm
     observation = Observation("awkward")
     slow = line_groups(read_snapshots(spark, [str(day)]).observe(observation, *example_metrics()))
     keys = [f.name for f in GROUP_SCHEMA.fields if f.name not in EXAMPLE_COLUMNS]
-    fast_rows = _sorted_rows(_merged(fast), keys)
-    assert fast_rows == _sorted_rows(_merged(slow), keys)
+    not_events = F.col("kind") != KIND_EVENT  # the tasks leave some out: see the next test
+    fast_rows = _sorted_rows(_merged(fast.filter(not_events)), keys)
+    assert fast_rows == _sorted_rows(_merged(slow.filter(not_events)), keys)
     kinds = {r[4] for r in fast_rows}
-    assert {0, 1, KIND_EVENT, 9} <= kinds, kinds  # blocks, off-grid lines, events, bad lines
+    assert {0, 1, 9} <= kinds, kinds  # blocks, off-grid lines, bad lines
+    assert fast.filter(~not_events).take(1)
     assert not fast.filter(F.col("status") == FALLBACK_STATUS).take(1)
     observed = observation.get
     examples = fast.agg(*[F.min(c).alias(c) for c in EXAMPLE_COLUMNS]).first()
@@ -218,6 +220,48 @@ def test_groups_made_in_the_tasks_equal_line_groups_of_the_json_source(spark, tm
         observed["example_bad_file"],
         observed["example_bad_line"],
     )
+
+
+def test_events_left_out_inside_growth_runs_give_the_same_runs(spark, tmp_path):
+    """The tasks keep a block's events only at the ends of its growth runs, the next kept
+    event carrying the steps of those left out (``groups._events``): every run, of any
+    length, is the one Spark's JSON source gives with an event per line."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.aggregate import growth_runs, line_groups, valid_groups
+    from spark_jobs.generate_snapshots import Plan, generate
+    from spark_jobs.groups import KIND_EVENT
+    from spark_jobs.monitor_report import read_snapshots
+
+    generate(Plan(output=tmp_path / "in", topics=11, days=2, interval_s=30))
+    day = tmp_path / "in" / "date=2025-11-20"
+    shapes = {  # ready queue per minute, from minute 0; hours are blocks of their own
+        "saw": [0, 1, 2, 3, 2, 5, 6, 7, 0, 4, 4, 5],
+        "across-hours": [0] * 55 + list(range(1, 12)) + [3, 3, 2],
+        "gaps": [5, None, 6, 7, None, None, 8, 1, 2],
+        "flat": [4, 4, 4, 4],
+    }
+    lines = [
+        _good(topic, minute, readyQueueSize=size)
+        for topic, sizes in shapes.items()
+        for minute, size in enumerate(sizes)
+        if size is not None
+    ]
+    _write(day / "shapes.jsonl", "\n".join(lines) + "\n")
+    paths = sorted(p for p in tmp_path.glob("in/date=*/*.jsonl"))
+    fast = arrow_reader.read_groups(spark, [(str(p), p.stat().st_size) for p in paths])[0]
+    fast = fast.localCheckpoint()
+    slow = line_groups(read_snapshots(spark, [str(tmp_path / "in")])).localCheckpoint()
+    columns = ["namespace", "topic", "run_start", "run_end", "intervals", "from_size", "to_size"]
+    expected = _sorted_rows(growth_runs(valid_groups(slow), 1), columns)
+    assert _sorted_rows(growth_runs(valid_groups(fast), 1), columns) == expected
+    assert {r[1] for r in expected} >= {"saw", "across-hours", "gaps", "topic-0003"}
+    assert max(r[4] for r in expected) > 100  # a generated backlog grows for hours
+
+    def events(groups):
+        return groups.filter(F.col("kind") == KIND_EVENT).count()
+
+    assert events(fast) * 5 < events(slow)
 
 
 def test_identity_text_is_what_spark_to_json_writes(spark):
