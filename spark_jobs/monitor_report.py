@@ -60,6 +60,8 @@ __all__ = ["SNAPSHOT_SCHEMA", "main", "parse_args", "run", "InputError"]
 
 LOCAL_SHUFFLE_PARTITIONS = 8
 WRITE_THREADS = int(os.environ.get("DELAYQUEUE_REPORT_WRITE_THREADS", "4"))
+ROLLUPS = ["topic_day", "namespace_hour", "namespace_day", "topic_total", "namespace_total"]
+"""The tables rolled up from topic_hour (``aggregate.rollups``)."""
 EXIT_FAILED = 1
 EXIT_EMPTY_INPUT = 2
 EXIT_NO_VALID_LINES = 3
@@ -338,17 +340,24 @@ def run(spark, args: argparse.Namespace) -> int:
     totals: dict | None = None
     with Writes(spark, args.output) as writes:
         if plan.files:
-            metrics, dated, totals = _process(spark, args, listing, plan, progress, writes)
+            metrics, dated, totals = _process(spark, args, listing, plan, progress)
         else:
             progress.say("nothing new to read: the tables are up to date")
-        if not plan.full:
+        if plan.full:
+            # Every date is in this run's frames: their writes start with the whole-input
+            # tables', once the page's figures are collected (_whole_input).
+            pending = dated
+        else:
             # The whole-input tables and the page cover every date reported so far: read the
             # date-partitioned tables back once this run's dates are in them.
+            for name, frame in (dated or {}).items():
+                writes.table(name, frame, plan.dates, len(plan.dates))
             writes.wait()
             dated = {
                 name: tables.read_table(spark, args.output, name) for name in tables.DATED_TABLES
             }
-        _whole_input(spark, args, metrics, progress, dated, totals, writes)
+            pending = {}
+        _whole_input(spark, args, metrics, progress, dated, totals, writes, pending, plan)
         writes.wait()
         progress.say(
             f"wrote {writes.count} tables and topic_daily.csv"
@@ -373,11 +382,10 @@ def _read_paths(listing: incremental.Listing, plan: incremental.Plan) -> list[st
     return sorted({f.path.rsplit("/", 1)[0] for f in plan.files})
 
 
-def _process(spark, args, listing, plan, progress, writes: "Writes") -> tuple:
-    """Read the plan's files and start writing the date-partitioned tables of its dates;
-    return the first bad line met (``example_metrics``'s keys), the tables' frames and, in a
-    full run, the whole-input tables' frames (topic and namespace totals; the input quality
-    as a dict)."""
+def _process(spark, args, listing, plan, progress) -> tuple:
+    """Read the plan's files into the date-partitioned tables of its dates; return the first
+    bad line met (``example_metrics``'s keys), the tables' frames and, in a full run, the
+    whole-input tables' frames (topic and namespace totals; the input quality as a dict)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from pyspark.sql import Observation
@@ -475,9 +483,9 @@ def _process(spark, args, listing, plan, progress, writes: "Writes") -> tuple:
             soon_hours = pool.submit(_checkpointed, hour_rows, final)
             soon_runs = pool.submit(_checkpointed, growth_runs, final, args.growth_min_intervals)
         hours = soon_hours.result()
-        outputs, totals = _tables(spark, args, plan, progress, quality, hours, soon_runs)
-    for name, frame in outputs.items():
-        writes.table(name, frame, None if plan.full else plan.dates, len(plan.dates))
+        outputs, totals = _tables(
+            spark, args, plan, progress, quality, hours, soon_runs, bool(dirty_days)
+        )
     return metrics, outputs, totals
 
 
@@ -486,27 +494,31 @@ def _checkpointed(build, *args):
     return build(*args).localCheckpoint(eager=True)
 
 
-def _tables(spark, args, plan, progress, quality, hours, soon_runs) -> tuple[dict, dict | None]:
+def _tables(
+    spark, args, plan, progress, quality, hours, soon_runs, duplicates: bool
+) -> tuple[dict, dict | None]:
     """The date-partitioned tables (and, in a full run, the whole-input ones) from the hours
-    and the growth runs (``soon_runs``, a future)."""
+    and the growth runs (``soon_runs``, a future); ``duplicates``: some were dropped."""
     from pyspark.sql import functions as F
 
     from spark_jobs.aggregate import rollups
     from spark_jobs.finding import findings
 
-    wanted = ["topic_day", "namespace_hour", "namespace_day"]
-    if plan.full:
-        # Every date is in this run: the whole-input tables come out of the same query.
-        wanted += ["topic_total", "namespace_total"]
+    wanted = [name for name in ROLLUPS if plan.full or name in tables.DATED_TABLES]
+    # (in a full run every date is in this run: the whole-input tables come out of the same
+    # query)
     frames = {"topic_hour": hours, **rollups(hours, "topic_hour", wanted)}
     derived = derive_tables(frames)
-    distinct = {
-        r["date"].isoformat(): int(r["n"])
-        for r in derived["topic_day"]
-        .groupBy("date")
-        .agg(F.sum("snapshot_lines").alias("n"))
-        .collect()
-    }
+    if duplicates:
+        distinct = {
+            r["date"].isoformat(): int(r["n"])
+            for r in derived["topic_day"]
+            .groupBy("date")
+            .agg(F.sum("snapshot_lines").alias("n"))
+            .collect()
+        }
+    else:  # every valid line is an interval of its own
+        distinct = {day: entry["valid_lines"] for day, entry in quality.items() if day}
     for day, entry in quality.items():
         entry["distinct_intervals"] = distinct.get(day, 0) if day else 0
         entry["duplicate_lines"] = entry["valid_lines"] - entry["distinct_intervals"]
@@ -550,6 +562,18 @@ def derive_tables(frames: dict):
 
     from spark_jobs.aggregate import with_derived
 
+    # The union is materialized first: Spark pushes a projection over a union into each of its
+    # branches, which would compile the wide derived expressions once per table.
+    union = _union(frames).localCheckpoint(eager=True)
+    derived = with_derived(union).localCheckpoint(eager=True)
+    return {
+        name: tables.conform(derived.filter(F.col("_table") == tag), name)
+        for tag, name in enumerate(frames)
+    }
+
+
+def _union(frames: dict):
+    """The tables' base columns in one frame, each row tagged with its table (``_table``)."""
     keys = {
         "namespace": "string",
         "topic": "string",
@@ -574,13 +598,7 @@ def derive_tables(frames: dict):
         ]
         part = frame.selectExpr(*columns)
         union = part if union is None else union.unionByName(part)
-    # The union is materialized first: Spark pushes a projection over a union into each of its
-    # branches, which would compile the wide derived expressions once per table.
-    derived = with_derived(union.localCheckpoint(eager=True)).localCheckpoint(eager=True)
-    return {
-        name: tables.conform(derived.filter(F.col("_table") == tag), name)
-        for tag, name in enumerate(frames)
-    }
+    return union
 
 
 class Writes:
@@ -631,12 +649,21 @@ def _quality_total(quality: dict[str | None, dict]) -> dict:
 
 
 def _whole_input(
-    spark, args, metrics: dict, progress, dated: dict, totals: dict | None, writes: Writes
+    spark,
+    args,
+    metrics: dict,
+    progress,
+    dated: dict,
+    totals: dict | None,
+    writes: Writes,
+    pending: dict,
+    plan,
 ) -> None:
     """The whole-input tables, the CSV and report.html, from the date-partitioned tables
     (``dated``: this run's frames in a full run, the tables read back otherwise); a full run
-    brings its ``totals`` along. The page is collected and drawn while the tables are
-    written."""
+    brings its ``totals`` along, and its date-partitioned tables still to write
+    (``pending``). The page's figures are collected first, then drawn while every table is
+    written: the collects are small queries that would otherwise queue behind the writes."""
     from pyspark.sql import functions as F
 
     from spark_jobs.aggregate import rollups
@@ -660,15 +687,17 @@ def _whole_input(
         quality[key] = metrics.get(key) or (previous[key] if previous else None)
     if not (quality["malformed_lines"] + quality["unsupported_lines"] + quality["misplaced_lines"]):
         quality["example_bad_file"] = quality["example_bad_line"] = None
+    data = collect_report_data(
+        {**dated, **totals}, quality, top_topics=args.top_topics, max_findings=args.max_findings
+    )
+    for name, frame in pending.items():
+        writes.table(name, frame, None, len(plan.dates))
     for name, frame in totals.items():
         writes.table(name, frame)
     writes.table("input_quality", spark.createDataFrame([quality], tables.SCHEMAS["input_quality"]))
     writes.csv(
         dated["topic_day"].select(*CSV_COLUMNS).orderBy("date", "namespace", "topic"),
         "topic_daily.csv",
-    )
-    data = collect_report_data(
-        {**dated, **totals}, quality, top_topics=args.top_topics, max_findings=args.max_findings
     )
     data["settings"] = {
         "input": args.input,

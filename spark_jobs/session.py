@@ -20,8 +20,13 @@ JAVA_MISSING_MESSAGE = (
 # is in the Python tasks, and C2 spent more CPU compiling Spark (and the job's generated code)
 # than its faster code saved (docs/report.md). Huge generated methods are compiled too, not
 # left to the interpreter, and the code cache has room for them: C1 alone reserves 48 MB,
-# which a 10M-line run filled, after which the JVM stopped compiling altogether.
-JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods -XX:ReservedCodeCacheSize=256m"
+# which a 10M-line run filled, after which the JVM stopped compiling altogether. The parallel
+# collector, a batch job's: G1's concurrent work and barriers cost a 1.1M-line run 2-3 s of
+# CPU and a 10M-line run about 14 s (docs/report.md).
+JVM_OPTIONS = (
+    "-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods -XX:ReservedCodeCacheSize=256m"
+    " -XX:+UseParallelGC"
+)
 # The Arrow reader's batches are read by the JVM without bounds or null checks per value
 # (Arrow validates each batch as it arrives; Spark checks nulls itself).
 ARROW_OPTIONS = "-Darrow.enable_unsafe_memory_access=true -Darrow.enable_null_check_for_get=false"
@@ -91,9 +96,9 @@ def build_session(
         "spark.ui.showConsoleProgress": "false",
         # The aggregate of the pass is wide; its generated code exceeds HotSpot's 8000-byte
         # limit for JIT compilation, and interpreted bytecode is several times slower.
-        "spark.driver.extraJavaOptions": f"{JIT_OPTIONS} {ARROW_OPTIONS} {QUIET_LOG_OPTIONS} "
+        "spark.driver.extraJavaOptions": f"{JVM_OPTIONS} {ARROW_OPTIONS} {QUIET_LOG_OPTIONS} "
         + (jvm_archive.java_options() if java_options is None else java_options),
-        "spark.executor.extraJavaOptions": f"{JIT_OPTIONS} {ARROW_OPTIONS}",
+        "spark.executor.extraJavaOptions": f"{JVM_OPTIONS} {ARROW_OPTIONS}",
     }
     if local:
         # A batch job on this machine: no web UI, and nothing listens beyond loopback.

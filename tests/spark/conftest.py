@@ -17,7 +17,7 @@ def spark():
     except ImportError as error:  # the report extra is part of the test environment
         pytest.fail(f"pyspark is not installed (pip install 'delayqueue[report]'): {error}")
     from spark_jobs import jvm_archive
-    from spark_jobs.session import JIT_OPTIONS, QUIET_LOG_OPTIONS, JavaNotFoundError, ensure_java
+    from spark_jobs.session import JVM_OPTIONS, QUIET_LOG_OPTIONS, JavaNotFoundError, ensure_java
 
     try:
         ensure_java()
@@ -34,7 +34,7 @@ def spark():
         .config("spark.sql.session.timeZone", "UTC")
         .config(
             "spark.driver.extraJavaOptions",
-            f"{JIT_OPTIONS} {QUIET_LOG_OPTIONS} {jvm_archive.java_options()}",
+            f"{JVM_OPTIONS} {QUIET_LOG_OPTIONS} {jvm_archive.java_options()}",
         )
         # Test inputs are tiny: interpreted expressions beat compiling the wide ones (the job
         # leaves a session's own settings alone).

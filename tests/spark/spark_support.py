@@ -167,7 +167,7 @@ class ClusterRun:
 
         import pyspark
 
-        from spark_jobs.session import JIT_OPTIONS, LOG_CONFIG, ensure_java
+        from spark_jobs.session import JVM_OPTIONS, LOG_CONFIG, ensure_java
 
         ensure_java()
         home = Path(pyspark.__file__).resolve().parent
@@ -245,9 +245,9 @@ class ClusterRun:
             "spark.sql.shuffle.partitions=2",
             # The job's own JIT settings (spark_jobs/session.py) for the executor's JVM too.
             "--conf",
-            f"spark.executor.extraJavaOptions={JIT_OPTIONS}",
+            f"spark.executor.extraJavaOptions={JVM_OPTIONS}",
             "--driver-java-options",
-            f"{JIT_OPTIONS} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}",
+            f"{JVM_OPTIONS} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}",
             str(repo / "spark_jobs" / "monitor_report.py"),
             "--input",
             str(self.source),
