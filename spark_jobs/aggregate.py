@@ -183,6 +183,19 @@ def value_groups(groups: DataFrame) -> DataFrame:
     return groups.filter((F.col("status") == STATUS_CODES["ok"]) & (F.col("kind") != KIND_EVENT))
 
 
+def shared_hours(groups: DataFrame) -> DataFrame:
+    """The hours holding more than one block or off-grid line group (``hour_rows`` merges
+    them): (namespace, topic, hour_start_ms)."""
+    hour = ["namespace", "topic", "hour_start_ms"]
+    return (
+        value_groups(groups)
+        .groupBy(*hour)
+        .agg(F.count(F.lit(1)).alias("groups"))
+        .filter(F.col("groups") > 1)
+        .select(*hour)
+    )
+
+
 def _day(hour_ms: Column) -> Column:
     return F.floor(hour_ms / DAY_MS).cast("int")
 
@@ -279,34 +292,50 @@ def deduplicated_groups(groups: DataFrame, dirty: DataFrame, source: DataFrame) 
     return clean.unionByName(exact)
 
 
-def hour_rows(groups: DataFrame) -> DataFrame:
+def hour_rows(groups: DataFrame, merge: bool = True) -> DataFrame:
     """Duplicate-free valid groups -> one row per (namespace, topic, hour): the base columns
-    plus ``date`` and ``hour_start``."""
+    plus ``date`` and ``hour_start``. ``merge=False`` when no hour has more than one block or
+    off-grid line group (``shared_hours``: every hour of lines the server writes, at its
+    usual interval lengths): each group is then its hour's row as it is, no aggregate needed.
+    """
     col = F.col
     maxima = {f"{lag}_max" for lag in LAG_NAMES}
     summed = [
         name for name in VALUE_COLUMNS if name not in LAST_COLUMNS and name not in BUCKET_COLUMNS
     ]
-    hours = (
-        value_groups(groups)
-        .groupBy("namespace", "topic", "hour_start_ms")
-        .agg(
-            F.sum("lines").alias("snapshot_lines"),
-            F.min("first_interval_start_ms").alias("first_interval_start_ms"),
-            F.max("last_interval_end_ms").alias("last_interval_end_ms"),
-            *[(F.max(name) if name in maxima else F.sum(name)).alias(name) for name in summed],
-            *[F.sum(name).alias(name) for name in BUCKET_COLUMNS],
-            *[
-                c
-                for name in GAUGE_NAMES
-                for c in (
-                    F.sum(f"{name}_sum").alias(f"{name}_sum"),
-                    F.max(f"{name}_max").alias(f"{name}_max"),
-                )
-            ],
-            *[F.max(f"{name}_packed").alias(f"{name}_packed") for name in LAST_COLUMNS],
+    keys = ["namespace", "topic", "hour_start_ms"]
+    if merge:
+        hours = (
+            value_groups(groups)
+            .groupBy(*keys)
+            .agg(
+                F.sum("lines").alias("snapshot_lines"),
+                F.min("first_interval_start_ms").alias("first_interval_start_ms"),
+                F.max("last_interval_end_ms").alias("last_interval_end_ms"),
+                *[(F.max(name) if name in maxima else F.sum(name)).alias(name) for name in summed],
+                *[F.sum(name).alias(name) for name in BUCKET_COLUMNS],
+                *[
+                    c
+                    for name in GAUGE_NAMES
+                    for c in (
+                        F.sum(f"{name}_sum").alias(f"{name}_sum"),
+                        F.max(f"{name}_max").alias(f"{name}_max"),
+                    )
+                ],
+                *[F.max(f"{name}_packed").alias(f"{name}_packed") for name in LAST_COLUMNS],
+            )
         )
-    )
+    else:
+        hours = value_groups(groups).select(
+            *keys,
+            col("lines").alias("snapshot_lines"),
+            "first_interval_start_ms",
+            "last_interval_end_ms",
+            *summed,
+            *BUCKET_COLUMNS,
+            *[f"{name}_{op}" for name in GAUGE_NAMES for op in ("sum", "max")],
+            *[f"{name}_packed" for name in LAST_COLUMNS],
+        )
     counts = [
         bucket_array([col(f"{lag}_b{i}") for i in range(BUCKETS)]).alias(f"{lag}_counts")
         for lag in LAG_NAMES
@@ -666,6 +695,7 @@ __all__ = [
     "drop_duplicate_lines",
     "deduplicated_groups",
     "hour_rows",
+    "shared_hours",
     "growth_runs",
     "rollups",
     "with_derived",

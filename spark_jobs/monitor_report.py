@@ -236,13 +236,14 @@ def _day_iso(day: int | None) -> str | None:
     return None if day is None else (dt.date(1970, 1, 1) + dt.timedelta(days=int(day))).isoformat()
 
 
-def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], list[str], dict]:
+def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], list[str], dict, bool]:
     """One small query: lines per date and status (valid lines by their own date, bad ones
     by their file's), the dates holding duplicate intervals, the files the Arrow reader left
-    to Spark's JSON source, and the first bad line the Arrow reader met (``example_metrics``'s
-    keys)."""
+    to Spark's JSON source, the first bad line the Arrow reader met (``example_metrics``'s
+    keys), and whether some hour holds several groups (``aggregate.shared_hours``)."""
     from pyspark.sql import functions as F
 
+    from spark_jobs.aggregate import shared_hours
     from spark_jobs.groups import KIND_EVENT
 
     status = F.col("status")
@@ -268,6 +269,18 @@ def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], lis
         F.lit(None).cast("string").alias("example_file"),
         F.lit(None).cast("string").alias("example_line"),
     ).distinct()
+    shared = (
+        shared_hours(groups)
+        .limit(1)
+        .select(
+            F.lit(None).cast("int").alias("day"),
+            F.lit(-2).alias("status"),
+            F.lit(None).cast("string").alias("file"),
+            F.lit(0).cast("long").alias("lines"),
+            F.lit(None).cast("string").alias("example_file"),
+            F.lit(None).cast("string").alias("example_line"),
+        )
+    )
     names = {code: name for name, code in STATUS_CODES.items()}
     label = {
         "ok": "valid_lines",
@@ -279,9 +292,13 @@ def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], lis
     dirty_days = []
     fallback_files = []
     examples: dict = {}
-    for row in counted.unionByName(flagged).collect():
+    merge = False
+    for row in counted.unionByName(flagged).unionByName(shared).collect():
         if row["status"] == -1:
             dirty_days.append(_day_iso(row["day"]))
+            continue
+        if row["status"] == -2:
+            merge = True
             continue
         if row["status"] == FALLBACK_STATUS:
             fallback_files.append(row["file"])
@@ -293,7 +310,7 @@ def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], lis
         entry = result.setdefault(_day_iso(row["day"]), {name: 0 for name in tables.QUALITY_COUNTS})
         entry[label[names[row["status"]]]] += int(row["lines"])
         entry["input_lines"] += int(row["lines"])
-    return result, sorted(dirty_days), sorted(fallback_files), examples
+    return result, sorted(dirty_days), sorted(fallback_files), examples, merge
 
 
 def _observed(observation, timeout_s: float = 30.0) -> dict:
@@ -422,10 +439,10 @@ def _process(spark, args, listing, plan, progress) -> tuple:
         # and the growth runs of the groups as they are start beside the summary that says so
         # (a run that has some computes them again).
         valid = valid_groups(groups)
-        soon_hours = pool.submit(_checkpointed, hour_rows, valid)
+        soon_hours = pool.submit(_checkpointed, hour_rows, valid, False)
         soon_runs = pool.submit(_checkpointed, growth_runs, valid, args.growth_min_intervals)
         dirty = duplicate_keys(groups)
-        quality, dirty_days, fallback_files, examples = _pass_summary(groups, dirty)
+        quality, dirty_days, fallback_files, examples, merge = _pass_summary(groups, dirty)
         metrics = _merge_metrics(metrics, examples)
         fallback = sorted(paths_of[name] for name in fallback_files) if arrow else []
         if fallback:
@@ -440,7 +457,7 @@ def _process(spark, args, listing, plan, progress) -> tuple:
             )
             metrics = _merge_metrics(metrics, _observed(second))
             dirty = duplicate_keys(groups)
-            quality, dirty_days, _, _ = _pass_summary(groups, dirty)
+            quality, dirty_days, _, _, merge = _pass_summary(groups, dirty)
         counts = {k: sum(entry[k] for entry in quality.values()) for k in tables.QUALITY_COUNTS}
         progress.say(
             f"read {counts['input_lines']:,} lines: {counts['valid_lines']:,} valid, "
@@ -465,6 +482,10 @@ def _process(spark, args, listing, plan, progress) -> tuple:
         if plan.full and not counts["valid_lines"]:
             raise InputError(f"no valid snapshot lines under {args.input}", EXIT_NO_VALID_LINES)
 
+        if merge and not (fallback or dirty_days):
+            # Some hour has several groups: its row is their sum.
+            soon_hours.result()
+            soon_hours = pool.submit(_checkpointed, hour_rows, valid, True)
         if fallback or dirty_days:
             soon_hours.result(), soon_runs.result()  # computed on groups that changed
             final = valid_groups(groups)
@@ -480,7 +501,7 @@ def _process(spark, args, listing, plan, progress) -> tuple:
                     f"re-read {len(files)} file(s) of {_dates_text(dirty_days)} to drop "
                     "duplicate intervals"
                 )
-            soon_hours = pool.submit(_checkpointed, hour_rows, final)
+            soon_hours = pool.submit(_checkpointed, hour_rows, final, True)
             soon_runs = pool.submit(_checkpointed, growth_runs, final, args.growth_min_intervals)
         hours = soon_hours.result()
         outputs, totals = _tables(

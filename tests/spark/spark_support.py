@@ -47,13 +47,15 @@ def histogram(counts: dict[int, int], max_ms: int, sum_ms: int = 0) -> dict:
 
 def aggregate_lines(frame, min_intervals: int = 10):
     """Text lines (``lines_frame``) -> (hourly table with derived columns, growth runs), by the
-    job's own steps: the grouping pass, duplicate detection and re-grouping, hours, runs."""
+    job's own steps: the grouping pass, duplicate detection and re-grouping, hours (summing an
+    hour's groups only when it has several), runs."""
     from spark_jobs.aggregate import (
         deduplicated_groups,
         duplicate_keys,
         growth_runs,
         hour_rows,
         line_groups,
+        shared_hours,
         valid_groups,
         with_derived,
     )
@@ -64,7 +66,8 @@ def aggregate_lines(frame, min_intervals: int = 10):
     dirty = duplicate_keys(groups).localCheckpoint()
     final = deduplicated_groups(groups, dirty, rows) if dirty.take(1) else valid_groups(groups)
     final = final.localCheckpoint()
-    return with_derived(hour_rows(final)), growth_runs(final, min_intervals)
+    merge = bool(dirty.take(1)) or bool(shared_hours(groups).take(1))  # as the job decides
+    return with_derived(hour_rows(final, merge)), growth_runs(final, min_intervals)
 
 
 # ---- a standalone cluster, run in the background (tests/spark/test_spark_cluster.py) ----------

@@ -11,7 +11,7 @@ import pytest
 from spark_jobs.monitor_report import main
 from spark_jobs.tables import SCHEMAS, read_table
 
-from spark_support import histogram, snapshot_line
+from spark_support import BASE_MS, histogram, snapshot_line
 
 pytestmark = pytest.mark.spark
 
@@ -89,7 +89,8 @@ def test_awkward_days_one_interval_zero_topic_v2_dead_letters_bad_lines_and_dupl
     spark, tmp_path, capsys
 ):
     """One run over four awkward days (each check names its day):
-    20: a single interval: a busy topic and a topic of only zero counters;
+    20: a single interval: a busy topic and a topic of only zero counters; a topic of
+        30-second intervals (two blocks in its hour);
     21: schemaVersion 2 lines with dead letters beside version-1 lines;
     22: every line malformed or unsupported except one;
     23: every interval written twice (only duplicates)."""
@@ -100,6 +101,17 @@ def test_awkward_days_one_interval_zero_topic_v2_dead_letters_bad_lines_and_dupl
         [
             snapshot_line("busy", 0, sendMsg=6, pullMsg=6, ackMsg=5, readyQueueSize=2),
             snapshot_line("idle", 0),
+            *[
+                snapshot_line(
+                    "fast",
+                    0,
+                    intervalStart=BASE_MS + k * 30_000,
+                    intervalEnd=BASE_MS + (k + 1) * 30_000,
+                    sendMsg=k,
+                    readyQueueSize=k % 4,
+                )
+                for k in range(100)
+            ],
         ],
     )
     _day(
@@ -135,7 +147,8 @@ def test_awkward_days_one_interval_zero_topic_v2_dead_letters_bad_lines_and_dupl
     code, err = _run(tmp_path, capsys)
     assert code == 0, err
     assert (
-        "read 86 lines: 66 valid, 15 malformed, 5 unsupported" in err and "first bad line in" in err
+        "read 186 lines: 166 valid, 15 malformed, 5 unsupported" in err
+        and "first bad line in" in err
     )
     assert "to drop duplicate intervals" in err
     found = _tables(spark, tmp_path / "out")
@@ -149,12 +162,14 @@ def test_awkward_days_one_interval_zero_topic_v2_dead_letters_bad_lines_and_dupl
         60.0,
         2,
     )
+    assert (hours["fast"]["snapshot_lines"], hours["fast"]["sent"]) == (100, sum(range(100)))
+    assert (hours["fast"]["window_s"], hours["fast"]["ready_size_last"]) == (3000.0, 99 % 4)
     idle = days[(20, "idle")]
     assert (idle["sent"], idle["delivered"], idle["snapshot_lines"]) == (0, 0, 1)
     assert idle["ack_ratio"] is None and idle["delivery_lag_p99_ms"] is None
     assert {
         r["topics"] for r in found["namespace_day"].filter("date = '2025-11-20'").collect()
-    } == {2}
+    } == {3}
 
     # 21: version 1 and 2 read alike; dead letters summed and found
     assert (
