@@ -434,12 +434,14 @@ def _process(spark, args, listing, plan, progress) -> tuple:
         )
         groups = line_groups(rows).localCheckpoint(eager=True)
         metrics = _observed(observation)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        # Most runs hold no duplicate interval and no file for Spark's JSON source: the hours
-        # and the growth runs of the groups as they are start beside the summary that says so
-        # (a run that has some computes them again).
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        # Most runs hold no duplicate interval, no file for Spark's JSON source and no hour of
+        # several groups: the hours, the tables derived from them and the growth runs of the
+        # groups as they are start beside the summary that says so (a run that has some
+        # computes them again).
         valid = valid_groups(groups)
         soon_hours = pool.submit(_checkpointed, hour_rows, valid, False)
+        soon_derived = pool.submit(_derived, soon_hours, plan.full)
         soon_runs = pool.submit(_checkpointed, growth_runs, valid, args.growth_min_intervals)
         dirty = duplicate_keys(groups)
         quality, dirty_days, fallback_files, examples, merge = _pass_summary(groups, dirty)
@@ -484,10 +486,12 @@ def _process(spark, args, listing, plan, progress) -> tuple:
 
         if merge and not (fallback or dirty_days):
             # Some hour has several groups: its row is their sum.
-            soon_hours.result()
+            soon_derived.result()
             soon_hours = pool.submit(_checkpointed, hour_rows, valid, True)
+            soon_derived = pool.submit(_derived, soon_hours, plan.full)
         if fallback or dirty_days:
-            soon_hours.result(), soon_runs.result()  # computed on groups that changed
+            # Computed on groups that changed.
+            soon_derived.result(), soon_runs.result()
             final = valid_groups(groups)
             if dirty_days:
                 # Re-read only the dates holding duplicates; their flagged topic-days are
@@ -502,10 +506,10 @@ def _process(spark, args, listing, plan, progress) -> tuple:
                     "duplicate intervals"
                 )
             soon_hours = pool.submit(_checkpointed, hour_rows, final, True)
+            soon_derived = pool.submit(_derived, soon_hours, plan.full)
             soon_runs = pool.submit(_checkpointed, growth_runs, final, args.growth_min_intervals)
-        hours = soon_hours.result()
         outputs, totals = _tables(
-            spark, args, plan, progress, quality, hours, soon_runs, bool(dirty_days)
+            spark, args, progress, quality, soon_derived.result(), soon_runs, bool(dirty_days)
         )
     return metrics, outputs, totals
 
@@ -515,21 +519,26 @@ def _checkpointed(build, *args):
     return build(*args).localCheckpoint(eager=True)
 
 
+def _derived(soon_hours, full: bool) -> dict:
+    """The hours (``soon_hours``, a future) and the tables rolled up from them, with their
+    derived columns (``derive_tables``); in a full run, the whole-input tables too."""
+    from spark_jobs.aggregate import rollups
+
+    hours = soon_hours.result()
+    wanted = [name for name in ROLLUPS if full or name in tables.DATED_TABLES]
+    return derive_tables({"topic_hour": hours, **rollups(hours, "topic_hour", wanted)})
+
+
 def _tables(
-    spark, args, plan, progress, quality, hours, soon_runs, duplicates: bool
+    spark, args, progress, quality, derived, soon_runs, duplicates: bool
 ) -> tuple[dict, dict | None]:
-    """The date-partitioned tables (and, in a full run, the whole-input ones) from the hours
-    and the growth runs (``soon_runs``, a future); ``duplicates``: some were dropped."""
+    """The date-partitioned tables (and, in a full run, the whole-input ones) from the
+    derived tables (``_derived``) and the growth runs (``soon_runs``, a future);
+    ``duplicates``: some were dropped."""
     from pyspark.sql import functions as F
 
-    from spark_jobs.aggregate import rollups
     from spark_jobs.finding import findings
 
-    wanted = [name for name in ROLLUPS if plan.full or name in tables.DATED_TABLES]
-    # (in a full run every date is in this run: the whole-input tables come out of the same
-    # query)
-    frames = {"topic_hour": hours, **rollups(hours, "topic_hour", wanted)}
-    derived = derive_tables(frames)
     if duplicates:
         distinct = {
             r["date"].isoformat(): int(r["n"])
@@ -566,7 +575,7 @@ def _tables(
         "input_quality_daily": quality_frame,
     }
     totals = None
-    if plan.full:
+    if "topic_total" in derived:  # a full run
         totals = {name: derived[name] for name in ("topic_total", "namespace_total")}
         totals["input_quality"] = _quality_total(quality)
     return outputs, totals
