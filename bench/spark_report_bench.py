@@ -4,7 +4,8 @@ For each size, writes synthetic snapshots once (200 topics, one-minute intervals
 about 1.1M lines, 35 days about 10M) and runs ``python -m spark_jobs.monitor_report --full``
 into an empty output directory in a fresh process (JVM start-up included), ``--repeat`` times,
 timing the whole job. Prints one row per run with the machine's load average before and after
-(the machine is shared: figures are noisy), the time ratio against the line ratio (linear
+and a single-core reference time measured just before (the machine is shared and its speed
+drifts: figures are noisy), the time ratio against the line ratio (linear
 growth), and the figures against the bars: the smallest size in <= 20 s wall, the largest at
 >= 150,000 lines/s.
 
@@ -41,6 +42,22 @@ def _ensure_input(work: Path, topics: int, days: int) -> tuple[Path, int]:
         f"generated {stats['lines']:,} lines in {time.monotonic() - started:.0f}s", file=sys.stderr
     )
     return directory, stats["lines"]
+
+
+def cpu_reference() -> float:
+    """Seconds of one core for a fixed pure-Python loop (10M additions), best of three.
+
+    The machine is a shared VM whose speed drifts (the same loop took 0.47-0.59 s on one
+    morning and 0.96-1.28 s on another): each run prints it, so runs of different days can
+    be compared."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        total = 0
+        for i in range(10_000_000):
+            total += i
+        best = min(best, time.perf_counter() - started)
+    return best
 
 
 SMALL_BAR_S = 20.0
@@ -89,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         input_dir, lines = _ensure_input(args.work, args.topics, days)
         size = sum(p.stat().st_size for p in input_dir.rglob("*.jsonl"))
         for attempt in range(1, args.repeat + 1):
+            reference = cpu_reference()
             load_before = os.getloadavg()[0]
             seconds, progress = run_job(input_dir, args.work / f"output-{days}d", args.job_arg)
             load_after = os.getloadavg()[0]
@@ -104,11 +122,13 @@ def main(argv: list[str] | None = None) -> int:
                     "lines_per_s": round(lines / seconds),
                     "load_before": round(load_before, 2),
                     "load_after": round(load_after, 2),
+                    "cpu_reference_s": round(reference, 2),
                 }
             )
             print(
                 f"{lines:>12,} lines {size / 1e9:6.2f} GB run {attempt}: {seconds:8.1f} s "
-                f"{lines / seconds:>10,.0f} lines/s  load {load_before:.2f} -> {load_after:.2f}",
+                f"{lines / seconds:>10,.0f} lines/s  load {load_before:.2f} -> {load_after:.2f}  "
+                f"cpu reference {reference:.2f} s",
                 flush=True,
             )
     sizes = sorted({r["days"] for r in results})
