@@ -44,18 +44,23 @@ def _ensure_input(work: Path, topics: int, days: int) -> tuple[Path, int]:
     return directory, stats["lines"]
 
 
-def cpu_reference() -> float:
-    """Seconds of one core for a fixed pure-Python loop (10M additions), best of three.
+REFERENCE_LOOP = compile(
+    "total = 0\nfor i in range(10_000_000):\n    total += i\n", "<reference>", "exec"
+)
 
-    The machine is a shared VM whose speed drifts (the same loop took 0.47-0.59 s on one
-    morning and 0.96-1.28 s on another): each run prints it, so runs of different days can
-    be compared."""
+
+def cpu_reference() -> float:
+    """Seconds of one core for a fixed pure-Python loop, best of three: 10M additions at
+    module level, as ``python -c`` runs them (a loop inside a function runs about twice as
+    fast, on local variables).
+
+    The machine is a shared VM whose speed drifts (this loop took 0.47-0.59 s on one
+    morning and 0.89-1.28 s in the next session): each run prints it, so runs of different
+    days can be compared, roughly (the report's JVM part did not slow down in proportion)."""
     best = float("inf")
     for _ in range(3):
         started = time.perf_counter()
-        total = 0
-        for i in range(10_000_000):
-            total += i
+        exec(REFERENCE_LOOP, {})
         best = min(best, time.perf_counter() - started)
     return best
 
