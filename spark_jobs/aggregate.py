@@ -292,6 +292,25 @@ def deduplicated_groups(groups: DataFrame, dirty: DataFrame, source: DataFrame) 
     return clean.unionByName(exact)
 
 
+def _span(lines: str) -> list[Column]:
+    """``snapshot_lines`` (the sum of ``lines``) and the span of the rows' intervals: the
+    aggregates every grain shares."""
+    return [
+        F.sum(lines).alias("snapshot_lines"),
+        F.min("first_interval_start_ms").alias("first_interval_start_ms"),
+        F.max("last_interval_end_ms").alias("last_interval_end_ms"),
+    ]
+
+
+def _gauge_extremes() -> list[Column]:
+    """Each queue size's sum and maximum over the rows of one topic."""
+    return [
+        agg(f"{name}_{stat}").alias(f"{name}_{stat}")
+        for name in GAUGE_NAMES
+        for stat, agg in (("sum", F.sum), ("max", F.max))
+    ]
+
+
 def hour_rows(groups: DataFrame, merge: bool = True) -> DataFrame:
     """Duplicate-free valid groups -> one row per (namespace, topic, hour): the base columns
     plus ``date`` and ``hour_start``. ``merge=False`` when no hour has more than one block or
@@ -309,19 +328,10 @@ def hour_rows(groups: DataFrame, merge: bool = True) -> DataFrame:
             value_groups(groups)
             .groupBy(*keys)
             .agg(
-                F.sum("lines").alias("snapshot_lines"),
-                F.min("first_interval_start_ms").alias("first_interval_start_ms"),
-                F.max("last_interval_end_ms").alias("last_interval_end_ms"),
+                *_span("lines"),
+                *_gauge_extremes(),
                 *[(F.max(name) if name in maxima else F.sum(name)).alias(name) for name in summed],
                 *[F.sum(name).alias(name) for name in BUCKET_COLUMNS],
-                *[
-                    c
-                    for name in GAUGE_NAMES
-                    for c in (
-                        F.sum(f"{name}_sum").alias(f"{name}_sum"),
-                        F.max(f"{name}_max").alias(f"{name}_max"),
-                    )
-                ],
                 *[F.max(f"{name}_packed").alias(f"{name}_packed") for name in LAST_COLUMNS],
             )
         )
@@ -546,20 +556,11 @@ def _hist_sum(name: str) -> list[Column]:
 def _topic_aggregates() -> list[Column]:
     last = F.col("last_interval_end_ms")
     return [
-        F.sum("snapshot_lines").alias("snapshot_lines"),
-        F.min("first_interval_start_ms").alias("first_interval_start_ms"),
-        F.max("last_interval_end_ms").alias("last_interval_end_ms"),
+        *_span("snapshot_lines"),
+        *_gauge_extremes(),
         *[F.sum(name).alias(name) for name in COUNTER_NAMES],
         *[c for name in LAG_NAMES for c in _hist_sum(name)],
-        *[
-            c
-            for name in GAUGE_NAMES
-            for c in (
-                F.sum(f"{name}_sum").alias(f"{name}_sum"),
-                F.max(f"{name}_max").alias(f"{name}_max"),
-                F.max_by(f"{name}_last", last).alias(f"{name}_last"),
-            )
-        ],
+        *[F.max_by(f"{name}_last", last).alias(f"{name}_last") for name in GAUGE_NAMES],
         *[F.max_by(name, last).alias(name) for name in WAITING_NAMES],
         *[
             (F.sum(f"{name}_sum") / F.sum("snapshot_lines")).alias(f"{name}_avg")
@@ -582,7 +583,8 @@ NAMESPACE_SOURCE = {
     "namespace_day": "topic_day",
     "namespace_total": "topic_total",
 }
-_TIME_KEY_TYPES = {"date": "date", "hour_start_ms": "bigint", "hour_start": "timestamp"}
+TIME_KEY_TYPES = {"date": "date", "hour_start_ms": "bigint", "hour_start": "timestamp"}
+"""The time keys of the tables, with their SQL types."""
 _BASE = [name for name, _ in BASE_FIELDS]
 
 
@@ -622,19 +624,19 @@ def rollups(rows: DataFrame, source: str, wanted: list[str]) -> dict[str, DataFr
                 "namespace",
                 *[
                     (col(k) if k in ROLLUP_KEYS[name] else F.lit(None).cast(kind)).alias(k)
-                    for k, kind in _TIME_KEY_TYPES.items()
+                    for k, kind in TIME_KEY_TYPES.items()
                 ],
                 *_BASE,
             )
             parts = part if parts is None else parts.unionByName(part)
-        spaces = parts.groupBy("_grain", "namespace", *_TIME_KEY_TYPES).agg(
+        spaces = parts.groupBy("_grain", "namespace", *TIME_KEY_TYPES).agg(
             *_cached(("namespace_rollup",), _namespace_aggregates)
         )
         for i, name in enumerate(namespace_names):
             result[name] = spaces.filter(col("_grain") == i).select(
                 "namespace",
                 *ROLLUP_KEYS[name],
-                *[c for c in spaces.columns if c not in ("_grain", "namespace", *_TIME_KEY_TYPES)],
+                *[c for c in spaces.columns if c not in ("_grain", "namespace", *TIME_KEY_TYPES)],
             )
     return {name: result[name] for name in wanted}
 
@@ -642,9 +644,7 @@ def rollups(rows: DataFrame, source: str, wanted: list[str]) -> dict[str, DataFr
 def _namespace_aggregates() -> list[Column]:
     return [
         F.count(F.lit(1)).alias("topics"),
-        F.sum("snapshot_lines").alias("snapshot_lines"),
-        F.min("first_interval_start_ms").alias("first_interval_start_ms"),
-        F.max("last_interval_end_ms").alias("last_interval_end_ms"),
+        *_span("snapshot_lines"),
         *[F.sum(name).alias(name) for name in COUNTER_NAMES],
         *[c for name in LAG_NAMES for c in _hist_sum(name)],
         *[

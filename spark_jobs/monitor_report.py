@@ -236,6 +236,12 @@ def _day_iso(day: int | None) -> str | None:
     return None if day is None else (dt.date(1970, 1, 1) + dt.timedelta(days=int(day))).isoformat()
 
 
+DIRTY_DAY = -1
+"""A pass summary row's status: its day holds duplicate intervals."""
+SHARED_HOUR = -2
+"""A pass summary row's status: some hour holds several groups."""
+
+
 def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], list[str], dict, bool]:
     """One small query: lines per date and status (valid lines by their own date, bad ones
     by their file's), the dates holding duplicate intervals, the files the Arrow reader left
@@ -261,25 +267,21 @@ def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], lis
             F.min("example_line").alias("example_line"),
         )
     )
-    flagged = dirty.select(
-        "day",
-        F.lit(-1).alias("status"),
-        F.lit(None).cast("string").alias("file"),
-        F.lit(0).cast("long").alias("lines"),
-        F.lit(None).cast("string").alias("example_file"),
-        F.lit(None).cast("string").alias("example_line"),
-    ).distinct()
-    shared = (
-        shared_hours(groups)
-        .limit(1)
-        .select(
-            F.lit(None).cast("int").alias("day"),
-            F.lit(-2).alias("status"),
+
+    def marker(frame, status: int):
+        # Rows of the summary that only say something is there (``status``), beside the counts.
+        return frame.select(
+            "day",
+            F.lit(status).alias("status"),
             F.lit(None).cast("string").alias("file"),
             F.lit(0).cast("long").alias("lines"),
             F.lit(None).cast("string").alias("example_file"),
             F.lit(None).cast("string").alias("example_line"),
         )
+
+    flagged = marker(dirty, DIRTY_DAY).distinct()
+    shared = marker(
+        shared_hours(groups).limit(1).select(F.lit(None).cast("int").alias("day")), SHARED_HOUR
     )
     names = {code: name for name, code in STATUS_CODES.items()}
     label = {
@@ -294,10 +296,10 @@ def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], lis
     examples: dict = {}
     merge = False
     for row in counted.unionByName(flagged).unionByName(shared).collect():
-        if row["status"] == -1:
+        if row["status"] == DIRTY_DAY:
             dirty_days.append(_day_iso(row["day"]))
             continue
-        if row["status"] == -2:
+        if row["status"] == SHARED_HOUR:
             merge = True
             continue
         if row["status"] == FALLBACK_STATUS:
@@ -604,14 +606,9 @@ def derive_tables(frames: dict):
 
 def _union(frames: dict):
     """The tables' base columns in one frame, each row tagged with its table (``_table``)."""
-    keys = {
-        "namespace": "string",
-        "topic": "string",
-        "date": "date",
-        "hour_start_ms": "bigint",
-        "hour_start": "timestamp",
-        "topics": "bigint",
-    }
+    from spark_jobs.aggregate import TIME_KEY_TYPES
+
+    keys = {"namespace": "string", "topic": "string", **TIME_KEY_TYPES, "topics": "bigint"}
     union = None
     for tag, (name, frame) in enumerate(frames.items()):
         schema = tables.SCHEMAS[name]
