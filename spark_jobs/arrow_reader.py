@@ -259,20 +259,15 @@ class LineArrays:
 def _filled(array):
     """A nullable Arrow integer array -> (int64 numpy values with nulls zero, validity)."""
     import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     if not array.null_count:
         values = array.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
         return values, np.ones(len(array), dtype=bool)
-    values = pc.fill_null(array, pa_zero(array.type)).to_numpy(zero_copy_only=False)
+    # A zero of the array's own type: ``fill_null`` with another type casts, slowly.
+    values = pc.fill_null(array, pa.scalar(0, array.type)).to_numpy(zero_copy_only=False)
     return values.astype(np.int64, copy=False), array.is_valid().to_numpy(zero_copy_only=False)
-
-
-def pa_zero(kind):
-    """0 as an Arrow scalar of ``kind`` (``fill_null`` with another type casts, slowly)."""
-    import pyarrow as pa
-
-    return pa.scalar(0, kind)
 
 
 def _codes(array):

@@ -43,6 +43,13 @@ def _java() -> Path | None:
     return Path(found).resolve() if found else None
 
 
+def _spark_home() -> Path:
+    """The pyspark installation (its jars are the class path the archive holds)."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
 def archive_path() -> Path | None:
     """Where the archive for this pyspark and this Java runtime is (or would be); None when
     there is no Java runtime to key it by."""
@@ -53,7 +60,7 @@ def archive_path() -> Path | None:
     java = _java()
     if java is None:
         return None
-    home = Path(pyspark.__file__).resolve().parent
+    home = _spark_home()
     # The JVM checks that the runtime and every jar on the class path are the ones archived
     # (size and time), and ignores the archive otherwise: the name changes with any of them.
     files = [java, *sorted((home / "jars").glob("*.jar"))]
@@ -116,9 +123,7 @@ def build(force: bool = False, log=print) -> Path:
         partial.unlink(missing_ok=True)
         raise
     os.replace(partial, target)
-    import pyspark
-
-    for stale in target.parent.glob(f"{_prefix(Path(pyspark.__file__).resolve().parent)}*.jsa"):
+    for stale in target.parent.glob(f"{_prefix(_spark_home())}*.jsa"):
         if stale != target:
             stale.unlink(missing_ok=True)
     size = target.stat().st_size / 1e6
@@ -131,9 +136,7 @@ def _check(path: Path) -> None:
     every run that uses it, so none is renamed into place unchecked."""
     import subprocess
 
-    import pyspark
-
-    home = Path(pyspark.__file__).resolve().parent
+    home = _spark_home()
     done = subprocess.run(
         [
             str(_java()),

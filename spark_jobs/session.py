@@ -94,8 +94,7 @@ def build_session(
         "spark.sql.ui.explainMode": "simple",
         "spark.sql.maxPlanStringLength": "4096",
         "spark.ui.showConsoleProgress": "false",
-        # The aggregate of the pass is wide; its generated code exceeds HotSpot's 8000-byte
-        # limit for JIT compilation, and interpreted bytecode is several times slower.
+        # JVM_OPTIONS say why each option; the class archive is the driver's only.
         "spark.driver.extraJavaOptions": f"{JVM_OPTIONS} {ARROW_OPTIONS} {QUIET_LOG_OPTIONS} "
         + (jvm_archive.java_options() if java_options is None else java_options),
         "spark.executor.extraJavaOptions": f"{JVM_OPTIONS} {ARROW_OPTIONS}",
