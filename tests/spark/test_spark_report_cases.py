@@ -79,6 +79,35 @@ def test_healthy_day_reports_no_findings_plainly_and_every_optional_table_reads_
     assert 'id="findings-none">No findings on 2025-11-20' in page
 
 
+def test_hour_of_several_blocks_is_one_row_in_a_run_without_duplicates(spark, tmp_path, capsys):
+    """30-second intervals fill two blocks of 64 slots in their hour: in a run with nothing
+    to drop (so the job's first, unmerged hours are asked to merge by the pass summary), the
+    hour is still one row holding every line; a one-minute topic's hours stay as they are."""
+    fast = [
+        snapshot_line(
+            "fast",
+            0,
+            intervalStart=BASE_MS + k * 30_000,
+            intervalEnd=BASE_MS + (k + 1) * 30_000,
+            sendMsg=k,
+            readyQueueSize=k % 4,
+        )
+        for k in range(100)
+    ]
+    steady = [snapshot_line("steady", minute, sendMsg=2) for minute in range(90)]
+    _write(tmp_path, fast + steady)
+    code, err = _run(tmp_path, capsys)
+    assert code == 0, err
+    assert "read 190 lines: 190 valid" in err and "duplicate intervals" not in err
+    hours = read_table(spark, str(tmp_path / "out"), "topic_hour")
+    rows = {(r["topic"], r["hour_start"].hour): r for r in hours.collect()}
+    assert hours.count() == 3 and sorted(rows) == [("fast", 0), ("steady", 0), ("steady", 1)]
+    first = rows[("fast", 0)]
+    assert (first["snapshot_lines"], first["sent"], first["window_s"]) == (100, 4950, 3000.0)
+    assert (first["ready_size_max"], first["ready_size_last"]) == (3, 99 % 4)
+    assert [rows[("steady", h)]["snapshot_lines"] for h in (0, 1)] == [60, 30]
+
+
 def _day(root: Path, day: int, lines: list[str], name: str = "default-00.jsonl") -> None:
     directory = root / "in" / f"date=2025-11-{20 + day}"
     directory.mkdir(parents=True, exist_ok=True)
