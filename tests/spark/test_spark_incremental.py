@@ -77,6 +77,7 @@ def test_incremental_runs_merge_new_and_changed_days_like_a_full_run(spark, tmp_
     err = _run(source, out, capsys)  # nothing changed: nothing read, nothing different
     assert "0 of 192 files" in err and "nothing new to read" in err
     _same(merged, _snapshot(spark, out))
+    assert _run(source, out, capsys, "--quiet") == ""  # not one line, the last one included
     # A day's file changes (one snapshot rewritten, one written twice): only that date is read.
     changed = source / "date=2025-11-22" / "default-05.jsonl"
     lines = changed.read_text().splitlines()
