@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import redis  # noqa: E402
 from redis.cluster import key_slot  # noqa: E402
 
-from delayqueue.keys import NamespaceKeys  # noqa: E402
+from delayqueue.core.keys import NamespaceKeys  # noqa: E402
 
 from support.failover import run_under_load  # noqa: E402
 from support.node import ServerProcess  # noqa: E402

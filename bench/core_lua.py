@@ -15,8 +15,8 @@ import dataclasses
 import time
 import uuid
 
-from delayqueue.config import Settings
-from delayqueue.runtime import Runtime
+from delayqueue.background.runtime import Runtime
+from delayqueue.settings.config import Settings
 
 from common import print_table, progress, stack, write_result
 

@@ -2,7 +2,8 @@
 
 Two phases, each on a fresh loopback redis-server of its own (so one phase's keyspace does
 not resize the other's tables), through the service layer the HTTP views call
-(``delayqueue.runtime.Runtime``: the same Lua scripts, called in-process, no node, no HTTP):
+(``delayqueue.background.runtime.Runtime``: the same Lua scripts, called in-process, no
+node, no HTTP):
 
   waiting   --count messages sent with a 1-day delay (status 1): the reference.
   dead      --count messages sent with maxRetry 0, pulled (batches of 1000) and ended with
@@ -28,8 +29,8 @@ import sys
 import time
 from typing import Any, Callable
 
-from delayqueue.config import Settings
-from delayqueue.runtime import Runtime
+from delayqueue.background.runtime import Runtime
+from delayqueue.settings.config import Settings
 
 from common import print_table, progress, stack, write_result
 

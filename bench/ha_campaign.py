@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from redis.cluster import key_slot  # noqa: E402
 
-from delayqueue.keys import NamespaceKeys  # noqa: E402
+from delayqueue.core.keys import NamespaceKeys  # noqa: E402
 
 from support.failover import Checker, run_under_load  # noqa: E402
 from support.node import ServerProcess  # noqa: E402

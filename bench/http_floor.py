@@ -78,7 +78,7 @@ def measure(app: str, wrk_run, *, workers: int = 2) -> dict:
         gunicorn = str(Path(sys.executable).with_name("gunicorn"))
         process = subprocess.Popen(
             [gunicorn, "--chdir", tmp, "-w", str(workers), "--worker-connections", "1000",
-             "-k", "delayqueue.gunicorn_workers.OneSendGeventWorker", "--keep-alive", "5",
+             "-k", "delayqueue.server.gunicorn_workers.OneSendGeventWorker", "--keep-alive", "5",
              "-b", f"127.0.0.1:{port}", "--log-level", "warning", f"floor_apps:{app}"])
         try:
             url = f"http://127.0.0.1:{port}/camellia/delayQueue/sendMsg"

@@ -48,7 +48,7 @@ def form(**values: object) -> bytes:
 
 def inner(kind: str, count: int) -> float:
     """Run ``count`` requests of ``kind`` (after a warm-up) against a fresh redis-server."""
-    from delayqueue.app import create_app
+    from delayqueue.http.app import create_app
 
     from support.redis_server import RedisServer
 

@@ -39,7 +39,7 @@ from typing import Any
 
 import redis
 
-from delayqueue.scripts import Scripts
+from delayqueue.core.scripts import Scripts
 
 import common
 import load

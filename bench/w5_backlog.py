@@ -37,17 +37,17 @@ from typing import Any
 
 import redis
 
-from delayqueue.config import load_settings
-from delayqueue.keys import NamespaceKeys
-from delayqueue.scripts import Scripts
-from delayqueue.topic_config import server_defaults
+from delayqueue.core.keys import NamespaceKeys
+from delayqueue.core.scripts import Scripts
+from delayqueue.core.topic_config import server_defaults
+from delayqueue.settings.config import load_settings
 
 import common
 import load
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
-PREFIX, NAMESPACE = "dq", "default"           # delayqueue/config.py defaults: the node's keys
+PREFIX, NAMESPACE = "dq", "default"  # delayqueue/settings/config.py defaults: the node's keys
 TTL_MS, MAX_RETRY = 3_600_000, 10             # the node's defaults (ttl-millis, max-retry)
 BAR_BYTES_BEYOND_BODY = 250
 BAR_P99_RATIO = 1.5

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from delayqueue.config import Settings  # noqa: E402
-from delayqueue.runtime import Runtime  # noqa: E402
+from delayqueue.background.runtime import Runtime  # noqa: E402
+from delayqueue.settings.config import Settings  # noqa: E402
 
 from support.topologies import SentinelTopology, unique_namespace  # noqa: E402
 

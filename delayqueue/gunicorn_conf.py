@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sys
 
-from delayqueue.config import ConfigError, load_settings
-from delayqueue.gunicorn_workers import GUNICORN_WORKERS
-from delayqueue.storage import StorageFormatError, check_node_start
+from delayqueue.core.storage import StorageFormatError, check_node_start
+from delayqueue.server.gunicorn_workers import GUNICORN_WORKERS
+from delayqueue.settings.config import ConfigError, load_settings
 
 try:
     _settings = load_settings()  # $DELAYQUEUE_CONFIG / ./config / packaged, then DELAYQUEUE_*
@@ -36,7 +36,7 @@ proc_name = "delayqueue"
 bind = f"{_settings.host}:{_settings.port}"
 workers = _settings.workers
 # gunicorn's worker of that name, writing each response in one send and its own error
-# answers as the JSON envelope (delayqueue/gunicorn_workers.py).
+# answers as the JSON envelope (delayqueue/server/gunicorn_workers.py).
 worker_class = GUNICORN_WORKERS.get(_settings.worker_class, _settings.worker_class)
 worker_connections = _settings.worker_connections  # gevent: concurrent requests per worker
 # gunicorn silently turns "sync" with threads > 1 into gthread, so threads only for gthread.
@@ -49,7 +49,7 @@ if _settings.worker_class == "sync":
     timeout = max(timeout, _settings.max_long_polling_timeout_millis // 1000 + 10)
 keepalive = 5
 # What gunicorn refuses before the app sees a request, answered as the JSON envelope by our
-# workers (delayqueue/gunicorn_workers.py): a request line over 4094 bytes (414), more than
+# workers (delayqueue/server/gunicorn_workers.py): a request line over 4094 bytes (414), more than
 # 100 header fields or one over 8190 bytes (431). gunicorn's defaults, stated here because
 # the API documentation names them.
 limit_request_line = 4094

@@ -34,8 +34,8 @@ from typing import Any, Iterator
 
 import redis
 
-from .clock import ManualClock
-from .config import Settings
+from delayqueue.core.clock import ManualClock
+from delayqueue.settings.config import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +49,8 @@ class FakeDelayQueue:
 
     def __init__(self, client: redis.Redis, settings: Settings, clock: ManualClock,
                  backend: str) -> None:
-        from .app import create_app
-        from .runtime import Runtime
+        from delayqueue.background.runtime import Runtime
+        from delayqueue.http.app import create_app
 
         self.redis = client
         self.clock = clock
@@ -167,7 +167,7 @@ def exercise_every_script(dq: FakeDelayQueue) -> set[str]:
 
     Raises whatever a script raises (a redis error naming the command fakeredis lacks).
     """
-    from .scripts import Scripts
+    from delayqueue.core.scripts import Scripts
 
     ran: set[str] = set()
     scripts = dq.runtime.scripts
@@ -273,7 +273,7 @@ def fake_delayqueue(backend: str = "auto", start_ms: int = START_MS,
         with _session(_fakeredis_client(), config, backend, start_ms) as dq:
             yield dq
         return
-    from .embedded import EmbeddedRedis
+    from delayqueue.server.embedded import EmbeddedRedis
 
     with tempfile.TemporaryDirectory(prefix="dq-") as data, EmbeddedRedis(data) as server:
         client = server.client(decode_responses=True)

@@ -7,7 +7,7 @@ background loops and the hint subscriber start once per worker process.
 import logging
 import os
 
-from .app import create_app
+from delayqueue.http.app import create_app
 
 logging.basicConfig(
     level=os.environ.get("DELAYQUEUE_LOG_LEVEL", "info").upper(),

@@ -8,9 +8,9 @@ import json
 import pytest
 import requests
 
-from delayqueue.access import ADMIN, CONSUME, PRODUCE, ROUTES
-from delayqueue.app import create_app
-from delayqueue.config import ConfigError, load_settings
+from delayqueue.http.access import ADMIN, CONSUME, PRODUCE, ROUTES
+from delayqueue.http.app import create_app
+from delayqueue.settings.config import ConfigError, load_settings
 
 from support.node import ServerProcess
 

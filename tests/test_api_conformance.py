@@ -897,7 +897,7 @@ def test_multipart_form_body_up_to_the_limit_is_accepted_and_beyond_it_refused(n
     assert too_big["code"] == 400 and too_big["msg"].startswith("msg:"), too_big
 
 
-# -- the wire: one send per response (delayqueue/gunicorn_workers.py) ------------------------------
+# -- the wire: one send per response (delayqueue/server/gunicorn_workers.py) -----------------------
 def test_responses_with_and_without_body_keep_a_keep_alive_connection_in_step(node):
     """Headers travel with the body in one send; a HEAD answer (no body) still gets its
     headers, and the next request on the same connection is answered correctly."""

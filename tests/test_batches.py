@@ -12,9 +12,9 @@ import redis
 import requests
 from test_bounded_work import make_runtime
 
-from delayqueue.clock import ManualClock
-from delayqueue.errors import DelayQueueError
-from delayqueue.queue import AckRequest, SendRequest
+from delayqueue.core.clock import ManualClock
+from delayqueue.core.errors import DelayQueueError
+from delayqueue.core.queue import AckRequest, SendRequest
 
 from support.node import ServerProcess
 from support.redis_server import RedisServer

@@ -5,7 +5,7 @@ from __future__ import annotations
 import redis
 from test_bounded_work import make_runtime
 
-from delayqueue.clock import ManualClock
+from delayqueue.core.clock import ManualClock
 
 
 def test_send_answers_success_when_only_the_bookkeeping_after_its_script_fails(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import redis
 
-from delayqueue.clock import ManualClock
-from delayqueue.config import load_settings
-from delayqueue.keys import NamespaceKeys
-from delayqueue.queue import SCRIPT_LIMIT
-from delayqueue.runtime import Runtime
+from delayqueue.background.runtime import Runtime
+from delayqueue.core.clock import ManualClock
+from delayqueue.core.keys import NamespaceKeys
+from delayqueue.core.queue import SCRIPT_LIMIT
+from delayqueue.settings.config import load_settings
 
 
 def make_runtime(redis_url: str, clock=None) -> Runtime:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from delayqueue.config import (
+from delayqueue.settings.config import (
     KEYS,
     ConfigError,
     Settings,
@@ -18,7 +18,7 @@ from delayqueue.config import (
     find_config_file,
     load_settings,
 )
-from delayqueue.redis_connection import RedisTarget, parse_target
+from delayqueue.settings.redis_connection import RedisTarget, parse_target
 
 REPO_CONFIG = Path(__file__).resolve().parent.parent / "config" / "delayqueue.yaml"
 
@@ -46,7 +46,8 @@ def write(tmp_path: Path, text: str) -> Path:
 def no_files(tmp_path, monkeypatch):
     """Run in an empty directory and hide the packaged defaults: built-in defaults only."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("delayqueue.config.find_config_file", lambda path=None, env=None: None)
+    monkeypatch.setattr("delayqueue.settings.config.find_config_file",
+                        lambda path=None, env=None: None)
 
 
 def test_defaults_equal_camellias():
@@ -163,7 +164,7 @@ camellia-redis:
     ("rediss://pw@h.example:6380", "rediss://:pw@h.example:6380/0"),
 ])
 def test_camellia_redis_standalone_resources_become_redis_url(resource, url):
-    from delayqueue.camellia_redis import resource_to_url
+    from delayqueue.settings.camellia_redis import resource_to_url
     assert resource_to_url(resource) == url
 
 
@@ -371,7 +372,7 @@ def test_as_table_has_a_row_per_setting_with_its_env_var():
 def serve_args(*argv: str):
     import argparse
 
-    from delayqueue.commands import serve
+    from delayqueue.cli import serve
 
     parser = argparse.ArgumentParser()
     serve.register(parser.add_subparsers())
@@ -387,7 +388,7 @@ def test_serve_config_error_exits_2_naming_the_key(no_files, capsys):
 
 
 def test_serve_passes_config_file_and_options_to_gunicorn_by_env(tmp_path):
-    from delayqueue.commands.serve import _overrides, child_env
+    from delayqueue.cli.serve import _overrides, child_env
 
     path = write(tmp_path, "namespace: child\n")
     args = serve_args("--config", str(path), "--port", "9300", "--worker-class", "sync")
@@ -413,9 +414,9 @@ def test_gunicorn_conf_follows_the_settings(monkeypatch):
     try:
         assert conf.bind.endswith(":9400")
         # gunicorn's gthread worker, in its one-send-per-response subclass
-        # (delayqueue/gunicorn_workers.py)
+        # (delayqueue/server/gunicorn_workers.py)
         assert (conf.worker_class, conf.threads, conf.preload_app) == \
-            ("delayqueue.gunicorn_workers.OneSendThreadWorker", 8, False)
+            ("delayqueue.server.gunicorn_workers.OneSendThreadWorker", 8, False)
         from gunicorn.util import load_class
         from gunicorn.workers.gthread import ThreadWorker
         assert issubclass(load_class(conf.worker_class), ThreadWorker)

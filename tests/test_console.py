@@ -13,8 +13,8 @@ from html import unescape
 
 import pytest
 
-from delayqueue.app import create_app
-from delayqueue.fleet_view import RECENT_INTERVALS
+from delayqueue.http.app import create_app
+from delayqueue.http.console.fleet_view import RECENT_INTERVALS
 
 from support import wait_until
 

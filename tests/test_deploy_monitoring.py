@@ -15,7 +15,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from delayqueue.app import create_app
+from delayqueue.http.app import create_app
 
 from support import wait_until
 

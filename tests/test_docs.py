@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from delayqueue.config import Settings
+from delayqueue.settings.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -197,7 +197,7 @@ def test_api_doc_covers_every_route():
     prefixes = dict(re.findall(
         r"^(\w+)\s*=\s*Blueprint\([^)]*?(?:url_prefix=\"([^\"]*)\")?\)", source, re.MULTILINE))
     routes = re.findall(r"^@(\w+)\.route\(\"(/[^\"]*)\"", source, re.MULTILINE)
-    assert routes, "no routes found in delayqueue/api.py"
+    assert routes, "no routes found in delayqueue/http/api.py"
     api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     headings = anchors(ROOT / "docs" / "api.md")
     missing = []
@@ -214,7 +214,7 @@ def test_api_doc_covers_every_route():
 def test_api_doc_names_exactly_the_metrics_the_server_exports():
     source = (ROOT / "delayqueue" / "metrics.py").read_text(encoding="utf-8")
     exported = set(re.findall(r"\"(delayqueue_[a-z0-9_]+)\"", source))
-    assert exported, "no metric names found in delayqueue/metrics.py"
+    assert exported, "no metric names found in delayqueue/monitoring/metrics.py"
     documented = set(re.findall(r"\bdelayqueue_[a-z0-9_]+",
                                 (ROOT / "docs" / "api.md").read_text(encoding="utf-8")))
     bare = {name.removesuffix("_total") for name in exported}

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from delayqueue import embedded as embedded_module
-from delayqueue.embedded import EmbeddedRedis, EmbeddedRedisError, find_redis_server
+from delayqueue.server import embedded as embedded_module
+from delayqueue.server.embedded import EmbeddedRedis, EmbeddedRedisError, find_redis_server
 
 from support import wait_until
 from support.ports import PORT_TAKEN, free_port, listening_pids
@@ -139,7 +139,7 @@ REPO = Path(__file__).resolve().parent.parent
 # Registers only `serve`, so the test does not depend on the other subcommands.
 SERVE = (
     "import argparse, sys\n"
-    "from delayqueue.commands import serve\n"
+    "from delayqueue.cli import serve\n"
     "parser = argparse.ArgumentParser(); serve.register(parser.add_subparsers())\n"
     "args = parser.parse_args(sys.argv[1:]); sys.exit(args.func(args))\n"
 )

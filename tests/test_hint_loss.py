@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import redis
 
-from delayqueue.config import load_settings
-from delayqueue.keys import NamespaceKeys
-from delayqueue.scripts import Scripts
-from delayqueue.topic_config import server_defaults
+from delayqueue.core.keys import NamespaceKeys
+from delayqueue.core.scripts import Scripts
+from delayqueue.core.topic_config import server_defaults
+from delayqueue.settings.config import load_settings
 
 from support.fleet import hold_long_poll, wait_until_held
 from support.node import ServerProcess

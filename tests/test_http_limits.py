@@ -141,7 +141,7 @@ def still_serves(node: ServerProcess, topic: str) -> None:
     assert requests.get(node.url + "/camellia/health/status", timeout=5).status_code == 200
 
 
-# -- what gunicorn answers itself (delayqueue/gunicorn_workers.py) ----------------------------
+# -- what gunicorn answers itself (delayqueue/server/gunicorn_workers.py) ------------------------
 def test_request_line_over_4094_bytes_is_414_json(node, topic):
     target = "/camellia/delayQueue/getMsg?topic=" + "a" * 5000
     answer = exchange(node.port, request_bytes(target, method="GET"))
@@ -209,7 +209,7 @@ def test_unmet_expectation_is_417_json(node):
     assert_envelope(exchange(node.port, data), 417, "headers: unsupported Expect")
 
 
-# -- what Werkzeug refuses (delayqueue/app.py) ----------------------------------------------
+# -- what Werkzeug refuses (delayqueue/http/app.py) ----------------------------------------------
 BODY_MSG = (f"body: larger than {BODY_LIMIT} bytes (4 x max-msg-bytes + 65536, "
             f"max-msg-bytes {MAX_MSG_BYTES})")
 
@@ -308,7 +308,7 @@ def test_error_answer_for_every_gunicorn_parse_error():
     from gunicorn.config import Config
     from gunicorn.http import errors
 
-    from delayqueue.gunicorn_workers import error_answer, json_error_bytes
+    from delayqueue.server.gunicorn_workers import error_answer, json_error_bytes
 
     cfg = Config()
     cases = {

@@ -29,7 +29,7 @@ import yaml
 from packaging.requirements import Requirement
 from test_wheel import build_wheel
 
-from delayqueue.commands.serve import GUNICORN_ARGS
+from delayqueue.cli.serve import GUNICORN_ARGS
 
 from support.node import ServerProcess
 

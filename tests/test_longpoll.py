@@ -12,9 +12,9 @@ import time
 
 import redis
 
-from delayqueue.config import load_settings
-from delayqueue.longpoll import Hub, long_poll
-from delayqueue.runtime import Runtime
+from delayqueue.background.longpoll import Hub, long_poll
+from delayqueue.background.runtime import Runtime
+from delayqueue.settings.config import load_settings
 
 from support import wait_until
 

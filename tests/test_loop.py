@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from delayqueue.loop import Loop
+from delayqueue.background.loop import Loop
 
 from support import wait_until
 

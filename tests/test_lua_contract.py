@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from redis.crc import key_slot
 
-from delayqueue.config import load_settings
-from delayqueue.keys import NamespaceKeys
-from delayqueue.message import MESSAGE_FIELDS, DelayMsg
-from delayqueue.outcome import Outcome
-from delayqueue.scripts import Scripts, ScriptSourceError, key_count, lua_source
-from delayqueue.topic_config import SETTINGS, server_defaults
+from delayqueue.core.keys import NamespaceKeys
+from delayqueue.core.message import MESSAGE_FIELDS, DelayMsg
+from delayqueue.core.outcome import Outcome
+from delayqueue.core.scripts import Scripts, ScriptSourceError, key_count, lua_source
+from delayqueue.core.topic_config import SETTINGS, server_defaults
+from delayqueue.settings.config import load_settings
 
 LUA = Path(__file__).resolve().parent.parent / "lua"
 TOPIC_SCRIPTS = ("send", "promote", "pull", "ack", "nack", "delete", "timeout", "expire",

@@ -13,11 +13,11 @@ import shutil
 import pytest
 import redis
 
-from delayqueue import embedded
-from delayqueue.app import create_app
-from delayqueue.clock import ManualClock
-from delayqueue.config import load_settings
-from delayqueue.runtime import Runtime
+from delayqueue.background.runtime import Runtime
+from delayqueue.core.clock import ManualClock
+from delayqueue.http.app import create_app
+from delayqueue.server import embedded
+from delayqueue.settings.config import load_settings
 
 from support.redis_server import RedisServer
 

@@ -6,12 +6,12 @@ import math
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from delayqueue.clock import ManualClock
-from delayqueue.histogram import BOUNDS_MS
-from delayqueue.keys import NamespaceKeys
-from delayqueue.metrics import render_metrics
-from delayqueue.monitor import COUNTERS, Monitor
-from delayqueue.scripts import Scripts
+from delayqueue.core.clock import ManualClock
+from delayqueue.core.histogram import BOUNDS_MS
+from delayqueue.core.keys import NamespaceKeys
+from delayqueue.core.monitor import COUNTERS, Monitor
+from delayqueue.core.scripts import Scripts
+from delayqueue.monitoring.metrics import render_metrics
 
 START_MS = 1_763_596_800_000
 

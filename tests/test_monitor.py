@@ -7,12 +7,12 @@ import logging
 import pytest
 import redis
 
-from delayqueue.clock import ManualClock
-from delayqueue.histogram import bucket_index
-from delayqueue.keys import NamespaceKeys
-from delayqueue.monitor import COUNTERS, MAX_BUFFERED_INTERVALS, Monitor
-from delayqueue.outcome import Outcome
-from delayqueue.scripts import Scripts
+from delayqueue.core.clock import ManualClock
+from delayqueue.core.histogram import bucket_index
+from delayqueue.core.keys import NamespaceKeys
+from delayqueue.core.monitor import COUNTERS, MAX_BUFFERED_INTERVALS, Monitor
+from delayqueue.core.outcome import Outcome
+from delayqueue.core.scripts import Scripts
 
 from support.ports import refused_port
 
@@ -163,7 +163,7 @@ def test_flush_during_an_outage_keeps_the_data_for_a_later_flush(
     monitor = make_monitor(redis_client, keys, clock)
     monitor.client = dead_client
     monitor.incr("t1", "sendMsg", 2)
-    with caplog.at_level(logging.ERROR, logger="delayqueue.monitor"):
+    with caplog.at_level(logging.ERROR, logger="delayqueue.core.monitor"):
         monitor.flush()  # must not raise
         clock.advance(INTERVAL_S * 1000)
         monitor.incr("t1", "sendMsg", 3)
@@ -244,8 +244,8 @@ def test_each_worker_flushes_at_least_twice_per_monitoring_interval(redis_url):
     that window closes, even with the shortest interval (1 s)."""
     import redis as redis_py
 
-    from delayqueue.config import load_settings
-    from delayqueue.runtime import Runtime
+    from delayqueue.background.runtime import Runtime
+    from delayqueue.settings.config import load_settings
 
     for seconds, expected in ((1, 0.5), (60, 1.0)):
         settings = load_settings(overrides={"redis_url": redis_url, "snapshot_dir": "",

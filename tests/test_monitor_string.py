@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from delayqueue.app import create_app
-from delayqueue.clock import ManualClock
-from delayqueue.config import load_settings
-from delayqueue.runtime import Runtime
+from delayqueue.background.runtime import Runtime
+from delayqueue.core.clock import ManualClock
+from delayqueue.http.app import create_app
+from delayqueue.settings.config import load_settings
 
 Q = "/camellia/delayQueue/"
 

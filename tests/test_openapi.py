@@ -13,8 +13,8 @@ import pytest
 from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
 
-from delayqueue.app import create_app
-from delayqueue.openapi import document
+from delayqueue.http.app import create_app
+from delayqueue.http.openapi import document
 
 IGNORED_METHODS = {"HEAD", "OPTIONS"}
 

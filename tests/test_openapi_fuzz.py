@@ -43,7 +43,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from delayqueue.openapi import CONSOLE_WRITES, EXAMPLE_MSG, document
+from delayqueue.http.openapi import CONSOLE_WRITES, EXAMPLE_MSG, document
 
 from support.node import ServerProcess
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from delayqueue.app import create_app
-from delayqueue.errors import BadRequest, MissingParameter
-from delayqueue.params import MAX_DURATION_MS, Params
+from delayqueue.core.errors import BadRequest, MissingParameter
+from delayqueue.http.app import create_app
+from delayqueue.http.params import MAX_DURATION_MS, Params
 
 BASE = "/camellia/delayQueue/"
 LIMITS = dict(max_topic_length=256, max_msg_id_length=256, max_msg_bytes=1_048_576,

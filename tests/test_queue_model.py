@@ -22,11 +22,11 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from delayqueue.clock import ManualClock
-from delayqueue.config import load_settings
-from delayqueue.errors import BadRequest, Conflict, NotFound
-from delayqueue.runtime import Runtime
-from delayqueue.status import Status
+from delayqueue.background.runtime import Runtime
+from delayqueue.core.clock import ManualClock
+from delayqueue.core.errors import BadRequest, Conflict, NotFound
+from delayqueue.core.status import Status
+from delayqueue.settings.config import load_settings
 
 from support.lua import END_LIFE, T0, assert_one_place, slot_of
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from test_bounded_work import make_runtime
 
-from delayqueue.clock import ManualClock
+from delayqueue.core.clock import ManualClock
 
 HALF_HOUR_MS = 1_800_000
 

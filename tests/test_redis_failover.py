@@ -20,11 +20,11 @@ import redis
 import requests
 from redis.cluster import key_slot
 
-from delayqueue.config import Settings
-from delayqueue.keys import NamespaceKeys
-from delayqueue.outcome import Outcome
-from delayqueue.runtime import Runtime
-from delayqueue.script_runner import ReplicaWaitTimeout
+from delayqueue.background.runtime import Runtime
+from delayqueue.core.keys import NamespaceKeys
+from delayqueue.core.outcome import Outcome
+from delayqueue.core.script_runner import ReplicaWaitTimeout
+from delayqueue.settings.config import Settings
 
 from support import wait_until
 from support.failover import run_under_load
@@ -230,8 +230,8 @@ def test_wait_replicas_covers_every_write_of_a_batch_with_one_wait(redis_db_url)
     """A batch's one WAIT stands for all its writes: too few replicas, and every entry that
     wrote answers ReplicaWaitTimeout, stored all the same; an entry refused before any call
     keeps its own error."""
-    from delayqueue.errors import BadRequest
-    from delayqueue.queue import SendRequest
+    from delayqueue.core.errors import BadRequest
+    from delayqueue.core.queue import SendRequest
 
     runtime = Runtime(Settings(redis_url=redis_db_url, snapshot_dir="", redis_wait_replicas=1,
                                redis_wait_timeout_millis=50))
@@ -262,7 +262,7 @@ def test_a_cluster_command_whose_reply_timed_out_is_never_run_again(redis_cluste
     """redis-py's Cluster client retried a timed-out command up to its retry count and
     resent a pipeline whole (measured: 5 runs of one slow script each way); a script that
     ran is a transition that must not run twice. Now both fail once (500 to the caller)."""
-    from delayqueue.redis_connection import connect_redis
+    from delayqueue.settings.redis_connection import connect_redis
 
     client = connect_redis(redis_cluster.url, socket_timeout_ms=200, connect_timeout_ms=1000,
                            max_connections=4)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from delayqueue.redis_connection import connect_redis
+from delayqueue.settings.redis_connection import connect_redis
 
 from support.node import ServerProcess
 from support.ports import free_port

@@ -367,7 +367,7 @@ def test_attributes_with_unicode_round_trip_on_send_get_and_delivery(client, top
 
 
 def test_consume_commands_get_the_attributes_as_json_in_their_environment(tmp_path):
-    from delayqueue.client.command import CommandHandler
+    from delayqueue.cli.command import CommandHandler
 
     out = tmp_path / "attrs"
     handler = CommandHandler(["sh", "-c", f'printf %s "$DELAYQUEUE_MSG_ATTRIBUTES" > {out}'])

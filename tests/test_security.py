@@ -13,7 +13,7 @@ import requests
 
 from delayqueue.cli import main as cli_main
 from delayqueue.client import AccessDeniedError, DelayQueueClient, RateLimitedError
-from delayqueue.config import ConfigError, load_settings
+from delayqueue.settings.config import ConfigError, load_settings
 
 from support.fleet import wait_until_held
 from support.node import ServerProcess

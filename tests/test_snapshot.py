@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from delayqueue.clock import ManualClock
-from delayqueue.keys import NamespaceKeys
-from delayqueue.monitor import Monitor
-from delayqueue.scripts import Scripts
-from delayqueue.snapshot import SnapshotWriter
+from delayqueue.core.clock import ManualClock
+from delayqueue.core.keys import NamespaceKeys
+from delayqueue.core.monitor import Monitor
+from delayqueue.core.scripts import Scripts
+from delayqueue.monitoring.snapshot import SnapshotWriter
 
 INTERVAL_S = 60
 INTERVAL_MS = INTERVAL_S * 1000

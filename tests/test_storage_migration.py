@@ -8,10 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from delayqueue.clock import ManualClock
-from delayqueue.keys import NamespaceKeys
-from delayqueue.scripts import Scripts
-from delayqueue.storage import STORAGE_FORMAT, StorageFormatError, check_format, migrate
+from delayqueue.core.clock import ManualClock
+from delayqueue.core.keys import NamespaceKeys
+from delayqueue.core.scripts import Scripts
+from delayqueue.core.storage import STORAGE_FORMAT, StorageFormatError, check_format, migrate
 
 from support.lua import (
     CHANNEL,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from delayqueue import testing
-from delayqueue.scripts import Scripts
+from delayqueue.core.scripts import Scripts
 from delayqueue.testing import exercise_every_script, fake_delayqueue, fakeredis_failures
 
 ROOT = Path(__file__).resolve().parent.parent

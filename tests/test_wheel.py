@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from delayqueue.scripts import Scripts, lua_source
+from delayqueue.core.scripts import Scripts, lua_source
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -56,9 +56,10 @@ def test_wheel_contains_every_lua_script_and_the_default_config(wheel):
 def test_wheel_contains_the_console_templates_and_the_pytest_plugin(wheel):
     archive = zipfile.ZipFile(wheel)
     names = set(archive.namelist())
-    templates = REPO / "delayqueue" / "templates"
+    templates = REPO / "delayqueue" / "http" / "console" / "templates"
     for path in templates.rglob("*.html"):
-        assert f"delayqueue/templates/{path.relative_to(templates).as_posix()}" in names
+        relative = path.relative_to(templates).as_posix()
+        assert f"delayqueue/http/console/templates/{relative}" in names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "[pytest11]\ndelayqueue = delayqueue.testing" in archive.read(entry_points).decode()
 
@@ -67,7 +68,7 @@ def test_installed_wheel_loads_its_own_scripts(wheel, tmp_path):
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     probe = (
-        "import json, re, delayqueue, delayqueue.scripts as s\n"
+        "import json, re, delayqueue, delayqueue.core.scripts as s\n"
         "d = s.lua_dir()\n"
         "sources = {n: s.lua_source(n) for n in s.Scripts.NAMES}\n"
         "print(json.dumps({'pkg': delayqueue.__file__, 'dir': str(d),\n"
@@ -91,7 +92,7 @@ def test_installed_wheel_loads_its_own_scripts(wheel, tmp_path):
 def test_installed_wheel_reads_its_packaged_default_config(wheel, tmp_path):
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
-    probe = ("from delayqueue.config import load_settings\n"
+    probe = ("from delayqueue.settings.config import load_settings\n"
              "s = load_settings(env={})\n"
              "print(s.ttl_millis, s.max_retry)\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DELAYQUEUE_")}

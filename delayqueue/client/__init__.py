@@ -11,7 +11,7 @@ send it, and a stale one raises StaleReceiptError (code 409). ``send_batch``, ``
 and ``delete_batch`` take up to 1000 entries a request and answer per entry.
 """
 
-from delayqueue.status import Status
+from delayqueue.core.status import Status
 
 from .backoff import Backoff
 from .consumer import Consumer

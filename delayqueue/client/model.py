@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Mapping, NamedTuple
 
-from delayqueue.message import DelayMsg  # noqa: F401 - shared with the server
+from delayqueue.core.message import DelayMsg  # noqa: F401 - shared with the server
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ FINDINGS = """\
   was delivered and acked meanwhile; on SIGCONT the read timed out and redis-py retried
   the command (its default retry covers timeouts), so the script ran again and re-created
   the ended message, which was delivered again after its 200 ack. Fixed in
-  `delayqueue/redis_connection.py`: retry on connection errors only; a timed-out command
+  `delayqueue/settings/redis_connection.py`: retry on connection errors only; a timed-out command
   answers 500 (its outcome unknown to the caller), never runs twice. Held by
   `tests/test_redis_retry.py` (a proxy holds one reply back; the old code answered
   `duplicate: true` to the send's own first run).

@@ -9,7 +9,7 @@ import time
 import psutil
 import redis
 
-from delayqueue.keys import NamespaceKeys
+from delayqueue.core.keys import NamespaceKeys
 
 from faults.world import World
 from support.wait import wait_until

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from delayqueue.clock import ManualClock
-from delayqueue.scripts import Scripts
+from delayqueue.core.clock import ManualClock
+from delayqueue.core.scripts import Scripts
 
 from support.lua import NS, T0
 

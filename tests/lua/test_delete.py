@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from delayqueue.outcome import Outcome
+from delayqueue.core.outcome import Outcome
 
 from support.lua import END_LIFE, T0, assert_one_place, pull, send
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from delayqueue.outcome import Outcome
+from delayqueue.core.outcome import Outcome
 
 from support.lua import NS
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from delayqueue.config import load_settings
-from delayqueue.outcome import Outcome
-from delayqueue.topic_config import SETTINGS, server_defaults
+from delayqueue.core.outcome import Outcome
+from delayqueue.core.topic_config import SETTINGS, server_defaults
+from delayqueue.settings.config import load_settings
 
 from support.lua import (
     CHANNEL,

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from delayqueue.outcome import Outcome
-from delayqueue.scripts import Scripts
+from delayqueue.core.outcome import Outcome
+from delayqueue.core.scripts import Scripts
 
 from support.lua import (
     CHANNEL,

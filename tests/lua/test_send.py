@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from delayqueue.outcome import Outcome
+from delayqueue.core.outcome import Outcome
 
 from support.lua import (
     CHANNEL,

@@ -4,9 +4,9 @@ hand-set clock).
 
 from __future__ import annotations
 
-from delayqueue.config import load_settings
-from delayqueue.monitor import Monitor
-from delayqueue.queue import DelayQueue
+from delayqueue.core.monitor import Monitor
+from delayqueue.core.queue import DelayQueue
+from delayqueue.settings.config import load_settings
 
 from support.lua import NS
 

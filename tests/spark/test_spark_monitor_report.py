@@ -214,7 +214,7 @@ def test_input_of_only_bad_lines_fails_and_reports_counts(spark, tmp_path, capsy
 
 
 def test_report_subcommand_forwards_options_to_the_job():
-    from delayqueue.commands import report as command
+    from delayqueue.cli import report as command
 
     parser = argparse.ArgumentParser()
     command.register(parser.add_subparsers(dest="command"))

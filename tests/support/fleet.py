@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import requests
 
-from delayqueue.keys import NamespaceKeys
-from delayqueue.redis_connection import connect_redis
+from delayqueue.core.keys import NamespaceKeys
+from delayqueue.settings.redis_connection import connect_redis
 
 from support.wait import wait_until
 

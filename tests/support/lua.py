@@ -7,11 +7,11 @@ a message is read through lua/get.lua, the one reader of its record.
 
 from __future__ import annotations
 
-from delayqueue.config import load_settings
-from delayqueue.keys import NamespaceKeys, TopicKeys
-from delayqueue.message import MESSAGE_FIELDS
-from delayqueue.scripts import lua_source
-from delayqueue.topic_config import server_defaults
+from delayqueue.core.keys import NamespaceKeys, TopicKeys
+from delayqueue.core.message import MESSAGE_FIELDS
+from delayqueue.core.scripts import lua_source
+from delayqueue.core.topic_config import server_defaults
+from delayqueue.settings.config import load_settings
 
 NS = NamespaceKeys("dq", "default")
 CHANNEL = NS.hint_channel

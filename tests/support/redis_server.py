@@ -1,6 +1,6 @@
 """Throwaway redis-servers, and the databases tests lease from the session's server.
 
-The servers are started by the product's own launcher (delayqueue.embedded), with the same
+The servers are started by the product's own launcher (delayqueue.server.embedded), with the same
 binary lookup as ``serve``.
 
 Databases of the session's server (conftest.py's ``redis_server``):
@@ -18,7 +18,7 @@ from typing import Iterator, Sequence
 
 import redis
 
-from delayqueue.embedded import EmbeddedRedisError, find_redis_server, launch_redis_server
+from delayqueue.server.embedded import EmbeddedRedisError, find_redis_server, launch_redis_server
 
 from support.ports import PORT_TAKEN, free_port
 

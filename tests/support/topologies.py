@@ -24,8 +24,8 @@ from typing import Iterator
 
 import redis
 
-from delayqueue.embedded import EmbeddedRedisError, find_redis_server
-from delayqueue.redis_connection import connect_redis
+from delayqueue.server.embedded import EmbeddedRedisError, find_redis_server
+from delayqueue.settings.redis_connection import connect_redis
 
 from support.redis_server import START_ATTEMPTS, PortTaken, RedisServer
 from support.wait import wait_until

@@ -1,0 +1,1 @@
+"""Per-process background work: the runtime, scheduler loops, leases, long polls."""

@@ -1,0 +1,276 @@
+"""Long polling without pinning a worker.
+
+One pub/sub subscriber per process (``Hub``) fans "<count> <topic>" hints out to the requests
+held in that process. A held request waits on its own ``threading.Event`` (a greenlet under
+gevent), so thousands fit in one worker. Pub/sub is only a hint: each waiter also wakes by
+itself at the topic's next due time and at least every ``safety_s`` — only the topic's
+first waiter in the process does, so a thousand waiters on one topic neither stampede Redis
+at the due millisecond nor poll it while idle; a lost hint costs at most that interval.
+
+A held request takes messages only by calling ``pull`` when it is about to answer, so it
+never moves a message to consuming that it cannot hand back.
+
+The hub also remembers, per topic, what the process's last pull saw: "ready was empty and
+nothing is due before T", valid while no hint for the topic has arrived since, for at most
+``safety_s``. A new long poll, or a waiter that just became the topic's leader, trusts that
+instead of running a pull that would find nothing — under a steady load, that was two of the
+four pull scripts per delivered message. Anything that can make a message ready publishes a
+hint (send, promote, nack, timeout, a pull that promoted more than it took), and a message due
+later than the hint horizon is found by the leader's own re-check before it is due, so the
+memory is never trusted past a change; a leader waking on its own timer always pulls.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+import redis
+
+from delayqueue.core.clock import Clock
+from delayqueue.core.queue import DelayQueue, PullResult
+
+logger = logging.getLogger(__name__)
+
+
+# A control message on the hint channel: "0 <CONTROL_PREFIX><text>". No topic can start with
+# a tab (the API refuses control characters), so a node that does not know the message takes
+# it for a hint about a topic nobody waits on: harmless.
+CONTROL_PREFIX = "\tcontrol\t"
+
+
+class Waiter:
+    __slots__ = ("topic", "event", "release")
+
+    def __init__(self, topic: str, release: int = 0) -> None:
+        self.topic = topic
+        self.event = threading.Event()
+        self.release = release   # the hub's release count when it registered
+
+
+@dataclass
+class Quiet:
+    """What a pull saw: nothing ready, nothing due before ``next_due_ms`` (None: nothing)."""
+    seq: int
+    next_due_ms: int | None
+    noted_at: float
+
+
+class Hub:
+    """The process's subscriber and the registry of its held long polls."""
+
+    def __init__(self, client: redis.Redis, channel: str) -> None:
+        self._client = client
+        self._channel = channel
+        self._waiters: dict[str, list[Waiter]] = defaultdict(list)
+        self._seq: dict[str, int] = defaultdict(int)     # hints (and local changes) per topic
+        self._quiet: dict[str, Quiet] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.subscribed = threading.Event()
+        self.on_due_hint = None  # callable(topic), set by the scheduler to be nudged
+        # Set when the worker is shutting down: every held poll answers (empty) at once.
+        self.draining = threading.Event()
+        # Bumped by release_held(): the polls held at that moment answer (empty) at once.
+        self.releases = 0
+        self.on_control = None  # callable(text), for control messages on the hint channel
+
+    # -- waiters -------------------------------------------------------------------------
+    def register(self, topic: str) -> Waiter:
+        with self._lock:
+            waiter = Waiter(topic, self.releases)
+            self._waiters[topic].append(waiter)
+        return waiter
+
+    def unregister(self, waiter: Waiter) -> None:
+        with self._lock:
+            waiters = self._waiters.get(waiter.topic)
+            if not waiters or waiter not in waiters:
+                return
+            was_leader = waiters[0] is waiter
+            waiters.remove(waiter)
+            if not waiters:
+                del self._waiters[waiter.topic]
+                # Nobody left to keep the topic's memory fresh or its counter meaningful.
+                self._quiet.pop(waiter.topic, None)
+                self._seq.pop(waiter.topic, None)
+            elif was_leader:
+                # The new leader may be sleeping on the safety interval only: let it
+                # re-read the topic's next due time.
+                waiters[0].event.set()
+
+    def is_leader(self, waiter: Waiter) -> bool:
+        with self._lock:
+            waiters = self._waiters.get(waiter.topic)
+            return bool(waiters) and waiters[0] is waiter
+
+    def held(self) -> int:
+        with self._lock:
+            return sum(len(w) for w in self._waiters.values())
+
+    def wake(self, topic: str, count: int) -> None:
+        """Wake up to ``count`` idle waiters of ``topic``, oldest first (at least one)."""
+        with self._lock:
+            woken = 0
+            for waiter in self._waiters.get(topic, ()):
+                if woken >= max(count, 1):
+                    break
+                if not waiter.event.is_set():
+                    waiter.event.set()
+                    woken += 1
+
+    # -- what the last pull saw ------------------------------------------------------------
+    def seq(self, topic: str) -> int:
+        with self._lock:
+            return self._seq[topic]
+
+    def note_quiet(self, topic: str, seq: int, next_due_ms: int | None) -> None:
+        """Record a pull that left nothing ready, if no hint for the topic came since ``seq``."""
+        with self._lock:
+            if self._seq[topic] == seq:
+                self._quiet[topic] = Quiet(seq, next_due_ms, time.monotonic())
+
+    def invalidate(self, topic: str) -> None:
+        with self._lock:
+            self._seq[topic] += 1
+            self._quiet.pop(topic, None)
+
+    def quiet(self, topic: str, now_ms: int, max_age_s: float) -> Quiet | None:
+        """The topic's last quiet observation, if still valid now; None means: pull."""
+        with self._lock:
+            state = self._quiet.get(topic)
+            if state is None or state.seq != self._seq[topic] \
+                    or time.monotonic() - state.noted_at >= max_age_s \
+                    or (state.next_due_ms is not None and now_ms >= state.next_due_ms):
+                return None
+            return state
+
+    def wake_all(self) -> None:
+        with self._lock:
+            self._quiet.clear()
+            for topic in self._seq:
+                self._seq[topic] += 1
+            for waiters in self._waiters.values():
+                for waiter in waiters:
+                    waiter.event.set()
+
+    # -- subscriber ----------------------------------------------------------------------
+    def dispatch(self, payload: str) -> None:
+        count, _, topic = payload.partition(" ")
+        if topic.startswith(CONTROL_PREFIX):
+            if self.on_control is not None:
+                self.on_control(topic[len(CONTROL_PREFIX):])
+            return
+        try:
+            n = int(count)
+        except ValueError:
+            logger.warning("ignoring malformed hint %r", payload)
+            return
+        self.invalidate(topic)
+        self.wake(topic, n)
+        if n == 0 and self.on_due_hint is not None:
+            self.on_due_hint(topic)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="dq-hub", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.wake_all()
+
+    def drain(self) -> None:
+        """Answer every held long poll now with an empty list, and any new one at once."""
+        self.draining.set()
+        self.wake_all()
+
+    def release_held(self) -> None:
+        """Answer the long polls held now with an empty list; later ones are held as usual."""
+        with self._lock:
+            self.releases += 1
+        self.wake_all()
+
+    def released(self, waiter: Waiter) -> bool:
+        return self.draining.is_set() or waiter.release != self.releases
+
+    def run(self) -> None:
+        """Subscribe and dispatch until stopped; reconnect with capped, jittered backoff."""
+        backoff = 0.1
+        while not self._stop.is_set():
+            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+            try:
+                pubsub.subscribe(self._channel)
+                self.subscribed.set()
+                # Hints published while we were away are lost: let every waiter re-check.
+                self.wake_all()
+                backoff = 0.1
+                while not self._stop.is_set():
+                    message = pubsub.get_message(timeout=1.0)
+                    if message and message["type"] == "message":
+                        data = message["data"]
+                        self.dispatch(data.decode() if isinstance(data, bytes) else data)
+            except redis.RedisError as exc:
+                self.subscribed.clear()
+                logger.warning("hint subscriber lost Redis (%s); retrying in %.1fs", exc, backoff)
+                self._stop.wait(backoff * (1 + random.random()))
+                backoff = min(backoff * 2, 5.0)
+            except Exception:  # noqa: BLE001 - the subscriber must never die silently
+                self.subscribed.clear()
+                logger.exception("hint subscriber failed; restarting")
+                self._stop.wait(1.0)
+            finally:
+                try:
+                    pubsub.close()
+                except Exception:  # noqa: BLE001
+                    pass
+
+
+def long_poll(queue: DelayQueue, hub: Hub, clock: Clock, topic: str, batch: int,
+              ack_timeout_ms: int | None, timeout_ms: int, safety_s: float) -> PullResult:
+    """Answer as soon as messages are ready, or with an empty result after ``timeout_ms``."""
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    # Register before the first pull so a hint between the pull and the wait is not lost.
+    waiter = hub.register(topic)
+    own_timer = False
+    try:
+        while True:
+            if hub.released(waiter):
+                return PullResult([], None, 0)   # drained: hand nothing out, answer
+            waiter.event.clear()
+            # A leader waking on its own timer must look; anyone else may trust what this
+            # process's last pull saw while no hint has said otherwise.
+            known = None if own_timer else hub.quiet(topic, clock.now_ms(), safety_s)
+            if known is None:
+                seq = hub.seq(topic)
+                result = queue.pull(topic, batch, ack_timeout_ms)
+                if result.messages:
+                    hub.unregister(waiter)  # first, so the wake-up below goes to others
+                    if result.ready_left:
+                        hub.invalidate(topic)
+                        hub.wake(topic, result.ready_left)
+                    else:
+                        hub.note_quiet(topic, seq, result.next_due_ms)
+                    return result
+                hub.note_quiet(topic, seq, result.next_due_ms)
+                next_due = result.next_due_ms
+            else:
+                next_due = known.next_due_ms
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return PullResult([], next_due, 0)
+            wait_s = remaining
+            if hub.is_leader(waiter):
+                # Only the topic's first waiter re-checks on its own; the others are woken
+                # by hints, by the leader passing on what it saw, or by becoming leader.
+                wait_s = min(wait_s, safety_s)
+                if next_due is not None:
+                    # +1 ms: the clock reads a lower bound of Redis time; never wake early.
+                    wait_s = min(wait_s, clock.seconds_until(next_due + 1))
+            own_timer = not waiter.event.wait(wait_s)
+    finally:
+        hub.unregister(waiter)

@@ -1,0 +1,216 @@
+"""The scheduler: promotion, ack timeouts and expiry of every due topic, and registry upkeep.
+
+A topic's due time (the namespace due index, ``keys.due``) is the earliest moment it needs
+the scheduler: the head of its waiting queue, its ack deadlines or its expiry index, or the
+end of an ended message's retention (plus a slack, so purges come in batches). A tick
+visits only topics whose due time has come, so idle topics cost nothing per tick, and
+returns how long to sleep until the next one. The ticks have no threads in them: ``Loop``
+(loop.py) drives them in each worker, and tests call them directly.
+
+Sends and pulls lower a topic's due time themselves (``DelayQueue._bookkeep``); a tick writes
+back each visited topic's next due time with a compare-and-set (``lua/due_set.lua``), so a
+concurrent send that lowered it is never overwritten.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+import redis
+
+from delayqueue.core.clock import Clock
+from delayqueue.core.keys import NamespaceKeys
+from delayqueue.core.monitor import Monitor
+from delayqueue.core.queue import SCRIPT_LIMIT
+from delayqueue.core.scripts import Scripts
+
+from .lease import once_per
+
+logger = logging.getLogger(__name__)
+
+TOPICS_PER_TICK = 200         # most due topics one scheduler tick visits
+ROUNDS_PER_TOPIC = 10         # most script rounds for one busy topic per tick
+REGISTRY_CHUNK = 500          # topics per pipelined round trip in the registry sweeps
+
+
+class Scheduler:
+    """Moves messages whose time has come; one instance per process, leased by ``Loop``.
+
+    Args:
+        end_life_ms: retention of ended messages (``end-life-msg-expire-millis``).
+        defaults: the server's topic settings (``topic_config.server_defaults``).
+        max_sleep_ms: the longest sleep between ticks (``msg-schedule-millis``): a safety scan.
+        min_gap_ms: the shortest time between tick starts (``schedule-min-gap-millis``).
+        defer_ms: how much later to visit a topic whose consumers promote it
+            (``schedule-defer-millis``; see ``visit``).
+        repair_interval_ms, recycle_interval_ms: how often the fleet runs each registry sweep.
+        topic_inactive_ms: a topic unused this long, with empty queues, is recycled.
+        on_recycle: told each recycled topic (the queue forgets it registered it).
+    """
+
+    def __init__(self, client: redis.Redis, scripts: Scripts, clock: Clock, monitor: Monitor,
+                 keys: NamespaceKeys, *, end_life_ms: int, max_sleep_ms: int,
+                 defaults: list[str],
+                 min_gap_ms: int = 0, defer_ms: int = 0, repair_interval_ms: int = 60_000,
+                 recycle_interval_ms: int = 60_000, topic_inactive_ms: int = 1_800_000,
+                 on_recycle: Callable[[str], None] = lambda topic: None) -> None:
+        self.client = client
+        self.scripts = scripts
+        self.clock = clock
+        self.monitor = monitor
+        self.keys = keys
+        self.end_life_ms = end_life_ms
+        self.defaults = defaults
+        self.max_sleep_ms = max_sleep_ms
+        self.min_gap_ms = min_gap_ms
+        self.defer_ms = defer_ms
+        self.repair_interval_ms = repair_interval_ms
+        self.recycle_interval_ms = recycle_interval_ms
+        self.topic_inactive_ms = topic_inactive_ms
+        self.on_recycle = on_recycle
+
+    # -- the schedule loop ------------------------------------------------------------------
+    def tick(self) -> float:
+        """Visit every due topic; returns the seconds to sleep before the next tick."""
+        started = time.monotonic()
+        next_due = self.run_due()
+        delay = self.max_sleep_ms / 1000.0
+        if next_due is not None:
+            # Wake 1 ms after the due time: the clock is a lower bound, never early.
+            delay = min(delay, self.clock.seconds_until(next_due + 1))
+        # Under load every millisecond has a due message somewhere: batch them, one tick per
+        # gap, instead of a tick (three round trips) per due millisecond.
+        return max(delay, self.min_gap_ms / 1000.0 - (time.monotonic() - started))
+
+    def run_due(self) -> int | None:
+        """Visit every topic whose due time has come; returns the next due time, if any.
+
+        Two round trips besides the due-index read, however many topics are due: one for the
+        scripts, one for the due-index updates and the new head.
+        """
+        now = self.clock.now_ms()
+        due = self.client.zrangebyscore(self.keys.due, "-inf", now, start=0,
+                                        num=TOPICS_PER_TICK, withscores=True)
+        pipe = self.client.pipeline(transaction=False)
+        if due:
+            next_due = self.visit([topic for topic, _ in due])
+            for topic, seen in due:
+                self.scripts.due_set(self.keys, topic, seen, next_due[topic], client=pipe)
+        pipe.zrange(self.keys.due, 0, 0, withscores=True)
+        head = pipe.execute()[-1]
+        return int(head[0][1]) if head else None
+
+    def visit(self, topics: list[str]) -> dict[str, int]:
+        """Promote, time out and expire these topics; returns each one's next due time (-1:
+        nothing live).
+
+        Every round runs the three scripts of every topic still busy in one pipelined round
+        trip; a topic stays busy while a script moved its full limit.
+
+        A topic whose visit found nothing to do although its time had come was served by its
+        consumers (a pull promotes its own topic): its next visit is deferred by
+        ``defer_ms``, so a busy consumed topic costs the scheduler a visit per deferral
+        instead of one per due message. Consumers still get every message on time; only
+        promotion with nobody polling, ack timeouts and expiry may wait that much longer,
+        and the first visit that finds work makes the topic's visits exact again.
+        """
+        channel = self.keys.hint_channel
+        next_due: dict[str, int] = {}
+        busy = topics = list(topics)
+        for _ in range(ROUNDS_PER_TOPIC):
+            if not busy:
+                return next_due
+            now = self.clock.now_ms()
+            pipe = self.client.pipeline(transaction=False)
+            for topic in busy:
+                tk = self.keys.topic(topic)
+                self.scripts.promote(tk, now, SCRIPT_LIMIT, channel, client=pipe)
+                self.scripts.timeout(tk, now, SCRIPT_LIMIT, self.end_life_ms, channel,
+                                     self.defaults, client=pipe)
+                self.scripts.expire(tk, now, SCRIPT_LIMIT, self.end_life_ms, self.defaults,
+                                    client=pipe)
+            replies = pipe.execute()
+            still_busy = []
+            first_round = busy is topics
+            for i, topic in enumerate(busy):
+                (moved, gaps, _), (requeued, exhausted, _, dead_timeout), \
+                    (expired, ended6, scanned, due, dead_expire, purged) = \
+                    replies[3 * i:3 * i + 3]
+                self.monitor.record_promotions(topic, moved, gaps)
+                self.monitor.incr(topic, "deadLettered", dead_timeout + dead_expire)
+                if requeued or exhausted:
+                    self.monitor.incr(topic, "triggerMsgTimeout", requeued + exhausted)
+                if exhausted or expired or ended6:
+                    self.monitor.incr(topic, "triggerMsgEndLife", exhausted + expired + ended6)
+                if SCRIPT_LIMIT in (moved, requeued + exhausted, scanned, purged):
+                    still_busy.append(topic)
+                elif first_round and due >= 0 and self.defer_ms and \
+                        not (moved or requeued or exhausted or expired or ended6 or purged):
+                    next_due[topic] = int(due) + self.defer_ms
+                else:
+                    next_due[topic] = int(due)
+            busy = still_busy
+        now = self.clock.now_ms()
+        next_due.update({topic: now for topic in busy})  # still busy: back on the next tick
+        return next_due
+
+    # -- registry upkeep: each runs once per interval across the fleet --------------------------
+    def repair_tick(self) -> None:
+        if once_per(self.client, self.keys.lease("repair-gate"), self.repair_interval_ms):
+            self.repair_due_index()
+
+    def recycle_tick(self) -> None:
+        if once_per(self.client, self.keys.lease("recycle-gate"), self.recycle_interval_ms):
+            self.recycle_topics()
+
+    def topics(self) -> list[str]:
+        return sorted(self.client.zrange(self.keys.topics, 0, -1))
+
+    def repair_due_index(self) -> int:
+        """Re-derive every topic's due time from its queue heads; returns topics repaired.
+
+        Covers a process killed between a script and its due-index write. Cost per sweep:
+        four O(log n) reads per registered topic, pipelined in chunks. The head of ``ended``
+        is taken as is (the scripts add a purge slack to it): a visit that comes early
+        only writes back the exact due time.
+        """
+        topics = self.topics()
+        repaired = 0
+        for start in range(0, len(topics), REGISTRY_CHUNK):
+            part = topics[start:start + REGISTRY_CHUNK]
+            pipe = self.client.pipeline(transaction=False)
+            for topic in part:
+                tk = self.keys.topic(topic)
+                for key in (tk.waiting, tk.ack, tk.expire, tk.ended):
+                    pipe.zrange(key, 0, 0, withscores=True)
+            heads = pipe.execute()
+            fix = self.client.pipeline(transaction=False)
+            for i, topic in enumerate(part):
+                scores = [h[0][1] for h in heads[4 * i:4 * i + 4] if h]
+                if scores:
+                    fix.zadd(self.keys.due, {topic: min(scores)}, lt=True)
+                    repaired += 1
+            fix.execute()
+        return repaired
+
+    def recycle_topics(self) -> list[str]:
+        """Forget topics unused for ``topic_inactive_ms`` that hold nothing: every topic key
+        (``TopicKeys.queues``) is gone, so no message, live or retained, is left behind; a
+        topic with retained records waits until the scheduler has purged them."""
+        cutoff = self.clock.now_ms() - self.topic_inactive_ms
+        stale = self.client.zrangebyscore(self.keys.topics, "-inf", f"({cutoff}", start=0,
+                                          num=REGISTRY_CHUNK, withscores=True)
+        pipe = self.client.pipeline(transaction=False)
+        for topic, _ in stale:
+            pipe.exists(*self.keys.topic(topic).queues)
+        live = pipe.execute() if stale else []
+        recycled = []
+        for (topic, seen), count in zip(stale, live):
+            if count == 0 and self.scripts.recycle(self.keys, topic, seen):
+                self.on_recycle(topic)
+                recycled.append(topic)
+        if recycled:
+            logger.info("recycled %d inactive topics", len(recycled))
+        return recycled

@@ -1,0 +1,210 @@
+"""Human-readable rendering for the CLI: tables, ISO times, "in 4m 10s", status names."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import datetime
+from typing import Any, Iterable, Sequence
+
+from delayqueue.client.model import TOPIC_SETTINGS, DelayMsg, MonitorData, TopicConfig, TopicInfo
+from delayqueue.core.status import Status
+
+BODY_WIDTH = 40
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(text: str) -> int:
+    """``1500`` (ms), ``500ms``, ``10s``, ``4m``, ``1h30m``, ``2d`` -> milliseconds."""
+    text = text.strip().lower()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 1500, 500ms, 10s, 4m, 1h30m)")
+    return int(sum(float(n) * _UNIT_MS[u] for n, u in parts))
+
+
+def parse_time_ms(text: str) -> int:
+    """Epoch milliseconds, or an ISO date-time (local time when it has no offset)."""
+    if text.strip().isdigit():
+        return int(text)
+    try:
+        return int(datetime.fromisoformat(text.strip()).timestamp() * 1000)
+    except ValueError:
+        raise ValueError(f"not a time: {text!r} (use epoch ms or ISO, e.g. "
+                         "2030-01-31T12:00:00+00:00)") from None
+
+
+def span(ms: int) -> str:
+    """``250000`` -> ``4m 10s``; two units at most."""
+    ms = abs(int(ms))
+    if ms < 1000:
+        return f"{ms}ms"
+    seconds = (ms + 500) // 1000
+    units = [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)]
+    parts: list[tuple[int, str]] = []
+    for name, size in units:
+        if seconds >= size or parts:
+            parts.append((seconds // size, name))
+            seconds %= size
+    shown = [f"{n}{u}" for n, u in parts[:2] if n or (u == parts[0][1])]
+    return " ".join(shown)
+
+
+def relative(at_ms: int, now_ms: int | None = None) -> str:
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    delta = at_ms - now_ms
+    if abs(delta) < 1000:
+        return "now"
+    return f"in {span(delta)}" if delta > 0 else f"{span(delta)} ago"
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000).astimezone().isoformat(timespec="seconds")
+
+
+def status_label(status: Status | int) -> str:
+    status = Status(int(status))
+    return f"{status.name.lower().replace('_', ' ')} ({int(status)})"
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    cells = [list(map(str, headers))] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def short(body: str, width: int = BODY_WIDTH) -> str:
+    body = body.replace("\n", "\\n")
+    return body if len(body) <= width else body[: width - 1] + "…"
+
+
+def attributes_text(attributes: Any) -> str:
+    """``{"a": "1", "b": "x y"}`` -> ``a=1 b=x y``, in one line."""
+    return " ".join(f"{k}={v}" for k, v in (attributes or {}).items()).replace("\n", "\\n")
+
+
+def message_table(messages: Sequence[DelayMsg]) -> str:
+    """The messages, one a row; RECEIPT and ATTRIBUTES columns only when any has them."""
+    if not messages:
+        return "(no messages)"
+    now = int(time.time() * 1000)
+    receipts = any(m.receipt for m in messages)
+    attributes = any(m.attributes for m in messages)
+    headers = ["MSG ID", "STATUS", "TRIGGER", "DUE", "RETRY"]
+    headers += ["RECEIPT"] * receipts + ["ATTRIBUTES"] * attributes + ["BODY"]
+    rows = []
+    for m in messages:
+        row = [m.msg_id, status_label(m.status), iso(m.trigger_time),
+               relative(m.trigger_time, now), f"{m.retry}/{m.max_retry}"]
+        row += [m.receipt or ""] * receipts
+        row += [short(attributes_text(m.attributes))] * attributes
+        rows.append(row + [short(m.msg)])
+    return table(headers, rows)
+
+
+def dead_table(messages: Sequence[DelayMsg]) -> str:
+    """Dead letters, oldest death first: when each died, its deliveries and body."""
+    if not messages:
+        return "(no dead letters)"
+    now = int(time.time() * 1000)
+    attributes = any(m.attributes for m in messages)
+    headers = ["MSG ID", "DIED", "AGO", "RETRY", "TRIGGER"] + ["ATTRIBUTES"] * attributes
+    rows = []
+    for m in messages:
+        died = m.dead_time if m.dead_time is not None else m.expire_time
+        row = [m.msg_id, iso(died), relative(died, now), f"{m.retry}/{m.max_retry}",
+               iso(m.trigger_time)]
+        row += [short(attributes_text(m.attributes))] * attributes
+        rows.append(row + [short(m.msg)])
+    return table(headers + ["BODY"], rows)
+
+
+def setting_value(name: str, value: Any) -> str:
+    """A topic setting for people: durations also as ``1h``, booleans as on/off."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if name.endswith("_ms"):
+        return f"{value} ({span(int(value))})"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def topic_config_table(config: TopicConfig) -> str:
+    """SETTING (the API's name), VALUE, SOURCE (topic or server) of every setting."""
+    return table(["SETTING", "VALUE", "SOURCE"],
+                 [[api, setting_value(name, getattr(config, name)),
+                   config.sources.get(name, "")]
+                  for name, api in TOPIC_SETTINGS.items()])
+
+
+def message_detail(m: DelayMsg) -> str:
+    now = int(time.time() * 1000)
+    rows = [
+        ("topic", m.topic), ("msgId", m.msg_id), ("status", status_label(m.status)),
+        ("produceTime", f"{iso(m.produce_time)}  ({relative(m.produce_time, now)})"),
+        ("triggerTime", f"{iso(m.trigger_time)}  ({relative(m.trigger_time, now)})"),
+        ("expireTime", f"{iso(m.expire_time)}  ({relative(m.expire_time, now)})"),
+        ("retry", f"{m.retry} delivered of at most {m.max_retry + 1} (maxRetry {m.max_retry})"),
+    ]
+    if m.dead_time is not None:
+        rows.append(("deadTime", f"{iso(m.dead_time)}  ({relative(m.dead_time, now)})"))
+    if m.receipt:
+        rows.append(("receipt", m.receipt))
+    if m.attributes:
+        rows.append(("attributes", json.dumps(dict(m.attributes), ensure_ascii=False)))
+    if m.duplicate:
+        rows.append(("duplicate", "yes: the msgId is live, nothing was enqueued"))
+    rows.append(("msg", m.msg))
+    return "\n".join(f"{k:<12} {v}" for k, v in rows)
+
+
+def topics_table(infos: Sequence[TopicInfo]) -> str:
+    """Queue sizes per topic; a DEAD column only when some topic has dead letters."""
+    if not infos:
+        return "(no topics)"
+    dead = any(t.dead_queue_size for t in infos)
+    return table(["TOPIC", "WAITING", "READY", "CONSUMING"] + ["DEAD"] * dead,
+                 [[t.topic, t.waiting_queue_size, t.ready_queue_size, t.ack_queue_size]
+                  + [t.dead_queue_size] * dead for t in infos])
+
+
+def topic_detail(info: TopicInfo) -> str:
+    lines = [f"topic      {info.topic}", f"waiting    {info.waiting_queue_size}",
+             f"ready      {info.ready_queue_size}", f"consuming  {info.ack_queue_size}"]
+    if "deadQueueSize" in info.raw:
+        lines.append(f"dead       {info.dead_queue_size}")
+    if info.waiting_buckets:
+        lines += ["", table(["DUE IN", "WAITING"],
+                            [[_bucket_name(k), v] for k, v in info.waiting_buckets.items()])]
+    return "\n".join(lines)
+
+
+def _bucket_name(key: str) -> str:
+    """``sizeOf1minTo10min`` -> ``1min – 10min``."""
+    match = re.fullmatch(r"sizeOf(\w+?)To(\w+)", key)
+    return f"{match.group(1)} – {match.group(2)}" if match else key
+
+
+def monitor_text(data: MonitorData) -> str:
+    out = []
+    if data.request_stats:
+        keys = [k for k in data.request_stats[0] if k != "topic"]
+        out.append(table(["TOPIC", *keys], [[r.get("topic"), *(r.get(k, "") for k in keys)]
+                                            for r in data.request_stats]))
+    for title, rows in (("pull delay after trigger (ms)", data.pull_msg_time_gap_stats),
+                        ("ready delay after trigger (ms)", data.ready_queue_time_gap_stats)):
+        if rows:
+            keys = [k for k in rows[0] if k != "topic"]
+            out.append(title + "\n" + table(["TOPIC", *keys],
+                                            [[r.get("topic"), *(r.get(k, "") for k in keys)]
+                                             for r in rows]))
+    return "\n\n".join(out) or "(no requests in the last monitoring interval)"

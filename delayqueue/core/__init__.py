@@ -1,0 +1,1 @@
+"""Messages, their Redis keys and Lua scripts, and the queue service over them."""

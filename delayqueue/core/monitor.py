@@ -1,0 +1,363 @@
+"""Per-process counters and time-gap histograms, flushed into Redis so every reader sees the fleet.
+
+Request handlers and scheduler loops call ``incr`` / ``observe`` / ``observe_loop``: no I/O, just
+a dict update under a lock, credited to the interval the sample was recorded in (by the shared
+clock). The flush loop calls ``flush()`` about once a second; it adds every buffered interval to
+the interval's HASH ``keys.monitor(start)`` (with a TTL) and to the cumulative HASH
+``keys.monitor_total`` in one ``lua/monitor_flush.lua`` call per interval, one round trip.
+
+Field names are ``"<topic>\\t<name>"`` (topics never contain control characters, the API refuses
+them) where name is a counter (``sendMsg``), or ``<histogram>:count`` / ``:sum`` / ``:max`` /
+``:b<i>`` (samples in bucket i of ``histogram.BOUNDS_MS``; only non-zero buckets are stored).
+Scheduler loop timings use the pseudo-topic ``LOOP_TOPIC = "\\tloop"`` (no real topic can start
+with a tab) and the loop's name as the histogram: ``"\\tloop\\tpromote:b0"``; server events
+(``EVENTS``, such as a write Redis refused over maxmemory) the pseudo-topic ``"\\tevent"``.
+Time gaps are whole milliseconds (rounded, negatives clamped to 0); loop durations keep
+fractional ms in sum and max.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from delayqueue.core.clock import Clock
+from delayqueue.core.histogram import BOUNDS_MS, bucket_index, percentile
+from delayqueue.core.keys import NamespaceKeys
+from delayqueue.core.scripts import Scripts
+
+logger = logging.getLogger(__name__)
+
+COUNTERS = ("sendMsg", "pullMsg", "ackMsg", "nackMsg", "getMsg", "deleteMsg",
+            "triggerMsgReady", "triggerMsgEndLife", "triggerMsgTimeout",
+            "deadLettered", "redriven")
+HISTOGRAMS = ("pullMsgTimeGap", "readyQueueTimeGap")
+# Fleet-wide counts of server events, not of any topic.
+EVENTS = ("redisOutOfMemory",)
+
+LOOP_TOPIC = "\tloop"
+EVENT_TOPIC = "\tevent"
+FIELD_SEPARATOR = "\t"
+# Intervals kept in the local buffer while Redis is unreachable; older ones are dropped.
+MAX_BUFFERED_INTERVALS = 10
+# Interval hashes live at least this long (and at least 10 intervals).
+MIN_RETENTION_MS = 3_600_000
+RETENTION_INTERVALS = 10
+
+
+@dataclass
+class _Batch:
+    """One interval's samples not yet in Redis: integer increments, float increments, maxima."""
+
+    ints: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    floats: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    maxes: dict[str, float] = field(default_factory=dict)
+
+    def set_max(self, name: str, value: float) -> None:
+        current = self.maxes.get(name)
+        if current is None or value > current:
+            self.maxes[name] = value
+
+    def merge(self, other: _Batch) -> None:
+        for name, value in other.ints.items():
+            self.ints[name] += value
+        for name, value in other.floats.items():
+            self.floats[name] += value
+        for name, value in other.maxes.items():
+            self.set_max(name, value)
+
+    def args(self) -> list[str]:
+        """The script's (field, op, value) groups."""
+        out: list[str] = []
+        for name, value in self.ints.items():
+            if value:
+                out += (name, "i", str(value))
+        for name, value in self.floats.items():
+            if value:
+                out += (name, "f", repr(round(value, 3)))
+        for name, value in self.maxes.items():
+            out += (name, "m", str(value) if isinstance(value, int) else repr(round(value, 3)))
+        return out
+
+
+def empty_histogram() -> dict[str, Any]:
+    return {"count": 0, "sum": 0, "max": 0, "counts": [0] * len(BOUNDS_MS)}
+
+
+def empty_topic_stats() -> dict[str, Any]:
+    stats: dict[str, Any] = {name: 0 for name in COUNTERS}
+    for name in HISTOGRAMS:
+        stats[name] = empty_histogram()
+    return stats
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _number(value: str | bytes) -> int | float:
+    text = _text(value)
+    try:
+        return int(text)
+    except ValueError:
+        number = float(text)
+        return int(number) if number.is_integer() else number
+
+
+def _apply_histogram_field(hist: dict[str, Any], suffix: str, value: float) -> None:
+    if suffix in ("count", "sum", "max"):
+        hist[suffix] = value
+    elif suffix.startswith("b") and suffix[1:].isdigit() and int(suffix[1:]) < len(BOUNDS_MS):
+        hist["counts"][int(suffix[1:])] = int(value)
+
+
+def parse_monitor_hash(raw: dict) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Split a monitor HASH into ({topic: counters + histograms}, {loop: histogram}).
+
+    Unknown fields are ignored so older readers survive newer writers.
+    """
+    topics: dict[str, dict] = {}
+    loops: dict[str, dict] = {}
+    for raw_field, raw_value in raw.items():
+        name = _text(raw_field)
+        value = _number(raw_value)
+        if name.startswith(LOOP_TOPIC + FIELD_SEPARATOR):
+            loop, _, suffix = name[len(LOOP_TOPIC) + 1:].rpartition(":")
+            if loop:
+                _apply_histogram_field(loops.setdefault(loop, empty_histogram()), suffix, value)
+            continue
+        topic, sep, metric = name.partition(FIELD_SEPARATOR)
+        if not sep:
+            continue
+        if metric in COUNTERS:
+            topics.setdefault(topic, empty_topic_stats())[metric] = int(value)
+            continue
+        hist_name, _, suffix = metric.rpartition(":")
+        if hist_name in HISTOGRAMS:
+            stats = topics.setdefault(topic, empty_topic_stats())
+            _apply_histogram_field(stats[hist_name], suffix, value)
+    return topics, loops
+
+
+def time_gap_stats(topic: str, hist: dict[str, Any]) -> dict[str, Any]:
+    """One entry of getMonitorData's time-gap lists."""
+    count = hist["count"]
+    return {
+        "topic": topic,
+        "count": count,
+        "avg": hist["sum"] / count if count else 0.0,
+        "max": hist["max"],
+        "p50": percentile(hist["counts"], 0.5, hist["max"]),
+        "p99": percentile(hist["counts"], 0.99, hist["max"]),
+    }
+
+
+class Monitor:
+    """Fleet-wide monitoring: local buffers per interval, flushed into Redis hashes."""
+
+    def __init__(self, client: redis.Redis, keys: NamespaceKeys, clock: Clock, interval_s: int,
+                 scripts: Scripts) -> None:
+        if interval_s <= 0:
+            raise ValueError("monitor interval must be positive")
+        self.client = client
+        self.keys = keys
+        self.clock = clock
+        self.interval_ms = interval_s * 1000
+        self.retention_ms = max(RETENTION_INTERVALS * self.interval_ms, MIN_RETENTION_MS)
+        self.scripts = scripts
+        self._lock = threading.Lock()
+        self._pending: dict[int, _Batch] = {}
+        self._failing = False
+
+    # -- recording (hot path: no I/O) ---------------------------------------------------------
+
+    def _batch(self) -> _Batch:
+        """The current interval's batch; the caller holds the lock."""
+        start = self.interval_start(self.clock.now_ms())
+        batch = self._pending.get(start)
+        if batch is None:
+            batch = self._pending[start] = _Batch()
+        return batch
+
+    def incr(self, topic: str, counter: str, n: int = 1) -> None:
+        if counter not in COUNTERS:
+            raise ValueError(f"unknown monitor counter {counter!r}")
+        if n == 0:
+            return
+        name = f"{topic}{FIELD_SEPARATOR}{counter}"
+        with self._lock:
+            self._batch().ints[name] += n
+
+    def observe(self, topic: str, histogram: str, gaps_ms: Iterable[float]) -> None:
+        if histogram not in HISTOGRAMS:
+            raise ValueError(f"unknown monitor histogram {histogram!r}")
+        # Whole ms keeps the sums integer (HINCRBY); "never early" makes negatives noise.
+        gaps = [max(0, math.floor(gap + 0.5)) for gap in gaps_ms]
+        if not gaps:
+            return
+        prefix = f"{topic}{FIELD_SEPARATOR}{histogram}:"
+        with self._lock:
+            batch = self._batch()
+            batch.ints[prefix + "count"] += len(gaps)
+            batch.ints[prefix + "sum"] += sum(gaps)
+            batch.set_max(prefix + "max", max(gaps))
+            for gap in gaps:
+                batch.ints[f"{prefix}b{bucket_index(gap)}"] += 1
+
+    def record_promotions(self, topic: str, promoted: int, gaps_ms: Iterable[float]) -> None:
+        """Messages a script moved waiting -> ready, with their promotion gaps."""
+        if promoted:
+            self.incr(topic, "triggerMsgReady", promoted)
+            self.observe(topic, "readyQueueTimeGap", [float(g) for g in gaps_ms])
+
+    def count_event(self, event: str, n: int = 1) -> None:
+        if event not in EVENTS:
+            raise ValueError(f"unknown monitor event {event!r}")
+        with self._lock:
+            self._batch().ints[f"{EVENT_TOPIC}{FIELD_SEPARATOR}{event}"] += n
+
+    def observe_loop(self, loop: str, duration_ms: float) -> None:
+        duration = max(0.0, float(duration_ms))
+        prefix = f"{LOOP_TOPIC}{FIELD_SEPARATOR}{loop}:"
+        with self._lock:
+            batch = self._batch()
+            batch.ints[prefix + "count"] += 1
+            batch.floats[prefix + "sum"] += duration
+            batch.set_max(prefix + "max", duration)
+            batch.ints[f"{prefix}b{bucket_index(duration)}"] += 1
+
+    # -- flushing ------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Send every buffered interval to Redis; on failure keep it for the next flush.
+
+        Never raises a Redis error. A reply lost after Redis applied the script is re-sent
+        next time (counted twice): the price of never losing a sample to a short outage.
+        """
+        with self._lock:
+            batches, self._pending = self._pending, {}
+        if not batches:
+            return
+        try:
+            failed, error = self._send(batches)
+        except redis.RedisError:
+            if not self._failing:
+                logger.exception("monitor flush failed; keeping %d interval(s) for the next flush",
+                                 len(batches))
+            failed = batches
+        else:
+            if failed and not self._failing:
+                logger.error("monitor flush failed for %d interval(s); keeping them: %s",
+                             len(failed), error)
+        if failed:
+            self._failing = True
+            self._requeue(failed)
+        elif self._failing:
+            logger.info("monitor flush recovered")
+            self._failing = False
+
+    def _send(self, batches: dict[int, _Batch]) -> tuple[dict[int, _Batch], Exception | None]:
+        """Run the flush script once per interval in one round trip.
+
+        Returns the batches that failed and the first error (a pipeline reports per command).
+        """
+        calls = [(start, batch, batch.args()) for start, batch in sorted(batches.items())]
+        calls = [call for call in calls if call[2]]
+        if len(calls) == 1:
+            start, batch, args = calls[0]
+            results = [self.scripts.monitor_flush(self.keys, start, self.retention_ms, args,
+                                                  client=self.client)]
+        else:
+            pipe = self.client.pipeline(transaction=False)
+            for start, _, args in calls:
+                self.scripts.monitor_flush(self.keys, start, self.retention_ms, args, client=pipe)
+            results = pipe.execute(raise_on_error=False)
+        failed: dict[int, _Batch] = {}
+        error: Exception | None = None
+        for (start, batch, _), result in zip(calls, results):
+            if isinstance(result, Exception):
+                failed[start] = batch
+                error = error or result
+            elif int(result) < 0:
+                # A malformed call is a bug here, not an outage: retrying cannot help.
+                logger.error("monitor_flush rejected interval %d with code %s", start, result)
+        return failed, error
+
+    def _requeue(self, failed: dict[int, _Batch]) -> None:
+        with self._lock:
+            for start, batch in failed.items():
+                newer = self._pending.get(start)
+                if newer is not None:
+                    batch.merge(newer)
+                self._pending[start] = batch
+            excess = sorted(self._pending)[:-MAX_BUFFERED_INTERVALS]
+            for start in excess:
+                del self._pending[start]
+        if excess:
+            logger.warning("monitor buffer full: dropped %d unflushed interval(s) from %d",
+                           len(excess), excess[0])
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def interval_start(self, now_ms: int) -> int:
+        return now_ms - now_ms % self.interval_ms
+
+    def read_interval(self, interval_start_ms: int) -> dict[str, dict]:
+        """topic -> the 9 counters and both histograms, summed over the fleet, for one interval."""
+        topics, _ = parse_monitor_hash(self.client.hgetall(self.keys.monitor(interval_start_ms)))
+        return topics
+
+    def monitor_data(self) -> dict:
+        """getMonitorData's "data" object for the last complete interval.
+
+        Samples a process has not flushed yet (at most about a second's worth) are not included.
+        """
+        start = self.interval_start(self.clock.now_ms()) - self.interval_ms
+        stats = self.read_interval(start)
+        requests = []
+        pull_gaps = []
+        ready_gaps = []
+        for topic in sorted(stats):
+            entry = stats[topic]
+            if any(entry[name] for name in COUNTERS):
+                requests.append({
+                    "topic": topic,
+                    "sendMsg": entry["sendMsg"],
+                    "pullMsg": entry["pullMsg"],
+                    "deleteMsg": entry["deleteMsg"],
+                    # camellia's ackMsg counts acks and nacks alike.
+                    "ackMsg": entry["ackMsg"] + entry["nackMsg"],
+                    "getMsg": entry["getMsg"],
+                    "triggerMsgReady": entry["triggerMsgReady"],
+                    "triggerMsgEndLife": entry["triggerMsgEndLife"],
+                    "triggerMsgTimeout": entry["triggerMsgTimeout"],
+                })
+            if entry["pullMsgTimeGap"]["count"] > 0:
+                pull_gaps.append(time_gap_stats(topic, entry["pullMsgTimeGap"]))
+            if entry["readyQueueTimeGap"]["count"] > 0:
+                ready_gaps.append(time_gap_stats(topic, entry["readyQueueTimeGap"]))
+        return {
+            "requestStatsList": requests,
+            "pullMsgTimeGapStatsList": pull_gaps,
+            "readyQueueTimeGapStatsList": ready_gaps,
+        }
+
+    def totals(self) -> dict:
+        """Cumulative fleet-wide stats: {"topics": {topic: stats}, "loops": {loop: histogram},
+        "events": {event: count}}."""
+        raw = self.client.hgetall(self.keys.monitor_total)
+        topics, loops = parse_monitor_hash(raw)
+        events = dict.fromkeys(EVENTS, 0)
+        prefix = EVENT_TOPIC + FIELD_SEPARATOR
+        for raw_field, raw_value in raw.items():
+            name = _text(raw_field)
+            if name.startswith(prefix) and name[len(prefix):] in events:
+                events[name[len(prefix):]] = int(_number(raw_value))
+        return {"topics": topics, "loops": loops, "events": events}

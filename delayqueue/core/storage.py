@@ -1,0 +1,145 @@
+"""The message storage format of a namespace: the mark, the check a node makes before it
+starts, and the migration from the older format.
+
+Since the record format a message is one field of its topic's ``msgs`` hash (a binary record
+written only by lua/includes/message.lua); before it, every message was a HASH of its own at
+``<prefix>:{<ns>:<topic>}:msg:<msgId>`` and the topic's zsets held msgIds. The two cannot be
+read by each other's scripts, so the namespace carries a mark (``NamespaceKeys.storage_format``):
+a node refuses to start on a namespace that has no mark and holds messages of the older
+format, and ``delayqueue migrate-storage`` converts such a namespace and sets it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+import redis
+
+from .keys import NamespaceKeys, TopicKeys
+from .scripts import Scripts
+
+STORAGE_FORMAT = "records-1"
+MIGRATE_BATCH = 500          # msgIds per migrate.lua call (bounded work per call)
+MIGRATE_COMMAND = "delayqueue migrate-storage"
+
+
+class StorageFormatError(RuntimeError):
+    """The namespace holds messages in a format this version does not read."""
+
+
+def check_format(client: redis.Redis, keys: NamespaceKeys) -> None:
+    """Raise ``StorageFormatError`` when the namespace holds messages of the older format;
+    otherwise make sure it carries the ``STORAGE_FORMAT`` mark.
+
+    Without a mark, the registered topics are looked at: the head of each zset of each topic
+    is an old msgId when its per-message hash exists. None found (a new namespace, or one
+    whose Redis lost the mark, e.g. restarted empty while nodes kept writing) means records:
+    the namespace is marked. O(topics) round-trip-batched reads, only while the mark is
+    missing.
+    """
+    mark = client.get(keys.storage_format)
+    if mark == STORAGE_FORMAT:
+        return
+    if mark is not None:
+        raise StorageFormatError(f"storage: namespace '{keys.namespace}' is marked {mark!r}; "
+                                 f"this version reads {STORAGE_FORMAT!r}")
+    if _holds_old_format(client, keys):
+        raise StorageFormatError(
+            f"storage: namespace '{keys.namespace}' holds topics in the older message format "
+            f"(a hash per message); stop every node and run `{MIGRATE_COMMAND}` first")
+    client.set(keys.storage_format, STORAGE_FORMAT, nx=True)
+
+
+def _holds_old_format(client: redis.Redis, keys: NamespaceKeys) -> bool:
+    topics = client.zrange(keys.topics, 0, -1)
+    for start in range(0, len(topics), MIGRATE_BATCH):
+        tks = [keys.topic(topic) for topic in topics[start:start + MIGRATE_BATCH]]
+        pipe = client.pipeline(transaction=False)
+        for tk in tks:
+            for zset in (tk.waiting, tk.ready, tk.ack, tk.dead):
+                pipe.zrange(zset, 0, 0)
+        heads = pipe.execute()
+        pipe = client.pipeline(transaction=False)
+        for i, tk in enumerate(tks):
+            for head in heads[4 * i:4 * i + 4]:
+                for member in head:
+                    pipe.exists(tk.legacy_msg_prefix + member)
+        if any(pipe.execute()):
+            return True
+    return False
+
+
+def _glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+def _migrate_ids(scripts: Scripts, tk: TopicKeys, now_ms: int, ids: list[str]) -> int:
+    converted = 0
+    for start in range(0, len(ids), MIGRATE_BATCH):
+        converted += int(scripts.migrate(tk, now_ms, ids[start:start + MIGRATE_BATCH])[0])
+    return converted
+
+
+def migrate(client: redis.Redis, keys: NamespaceKeys, now: Callable[[], int],
+            progress: Callable[[str], None] = lambda line: None) -> int:
+    """Convert every registered topic of the namespace to records, then set the mark.
+
+    Per topic: the members of its zsets (ZSCAN, bounded batches), then the per-message hashes
+    left (ended messages kept for their retention; SCAN MATCH on the topic's old prefix).
+    Idempotent: converted messages have no old hash, and a re-run skips them. Returns how many
+    messages were converted. Every node must be stopped while it runs.
+    """
+    scripts = Scripts(client)
+    topics = sorted(client.zrange(keys.topics, 0, -1))
+    total = 0
+    for n, topic in enumerate(topics, 1):
+        tk = keys.topic(topic)
+        converted = 0
+        for zset in (tk.waiting, tk.ready, tk.ack, tk.expire, tk.dead):
+            cursor = 0
+            while True:
+                cursor, members = client.zscan(zset, cursor, count=MIGRATE_BATCH)
+                ids = [member for member, _ in members]
+                converted += _migrate_ids(scripts, tk, now(), ids)
+                if cursor == 0:
+                    break
+        prefix = tk.legacy_msg_prefix
+        for keys_batch in _scan_batches(client, _glob_escape(prefix) + "*"):
+            ids = [key[len(prefix):] for key in keys_batch if key.startswith(prefix)]
+            converted += _migrate_ids(scripts, tk, now(), ids)
+        total += converted
+        progress(f"migrate-storage: topic {n}/{len(topics)} {topic!r}: {converted} converted")
+    client.set(keys.storage_format, STORAGE_FORMAT)
+    progress(f"migrate-storage: done, {total} messages converted; namespace "
+             f"'{keys.namespace}' marked {STORAGE_FORMAT}")
+    return total
+
+
+def _scan_batches(client: redis.Redis, match: str):
+    cursor = 0
+    while True:
+        cursor, found = client.scan(cursor, match=match, count=MIGRATE_BATCH)
+        if found:
+            yield found
+        if cursor == 0:
+            return
+
+
+def check_node_start(settings) -> str | None:
+    """The check a node makes before its workers start (gunicorn_conf.py): raises
+    ``StorageFormatError``; returns a warning line when Redis cannot be reached to check (the
+    node starts, as it does whenever Redis is down)."""
+    from delayqueue.settings.redis_connection import connect_redis
+
+    client = connect_redis(settings.redis_url,
+                           socket_timeout_ms=settings.redis_socket_timeout_millis,
+                           connect_timeout_ms=settings.redis_connect_timeout_millis,
+                           max_connections=1)
+    try:
+        check_format(client, NamespaceKeys(settings.redis_key_prefix, settings.namespace))
+    except redis.RedisError as exc:
+        return f"delayqueue: storage format not checked, Redis unreachable: {exc}"
+    finally:
+        client.close()
+    return None

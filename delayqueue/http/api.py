@@ -1,0 +1,339 @@
+"""HTTP routes: camellia's paths and shapes. Views parse, make one service call, serialise."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from delayqueue.background.longpoll import long_poll
+from delayqueue.background.runtime import Runtime
+from delayqueue.core.errors import (
+    BadRequest,
+    DelayQueueError,
+    MissingParameter,
+    OutOfMemory,
+    redis_errors,
+)
+from delayqueue.core.queue import AckRequest, SendRequest, SendResult
+from delayqueue.monitoring.metrics import render_metrics
+from delayqueue.monitoring.monitor_text import monitor_string
+
+from .openapi import document
+from .params import Params
+
+delay_queue = Blueprint("delay_queue", __name__, url_prefix="/camellia/delayQueue")
+health = Blueprint("health", __name__, url_prefix="/camellia/health")
+metrics = Blueprint("metrics", __name__)
+
+METHODS = ["GET", "POST"]
+
+
+def runtime() -> Runtime:
+    return current_app.extensions["delayqueue"]
+
+
+def params() -> Params:
+    """The query string's parameters, overridden by the body's: a form, or a JSON object."""
+    req = request._get_current_object()    # one context lookup, not one per attribute
+    values: dict[str, Any] = req.args.to_dict() if req.query_string else {}
+    if req.is_json:
+        body = req.get_json(silent=True)
+        if not isinstance(body, dict):
+            raise BadRequest("body: a JSON body must be an object of parameters")
+        values.update(body)
+    else:
+        values.update(req.form.to_dict())
+    return params_of(values)
+
+
+def params_of(values: dict[str, Any], limits: dict[str, int] | None = None) -> Params:
+    return Params(values, **(limits or runtime().param_limits))
+
+
+def batch(entries_name: str) -> tuple[str, Params, list[Any]]:
+    """A batch request's topic, its other parameters and its entries. A body that is not a
+    JSON object with the entries as a non-empty array of at most ``max-batch`` is refused
+    whole (HTTP 400): nothing is written."""
+    body = request.get_json(silent=True) if request.is_json else None
+    if not isinstance(body, dict):
+        raise MissingParameter("body: a batch must be a JSON object (Content-Type: "
+                               "application/json)")
+    entries = body.get(entries_name)
+    if not isinstance(entries, list) or not entries:
+        raise MissingParameter(f"{entries_name}: required, a non-empty JSON array")
+    limit = runtime().settings.max_batch
+    if len(entries) > limit:
+        raise MissingParameter(f"{entries_name}: at most {limit} entries, got {len(entries)}")
+    p = params_of(body)
+    try:
+        topic = p.topic()
+    except DelayQueueError as exc:
+        raise MissingParameter(exc.msg) from None
+    return topic, p, entries
+
+
+def entry_params(entries_name: str, index: int, entry: Any, limits: dict[str, int]) -> Params:
+    if not isinstance(entry, dict):
+        raise BadRequest(f"{entries_name}[{index}]: must be a JSON object, got "
+                         f"{type(entry).__name__}")
+    return params_of(entry, limits)
+
+
+def parse_entry(entries_name: str, index: int, parse: Callable[[], Any]) -> Any:
+    """One entry parsed, or its error (named ``<entries>[<index>].<parameter>``) returned as
+    that entry's answer, so the others still go ahead."""
+    try:
+        return parse()
+    except DelayQueueError as exc:
+        error = BadRequest(exc.msg if exc.msg.startswith(f"{entries_name}[")
+                           else f"{entries_name}[{index}].{exc.msg}")
+        return error
+
+
+def entry_answers(results: list[Any], answer: Callable[[Any], dict[str, Any]]) -> Response:
+    """A batch's answer: each entry's result or error, in order. A batch refused because
+    Redis was over its maxmemory counts once, as a refused single request does."""
+    if any(isinstance(r, OutOfMemory) for r in results):
+        runtime().monitor.count_event("redisOutOfMemory")
+    return success(results=[{"code": r.code, "msg": r.msg} if isinstance(r, DelayQueueError)
+                            else {"code": 200, "msg": "success", **answer(r)}
+                            for r in results])
+
+
+def success(**fields: Any) -> Response:
+    return jsonify({"code": 200, "msg": "success", **fields})
+
+
+@delay_queue.route("/sendMsg", methods=METHODS)
+def send_msg() -> Response:
+    p = params()
+    topic = p.topic()
+    result = runtime().queue.send_batch(topic, [send_request(p)])[0]
+    if isinstance(result, DelayQueueError):
+        raise result
+    return success(**sent(result))
+
+
+def send_request(p: Params) -> SendRequest:
+    body, msg_id = p.body(), p.msg_id(required=False)
+    delay_ms, trigger_ms = p.duration("delayMillis"), p.trigger_time()
+    if delay_ms is not None and trigger_ms is not None:
+        raise BadRequest("delayMillis, triggerTime: give at most one of them")
+    return SendRequest(body, msg_id, delay_ms, trigger_ms, p.duration("ttlMillis"),
+                       p.max_retry(), p.attributes())
+
+
+def sent(result: SendResult) -> dict[str, Any]:
+    return {"delayMsg": result.message.to_json(),
+            **({"duplicate": True} if result.duplicate else {})}
+
+
+@delay_queue.route("/sendMsgBatch", methods=["POST"])
+def send_msg_batch() -> Response:
+    topic, _, entries = batch("msgs")
+    rt = runtime()
+    requests = [parse_entry("msgs", i, lambda i=i, e=e: send_request(
+        entry_params("msgs", i, e, rt.param_limits))) for i, e in enumerate(entries)]
+    results = rt.queue.send_batch(topic, requests)
+    return entry_answers(results, sent)
+
+
+@delay_queue.route("/ackMsgBatch", methods=["POST"])
+def ack_msg_batch() -> Response:
+    topic, _, entries = batch("acks")
+
+    def ack_request(p: Params) -> AckRequest:
+        return AckRequest(p.msg_id(), p.receipt(), p.boolean("ack", default=True),
+                          p.non_negative("delayMillis"))
+
+    rt = runtime()
+    requests = [parse_entry("acks", i, lambda i=i, e=e: ack_request(
+        entry_params("acks", i, e, rt.param_limits))) for i, e in enumerate(entries)]
+    results = rt.queue.ack_batch(topic, requests)
+    return entry_answers(results, lambda _: {})
+
+
+@delay_queue.route("/deleteMsgBatch", methods=["POST"])
+def delete_msg_batch() -> Response:
+    topic, p, entries = batch("msgIds")
+    release = p.boolean("release", default=False)
+    rt = runtime()
+    msg_ids = [parse_entry("msgIds", i, lambda e=e: params_of({"msgId": e}, rt.param_limits)
+                           .msg_id())
+               if isinstance(e, str) else
+               BadRequest(f"msgIds[{i}]: must be a string, got {type(e).__name__}")
+               for i, e in enumerate(entries)]
+    results = rt.queue.delete_batch(topic, msg_ids, release)
+    return entry_answers(results, lambda _: {})
+
+
+@delay_queue.route("/pullMsg", methods=METHODS)
+def pull_msg() -> Response:
+    p = params()
+    result = runtime().queue.pull(p.topic(), p.batch(), p.duration("ackTimeoutMillis"))
+    return success(delayMsgList=[m.to_json() for m in result.messages])
+
+
+@delay_queue.route("/longPollingMsg", methods=METHODS)
+def long_polling_msg() -> Response:
+    p = params()
+    rt = runtime()
+    s = rt.settings
+    result = long_poll(rt.queue, rt.hub, rt.clock, p.topic(), p.batch(),
+                       p.duration("ackTimeoutMillis"),
+                       p.long_polling_timeout(s.long_polling_timeout_millis),
+                       s.long_polling_safety_millis / 1000.0)
+    return success(delayMsgList=[m.to_json() for m in result.messages])
+
+
+@delay_queue.route("/ackMsg", methods=METHODS)
+def ack_msg() -> Response:
+    p = params()
+    topic, msg_id, ack = p.topic(), p.msg_id(), p.boolean("ack", default=True)
+    receipt, delay_ms = p.receipt(), p.non_negative("delayMillis")
+    queue = runtime().queue
+    if ack:
+        queue.ack(topic, msg_id, receipt)
+    else:
+        queue.nack(topic, msg_id, receipt, delay_ms)
+    return success()
+
+
+@delay_queue.route("/changeVisibility", methods=METHODS)
+def change_visibility() -> Response:
+    p = params()
+    topic, msg_id = p.topic(), p.msg_id()
+    message = runtime().queue.change_visibility(
+        topic, msg_id, p.non_negative("ackTimeoutMillis", required=True), p.receipt())
+    return success(delayMsg=message.to_json())
+
+
+@delay_queue.route("/rescheduleMsg", methods=METHODS)
+def reschedule_msg() -> Response:
+    p = params()
+    topic, msg_id = p.topic(), p.msg_id()
+    delay_ms, trigger_ms = p.duration("delayMillis"), p.trigger_time()
+    if delay_ms is None and trigger_ms is None:
+        raise MissingParameter("delayMillis, triggerTime: give one of them")
+    if delay_ms is not None and trigger_ms is not None:
+        raise BadRequest("delayMillis, triggerTime: give only one of them")
+    message = runtime().queue.reschedule(topic, msg_id, delay_ms=delay_ms,
+                                         trigger_time_ms=trigger_ms)
+    return success(delayMsg=message.to_json())
+
+
+@delay_queue.route("/listDeadMsg", methods=METHODS)
+def list_dead_msg() -> Response:
+    p = params()
+    page = runtime().admin.list(p.topic(), p.limit(100), p.string("cursor"))
+    extra = {"nextCursor": page.next_cursor} if page.next_cursor else {}
+    return success(delayMsgList=[m.to_json() for m in page.messages], **extra)
+
+
+@delay_queue.route("/redriveDeadMsg", methods=METHODS)
+def redrive_dead_msg() -> Response:
+    p = params()
+    topic, msg_id, limit = p.topic(), p.msg_id(required=False), p.limit(1000)
+    return success(count=runtime().admin.redrive(topic, msg_id, limit))
+
+
+@delay_queue.route("/purgeDeadMsg", methods=METHODS)
+def purge_dead_msg() -> Response:
+    p = params()
+    return success(count=runtime().admin.purge(p.topic(), p.msg_id(required=False)))
+
+
+@delay_queue.route("/setTopicConfig", methods=METHODS)
+def set_topic_config() -> Response:
+    p = params()
+    topic, reset = p.topic(), p.boolean("reset", default=False)
+    data, source = runtime().admin.set_config(topic, p.values, reset)
+    return success(data=data, source=source)
+
+
+@delay_queue.route("/getTopicConfig", methods=METHODS)
+def get_topic_config() -> Response:
+    data, source = runtime().admin.get_config(params().topic())
+    return success(data=data, source=source)
+
+
+@delay_queue.route("/getMsg", methods=METHODS)
+def get_msg() -> Response:
+    p = params()
+    return success(delayMsg=runtime().queue.get(p.topic(), p.msg_id()).to_json())
+
+
+@delay_queue.route("/deleteMsg", methods=METHODS)
+def delete_msg() -> Response:
+    p = params()
+    runtime().queue.delete(p.topic(), p.msg_id(), p.boolean("release", default=False))
+    return success()
+
+
+@delay_queue.route("/getMonitorData", methods=METHODS)
+def get_monitor_data() -> Response:
+    with redis_errors():
+        return success(data=runtime().monitor.monitor_data())
+
+
+@delay_queue.route("/getMonitorString", methods=METHODS)
+def get_monitor_string() -> Response:
+    rt = runtime()
+    with redis_errors():
+        data = rt.monitor.monitor_data()
+        infos = rt.queue.topic_infos(rt.queue.topics())
+    start = rt.monitor.interval_start(rt.clock.now_ms()) - rt.monitor.interval_ms
+    text = monitor_string(data, infos, rt.settings.namespace, start,
+                          rt.monitor.interval_ms // 1000)
+    return Response(text, content_type="text/plain; charset=utf-8")
+
+
+@delay_queue.route("/getTopicInfo", methods=METHODS)
+def get_topic_info() -> Response:
+    return success(data=runtime().queue.topic_info(params().topic()))
+
+
+@delay_queue.route("/getTopicInfoList", methods=METHODS)
+def get_topic_info_list() -> Response:
+    queue = runtime().queue
+    return success(data=queue.topic_infos(queue.topics()))
+
+
+@health.route("/status", methods=METHODS)
+def status() -> Response:
+    rt = runtime()
+    ok = rt.is_online() and rt.healthy()
+    response = jsonify({"code": 200 if ok else 500})
+    response.status_code = 200 if ok else 500
+    return response
+
+
+@health.route("/check", methods=METHODS)
+def check() -> Response:
+    return jsonify({"code": 200})
+
+
+@health.route("/online", methods=METHODS)
+def online() -> Response:
+    runtime().set_online(True)
+    return jsonify({"code": 200})
+
+
+@health.route("/offline", methods=METHODS)
+def offline() -> Response:
+    runtime().set_online(False)
+    return jsonify({"code": 200})
+
+
+@metrics.route("/metrics", methods=["GET"])
+def prometheus() -> Response:
+    rt = runtime()
+    with redis_errors():
+        body, content_type = render_metrics(rt.monitor, rt.queue.queue_sizes)
+    return Response(body, content_type=content_type)
+
+
+@metrics.route("/openapi.json", methods=["GET"])
+def openapi() -> Response:
+    return jsonify(document())

@@ -1,0 +1,1 @@
+"""The operator's console at /dashboard/: server-rendered pages."""

@@ -1,0 +1,206 @@
+"""Request parameters: one place that reads, converts and validates them.
+
+Parameters come from the query string, a form body, or (ours) a JSON object body. A missing
+or unconvertible required parameter is HTTP 400 (as camellia); a value that breaks a rule is
+code 400 in an HTTP 200 envelope. Every message names the parameter and the rule.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Mapping
+
+from delayqueue.core.errors import BadRequest, MissingParameter
+
+TRUE = {"true", "1", "yes", "on"}
+FALSE = {"false", "0", "no", "off"}
+MAX_DURATION_MS = 100 * 365 * 24 * 3600 * 1000   # 100 years: keeps scores exact in Lua doubles
+MAX_ATTRIBUTES = 32               # keys of a message's attributes
+MAX_ATTRIBUTES_BYTES = 8192       # their keys and values in all, UTF-8
+
+
+# Unicode's control characters (category Cc) are exactly these two ranges; one regex search
+# is ~20x cheaper than asking unicodedata about every character of every msgId and topic.
+CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def has_control_chars(text: str) -> bool:
+    return CONTROL_CHARS.search(text) is not None
+
+
+class Params:
+    def __init__(self, values: Mapping[str, Any], *, max_topic_length: int,
+                 max_msg_id_length: int, max_msg_bytes: int, max_batch: int,
+                 max_long_polling_timeout_ms: int) -> None:
+        self.values = values
+        self.max_topic_length = max_topic_length
+        self.max_msg_id_length = max_msg_id_length
+        self.max_msg_bytes = max_msg_bytes
+        self.max_batch = max_batch
+        self.max_long_polling_timeout_ms = max_long_polling_timeout_ms
+
+    def _raw(self, name: str) -> Any:
+        value = self.values.get(name)
+        if isinstance(value, str) and value == "":
+            return None
+        return value
+
+    def string(self, name: str, required: bool = False) -> str | None:
+        value = self._raw(name)
+        if value is None:
+            if required:
+                raise MissingParameter(f"{name}: required parameter is missing or empty")
+            return None
+        if not isinstance(value, str):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return str(value)
+            raise MissingParameter(f"{name}: must be a string")
+        return value
+
+    def integer(self, name: str) -> int | None:
+        value = self._raw(name)
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            raise MissingParameter(f"{name}: must be an integer, got {value!r}")
+        try:
+            number = int(value) if not isinstance(value, float) or value.is_integer() else None
+        except (TypeError, ValueError):
+            number = None
+        if number is None:
+            raise MissingParameter(f"{name}: must be an integer, got {value!r}")
+        return number
+
+    def boolean(self, name: str, default: bool) -> bool:
+        value = self._raw(name)
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in TRUE:
+            return True
+        if text in FALSE:
+            return False
+        raise MissingParameter(f"{name}: must be a boolean (true/false/1/0/yes/no/on/off), "
+                               f"got {value!r}")
+
+    # -- named parameters ----------------------------------------------------------------
+    def topic(self) -> str:
+        topic = self.string("topic", required=True)
+        if len(topic) > self.max_topic_length:
+            raise BadRequest(f"topic: must be at most {self.max_topic_length} characters, "
+                             f"got {len(topic)}")
+        if "{" in topic or "}" in topic:
+            raise BadRequest("topic: must not contain '{' or '}' (they would break Redis "
+                             "Cluster hash tags)")
+        if has_control_chars(topic):
+            raise BadRequest("topic: must not contain control characters")
+        return topic
+
+    def msg_id(self, required: bool = True) -> str | None:
+        msg_id = self.string("msgId", required=required)
+        if msg_id is None:
+            return None
+        if len(msg_id) > self.max_msg_id_length:
+            raise BadRequest(f"msgId: must be at most {self.max_msg_id_length} characters, "
+                             f"got {len(msg_id)}")
+        if has_control_chars(msg_id):
+            raise BadRequest("msgId: must not contain control characters")
+        return msg_id
+
+    def body(self) -> str:
+        body = self.string("msg", required=True)
+        size = len(body.encode("utf-8"))
+        if size > self.max_msg_bytes:
+            raise BadRequest(f"msg: must be at most {self.max_msg_bytes} bytes, got {size}")
+        return body
+
+    def duration(self, name: str) -> int | None:
+        value = self.integer(name)
+        if value is not None and value > MAX_DURATION_MS:
+            raise BadRequest(f"{name}: must be at most {MAX_DURATION_MS} ms (100 years), "
+                             f"got {value}")
+        return value
+
+    def trigger_time(self) -> int | None:
+        value = self.integer("triggerTime")
+        if value is not None and not 0 <= value <= MAX_DURATION_MS * 3:
+            raise BadRequest(f"triggerTime: must be milliseconds since the epoch "
+                             f"(0..{MAX_DURATION_MS * 3}), got {value}")
+        return value
+
+    def max_retry(self) -> int | None:
+        value = self.integer("maxRetry")
+        if value is not None and value > 1_000_000:
+            raise BadRequest(f"maxRetry: must be at most 1000000, got {value}")
+        return value
+
+    def batch(self) -> int:
+        value = self.integer("batch")
+        if value is None or value <= 0:
+            return 1
+        if value > self.max_batch:
+            raise BadRequest(f"batch: must be at most {self.max_batch}, got {value}")
+        return value
+
+    def long_polling_timeout(self, default_ms: int) -> int:
+        value = self.integer("longPollingTimeoutMillis")
+        if value is None or value <= 0:
+            return default_ms
+        if value > self.max_long_polling_timeout_ms:
+            raise BadRequest(f"longPollingTimeoutMillis: must be at most "
+                             f"{self.max_long_polling_timeout_ms}, got {value}")
+        return value
+
+    # -- failure handling and topic settings (ours) ----------------------------------------
+    def receipt(self) -> str | None:
+        """Any string: one that is not the latest delivery's receipt answers 409."""
+        return self.string("receipt")
+
+    def non_negative(self, name: str, required: bool = False) -> int | None:
+        value = self.duration(name)
+        if value is None and required:
+            raise MissingParameter(f"{name}: required parameter is missing or empty")
+        if value is not None and value < 0:
+            raise BadRequest(f"{name}: must be >= 0, got {value}")
+        return value
+
+    def limit(self, default: int) -> int:
+        value = self.integer("limit")
+        if value is None:
+            return default
+        if not 1 <= value <= self.max_batch:
+            raise BadRequest(f"limit: must be between 1 and {self.max_batch}, got {value}")
+        return value
+
+    def attributes(self) -> dict[str, str] | None:
+        """``attributes``: a JSON object of string keys to string values (JSON text in a form)."""
+        value = self._raw("attributes")
+        if value is None:
+            return None
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise BadRequest("attributes: must be a JSON object of strings to strings, "
+                                 "and this is not valid JSON") from None
+        if not isinstance(value, dict):
+            raise BadRequest(f"attributes: must be a JSON object of strings to strings, got "
+                             f"a {type(value).__name__}")
+        if len(value) > MAX_ATTRIBUTES:
+            raise BadRequest(f"attributes: at most {MAX_ATTRIBUTES} keys, got {len(value)}")
+        size = 0
+        for key, text in value.items():
+            if not isinstance(text, str):
+                raise BadRequest(f"attributes: the value of {key!r} must be a string, got a "
+                                 f"{type(text).__name__}")
+            if not key or has_control_chars(key):
+                raise BadRequest("attributes: keys must be non-empty, without control "
+                                 "characters")
+            size += len(key.encode("utf-8")) + len(text.encode("utf-8"))
+        if size > MAX_ATTRIBUTES_BYTES:
+            raise BadRequest(f"attributes: keys and values must be at most "
+                             f"{MAX_ATTRIBUTES_BYTES} bytes in all (UTF-8), got {size}")
+        return value or None

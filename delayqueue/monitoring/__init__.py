@@ -1,0 +1,1 @@
+"""What the server tells about itself: snapshot files, /metrics, monitor text."""

@@ -1,0 +1,1 @@
+"""Serving: gunicorn's worker classes and the embedded redis-server."""

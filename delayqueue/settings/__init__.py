@@ -1,0 +1,1 @@
+"""How the server is configured and how it reaches Redis."""
