@@ -6,7 +6,7 @@
 #
 # The base image is pinned to one Python release: CPython 3.11.14 on Debian 12 (bookworm),
 # the interpreter line the project is developed and tested on (3.11). Bump it on purpose.
-# tests/test_install_docker.py checks this file (there is no Docker engine where the project
+# tests/server/test_install_docker.py checks this file (there is no Docker engine where the project
 # is developed) and runs the HEALTHCHECK's command against a live node.
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 

@@ -51,7 +51,7 @@ HA_ARGS ?=
 ha: install
 	$(VENV)/bin/python bench/ha_campaign.py $(HA_ARGS)
 	DQ_TEST_TOPOLOGIES=standalone,sentinel,cluster $(VENV)/bin/pytest -q \
-	  tests/test_failure_conformance.py tests/test_redis_failover.py
+	  tests/http/test_failure_conformance.py tests/settings/test_redis_failover.py
 
 # The long fault campaign (tests/faults/chaos.py, ~25 min): writes docs/reliability.md.
 # CHAOS_ARGS='--scale 0.25' runs a quarter of it; '--only NodeKill,RedisKill' some faults.
@@ -59,14 +59,14 @@ CHAOS_ARGS ?=
 chaos: install
 	$(VENV)/bin/python tests/faults/chaos.py $(CHAOS_ARGS)
 
-# HTTP fuzzing from the node's own /openapi.json (tests/test_openapi_fuzz.py, schemathesis):
+# HTTP fuzzing from the node's own /openapi.json (tests/http/test_openapi_fuzz.py, schemathesis):
 # 500 cases per operation against a real node (~10 min; make test runs 30 per operation).
 # FUZZ_CASES=2000 runs more, FUZZ_SEED=7 other cases; figures in docs/reliability.md.
 FUZZ_CASES ?= 500
 FUZZ_SEED ?= 13
 fuzz: install
 	DQ_FUZZ_CASES=$(FUZZ_CASES) DQ_FUZZ_SEED=$(FUZZ_SEED) $(VENV)/bin/pytest -q -s \
-	  tests/test_openapi_fuzz.py
+	  tests/http/test_openapi_fuzz.py
 
 # ruff, configured in pyproject.toml.
 lint: install

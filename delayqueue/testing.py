@@ -107,7 +107,7 @@ def _fakeredis_client() -> redis.Redis:
 # The scripts use two builtins of Redis's Lua environment: redis.sha1hex (a message's slot) and
 # the struct library (the record's binary header). fakeredis has neither, so they are added to
 # its runtime here, written to Redis's documented behaviour for the formats the scripts use.
-# tests/test_testing_helpers.py checks the scripts answer on fakeredis exactly as on a real
+# tests/client/test_testing_helpers.py checks the scripts answer on fakeredis exactly as on a real
 # redis-server.
 _STRUCT_CODES = {"b": (1, True), "B": (1, False), "h": (2, True), "H": (2, False),
                  "i": (4, True), "I": (4, False), "l": (8, True), "L": (8, False)}

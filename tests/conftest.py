@@ -17,7 +17,7 @@ from support.topologies import ClusterTopology, SentinelTopology
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory):
-    # tests/test_redis_acl.py runs suites with $DQTEST_REDIS_ACLFILE: the server loads that
+    # tests/settings/test_redis_acl.py runs suites with $DQTEST_REDIS_ACLFILE: the server loads that
     # ACL, and nodes (support/node.py) log in as $DQTEST_REDIS_USER.
     aclfile = os.environ.get(ACLFILE_ENV_VAR)
     server = RedisServer(tmp_path_factory.mktemp("redis"),

@@ -193,7 +193,7 @@ def test_every_test_the_docs_name_exists():
 
 
 def test_api_doc_covers_every_route():
-    source = (ROOT / "delayqueue" / "api.py").read_text(encoding="utf-8")
+    source = (ROOT / "delayqueue" / "http" / "api.py").read_text(encoding="utf-8")
     prefixes = dict(re.findall(
         r"^(\w+)\s*=\s*Blueprint\([^)]*?(?:url_prefix=\"([^\"]*)\")?\)", source, re.MULTILINE))
     routes = re.findall(r"^@(\w+)\.route\(\"(/[^\"]*)\"", source, re.MULTILINE)
@@ -212,7 +212,7 @@ def test_api_doc_covers_every_route():
 
 
 def test_api_doc_names_exactly_the_metrics_the_server_exports():
-    source = (ROOT / "delayqueue" / "metrics.py").read_text(encoding="utf-8")
+    source = (ROOT / "delayqueue" / "monitoring" / "metrics.py").read_text(encoding="utf-8")
     exported = set(re.findall(r"\"(delayqueue_[a-z0-9_]+)\"", source))
     assert exported, "no metric names found in delayqueue/monitoring/metrics.py"
     documented = set(re.findall(r"\bdelayqueue_[a-z0-9_]+",

@@ -3,7 +3,7 @@
 Off while ``auth-tokens`` is empty (camellia's clients send no token). On, every route of
 ``ROUTES`` wants ``Authorization: Bearer <secret>``: 401 without a valid token, 403 outside
 its rights, 429 (with ``Retry-After``) over its request rate or concurrent long polls. A
-route missing from ``ROUTES`` is refused to everyone (fail closed; tests/test_access.py
+route missing from ``ROUTES`` is refused to everyone (fail closed; tests/http/test_access.py
 checks that every route is listed). Adding a route is one line here.
 """
 

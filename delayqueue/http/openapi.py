@@ -3,7 +3,7 @@
 One entry per endpoint (``ENDPOINTS``): its parameters, its answer schema with an example,
 and the envelope codes it can answer. Endpoints under ``/camellia/`` accept GET (query
 string) and POST (form or JSON body) alike, so each gets both operations. The batch
-endpoints take a JSON body only. tests/test_openapi.py holds the document to the Flask
+endpoints take a JSON body only. tests/http/test_openapi.py holds the document to the Flask
 routes and every example to its schema.
 """
 

@@ -41,7 +41,8 @@ def never_rerun_after_a_timeout() -> None:
     pipelines resend the whole pipeline; which errors it retries is a class attribute that
     both paths read (``RedisCluster.ERRORS_ALLOW_RETRY``, ``ClusterPipeline.ERRORS_ALLOW_RETRY``),
     so this narrows those, for this process. Connection errors, CLUSTERDOWN, MOVED and ASK are
-    still retried: a failover and a resharding go on as before (tests/test_redis_failover.py).
+    still retried: a failover and a resharding go on as before
+    (tests/settings/test_redis_failover.py).
     Standalone and Sentinel clients get the same rule from their ``retry_on_error``.
     """
     for cls in (RedisCluster, ClusterPipeline):

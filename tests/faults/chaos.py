@@ -60,7 +60,7 @@ FINDINGS = """\
   the ended message, which was delivered again after its 200 ack. Fixed in
   `delayqueue/settings/redis_connection.py`: retry on connection errors only; a timed-out command
   answers 500 (its outcome unknown to the caller), never runs twice. Held by
-  `tests/test_redis_retry.py` (a proxy holds one reply back; the old code answered
+  `tests/settings/test_redis_retry.py` (a proxy holds one reply back; the old code answered
   `duplicate: true` to the send's own first run).
 - Lag under SIGSTOP of the lease holder is mostly the stop itself: each topic has one
   consumer, and a consumer whose long poll (or ack) sits on the stopped worker waits for

@@ -1,7 +1,7 @@
 """Fixtures of the Lua script tests: the scripts on a flushed Redis, a topic, a hand-set clock.
 
 One test file per script (test_<script>.py; test_recycle_script.py for recycle.lua, beside
-tests/test_recycle.py). The helpers are in support/lua.py.
+tests/core/test_recycle.py). The helpers are in support/lua.py.
 """
 
 from __future__ import annotations

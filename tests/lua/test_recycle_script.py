@@ -1,5 +1,5 @@
 """The topic registry's compare-and-set removal, lua/recycle.lua (the recycler around it:
-tests/test_recycle.py).
+tests/core/test_recycle.py).
 """
 
 from __future__ import annotations

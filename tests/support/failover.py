@@ -6,7 +6,7 @@ runs ``action`` (the failovers) meanwhile, stops producing, and waits for every 
 message to be delivered. The ``Checker`` it returns counts what matters: accepted sends never
 delivered (lost), deliveries before their triggerTime (early), and how long the clients saw
 the service unavailable (the longest send, retries included, and the longest gap between
-two successful sends). Used by tests/test_redis_failover.py and bench/ha_campaign.py.
+two successful sends). Used by tests/settings/test_redis_failover.py and bench/ha_campaign.py.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parent.parent.parent
 GUNICORN = ["-m", "gunicorn", "-c", "python:delayqueue.gunicorn_conf",
             "delayqueue.wsgi:app"]
 START_ATTEMPTS = 5
-# Set by tests/test_redis_acl.py for a suite run under a Redis ACL: "user:password" the nodes
-# log in with, and the ACL file the session's redis-server loads (tests/conftest.py).
+# Set by tests/settings/test_redis_acl.py for a suite run under a Redis ACL: "user:password"
+# the nodes log in with, and the ACL file the session's redis-server loads (tests/conftest.py).
 USER_ENV_VAR = "DQTEST_REDIS_USER"
 ACLFILE_ENV_VAR = "DQTEST_REDIS_ACLFILE"
 

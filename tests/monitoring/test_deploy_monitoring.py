@@ -19,7 +19,7 @@ from delayqueue.http.app import create_app
 
 from support import wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "delayqueue-alerts.yml"
 DASHBOARD = ROOT / "deploy" / "grafana" / "delayqueue-dashboard.json"
 Q = "/camellia/delayQueue/"

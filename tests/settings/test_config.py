@@ -20,7 +20,7 @@ from delayqueue.settings.config import (
 )
 from delayqueue.settings.redis_connection import RedisTarget, parse_target
 
-REPO_CONFIG = Path(__file__).resolve().parent.parent / "config" / "delayqueue.yaml"
+REPO_CONFIG = Path(__file__).resolve().parents[2] / "config" / "delayqueue.yaml"
 
 CAMELLIA_DEFAULTS = {
     "namespace": "default",

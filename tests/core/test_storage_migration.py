@@ -27,7 +27,7 @@ from support.lua import (
 from support.node import ServerProcess
 
 NS = NamespaceKeys("dq", "default")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DELAYQUEUE = Path(sys.executable).parent / "delayqueue"
 RECEIPT = f"{T0 + 5:x}.1"
 

@@ -18,7 +18,7 @@ from support import wait_until
 from support.ports import refused_port
 from support.sdk import node, topic  # noqa: F401 - fixtures
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # The real entry point: the `delayqueue` console script pyproject.toml installs into the venv
 # that runs the tests ([project.scripts] delayqueue = "delayqueue.cli:main").
 DELAYQUEUE = Path(sys.executable).parent / "delayqueue"

@@ -14,7 +14,7 @@ import pytest
 
 from delayqueue.core.scripts import Scripts, lua_source
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 _BUILT: dict[str, Path] = {}
 

@@ -2,7 +2,7 @@
 what they show, their writes and the cross-site guard, and speed with 10,000 topics.
 
 The browser side (console errors, screenshots, a redrive click) is
-tests/test_console_browser.py.
+tests/http/test_console_browser.py.
 """
 
 from __future__ import annotations

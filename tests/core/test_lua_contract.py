@@ -16,7 +16,7 @@ from delayqueue.core.scripts import Scripts, ScriptSourceError, key_count, lua_s
 from delayqueue.core.topic_config import SETTINGS, server_defaults
 from delayqueue.settings.config import load_settings
 
-LUA = Path(__file__).resolve().parent.parent / "lua"
+LUA = Path(__file__).resolve().parents[2] / "lua"
 TOPIC_SCRIPTS = ("send", "promote", "pull", "ack", "nack", "delete", "timeout", "expire",
                  "change_visibility", "reschedule", "dead_list", "dead_redrive", "dead_purge",
                  "dead_trim", "topic_config", "get", "migrate")

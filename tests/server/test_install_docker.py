@@ -33,7 +33,7 @@ from delayqueue.cli.serve import GUNICORN_ARGS
 
 from support.node import ServerProcess
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"
 BASE_IMAGE = re.compile(r"^python:(3\.11\.\d+)-slim-bookworm(@sha256:[0-9a-f]{64})?$")
 HEALTH_PATH = "/camellia/health/status"

@@ -135,7 +135,7 @@ def test_too_long_socket_path_is_refused_before_starting(tmp_path):
 
 # --- `delayqueue serve` end to end: embedded Redis + gunicorn + the app ----------------------
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # Registers only `serve`, so the test does not depend on the other subcommands.
 SERVE = (
     "import argparse, sys\n"

@@ -17,7 +17,7 @@ from delayqueue import testing
 from delayqueue.core.scripts import Scripts
 from delayqueue.testing import exercise_every_script, fake_delayqueue, fakeredis_failures
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_script_runs_on_fakeredis():

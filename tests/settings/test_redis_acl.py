@@ -65,8 +65,8 @@ def test_the_conformance_suite_passes_through_the_acl_user(tmp_path):
            ACLFILE_ENV_VAR: acl_file(tmp_path)}
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "tests/test_api_conformance.py",
-         "tests/test_redis_acl.py::test_nodes_log_in_as_the_test_user_when_a_suite_runs_under_"
+         "tests/http/test_api_conformance.py",
+         "tests/settings/test_redis_acl.py::test_nodes_log_in_as_the_test_user_when_a_suite_runs_under_"
          "the_acl"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
