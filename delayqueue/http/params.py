@@ -12,10 +12,14 @@ import re
 from typing import Any, Mapping
 
 from delayqueue.core.errors import BadRequest, MissingParameter
+from delayqueue.settings.value import (
+    BOOLEAN_RULE,
+    MAX_DURATION_MS,
+    ValueProblem,
+    parse_bool,
+    parse_int,
+)
 
-TRUE = {"true", "1", "yes", "on"}
-FALSE = {"false", "0", "no", "off"}
-MAX_DURATION_MS = 100 * 365 * 24 * 3600 * 1000   # 100 years: keeps scores exact in Lua doubles
 MAX_ATTRIBUTES = 32               # keys of a message's attributes
 MAX_ATTRIBUTES_BYTES = 8192       # their keys and values in all, UTF-8
 
@@ -62,29 +66,19 @@ class Params:
         value = self._raw(name)
         if value is None:
             return None
-        if isinstance(value, bool):
-            raise MissingParameter(f"{name}: must be an integer, got {value!r}")
         try:
-            number = int(value) if not isinstance(value, float) or value.is_integer() else None
-        except (TypeError, ValueError):
-            number = None
-        if number is None:
-            raise MissingParameter(f"{name}: must be an integer, got {value!r}")
-        return number
+            return parse_int(value)
+        except ValueProblem as problem:
+            raise MissingParameter(f"{name}: {problem}") from None
 
     def boolean(self, name: str, default: bool) -> bool:
         value = self._raw(name)
         if value is None:
             return default
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in TRUE:
-            return True
-        if text in FALSE:
-            return False
-        raise MissingParameter(f"{name}: must be a boolean (true/false/1/0/yes/no/on/off), "
-                               f"got {value!r}")
+        try:
+            return parse_bool(value, BOOLEAN_RULE)
+        except ValueProblem as problem:
+            raise MissingParameter(f"{name}: {problem}") from None
 
     # -- named parameters ----------------------------------------------------------------
     def topic(self) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import logging
-import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from .redis_connection import (
     RedisUrlError,
     parse_target,
 )
+from .value import ValueProblem, parse_bool, parse_int, parse_number
 
 logger = logging.getLogger(__name__)
 
@@ -77,66 +77,27 @@ def _fail(key: str, rule: str, raw: Any) -> ConfigError:
     return ConfigError(f"{key}: {rule}, got {raw!r}")
 
 
-def _integer(low: int | None = None, high: int | None = None) -> Check:
-    if low is not None and high is not None:
-        rule = f"must be an integer between {low} and {high}"
-    elif low == 1:
-        rule = "must be an integer > 0"
-    elif low is not None:
-        rule = f"must be an integer >= {low}"
-    else:
-        rule = "must be an integer"
-
-    def check(key: str, raw: Any) -> int:
-        if isinstance(raw, bool):
-            raise _fail(key, rule, raw)
-        if isinstance(raw, int):
-            value = raw
-        elif isinstance(raw, str) and re.fullmatch(r"\s*[+-]?\d+\s*", raw):
-            value = int(raw)
-        else:
-            raise _fail(key, rule, raw)
-        if (low is not None and value < low) or (high is not None and value > high):
-            raise _fail(key, rule, raw)
-        return value
+def _parsed(parse: Callable[[Any], Any]) -> Check:
+    """A check by the shared parser (value.py), its message led by the key."""
+    def check(key: str, raw: Any) -> Any:
+        try:
+            return parse(raw)
+        except ValueProblem as problem:
+            raise ConfigError(f"{key}: {problem}") from None
 
     return check
+
+
+def _integer(low: int | None = None, high: int | None = None) -> Check:
+    return _parsed(lambda raw: parse_int(raw, low, high))
 
 
 def _number(low: float) -> Check:
-    rule = f"must be a number >= {low:g}"
-
-    def check(key: str, raw: Any) -> float:
-        if isinstance(raw, bool):
-            raise _fail(key, rule, raw)
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            raise _fail(key, rule, raw) from None
-        if not math.isfinite(value) or value < low:
-            raise _fail(key, rule, raw)
-        return value
-
-    return check
-
-
-_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+    return _parsed(lambda raw: parse_number(raw, low))
 
 
 def _boolean() -> Check:
-    rule = "must be true or false"
-
-    def check(key: str, raw: Any) -> bool:
-        if isinstance(raw, bool):
-            return raw
-        text = str(raw).strip().lower() if isinstance(raw, (str, int)) else None
-        if text in _TRUE:
-            return True
-        if text in _FALSE:
-            return False
-        raise _fail(key, rule, raw)
-
-    return check
+    return _parsed(parse_bool)
 
 
 def _string(*, empty_ok: bool) -> Check:

@@ -267,6 +267,15 @@ def test_integers_may_be_strings_in_env(no_files):
     assert (settings.max_batch, settings.workers) == (50, 4)
 
 
+def test_a_value_is_read_by_the_rule_requests_follow(tmp_path):
+    # The same parser as for a request (settings/value.py): a whole float is an integer and
+    # booleans take camellia's words in any case, so a value sent as a topic setting can be
+    # written as the server's default.
+    path = write(tmp_path, "max-batch: 50.0\ndead-letter: 'OFF'\n")
+    settings = load_settings(path, env={"DELAYQUEUE_WORKERS": "+4"})
+    assert (settings.max_batch, settings.dead_letter, settings.workers) == (50, False, 4)
+
+
 def test_unknown_key_in_file_is_named_with_a_suggestion(tmp_path):
     path = write(tmp_path, "ttl-milis: 5000\n")
     with pytest.raises(ConfigError, match=r"^ttl-milis: unknown setting .*did you mean "
