@@ -15,8 +15,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "delayqueue"
 FLOORS = ("settings", "core", "monitoring", "background", "http", "server", "cli")
 # The ground floor: only the names deployments and users import by their full path.
 GROUND = {"__init__", "wsgi", "gunicorn_conf", "testing"}
-# The SDK is installed and imported alone: besides itself, only the message and its states.
-SDK_MAY_IMPORT = {"delayqueue.core.message", "delayqueue.core.status"}
+# The SDK is installed and imported alone: besides itself, only the message and its states,
+# the parser of values and the table of topic settings.
+SDK_MAY_IMPORT = {"delayqueue.core.message", "delayqueue.core.status",
+                  "delayqueue.settings.value", "delayqueue.settings.topic_setting"}
 
 
 def module_name(path: Path) -> str:
@@ -89,12 +91,17 @@ def test_every_import_points_down_or_level():
     assert upward == []
 
 
-def test_the_sdk_imports_only_itself_the_message_and_its_states():
+def test_the_sdk_imports_only_itself_and_the_few_modules_it_shares():
     outside = []
     for path in sorted((PACKAGE / "client").rglob("*.py")):
         for target in imports_of(path):
             if not target.startswith("delayqueue.client") and target not in SDK_MAY_IMPORT:
                 outside.append(f"{module_name(path)} -> {target}")
+    # ... nor through them: what they import is in the list too.
+    for shared in SDK_MAY_IMPORT:
+        path = PACKAGE.parent.joinpath(*shared.split(".")).with_suffix(".py")
+        outside.extend(f"{shared} -> {target}" for target in imports_of(path)
+                       if target not in SDK_MAY_IMPORT)
     assert outside == []
 
 

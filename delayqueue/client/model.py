@@ -9,6 +9,8 @@ from datetime import datetime, timedelta
 from typing import Any, Mapping, NamedTuple
 
 from delayqueue.core.message import DelayMsg  # noqa: F401 - shared with the server
+from delayqueue.settings.topic_setting import SETTINGS
+from delayqueue.settings.value import parse_bool
 
 
 @dataclass(frozen=True)
@@ -36,18 +38,9 @@ class TopicInfo:
         )
 
 
-# Topic settings: the SDK's keyword (snake_case, ``_ms`` for milliseconds) -> the API's name.
-TOPIC_SETTINGS: dict[str, str] = {
-    "ttl_ms": "ttlMillis",
-    "max_retry": "maxRetry",
-    "ack_timeout_ms": "ackTimeoutMillis",
-    "redelivery_delay_ms": "redeliveryDelayMillis",
-    "redelivery_backoff_multiplier": "redeliveryBackoffMultiplier",
-    "redelivery_max_delay_ms": "redeliveryMaxDelayMillis",
-    "dead_letter": "deadLetter",
-    "dead_letter_retention_ms": "deadLetterRetentionMillis",
-    "dead_letter_max_size": "deadLetterMaxSize",
-}
+# Topic settings: the SDK's keyword (snake_case, ``_ms`` for milliseconds) -> the API's name,
+# in the server's order (delayqueue/settings/topic_setting.py is the table).
+TOPIC_SETTINGS: dict[str, str] = {s.sdk: s.name for s in SETTINGS}
 API_SETTINGS: dict[str, str] = {api: name for name, api in TOPIC_SETTINGS.items()}
 
 
@@ -94,18 +87,11 @@ class TopicConfig:
     def from_json(cls, topic: str, data: Mapping[str, Any],
                   source: Mapping[str, Any] | None = None) -> "TopicConfig":
         values: dict[str, Any] = {}
-        for name, api in TOPIC_SETTINGS.items():
-            value = data.get(api)
-            if value is None:
-                continue
-            if name == "dead_letter":
-                value = value if isinstance(value, bool) else \
-                    str(value).strip().lower() in ("true", "1", "yes", "on")
-            elif name == "redelivery_backoff_multiplier":
-                value = float(value)
-            else:
-                value = int(value)
-            values[name] = value
+        for setting in SETTINGS:
+            value = data.get(setting.name)
+            if value is not None:
+                values[setting.sdk] = (parse_bool(value) if setting.kind is bool
+                                       else setting.kind(value))
         sources = {API_SETTINGS.get(k, k): str(v) for k, v in (source or {}).items()}
         return cls(topic=topic, **values, sources=sources,
                    raw={"data": dict(data), "source": dict(source or {})})

@@ -34,6 +34,7 @@ from .redis_connection import (
     RedisUrlError,
     parse_target,
 )
+from .topic_setting import BY_NAME
 from .value import ValueProblem, parse_bool, parse_int, parse_number
 
 logger = logging.getLogger(__name__)
@@ -207,18 +208,27 @@ def _setting(default: Any, doc: str, check: Check) -> Any:
     return field(default=default, metadata={"doc": doc, "check": check})
 
 
+def _topic(name: str, default: Any, doc: str) -> Any:
+    """The server's default of the topic setting ``name`` (topic_setting.py), checked by its
+    kind and lowest value. Not by its highest, which only setTopicConfig applies: the
+    configuration never capped these keys, and its messages ("must be an integer > 0") stay."""
+    setting = BY_NAME[name]
+    check = (_boolean() if setting.kind is bool else _number(setting.low)
+             if setting.kind is float else _integer(setting.low))
+    return field(default=default, metadata={"doc": doc, "check": check, "topic": setting})
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every setting of a delayqueue node; validated on construction."""
 
     # camellia's keys, same names and defaults.
     namespace: str = _setting("default", "namespace of every key and topic", _name(64))
-    ttl_millis: int = _setting(3_600_000, "default message ttl after its trigger time",
-                               _integer(1))
-    max_retry: int = _setting(10, "default max redeliveries (deliveries = max-retry + 1)",
-                              _integer(0))
-    ack_timeout_millis: int = _setting(30_000, "default ack timeout of one delivery",
-                                       _integer(1))
+    ttl_millis: int = _topic("ttlMillis", 3_600_000, "default message ttl after its trigger time")
+    max_retry: int = _topic("maxRetry", 10,
+                            "default max redeliveries (deliveries = max-retry + 1)")
+    ack_timeout_millis: int = _topic("ackTimeoutMillis", 30_000,
+                                     "default ack timeout of one delivery")
     msg_schedule_millis: int = _setting(100, "longest scheduler sleep (safety scan)",
                                         _integer(1))
     topic_schedule_seconds: int = _setting(600, "how often inactive topics are recycled",
@@ -232,18 +242,20 @@ class Settings:
     long_polling_timeout_millis: int = _setting(10_000, "default long-poll hold time",
                                                 _integer(1))
     # Redelivery and dead letters: the server's defaults; setTopicConfig overrides per topic.
-    redelivery_delay_millis: int = _setting(
-        0, "delay before a nacked or timed-out message is redelivered (0: at once)", _integer(0))
-    redelivery_backoff_multiplier: float = _setting(
-        1.0, "the redelivery delay grows by this factor per delivery", _number(1))
-    redelivery_max_delay_millis: int = _setting(
-        3_600_000, "longest redelivery delay", _integer(0))
-    dead_letter: bool = _setting(True, "keep messages that run out of deliveries (status 6)",
-                                 _boolean())
-    dead_letter_retention_millis: int = _setting(
-        7 * 86_400_000, "how long a dead letter is kept", _integer(1))
-    dead_letter_max_size: int = _setting(100_000, "most dead letters kept per topic (oldest "
-                                         "dropped first)", _integer(1))
+    redelivery_delay_millis: int = _topic(
+        "redeliveryDelayMillis", 0,
+        "delay before a nacked or timed-out message is redelivered (0: at once)")
+    redelivery_backoff_multiplier: float = _topic(
+        "redeliveryBackoffMultiplier", 1.0, "the redelivery delay grows by this factor per "
+        "delivery")
+    redelivery_max_delay_millis: int = _topic("redeliveryMaxDelayMillis", 3_600_000,
+                                              "longest redelivery delay")
+    dead_letter: bool = _topic("deadLetter", True,
+                               "keep messages that run out of deliveries (status 6)")
+    dead_letter_retention_millis: int = _topic("deadLetterRetentionMillis", 7 * 86_400_000,
+                                               "how long a dead letter is kept")
+    dead_letter_max_size: int = _topic("deadLetterMaxSize", 100_000,
+                                       "most dead letters kept per topic (oldest dropped first)")
     # Redis.
     redis_url: str = _setting(
         "", "redis://, rediss://, unix://, redis-sentinel:// or redis-cluster:// URL; "

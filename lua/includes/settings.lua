@@ -1,6 +1,7 @@
 --[[ The topic's effective settings: its config hash (setTopicConfig) over the server's
-  defaults, which the caller passes as the last 9 ARGV in SETTING_NAMES order
-  (delayqueue/topic_config.py SETTINGS; a test keeps the two equal). Booleans are 1 / 0. ]]
+  defaults, which the caller passes as the last 9 ARGV in SETTING_NAMES order. The names are
+  the table delayqueue/settings/topic_setting.py SETTINGS, in its order (Lua cannot read it;
+  tests/core/test_lua_contract.py keeps the two equal). Booleans are 1 / 0. ]]
 local SETTING_NAMES = {'ttlMillis', 'maxRetry', 'ackTimeoutMillis', 'redeliveryDelayMillis',
   'redeliveryBackoffMultiplier', 'redeliveryMaxDelayMillis', 'deadLetter',
   'deadLetterRetentionMillis', 'deadLetterMaxSize'}

@@ -13,8 +13,9 @@ from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.message import MESSAGE_FIELDS, DelayMsg
 from delayqueue.core.outcome import Outcome
 from delayqueue.core.scripts import Scripts, ScriptSourceError, key_count, lua_source
-from delayqueue.core.topic_config import SETTINGS, server_defaults
-from delayqueue.settings.config import load_settings
+from delayqueue.core.topic_config import effective, server_defaults, stored
+from delayqueue.settings.config import Settings, load_settings
+from delayqueue.settings.topic_setting import SETTINGS
 
 LUA = Path(__file__).resolve().parents[2] / "lua"
 TOPIC_SCRIPTS = ("send", "promote", "pull", "ack", "nack", "delete", "timeout", "expire",
@@ -40,6 +41,27 @@ def test_lua_setting_names_are_the_python_topic_settings_in_order():
     text = (LUA / "includes" / "settings.lua").read_text()
     (names,) = re.findall(r"SETTING_NAMES = \{(.*?)\}", text, re.S)
     assert tuple(re.findall(r"'(\w+)'", names)) == tuple(s.name for s in SETTINGS)
+
+
+def test_lua_reads_a_topic_value_over_the_server_default_from_the_argv_tail(redis_client):
+    """topic_settings() finds the defaults at the end of ARGV whatever comes before them,
+    and a value set on the topic wins, as topic_config.effective() says."""
+    server = Settings(ttl_millis=11, max_retry=12, ack_timeout_millis=13,
+                      redelivery_delay_millis=14, redelivery_backoff_multiplier=1.5,
+                      redelivery_max_delay_millis=16, dead_letter=False,
+                      dead_letter_retention_millis=18, dead_letter_max_size=19)
+    own = {"maxRetry": "7", "deadLetter": "1", "redeliveryBackoffMultiplier": "2.5"}
+    redis_client.hset("contract:config", mapping=own)
+    probe = (LUA / "includes" / "settings.lua").read_text() + """
+local s = topic_settings(KEYS[1])
+local out = {}
+for i, name in ipairs(SETTING_NAMES) do out[i] = tostring(s[name]) end
+return out"""
+    read = redis_client.eval(probe, 1, "contract:config", "other", "argv",
+                             *server_defaults(server))
+    values, _ = effective(own, server)
+    assert [float(v) for v in read] == [float(stored(values[s.name])) for s in SETTINGS]
+    assert [float(v) for v in read] == [11, 7, 13, 14, 2.5, 16, 1, 18, 19]
 
 
 def test_lua_message_fields_are_in_python_field_order(redis_client):

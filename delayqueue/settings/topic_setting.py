@@ -1,0 +1,76 @@
+"""The nine topic settings: one table that every place naming them reads.
+
+A topic setting has three spellings: its name in the API and in the topic's config hash
+(``ttlMillis``), its keyword in the SDK (``ttl_ms``), and the key of the server's
+configuration whose value is the default of every topic (``ttl-millis``, the Settings field
+``ttl_millis``). core/topic_config.py checks requests by this table, settings/config.py
+declares the defaults by it, the SDK and the CLI name settings by it. Lua cannot import it:
+lua/includes/settings.lua lists the names again, in this order (the order of the defaults
+the scripts receive as their last ARGV), and tests/core/test_lua_contract.py keeps the two
+equal. Like value.py, this module imports nothing of the package but value.py, so the SDK
+may use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .value import MAX_DURATION_MS, parse_bool, parse_int, parse_number
+
+
+@dataclass(frozen=True)
+class TopicSetting:
+    name: str                    # the API's name, and the field of the topic's config hash
+    sdk: str                     # the SDK's keyword (snake_case, ``_ms`` for milliseconds)
+    key: str                     # the configuration key giving the server's default
+    kind: type                   # int, float or bool: what a value is once parsed
+    low: int | None = None       # the bounds of a number, both inclusive
+    high: int | None = None
+
+    @property
+    def field(self) -> str:
+        """The Settings attribute of the server's default."""
+        return self.key.replace("-", "_")
+
+    @property
+    def rule(self) -> str:
+        """What a valid value is, as a request's 400 message and the OpenAPI document say."""
+        if self.kind is bool:
+            return "true or false"
+        if self.kind is float:
+            return f"a number from {self.low:g} to {self.high:g}"
+        years = " (100 years)" if self.high == MAX_DURATION_MS else ""
+        return f"an integer from {self.low} to {self.high}{years}"
+
+    def parse(self, raw: Any) -> Any:
+        """The value of ``raw`` by the setting's rule.
+
+        Raises:
+            ValueProblem: ``out_of_range`` when it converts but breaks the bounds.
+        """
+        if self.kind is bool:
+            return parse_bool(raw, self.rule)
+        if self.kind is float:
+            return parse_number(raw, self.low, self.high, self.rule)
+        return parse_int(raw, self.low, self.high, self.rule)
+
+
+SETTINGS: tuple[TopicSetting, ...] = (
+    TopicSetting("ttlMillis", "ttl_ms", "ttl-millis", int, 1, MAX_DURATION_MS),
+    TopicSetting("maxRetry", "max_retry", "max-retry", int, 0, 1_000_000),
+    TopicSetting("ackTimeoutMillis", "ack_timeout_ms", "ack-timeout-millis", int,
+                 1, MAX_DURATION_MS),
+    TopicSetting("redeliveryDelayMillis", "redelivery_delay_ms", "redelivery-delay-millis", int,
+                 0, MAX_DURATION_MS),
+    TopicSetting("redeliveryBackoffMultiplier", "redelivery_backoff_multiplier",
+                 "redelivery-backoff-multiplier", float, 1, 1000),
+    TopicSetting("redeliveryMaxDelayMillis", "redelivery_max_delay_ms",
+                 "redelivery-max-delay-millis", int, 0, MAX_DURATION_MS),
+    TopicSetting("deadLetter", "dead_letter", "dead-letter", bool),
+    TopicSetting("deadLetterRetentionMillis", "dead_letter_retention_ms",
+                 "dead-letter-retention-millis", int, 1, MAX_DURATION_MS),
+    TopicSetting("deadLetterMaxSize", "dead_letter_max_size", "dead-letter-max-size", int,
+                 1, 10_000_000),
+)
+BY_NAME = {s.name: s for s in SETTINGS}
