@@ -34,7 +34,8 @@ from delayqueue.client import (
     StaleReceiptError,
     TopicConfig,
 )
-from delayqueue.client.model import setting_name
+from delayqueue.client.model import TOPIC_SETTINGS, setting_name
+from delayqueue.settings.value import ValueProblem, parse_bool
 
 from . import bulk, display
 
@@ -83,12 +84,10 @@ def _setting(key: str, text: str) -> tuple[str, Any]:
     name = setting_name(key.strip())
     text = text.strip()
     if name == "dead_letter":
-        folded = text.lower()
-        if folded in ("true", "1", "yes", "on"):
-            return name, True
-        if folded in ("false", "0", "no", "off"):
-            return name, False
-        raise ValueError(f"{key}: not a boolean: {text!r} (use on/off, true/false)")
+        try:
+            return name, parse_bool(text)
+        except ValueProblem:
+            raise ValueError(f"{key}: not a boolean: {text!r} (use on/off, true/false)") from None
     if name == "redelivery_backoff_multiplier":
         try:
             return name, float(text)
@@ -196,12 +195,8 @@ def register(subparsers: Any) -> None:
             "source: topic or server default)")
     p.add_argument("topic")
     p.add_argument("--set", dest="settings", type=_key_value, action="append", default=[],
-                   metavar="KEY=VALUE", help="set a setting (repeatable): " + ", ".join(
-                       f"{k}" for k in ("ttlMillis", "maxRetry", "ackTimeoutMillis",
-                                        "redeliveryDelayMillis",
-                                        "redeliveryBackoffMultiplier",
-                                        "redeliveryMaxDelayMillis", "deadLetter",
-                                        "deadLetterRetentionMillis", "deadLetterMaxSize"))
+                   metavar="KEY=VALUE", help="set a setting (repeatable): "
+                   + ", ".join(TOPIC_SETTINGS.values())
                    + "; durations as 1500, 10s, 1h; also snake_case (ttl_ms)")
     p.add_argument("--reset", action="store_true",
                    help="first drop every value set on the topic (back to server defaults)")

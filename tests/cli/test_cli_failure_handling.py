@@ -121,6 +121,9 @@ def test_topic_config_table_set_reset_and_json(dq, topic):
     assert reset["data"]["maxRetry"] == 10 and reset["data"]["deadLetter"] is True
 
     assert_one_line_error(dq("topic-config", topic, "--set", "noSuchSetting=1"), 2)
+    refused = dq("topic-config", topic, "--set", "deadLetter=perhaps")   # refused before sending
+    assert_one_line_error(refused, 2)
+    assert "deadLetter: not a boolean: 'perhaps' (use on/off, true/false)" in refused.stderr
     assert_one_line_error(dq("topic-config", topic, "--set",
                              "redeliveryBackoffMultiplier=0.5"), 2)  # the server's 400
 
