@@ -6,6 +6,8 @@ parameter answers HTTP 400. Either way the message names the parameter and nothi
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from delayqueue.core.errors import BadRequest, MissingParameter
@@ -157,6 +159,21 @@ def test_long_polling_timeout_rules():
         params(longPollingTimeoutMillis=60_001).long_polling_timeout(10_000)
 
 
+@pytest.mark.parametrize("key", ["", "a\x00b", "line\nbreak", "tab\t", "del\x7f", "c1\x85"])
+def test_an_attribute_key_empty_or_with_control_characters_is_refused(key):
+    for given in ({key: "v"}, json.dumps({key: "v"})):       # a JSON body's object, a form's text
+        with pytest.raises(BadRequest) as caught:
+            params(attributes=given).attributes()
+        assert type(caught.value) is BadRequest              # code 400 in an HTTP 200 envelope
+        assert caught.value.msg == ("attributes: keys must be non-empty, without control "
+                                    "characters")
+
+
+def test_an_attribute_key_may_be_any_other_text():
+    given = {"k": "v", "主题 with space": "", "a.b-c_d/e": "x"}
+    assert params(attributes=json.dumps(given)).attributes() == given
+
+
 def test_json_non_string_values():
     assert params(topic=12).topic() == "12"
     with pytest.raises(MissingParameter, match="^topic: must be a string"):
@@ -186,6 +203,8 @@ def registry_and_keys(app, topic):
     ({"topic": "ok", "msg": "x", "maxRetry": "1.5"}, "maxRetry", 400),
     ({"topic": "ok", "msg": "x", "maxRetry": "2000000"}, "maxRetry", 200),
     ({"topic": "ok", "msg": "x", "triggerTime": "-1"}, "triggerTime", 200),
+    ({"topic": "ok", "msg": "x", "attributes": '{"": "v"}'}, "attributes", 200),
+    ({"topic": "ok", "msg": "x", "attributes": '{"a\\u0000": "v"}'}, "attributes", 200),
     ({"topic": "ok"}, "msg", 400),
     ({"msg": "x"}, "topic", 400),
 ])
