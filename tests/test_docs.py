@@ -7,8 +7,11 @@ README.md and docs/*.md resolving; every test, endpoint and metric the docs name
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -223,3 +226,107 @@ def test_api_doc_names_exactly_the_metrics_the_server_exports():
     unknown = sorted(d for d in documented if d.removesuffix("_total") not in bare)
     assert not undocumented, f"metrics missing from docs/api.md: {undocumented}"
     assert not unknown, f"docs/api.md names metrics the server does not export: {unknown}"
+
+
+
+# -- the examples run ------------------------------------------------------------------------
+# Shell walk-throughs run against a live node, every answer they show checked: (file, heading).
+WALKTHROUGHS = [
+    ("docs/api.md", "### Example: a poison message, end to end"),
+]
+DOCS_PORT = "localhost:8080"   # the address the examples use; replaced by the test node's
+
+
+def section(path: Path, heading: str) -> str:
+    """The text under ``heading`` (a whole heading line), up to the next heading of its level
+    or higher."""
+    text = path.read_text(encoding="utf-8")
+    level = len(heading) - len(heading.lstrip("#"))
+    lines, inside, fenced = [], False, False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        heading_here = not fenced and re.match(r"^(#{1,6}) ", line)
+        if inside and heading_here and len(heading_here.group(1)) <= level:
+            break
+        if inside:
+            lines.append(line)
+        elif line == heading:
+            inside = True
+    assert inside, f"{path.name} has no heading {heading!r}"
+    return "\n".join(lines)
+
+
+def code_blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+
+
+def shell_steps(block: str) -> list[tuple[str, str | None]]:
+    """(command, expected answer) pairs of a shell block. A command may continue over lines
+    ending in a backslash; the comment lines right after it (no blank line between) are its
+    answer as shown, where ``…`` stands for anything. Other comments are prose."""
+    lines = block.splitlines()
+    steps, i = [], 0
+    while i < len(lines):
+        if not lines[i].strip() or lines[i].lstrip().startswith("#"):
+            i += 1
+            continue
+        command = [lines[i]]
+        while command[-1].endswith("\\"):
+            i += 1
+            command.append(lines[i])
+        i += 1
+        shown = []
+        while i < len(lines) and lines[i].startswith("#"):
+            shown.append(lines[i][1:])
+            i += 1
+        steps.append(("\n".join(command), "".join(shown) if shown else None))
+    return steps
+
+
+def shown_matches(shown: str, answer: str) -> bool:
+    """The answer is what the docs show, ``…`` matching anything; whitespace is ignored, since
+    the docs wrap long answers over several comment lines."""
+    def squeeze(text: str) -> str:
+        return re.sub(r"\s+", "", text)
+    pattern = ".*".join(re.escape(part) for part in squeeze(shown).split("…"))
+    return re.fullmatch(pattern, squeeze(answer), re.DOTALL) is not None
+
+
+def run_walkthrough(text: str, base_url: str, cwd: Path) -> list[tuple[str, str, str]]:
+    """Run every shell block of ``text`` in one bash, against ``base_url``; returns
+    (command, shown, answer) for each command whose answer the docs show."""
+    steps = [step for block in code_blocks(text, "sh") for step in shell_steps(block)]
+    assert steps, "no shell commands to run"
+    script = ["set -e"]
+    for number, (command, _) in enumerate(steps):
+        script += [command.replace(DOCS_PORT, base_url), f"printf '\\n@@step {number}@@\\n'"]
+    env = {**os.environ,
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+    done = subprocess.run(["bash", "-c", "\n".join(script)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+    answers = re.split(r"\n@@step \d+@@\n", done.stdout)
+    assert done.returncode == 0 and len(answers) == len(steps) + 1, (
+        f"the walk-through stopped (exit {done.returncode}) after "
+        f"{len(answers) - 1} of {len(steps)} commands:\n{done.stdout[-2000:]}\n{done.stderr}")
+    return [(command, shown, answer.strip())
+            for (command, shown), answer in zip(steps, answers) if shown is not None]
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+@pytest.mark.parametrize("page, heading", WALKTHROUGHS, ids=[h for _, h in WALKTHROUGHS])
+def test_the_curl_walkthroughs_answer_what_the_docs_show(server, tmp_path, page, heading):
+    base_url = server.url.removeprefix("http://")
+    results = run_walkthrough(section(ROOT / page, heading), base_url, tmp_path)
+    wrong = [f"{command}\n  shown:  {shown}\n  answer: {answer}"
+             for command, shown, answer in results if not shown_matches(shown, answer)]
+    assert not wrong, f"{page}, {heading}: answers differ from the docs:\n" + "\n".join(wrong)
+
+
+def test_a_shown_answer_must_match_the_whole_answer():
+    """The matcher itself: ``…`` spans anything, nothing else is loose."""
+    assert shown_matches('{"code":200,…,"status":3}', '{"code":200,"msg":"x","status":3}')
+    assert shown_matches('{"msg":"a b\n  c"}', '{"msg":"a b c"}')
+    assert not shown_matches('{"code":200,…,"status":3}', '{"code":200,"status":2}')
+    assert not shown_matches('{"code":200}', '{"code":200,"msg":"success"}')
+    assert not shown_matches('{"x":2}', '{"x":2.0}')
