@@ -1,8 +1,9 @@
 """The documentation stays true to the code and stands alone.
 
-README's configuration table against the settings; no file pointing at documents outside
-the repository or at a docs page that does not exist; every relative link and anchor in
-README.md and docs/*.md resolving; every test, endpoint and metric the docs name existing.
+The configuration table (docs/operations.md) against the settings; no file pointing at
+documents outside the repository or at a docs page that does not exist; every relative link
+and anchor in README.md and docs/*.md resolving; every test, endpoint and metric the docs
+name existing; the curl walk-throughs run against a live node.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from delayqueue.http.access import ROUTES
 from delayqueue.settings.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+OPERATIONS = ROOT / "docs" / "operations.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 MARKDOWN = [README, *DOCS]
 
@@ -36,18 +39,15 @@ OUTSIDE_POINTERS = [
 DOCS_PAGE = re.compile(r"\b" + "docs" + r"/([\w.-]+\.md)\b")
 # -- the configuration table ---------------------------------------------------------------
 def config_table() -> dict[str, str]:
-    """README's configuration table: key -> default, as written."""
-    text = README.read_text(encoding="utf-8")
-    match = re.search(r"^## Configuration\n(.*?)(?=^## )", text, re.MULTILINE | re.DOTALL)
-    assert match, "README.md has no '## Configuration' section"
+    """The configuration table of docs/operations.md: key -> default, as written."""
     rows: dict[str, str] = {}
-    for line in match.group(1).splitlines():
+    for line in section(OPERATIONS, "## Configuration").splitlines():
         row = re.match(r"^\|\s*`([^`]+)`\s*\|([^|]*)\|", line)
         if row:
             key = row.group(1)
-            assert key not in rows, f"{key} appears twice in README's configuration table"
+            assert key not in rows, f"{key} appears twice in the configuration table"
             rows[key] = row.group(2).strip()
-    assert rows, "README's configuration table has no rows"
+    assert rows, "docs/operations.md's configuration table has no rows"
     return rows
 
 
@@ -57,7 +57,7 @@ def normalise(cell: str) -> str:
 
 
 def rendered(value) -> str:
-    """A default as the README writes it: true/false, 1 rather than 1.0, empty for None
+    """A default as the table writes it: true/false, 1 rather than 1.0, empty for None
     and for an empty list."""
     if value is None or (isinstance(value, (list, tuple)) and not value):
         return ""
@@ -68,31 +68,31 @@ def rendered(value) -> str:
     return str(value)
 
 
-def test_readme_config_table_lists_every_setting_with_its_default():
+def test_the_config_table_lists_every_setting_with_its_default():
     table = config_table()
     settings = {row["key"]: row["default"] for row in Settings().as_table()}
     missing = sorted(set(settings) - set(table))
-    assert not missing, f"settings missing from README's configuration table: {missing}"
+    assert not missing, f"settings missing from the configuration table: {missing}"
     wrong = {key: (table[key], settings[key]) for key in settings
              if normalise(table[key]) != rendered(settings[key])}
-    assert not wrong, f"README default differs from config.py (README, code): {wrong}"
+    assert not wrong, f"the table's default differs from config.py (table, code): {wrong}"
 
 
-def test_every_row_of_the_readme_config_table_is_a_real_setting():
+def test_every_row_of_the_config_table_is_a_real_setting():
     settings = {row["key"] for row in Settings().as_table()}
     unknown = sorted(set(config_table()) - settings)
-    assert not unknown, f"README's configuration table lists non-settings: {unknown}"
+    assert not unknown, f"the configuration table lists non-settings: {unknown}"
 
 
-def test_readme_config_table_agrees_with_the_shipped_yaml():
+def test_the_config_table_agrees_with_the_shipped_yaml():
     shipped = yaml.safe_load((ROOT / "config" / "delayqueue.yaml").read_text(encoding="utf-8"))
     table = config_table()
     assert set(shipped) == set(table), (
         f"only in the YAML: {sorted(set(shipped) - set(table))}; "
-        f"only in README: {sorted(set(table) - set(shipped))}")
+        f"only in the table: {sorted(set(table) - set(shipped))}")
     wrong = {key: (table[key], value) for key, value in shipped.items()
              if normalise(table[key]) != rendered(value)}
-    assert not wrong, f"README default differs from config/delayqueue.yaml: {wrong}"
+    assert not wrong, f"the table's default differs from config/delayqueue.yaml: {wrong}"
 
 
 # -- pointers out of the repository ----------------------------------------------------------
@@ -330,3 +330,37 @@ def test_a_shown_answer_must_match_the_whole_answer():
     assert not shown_matches('{"code":200,…,"status":3}', '{"code":200,"status":2}')
     assert not shown_matches('{"code":200}', '{"code":200,"msg":"success"}')
     assert not shown_matches('{"x":2}', '{"x":2.0}')
+
+
+
+# -- who may call what -----------------------------------------------------------------------
+def documented_roles() -> dict[str, set[str]]:
+    """api.md's role table: role -> the routes its row names (``/dashboard/`` for the
+    console's)."""
+    rows = {}
+    for line in section(ROOT / "docs" / "api.md", "## Authentication (ours)").splitlines():
+        row = re.match(r"^\| (produce|consume|admin|none needed) \|(.*)\|$", line)
+        if row:
+            rows[row.group(1)] = set(re.findall(r"`([^`]+)`", row.group(2)))
+    assert set(rows) == {"produce", "consume", "admin", "none needed"}, rows
+    return rows
+
+
+def test_the_role_table_names_exactly_the_routes_each_role_may_call():
+    def name(route: str) -> str:
+        if route.startswith("/dashboard/"):
+            return "/dashboard/"
+        return route.removeprefix("/camellia/delayQueue/")
+    actual: dict[str, set[str]] = {"produce": set(), "consume": set(), "admin": set(),
+                                   "none needed": set()}
+    for route, rule in ROUTES.items():
+        if rule.scope == "open":
+            actual["none needed"].add(name(route))
+        for role in rule.roles:
+            if role != "admin" or rule.roles == ("admin",):   # the admin row: admin alone
+                actual[role].add(name(route))
+    documented = documented_roles()
+    wrong = {role: {"missing": sorted(actual[role] - documented[role]),
+                    "not so": sorted(documented[role] - actual[role])}
+             for role in actual if actual[role] != documented[role]}
+    assert not wrong, f"docs/api.md's role table differs from the access rules: {wrong}"
