@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 OPERATIONS = ROOT / "docs" / "operations.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
-MARKDOWN = [README, *DOCS]
+MARKDOWN = [README, ROOT / "CONTRIBUTING.md", *DOCS]
 
 # Built from pieces so that this file does not match its own patterns.
 OUTSIDE_POINTERS = [
