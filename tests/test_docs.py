@@ -167,18 +167,27 @@ def test_every_relative_link_resolves(path):
             continue
         file_part, _, anchor = target.partition("#")
         resolved = (path.parent / file_part).resolve() if file_part else path
-        if not resolved.exists():
+        if not resolved.is_relative_to(ROOT):
+            broken.append(f"{target}: outside the repository")
+        elif not resolved.exists():
             broken.append(f"{target}: no such file")
         elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
             broken.append(f"{target}: no heading with that anchor")
     assert not broken, f"{path.relative_to(ROOT)}: broken links: {broken}"
 
 
-def test_the_docs_exist_and_readme_links_them():
+def test_readme_links_every_document():
     readme = README.read_text(encoding="utf-8")
-    for page in ("docs/api.md", "docs/design.md"):
-        assert (ROOT / page).is_file(), page
-        assert f"]({page}" in readme, f"README.md does not link {page}"
+    pages = [str(path.relative_to(ROOT)) for path in MARKDOWN if path != README]
+    assert "docs/api.md" in pages and "docs/design.md" in pages
+    unlinked = [page for page in pages if f"]({page}" not in readme]
+    assert not unlinked, f"README.md does not link {unlinked}"
+
+
+def test_readme_stays_a_page_a_newcomer_reads():
+    """The reference lives in docs/; the README is what it is, a quick start and links."""
+    lines = len(README.read_text(encoding="utf-8").splitlines())
+    assert lines <= 250, f"README.md has {lines} lines; move the reference to docs/"
 
 
 def test_every_test_the_docs_name_exists():
@@ -232,9 +241,11 @@ def test_api_doc_names_exactly_the_metrics_the_server_exports():
 # -- the examples run ------------------------------------------------------------------------
 # Shell walk-throughs run against a live node, every answer they show checked: (file, heading).
 WALKTHROUGHS = [
+    ("README.md", "### Walk-through with curl"),
     ("docs/api.md", "### Example: a poison message, end to end"),
 ]
 DOCS_PORT = "localhost:8080"   # the address the examples use; replaced by the test node's
+DOCS_URL = "http://127.0.0.1:8080"
 
 
 def section(path: Path, heading: str) -> str:
@@ -321,6 +332,17 @@ def test_the_curl_walkthroughs_answer_what_the_docs_show(server, tmp_path, page,
     wrong = [f"{command}\n  shown:  {shown}\n  answer: {answer}"
              for command, shown, answer in results if not shown_matches(shown, answer)]
     assert not wrong, f"{page}, {heading}: answers differ from the docs:\n" + "\n".join(wrong)
+
+
+def test_the_readme_python_example_consumes_the_message_it_sends(server, tmp_path):
+    [example] = code_blocks(section(README, "### Python"), "python")
+    assert DOCS_URL in example
+    done = subprocess.run([sys.executable, "-c", example.replace(DOCS_URL, server.url)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    # limit=1: wait() returns only once the message it sent was handled and acked.
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert done.stdout.strip(), "the handler printed nothing"
 
 
 def test_a_shown_answer_must_match_the_whole_answer():
