@@ -1,9 +1,11 @@
 """The documentation stays true to the code and stands alone.
 
-The configuration table (docs/operations.md) against the settings; no file pointing at
-documents outside the repository or at a docs page that does not exist; every relative link
-and anchor in README.md and docs/*.md resolving; every test, endpoint and metric the docs
-name existing; the curl walk-throughs run against a live node.
+The configuration table (docs/operations.md) against the settings and the role table
+(docs/api.md) against the access rules; no file pointing at documents outside the repository
+or at a docs page that does not exist; every relative link and anchor of the README,
+CONTRIBUTING and docs/*.md resolving inside the repository; every test, endpoint and metric
+the docs name existing; the README short and linking every document; the curl walk-throughs
+and the README's Python example run against a live node.
 """
 
 from __future__ import annotations
@@ -37,6 +39,33 @@ OUTSIDE_POINTERS = [
     re.compile(r"\b" + "STYLE" + r"\.md\b"),
 ]
 DOCS_PAGE = re.compile(r"\b" + "docs" + r"/([\w.-]+\.md)\b")
+
+
+# -- reading the markdown --------------------------------------------------------------------
+def section(path: Path, heading: str) -> str:
+    """The text under ``heading`` (a whole heading line), up to the next heading of its level
+    or higher."""
+    text = path.read_text(encoding="utf-8")
+    level = len(heading) - len(heading.lstrip("#"))
+    lines, inside, fenced = [], False, False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        heading_here = not fenced and re.match(r"^(#{1,6}) ", line)
+        if inside and heading_here and len(heading_here.group(1)) <= level:
+            break
+        if inside:
+            lines.append(line)
+        elif line == heading:
+            inside = True
+    assert inside, f"{path.name} has no heading {heading!r}"
+    return "\n".join(lines)
+
+
+def code_blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+
+
 # -- the configuration table ---------------------------------------------------------------
 def config_table() -> dict[str, str]:
     """The configuration table of docs/operations.md: key -> default, as written."""
@@ -248,30 +277,6 @@ DOCS_PORT = "localhost:8080"   # the address the examples use; replaced by the t
 DOCS_URL = "http://127.0.0.1:8080"
 
 
-def section(path: Path, heading: str) -> str:
-    """The text under ``heading`` (a whole heading line), up to the next heading of its level
-    or higher."""
-    text = path.read_text(encoding="utf-8")
-    level = len(heading) - len(heading.lstrip("#"))
-    lines, inside, fenced = [], False, False
-    for line in text.splitlines():
-        if line.startswith("```"):
-            fenced = not fenced
-        heading_here = not fenced and re.match(r"^(#{1,6}) ", line)
-        if inside and heading_here and len(heading_here.group(1)) <= level:
-            break
-        if inside:
-            lines.append(line)
-        elif line == heading:
-            inside = True
-    assert inside, f"{path.name} has no heading {heading!r}"
-    return "\n".join(lines)
-
-
-def code_blocks(text: str, language: str) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
-
-
 def shell_steps(block: str) -> list[tuple[str, str | None]]:
     """(command, expected answer) pairs of a shell block. A command may continue over lines
     ending in a backslash; the comment lines right after it (no blank line between) are its
@@ -325,7 +330,7 @@ def run_walkthrough(text: str, base_url: str, cwd: Path) -> list[tuple[str, str,
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
-@pytest.mark.parametrize("page, heading", WALKTHROUGHS, ids=[h for _, h in WALKTHROUGHS])
+@pytest.mark.parametrize("page, heading", WALKTHROUGHS, ids=[p for p, _ in WALKTHROUGHS])
 def test_the_curl_walkthroughs_answer_what_the_docs_show(server, tmp_path, page, heading):
     base_url = server.url.removeprefix("http://")
     results = run_walkthrough(section(ROOT / page, heading), base_url, tmp_path)
