@@ -1,25 +1,33 @@
 """The documentation stays true to the code and stands alone.
 
-README's configuration table against the settings; no file pointing at documents outside
-the repository or at a docs page that does not exist; every relative link and anchor in
-README.md and docs/*.md resolving; every test, endpoint and metric the docs name existing.
+The configuration table (docs/operations.md) against the settings and the role table
+(docs/api.md) against the access rules; no file pointing at documents outside the repository
+or at a docs page that does not exist; every relative link and anchor of the README,
+CONTRIBUTING and docs/*.md resolving inside the repository; every test, endpoint and metric
+the docs name existing; the README short and linking every document; the curl walk-throughs
+and the README's Python example run against a live node.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from delayqueue.http.access import ROUTES
 from delayqueue.settings.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+OPERATIONS = ROOT / "docs" / "operations.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
-MARKDOWN = [README, *DOCS]
+MARKDOWN = [README, ROOT / "CONTRIBUTING.md", *DOCS]
 
 # Built from pieces so that this file does not match its own patterns.
 OUTSIDE_POINTERS = [
@@ -31,20 +39,44 @@ OUTSIDE_POINTERS = [
     re.compile(r"\b" + "STYLE" + r"\.md\b"),
 ]
 DOCS_PAGE = re.compile(r"\b" + "docs" + r"/([\w.-]+\.md)\b")
+
+
+# -- reading the markdown --------------------------------------------------------------------
+def section(path: Path, heading: str) -> str:
+    """The text under ``heading`` (a whole heading line), up to the next heading of its level
+    or higher."""
+    text = path.read_text(encoding="utf-8")
+    level = len(heading) - len(heading.lstrip("#"))
+    lines, inside, fenced = [], False, False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        heading_here = not fenced and re.match(r"^(#{1,6}) ", line)
+        if inside and heading_here and len(heading_here.group(1)) <= level:
+            break
+        if inside:
+            lines.append(line)
+        elif line == heading:
+            inside = True
+    assert inside, f"{path.name} has no heading {heading!r}"
+    return "\n".join(lines)
+
+
+def code_blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+
+
 # -- the configuration table ---------------------------------------------------------------
 def config_table() -> dict[str, str]:
-    """README's configuration table: key -> default, as written."""
-    text = README.read_text(encoding="utf-8")
-    match = re.search(r"^## Configuration\n(.*?)(?=^## )", text, re.MULTILINE | re.DOTALL)
-    assert match, "README.md has no '## Configuration' section"
+    """The configuration table of docs/operations.md: key -> default, as written."""
     rows: dict[str, str] = {}
-    for line in match.group(1).splitlines():
+    for line in section(OPERATIONS, "## Configuration").splitlines():
         row = re.match(r"^\|\s*`([^`]+)`\s*\|([^|]*)\|", line)
         if row:
             key = row.group(1)
-            assert key not in rows, f"{key} appears twice in README's configuration table"
+            assert key not in rows, f"{key} appears twice in the configuration table"
             rows[key] = row.group(2).strip()
-    assert rows, "README's configuration table has no rows"
+    assert rows, "docs/operations.md's configuration table has no rows"
     return rows
 
 
@@ -54,7 +86,7 @@ def normalise(cell: str) -> str:
 
 
 def rendered(value) -> str:
-    """A default as the README writes it: true/false, 1 rather than 1.0, empty for None
+    """A default as the table writes it: true/false, 1 rather than 1.0, empty for None
     and for an empty list."""
     if value is None or (isinstance(value, (list, tuple)) and not value):
         return ""
@@ -65,31 +97,31 @@ def rendered(value) -> str:
     return str(value)
 
 
-def test_readme_config_table_lists_every_setting_with_its_default():
+def test_the_config_table_lists_every_setting_with_its_default():
     table = config_table()
     settings = {row["key"]: row["default"] for row in Settings().as_table()}
     missing = sorted(set(settings) - set(table))
-    assert not missing, f"settings missing from README's configuration table: {missing}"
+    assert not missing, f"settings missing from the configuration table: {missing}"
     wrong = {key: (table[key], settings[key]) for key in settings
              if normalise(table[key]) != rendered(settings[key])}
-    assert not wrong, f"README default differs from config.py (README, code): {wrong}"
+    assert not wrong, f"the table's default differs from config.py (table, code): {wrong}"
 
 
-def test_every_row_of_the_readme_config_table_is_a_real_setting():
+def test_every_row_of_the_config_table_is_a_real_setting():
     settings = {row["key"] for row in Settings().as_table()}
     unknown = sorted(set(config_table()) - settings)
-    assert not unknown, f"README's configuration table lists non-settings: {unknown}"
+    assert not unknown, f"the configuration table lists non-settings: {unknown}"
 
 
-def test_readme_config_table_agrees_with_the_shipped_yaml():
+def test_the_config_table_agrees_with_the_shipped_yaml():
     shipped = yaml.safe_load((ROOT / "config" / "delayqueue.yaml").read_text(encoding="utf-8"))
     table = config_table()
     assert set(shipped) == set(table), (
         f"only in the YAML: {sorted(set(shipped) - set(table))}; "
-        f"only in README: {sorted(set(table) - set(shipped))}")
+        f"only in the table: {sorted(set(table) - set(shipped))}")
     wrong = {key: (table[key], value) for key, value in shipped.items()
              if normalise(table[key]) != rendered(value)}
-    assert not wrong, f"README default differs from config/delayqueue.yaml: {wrong}"
+    assert not wrong, f"the table's default differs from config/delayqueue.yaml: {wrong}"
 
 
 # -- pointers out of the repository ----------------------------------------------------------
@@ -164,18 +196,27 @@ def test_every_relative_link_resolves(path):
             continue
         file_part, _, anchor = target.partition("#")
         resolved = (path.parent / file_part).resolve() if file_part else path
-        if not resolved.exists():
+        if not resolved.is_relative_to(ROOT):
+            broken.append(f"{target}: outside the repository")
+        elif not resolved.exists():
             broken.append(f"{target}: no such file")
         elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
             broken.append(f"{target}: no heading with that anchor")
     assert not broken, f"{path.relative_to(ROOT)}: broken links: {broken}"
 
 
-def test_the_docs_exist_and_readme_links_them():
+def test_readme_links_every_document():
     readme = README.read_text(encoding="utf-8")
-    for page in ("docs/api.md", "docs/design.md"):
-        assert (ROOT / page).is_file(), page
-        assert f"]({page}" in readme, f"README.md does not link {page}"
+    pages = [str(path.relative_to(ROOT)) for path in MARKDOWN if path != README]
+    assert "docs/api.md" in pages and "docs/design.md" in pages
+    unlinked = [page for page in pages if f"]({page}" not in readme]
+    assert not unlinked, f"README.md does not link {unlinked}"
+
+
+def test_readme_stays_a_page_a_newcomer_reads():
+    """The reference lives in docs/; the README is what it is, a quick start and links."""
+    lines = len(README.read_text(encoding="utf-8").splitlines())
+    assert lines <= 250, f"README.md has {lines} lines; move the reference to docs/"
 
 
 def test_every_test_the_docs_name_exists():
@@ -223,3 +264,130 @@ def test_api_doc_names_exactly_the_metrics_the_server_exports():
     unknown = sorted(d for d in documented if d.removesuffix("_total") not in bare)
     assert not undocumented, f"metrics missing from docs/api.md: {undocumented}"
     assert not unknown, f"docs/api.md names metrics the server does not export: {unknown}"
+
+
+
+# -- the examples run ------------------------------------------------------------------------
+# Shell walk-throughs run against a live node, every answer they show checked: (file, heading).
+WALKTHROUGHS = [
+    ("README.md", "### Walk-through with curl"),
+    ("docs/api.md", "### Example: a poison message, end to end"),
+]
+DOCS_PORT = "localhost:8080"   # the address the examples use; replaced by the test node's
+DOCS_URL = "http://127.0.0.1:8080"
+
+
+def shell_steps(block: str) -> list[tuple[str, str | None]]:
+    """(command, expected answer) pairs of a shell block. A command may continue over lines
+    ending in a backslash; the comment lines right after it (no blank line between) are its
+    answer as shown, where ``…`` stands for anything. Other comments are prose."""
+    lines = block.splitlines()
+    steps, i = [], 0
+    while i < len(lines):
+        if not lines[i].strip() or lines[i].lstrip().startswith("#"):
+            i += 1
+            continue
+        command = [lines[i]]
+        while command[-1].endswith("\\"):
+            i += 1
+            command.append(lines[i])
+        i += 1
+        shown = []
+        while i < len(lines) and lines[i].startswith("#"):
+            shown.append(lines[i][1:])
+            i += 1
+        steps.append(("\n".join(command), "".join(shown) if shown else None))
+    return steps
+
+
+def shown_matches(shown: str, answer: str) -> bool:
+    """The answer is what the docs show, ``…`` matching anything; whitespace is ignored, since
+    the docs wrap long answers over several comment lines."""
+    def squeeze(text: str) -> str:
+        return re.sub(r"\s+", "", text)
+    pattern = ".*".join(re.escape(part) for part in squeeze(shown).split("…"))
+    return re.fullmatch(pattern, squeeze(answer), re.DOTALL) is not None
+
+
+def run_walkthrough(text: str, base_url: str, cwd: Path) -> list[tuple[str, str, str]]:
+    """Run every shell block of ``text`` in one bash, against ``base_url``; returns
+    (command, shown, answer) for each command whose answer the docs show."""
+    steps = [step for block in code_blocks(text, "sh") for step in shell_steps(block)]
+    assert steps, "no shell commands to run"
+    script = ["set -e"]
+    for number, (command, _) in enumerate(steps):
+        script += [command.replace(DOCS_PORT, base_url), f"printf '\\n@@step {number}@@\\n'"]
+    env = {**os.environ,
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+    done = subprocess.run(["bash", "-c", "\n".join(script)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+    answers = re.split(r"\n@@step \d+@@\n", done.stdout)
+    assert done.returncode == 0 and len(answers) == len(steps) + 1, (
+        f"the walk-through stopped (exit {done.returncode}) after "
+        f"{len(answers) - 1} of {len(steps)} commands:\n{done.stdout[-2000:]}\n{done.stderr}")
+    return [(command, shown, answer.strip())
+            for (command, shown), answer in zip(steps, answers) if shown is not None]
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+@pytest.mark.parametrize("page, heading", WALKTHROUGHS, ids=[p for p, _ in WALKTHROUGHS])
+def test_the_curl_walkthroughs_answer_what_the_docs_show(server, tmp_path, page, heading):
+    base_url = server.url.removeprefix("http://")
+    results = run_walkthrough(section(ROOT / page, heading), base_url, tmp_path)
+    wrong = [f"{command}\n  shown:  {shown}\n  answer: {answer}"
+             for command, shown, answer in results if not shown_matches(shown, answer)]
+    assert not wrong, f"{page}, {heading}: answers differ from the docs:\n" + "\n".join(wrong)
+
+
+def test_the_readme_python_example_consumes_the_message_it_sends(server, tmp_path):
+    [example] = code_blocks(section(README, "### Python"), "python")
+    assert DOCS_URL in example
+    done = subprocess.run([sys.executable, "-c", example.replace(DOCS_URL, server.url)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    # limit=1: wait() returns only once the message it sent was handled and acked.
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert done.stdout.strip(), "the handler printed nothing"
+
+
+def test_a_shown_answer_must_match_the_whole_answer():
+    """The matcher itself: ``…`` spans anything, nothing else is loose."""
+    assert shown_matches('{"code":200,…,"status":3}', '{"code":200,"msg":"x","status":3}')
+    assert shown_matches('{"msg":"a b\n  c"}', '{"msg":"a b c"}')
+    assert not shown_matches('{"code":200,…,"status":3}', '{"code":200,"status":2}')
+    assert not shown_matches('{"code":200}', '{"code":200,"msg":"success"}')
+    assert not shown_matches('{"x":2}', '{"x":2.0}')
+
+
+
+# -- who may call what -----------------------------------------------------------------------
+def documented_roles() -> dict[str, set[str]]:
+    """api.md's role table: role -> the routes its row names (``/dashboard/`` for the
+    console's)."""
+    rows = {}
+    for line in section(ROOT / "docs" / "api.md", "## Authentication (ours)").splitlines():
+        row = re.match(r"^\| (produce|consume|admin|none needed) \|(.*)\|$", line)
+        if row:
+            rows[row.group(1)] = set(re.findall(r"`([^`]+)`", row.group(2)))
+    assert set(rows) == {"produce", "consume", "admin", "none needed"}, rows
+    return rows
+
+
+def test_the_role_table_names_exactly_the_routes_each_role_may_call():
+    def name(route: str) -> str:
+        if route.startswith("/dashboard/"):
+            return "/dashboard/"
+        return route.removeprefix("/camellia/delayQueue/")
+    actual: dict[str, set[str]] = {"produce": set(), "consume": set(), "admin": set(),
+                                   "none needed": set()}
+    for route, rule in ROUTES.items():
+        if rule.scope == "open":
+            actual["none needed"].add(name(route))
+        for role in rule.roles:
+            if role != "admin" or rule.roles == ("admin",):   # the admin row: admin alone
+                actual[role].add(name(route))
+    documented = documented_roles()
+    wrong = {role: {"missing": sorted(actual[role] - documented[role]),
+                    "not so": sorted(documented[role] - actual[role])}
+             for role in actual if actual[role] != documented[role]}
+    assert not wrong, f"docs/api.md's role table differs from the access rules: {wrong}"

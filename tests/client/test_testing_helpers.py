@@ -1,7 +1,7 @@
 """delayqueue.testing: the real app and Lua scripts in-process on fakeredis, a manual clock.
 
-The README's example test is taken from README.md and run here, through pytest and the
-package's pytest plugin, as a user's test file would be.
+The example test of docs/client.md ("Testing helpers") is taken from there and run here,
+through pytest and the package's pytest plugin, as a user's test file would be.
 """
 
 from __future__ import annotations
@@ -69,17 +69,17 @@ def test_settings_are_keyword_arguments_and_validated():
             pass
 
 
-def readme_example() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = re.search(r"^## Testing helpers\n(.*?)(?=^## )", text, re.MULTILINE | re.DOTALL)
-    assert section, "README.md has no '## Testing helpers' section"
+def documented_example() -> str:
+    text = (ROOT / "docs" / "client.md").read_text(encoding="utf-8")
+    section = re.search(r"^## Testing helpers\n(.*?)(?=^## |\Z)", text, re.MULTILINE | re.DOTALL)
+    assert section, "docs/client.md has no '## Testing helpers' section"
     code = re.search(r"```python\n(.*?)```", section.group(1), re.DOTALL)
     assert code, "the Testing helpers section has no python example"
     return code.group(1)
 
 
-def test_the_readme_example_passes_as_a_users_test_file(tmp_path):
-    example = readme_example()
+def test_the_documented_example_passes_as_a_users_test_file(tmp_path):
+    example = documented_example()
     assert len(example.strip().splitlines()) <= 14
     (tmp_path / "test_example.py").write_text(example + FIXTURE_USE)
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
@@ -89,7 +89,7 @@ def test_the_readme_example_passes_as_a_users_test_file(tmp_path):
     assert "2 passed" in run.stdout, run.stdout[-2000:]
 
 
-# The plugin's fixture, as a user's test would take it (appended to the README example).
+# The plugin's fixture, as a user's test would take it (appended to the documented example).
 FIXTURE_USE = '''
 
 def test_the_plugin_fixture(fake_delayqueue_server):
