@@ -2,107 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
-from flask import Blueprint, Response, current_app, jsonify, request
+from flask import Blueprint, Response, jsonify
 
 from delayqueue.background.longpoll import long_poll
-from delayqueue.background.runtime import Runtime
-from delayqueue.core.errors import (
-    BadRequest,
-    DelayQueueError,
-    MissingParameter,
-    OutOfMemory,
-    redis_errors,
-)
+from delayqueue.core.errors import BadRequest, DelayQueueError, MissingParameter, redis_errors
 from delayqueue.core.queue import AckRequest, SendRequest, SendResult
 from delayqueue.monitoring.metrics import render_metrics
 from delayqueue.monitoring.monitor_text import monitor_string
 
 from .openapi import document
 from .params import Params
+from .request import (
+    entry_answers,
+    entry_params,
+    params,
+    params_of,
+    parse_entry,
+    read_batch,
+    runtime,
+    success,
+)
 
 delay_queue = Blueprint("delay_queue", __name__, url_prefix="/camellia/delayQueue")
 health = Blueprint("health", __name__, url_prefix="/camellia/health")
 metrics = Blueprint("metrics", __name__)
 
 METHODS = ["GET", "POST"]
-
-
-def runtime() -> Runtime:
-    return current_app.extensions["delayqueue"]
-
-
-def params() -> Params:
-    """The query string's parameters, overridden by the body's: a form, or a JSON object."""
-    req = request._get_current_object()    # one context lookup, not one per attribute
-    values: dict[str, Any] = req.args.to_dict() if req.query_string else {}
-    if req.is_json:
-        body = req.get_json(silent=True)
-        if not isinstance(body, dict):
-            raise BadRequest("body: a JSON body must be an object of parameters")
-        values.update(body)
-    else:
-        values.update(req.form.to_dict())
-    return params_of(values)
-
-
-def params_of(values: dict[str, Any], limits: dict[str, int] | None = None) -> Params:
-    return Params(values, **(limits or runtime().param_limits))
-
-
-def batch(entries_name: str) -> tuple[str, Params, list[Any]]:
-    """A batch request's topic, its other parameters and its entries. A body that is not a
-    JSON object with the entries as a non-empty array of at most ``max-batch`` is refused
-    whole (HTTP 400): nothing is written."""
-    body = request.get_json(silent=True) if request.is_json else None
-    if not isinstance(body, dict):
-        raise MissingParameter("body: a batch must be a JSON object (Content-Type: "
-                               "application/json)")
-    entries = body.get(entries_name)
-    if not isinstance(entries, list) or not entries:
-        raise MissingParameter(f"{entries_name}: required, a non-empty JSON array")
-    limit = runtime().settings.max_batch
-    if len(entries) > limit:
-        raise MissingParameter(f"{entries_name}: at most {limit} entries, got {len(entries)}")
-    p = params_of(body)
-    try:
-        topic = p.topic()
-    except DelayQueueError as exc:
-        raise MissingParameter(exc.msg) from None
-    return topic, p, entries
-
-
-def entry_params(entries_name: str, index: int, entry: Any, limits: dict[str, int]) -> Params:
-    if not isinstance(entry, dict):
-        raise BadRequest(f"{entries_name}[{index}]: must be a JSON object, got "
-                         f"{type(entry).__name__}")
-    return params_of(entry, limits)
-
-
-def parse_entry(entries_name: str, index: int, parse: Callable[[], Any]) -> Any:
-    """One entry parsed, or its error (named ``<entries>[<index>].<parameter>``) returned as
-    that entry's answer, so the others still go ahead."""
-    try:
-        return parse()
-    except DelayQueueError as exc:
-        error = BadRequest(exc.msg if exc.msg.startswith(f"{entries_name}[")
-                           else f"{entries_name}[{index}].{exc.msg}")
-        return error
-
-
-def entry_answers(results: list[Any], answer: Callable[[Any], dict[str, Any]]) -> Response:
-    """A batch's answer: each entry's result or error, in order. A batch refused because
-    Redis was over its maxmemory counts once, as a refused single request does."""
-    if any(isinstance(r, OutOfMemory) for r in results):
-        runtime().monitor.count_event("redisOutOfMemory")
-    return success(results=[{"code": r.code, "msg": r.msg} if isinstance(r, DelayQueueError)
-                            else {"code": 200, "msg": "success", **answer(r)}
-                            for r in results])
-
-
-def success(**fields: Any) -> Response:
-    return jsonify({"code": 200, "msg": "success", **fields})
 
 
 @delay_queue.route("/sendMsg", methods=METHODS)
@@ -131,7 +58,7 @@ def sent(result: SendResult) -> dict[str, Any]:
 
 @delay_queue.route("/sendMsgBatch", methods=["POST"])
 def send_msg_batch() -> Response:
-    topic, _, entries = batch("msgs")
+    topic, _, entries = read_batch("msgs")
     rt = runtime()
     requests = [parse_entry("msgs", i, lambda i=i, e=e: send_request(
         entry_params("msgs", i, e, rt.param_limits))) for i, e in enumerate(entries)]
@@ -141,7 +68,7 @@ def send_msg_batch() -> Response:
 
 @delay_queue.route("/ackMsgBatch", methods=["POST"])
 def ack_msg_batch() -> Response:
-    topic, _, entries = batch("acks")
+    topic, _, entries = read_batch("acks")
 
     def ack_request(p: Params) -> AckRequest:
         return AckRequest(p.msg_id(), p.receipt(), p.boolean("ack", default=True),
@@ -156,7 +83,7 @@ def ack_msg_batch() -> Response:
 
 @delay_queue.route("/deleteMsgBatch", methods=["POST"])
 def delete_msg_batch() -> Response:
-    topic, p, entries = batch("msgIds")
+    topic, p, entries = read_batch("msgIds")
     release = p.boolean("release", default=False)
     rt = runtime()
     msg_ids = [parse_entry("msgIds", i, lambda e=e: params_of({"msgId": e}, rt.param_limits)
