@@ -13,7 +13,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from flask import Flask, g, request
 
@@ -86,11 +86,13 @@ BEARER = "Bearer "
 
 class Limits:
     """Per-token request rate (a token bucket, one second of burst) and concurrent long
-    polls, in this worker process."""
+    polls, in this worker process. ``clock`` is a monotonic clock in seconds (a test's own)."""
 
-    def __init__(self, rate: int, long_polls: int) -> None:
+    def __init__(self, rate: int, long_polls: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.rate = rate
         self.long_polls = long_polls
+        self._clock = clock
         self._lock = threading.Lock()
         self._buckets: dict[str, tuple[float, float]] = {}   # name -> (tokens, at)
         self._polls: dict[str, int] = {}
@@ -99,7 +101,7 @@ class Limits:
         if not self.rate:
             return
         with self._lock:
-            now = time.monotonic()
+            now = self._clock()
             tokens, at = self._buckets.get(name, (float(self.rate), now))
             tokens = min(float(self.rate), tokens + (now - at) * self.rate)
             if tokens < 1.0:
