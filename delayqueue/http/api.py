@@ -1,4 +1,7 @@
-"""HTTP routes: camellia's paths and shapes. Views parse, make one service call, serialise."""
+"""The HTTP API's views: camellia's shapes. Views parse, make one service call, serialise.
+
+Each view's path, methods and access rule are its row in endpoints.py (``@route``).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from delayqueue.core.queue import AckRequest, SendRequest, SendResult
 from delayqueue.monitoring.metrics import render_metrics
 from delayqueue.monitoring.monitor_text import monitor_string
 
+from .endpoints import route
 from .openapi import document
 from .params import Params
 from .request import (
@@ -25,14 +29,10 @@ from .request import (
     success,
 )
 
-delay_queue = Blueprint("delay_queue", __name__, url_prefix="/camellia/delayQueue")
-health = Blueprint("health", __name__, url_prefix="/camellia/health")
-metrics = Blueprint("metrics", __name__)
-
-METHODS = ["GET", "POST"]
+api = Blueprint("api", __name__)
 
 
-@delay_queue.route("/sendMsg", methods=METHODS)
+@route(api, "sendMsg")
 def send_msg() -> Response:
     p = params()
     topic = p.topic()
@@ -56,7 +56,7 @@ def sent(result: SendResult) -> dict[str, Any]:
             **({"duplicate": True} if result.duplicate else {})}
 
 
-@delay_queue.route("/sendMsgBatch", methods=["POST"])
+@route(api, "sendMsgBatch")
 def send_msg_batch() -> Response:
     topic, _, entries = read_batch("msgs")
     rt = runtime()
@@ -66,7 +66,7 @@ def send_msg_batch() -> Response:
     return entry_answers(results, sent)
 
 
-@delay_queue.route("/ackMsgBatch", methods=["POST"])
+@route(api, "ackMsgBatch")
 def ack_msg_batch() -> Response:
     topic, _, entries = read_batch("acks")
 
@@ -81,7 +81,7 @@ def ack_msg_batch() -> Response:
     return entry_answers(results, lambda _: {})
 
 
-@delay_queue.route("/deleteMsgBatch", methods=["POST"])
+@route(api, "deleteMsgBatch")
 def delete_msg_batch() -> Response:
     topic, p, entries = read_batch("msgIds")
     release = p.boolean("release", default=False)
@@ -95,14 +95,14 @@ def delete_msg_batch() -> Response:
     return entry_answers(results, lambda _: {})
 
 
-@delay_queue.route("/pullMsg", methods=METHODS)
+@route(api, "pullMsg")
 def pull_msg() -> Response:
     p = params()
     result = runtime().queue.pull(p.topic(), p.batch(), p.duration("ackTimeoutMillis"))
     return success(delayMsgList=[m.to_json() for m in result.messages])
 
 
-@delay_queue.route("/longPollingMsg", methods=METHODS)
+@route(api, "longPollingMsg")
 def long_polling_msg() -> Response:
     p = params()
     rt = runtime()
@@ -114,7 +114,7 @@ def long_polling_msg() -> Response:
     return success(delayMsgList=[m.to_json() for m in result.messages])
 
 
-@delay_queue.route("/ackMsg", methods=METHODS)
+@route(api, "ackMsg")
 def ack_msg() -> Response:
     p = params()
     topic, msg_id, ack = p.topic(), p.msg_id(), p.boolean("ack", default=True)
@@ -127,7 +127,7 @@ def ack_msg() -> Response:
     return success()
 
 
-@delay_queue.route("/changeVisibility", methods=METHODS)
+@route(api, "changeVisibility")
 def change_visibility() -> Response:
     p = params()
     topic, msg_id = p.topic(), p.msg_id()
@@ -136,7 +136,7 @@ def change_visibility() -> Response:
     return success(delayMsg=message.to_json())
 
 
-@delay_queue.route("/rescheduleMsg", methods=METHODS)
+@route(api, "rescheduleMsg")
 def reschedule_msg() -> Response:
     p = params()
     topic, msg_id = p.topic(), p.msg_id()
@@ -150,7 +150,7 @@ def reschedule_msg() -> Response:
     return success(delayMsg=message.to_json())
 
 
-@delay_queue.route("/listDeadMsg", methods=METHODS)
+@route(api, "listDeadMsg")
 def list_dead_msg() -> Response:
     p = params()
     page = runtime().admin.list(p.topic(), p.limit(100), p.string("cursor"))
@@ -158,20 +158,20 @@ def list_dead_msg() -> Response:
     return success(delayMsgList=[m.to_json() for m in page.messages], **extra)
 
 
-@delay_queue.route("/redriveDeadMsg", methods=METHODS)
+@route(api, "redriveDeadMsg")
 def redrive_dead_msg() -> Response:
     p = params()
     topic, msg_id, limit = p.topic(), p.msg_id(required=False), p.limit(1000)
     return success(count=runtime().admin.redrive(topic, msg_id, limit))
 
 
-@delay_queue.route("/purgeDeadMsg", methods=METHODS)
+@route(api, "purgeDeadMsg")
 def purge_dead_msg() -> Response:
     p = params()
     return success(count=runtime().admin.purge(p.topic(), p.msg_id(required=False)))
 
 
-@delay_queue.route("/setTopicConfig", methods=METHODS)
+@route(api, "setTopicConfig")
 def set_topic_config() -> Response:
     p = params()
     topic, reset = p.topic(), p.boolean("reset", default=False)
@@ -179,32 +179,32 @@ def set_topic_config() -> Response:
     return success(data=data, source=source)
 
 
-@delay_queue.route("/getTopicConfig", methods=METHODS)
+@route(api, "getTopicConfig")
 def get_topic_config() -> Response:
     data, source = runtime().admin.get_config(params().topic())
     return success(data=data, source=source)
 
 
-@delay_queue.route("/getMsg", methods=METHODS)
+@route(api, "getMsg")
 def get_msg() -> Response:
     p = params()
     return success(delayMsg=runtime().queue.get(p.topic(), p.msg_id()).to_json())
 
 
-@delay_queue.route("/deleteMsg", methods=METHODS)
+@route(api, "deleteMsg")
 def delete_msg() -> Response:
     p = params()
     runtime().queue.delete(p.topic(), p.msg_id(), p.boolean("release", default=False))
     return success()
 
 
-@delay_queue.route("/getMonitorData", methods=METHODS)
+@route(api, "getMonitorData")
 def get_monitor_data() -> Response:
     with redis_errors():
         return success(data=runtime().monitor.monitor_data())
 
 
-@delay_queue.route("/getMonitorString", methods=METHODS)
+@route(api, "getMonitorString")
 def get_monitor_string() -> Response:
     rt = runtime()
     with redis_errors():
@@ -216,18 +216,18 @@ def get_monitor_string() -> Response:
     return Response(text, content_type="text/plain; charset=utf-8")
 
 
-@delay_queue.route("/getTopicInfo", methods=METHODS)
+@route(api, "getTopicInfo")
 def get_topic_info() -> Response:
     return success(data=runtime().queue.topic_info(params().topic()))
 
 
-@delay_queue.route("/getTopicInfoList", methods=METHODS)
+@route(api, "getTopicInfoList")
 def get_topic_info_list() -> Response:
     queue = runtime().queue
     return success(data=queue.topic_infos(queue.topics()))
 
 
-@health.route("/status", methods=METHODS)
+@route(api, "status")
 def status() -> Response:
     rt = runtime()
     ok = rt.is_online() and rt.healthy()
@@ -236,24 +236,24 @@ def status() -> Response:
     return response
 
 
-@health.route("/check", methods=METHODS)
+@route(api, "check")
 def check() -> Response:
     return jsonify({"code": 200})
 
 
-@health.route("/online", methods=METHODS)
+@route(api, "online")
 def online() -> Response:
     runtime().set_online(True)
     return jsonify({"code": 200})
 
 
-@health.route("/offline", methods=METHODS)
+@route(api, "offline")
 def offline() -> Response:
     runtime().set_online(False)
     return jsonify({"code": 200})
 
 
-@metrics.route("/metrics", methods=["GET"])
+@route(api, "metrics")
 def prometheus() -> Response:
     rt = runtime()
     with redis_errors():
@@ -261,6 +261,6 @@ def prometheus() -> Response:
     return Response(body, content_type=content_type)
 
 
-@metrics.route("/openapi.json", methods=["GET"])
+@route(api, "openapi")
 def openapi() -> Response:
     return jsonify(document())

@@ -40,12 +40,10 @@ def create_app(overrides: Mapping[str, Any] | None = None,
 
     from delayqueue.http.console.views import console
 
-    from .api import delay_queue, health, metrics
+    from .api import api
 
-    app.register_blueprint(delay_queue)
+    app.register_blueprint(api)
     app.register_blueprint(console)
-    app.register_blueprint(health)
-    app.register_blueprint(metrics)
     register_error_handlers(app)
     register_body_limit(app)
     register_access(app, settings)

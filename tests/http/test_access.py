@@ -9,8 +9,9 @@ import pytest
 import requests
 
 from delayqueue.core.errors import TooManyRequests
-from delayqueue.http.access import ADMIN, CONSUME, PRODUCE, ROUTES, Limits
+from delayqueue.http.access import Limits
 from delayqueue.http.app import create_app
+from delayqueue.http.endpoints import ADMIN, BATCH, BY_PATH, CONSUME, FORM, PRODUCE
 from delayqueue.settings.config import ConfigError, load_settings
 
 from support.node import ServerProcess
@@ -85,18 +86,15 @@ def node(redis_server):
             yield server
 
 
-GET_ROUTES = {"/metrics", "/openapi.json", "/dashboard/", "/dashboard/topic",
-              "/dashboard/message"}
-
-
 def call(node, route: str, params: dict, header: str | None) -> requests.Response:
     headers = {} if header is None else {"Authorization": header}
     data = {"topic": params.pop("topic", "t-1"), **params}
-    if route in GET_ROUTES:
+    endpoint = BY_PATH[route]
+    if "POST" not in endpoint.methods:
         return requests.get(node.url + route, params=data, headers=headers, timeout=10)
-    if route.endswith("Batch"):                    # the batch endpoints take a JSON body
+    if endpoint.kind == BATCH:                     # the batch endpoints take a JSON body
         return requests.post(node.url + route, json=data, headers=headers, timeout=10)
-    if route.startswith("/dashboard/"):            # the console's writes: a same-origin form
+    if endpoint.kind == FORM:                      # the console's writes: a same-origin form
         return requests.post(node.url + route, data=data, timeout=10, allow_redirects=False,
                              headers={**headers, "Origin": node.url})
     return requests.post(node.url + route, data=data, headers=headers, timeout=10)
@@ -106,7 +104,7 @@ def expected(route: str, kind: str) -> tuple[int, int | None, str | None, str | 
     """(HTTP status, envelope code, exact msg or None, the Authorization header to send)."""
     params, right, wrong, status, code = CASES[route]
     name = route.rsplit("/", 1)[-1]
-    rule = ROUTES[route]
+    rule = BY_PATH[route].rule
     bearer = {n: f"Bearer {s}" for n, s in SECRETS.items()}
     ok = (status, code, None)
     if rule.scope == "open":
@@ -154,11 +152,11 @@ def test_every_route_answers_each_kind_of_caller_exactly(node, route, kind):
         call(node, "/camellia/health/online", {}, f"Bearer {SECRETS['admin']}")
 
 
-def test_every_route_of_the_app_is_in_the_access_table_and_in_this_test():
+def test_every_route_of_the_app_is_in_the_endpoint_table_and_in_this_test():
     app = create_app(overrides={"redis-url": "redis://127.0.0.1:1/0", "snapshot-dir": ""})
     routes = {rule.rule for rule in app.url_map.iter_rules() if rule.endpoint != "static"}
-    assert routes == set(ROUTES), (routes ^ set(ROUTES))
-    assert set(CASES) == set(ROUTES)
+    assert routes == set(BY_PATH), (routes ^ set(BY_PATH))
+    assert set(CASES) == set(BY_PATH)
 
 
 def test_without_tokens_every_route_is_open(server):
