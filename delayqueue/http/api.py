@@ -98,17 +98,18 @@ def delete_msg_batch() -> Response:
 @route(api, "pullMsg")
 def pull_msg() -> Response:
     p = params()
-    result = runtime().queue.pull(p.topic(), p.batch(), p.duration("ackTimeoutMillis"))
+    topic, count = p.topic(), p.batch()   # camellia's "batch": the most messages to take
+    result = runtime().queue.pull(topic, count, p.duration("ackTimeoutMillis"))
     return success(delayMsgList=[m.to_json() for m in result.messages])
 
 
 @route(api, "longPollingMsg")
 def long_polling_msg() -> Response:
     p = params()
+    topic, count = p.topic(), p.batch()   # camellia's "batch": the most messages to take
     rt = runtime()
     s = rt.settings
-    result = long_poll(rt.queue, rt.hub, rt.clock, p.topic(), p.batch(),
-                       p.duration("ackTimeoutMillis"),
+    result = long_poll(rt.queue, rt.hub, rt.clock, topic, count, p.duration("ackTimeoutMillis"),
                        p.long_polling_timeout(s.long_polling_timeout_millis),
                        s.long_polling_safety_millis / 1000.0)
     return success(delayMsgList=[m.to_json() for m in result.messages])
