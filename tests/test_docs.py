@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from delayqueue.http.access import ROUTES
+from delayqueue.http.endpoints import ENDPOINTS, FORM, PAGE
 from delayqueue.settings.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -234,21 +234,18 @@ def test_every_test_the_docs_name_exists():
 
 
 def test_api_doc_covers_every_route():
-    source = (ROOT / "delayqueue" / "http" / "api.py").read_text(encoding="utf-8")
-    prefixes = dict(re.findall(
-        r"^(\w+)\s*=\s*Blueprint\([^)]*?(?:url_prefix=\"([^\"]*)\")?\)", source, re.MULTILINE))
-    routes = re.findall(r"^@(\w+)\.route\(\"(/[^\"]*)\"", source, re.MULTILINE)
-    assert routes, "no routes found in delayqueue/http/api.py"
+    """Every endpoint of the table but the console's pages and forms."""
     api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     headings = anchors(ROOT / "docs" / "api.md")
     missing = []
-    for blueprint, route in routes:
-        path = prefixes.get(blueprint, "") + route
-        if path.startswith("/camellia/delayQueue/"):
-            if route.lstrip("/").lower() not in headings:
-                missing.append(path)
-        elif path not in api:
-            missing.append(path)
+    for endpoint in ENDPOINTS:
+        if endpoint.kind in (PAGE, FORM):
+            continue
+        if endpoint.path.startswith("/camellia/delayQueue/"):
+            if endpoint.name.lower() not in headings:
+                missing.append(endpoint.path)
+        elif endpoint.path not in api:
+            missing.append(endpoint.path)
     assert not missing, f"docs/api.md does not document: {missing}"
 
 
@@ -380,12 +377,13 @@ def test_the_role_table_names_exactly_the_routes_each_role_may_call():
         return route.removeprefix("/camellia/delayQueue/")
     actual: dict[str, set[str]] = {"produce": set(), "consume": set(), "admin": set(),
                                    "none needed": set()}
-    for route, rule in ROUTES.items():
+    for endpoint in ENDPOINTS:
+        rule = endpoint.rule
         if rule.scope == "open":
-            actual["none needed"].add(name(route))
+            actual["none needed"].add(name(endpoint.path))
         for role in rule.roles:
             if role != "admin" or rule.roles == ("admin",):   # the admin row: admin alone
-                actual[role].add(name(route))
+                actual[role].add(name(endpoint.path))
     documented = documented_roles()
     wrong = {role: {"missing": sorted(actual[role] - documented[role]),
                     "not so": sorted(documented[role] - actual[role])}

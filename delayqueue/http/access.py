@@ -1,10 +1,10 @@
 """Who may call which route: bearer tokens, roles, namespaces, topics, and per-token limits.
 
-Off while ``auth-tokens`` is empty (camellia's clients send no token). On, every route of
-``ROUTES`` wants ``Authorization: Bearer <secret>``: 401 without a valid token, 403 outside
-its rights, 429 (with ``Retry-After``) over its request rate or concurrent long polls. A
-route missing from ``ROUTES`` is refused to everyone (fail closed; tests/http/test_access.py
-checks that every route is listed). Adding a route is one line here.
+Off while ``auth-tokens`` is empty (camellia's clients send no token). On, every route
+wants ``Authorization: Bearer <secret>`` unless its row in endpoints.py says ``OPEN``: 401
+without a valid token, 403 outside the row's ``rule``, 429 (with ``Retry-After``) over its
+request rate or concurrent long polls. A route with no row is refused to everyone (fail
+closed; tests/http/test_access.py checks that every route has one).
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from flask import Flask, g, request
 
@@ -21,76 +20,22 @@ from delayqueue.core.errors import Forbidden, TooManyRequests, Unauthorized
 from delayqueue.settings.config import Settings
 from delayqueue.settings.credential import Token
 
-PRODUCE, CONSUME, ADMIN = "produce", "consume", "admin"
-ANY = (PRODUCE, CONSUME)
-Q = "/camellia/delayQueue/"
+from .endpoints import BY_NAME, BY_PATH, Rule
 
-
-@dataclass(frozen=True)
-class Rule:
-    roles: tuple[str, ...]      # any one of these (admin may do everything)
-    scope: str                  # "topic": the topic parameter must match the token's patterns;
-    #                             "namespace": the token must cover every topic of it; "open"
-
-
-def topic(*roles: str) -> Rule:
-    return Rule(roles, "topic")
-
-
-def namespace(*roles: str) -> Rule:
-    return Rule(roles, "namespace")
-
-
-OPEN = Rule((), "open")
-
-# The access table: route -> who may call it.
-ROUTES: dict[str, Rule] = {
-    Q + "sendMsg": topic(PRODUCE),
-    Q + "sendMsgBatch": topic(PRODUCE),
-    Q + "rescheduleMsg": topic(PRODUCE),
-    Q + "deleteMsg": topic(PRODUCE, CONSUME),
-    Q + "deleteMsgBatch": topic(PRODUCE, CONSUME),
-    Q + "getMsg": topic(PRODUCE, CONSUME),
-    Q + "pullMsg": topic(CONSUME),
-    Q + "longPollingMsg": topic(CONSUME),
-    Q + "ackMsg": topic(CONSUME),
-    Q + "ackMsgBatch": topic(CONSUME),
-    Q + "changeVisibility": topic(CONSUME),
-    Q + "listDeadMsg": topic(CONSUME),
-    Q + "getTopicConfig": topic(*ANY),
-    Q + "getTopicInfo": topic(*ANY),
-    Q + "redriveDeadMsg": topic(ADMIN),
-    Q + "purgeDeadMsg": topic(ADMIN),
-    Q + "setTopicConfig": topic(ADMIN),
-    Q + "getTopicInfoList": namespace(ADMIN),
-    Q + "getMonitorData": namespace(ADMIN),
-    Q + "getMonitorString": namespace(ADMIN),
-    # The console shows and changes every topic: admin only. A browser sends no bearer token,
-    # so with tokens on the console is reached through a proxy that adds an admin's (README).
-    "/dashboard/": namespace(ADMIN),
-    "/dashboard/topic": namespace(ADMIN),
-    "/dashboard/message": namespace(ADMIN),
-    "/dashboard/topic/redrive": namespace(ADMIN),
-    "/dashboard/topic/purge": namespace(ADMIN),
-    "/dashboard/topic/settings": namespace(ADMIN),
-    "/metrics": namespace(ADMIN),
-    "/camellia/health/online": namespace(ADMIN),
-    "/camellia/health/offline": namespace(ADMIN),
-    "/camellia/health/status": OPEN,       # load balancers' probes
-    "/camellia/health/check": OPEN,
-    "/openapi.json": OPEN,                 # the public description of this API
-}
-LONG_POLL_ROUTE = Q + "longPollingMsg"
+# The one endpoint counted against token-max-long-polls while it holds its request.
+LONG_POLL = BY_NAME["longPollingMsg"].path
 BEARER = "Bearer "
 
 
 class Limits:
     """Per-token request rate (a token bucket, one second of burst) and concurrent long
-    polls, in this worker process."""
+    polls, in this worker process. ``clock`` is a monotonic clock in seconds (a test's own)."""
 
-    def __init__(self, rate: int, long_polls: int) -> None:
+    def __init__(self, rate: int, long_polls: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.rate = rate
         self.long_polls = long_polls
+        self._clock = clock
         self._lock = threading.Lock()
         self._buckets: dict[str, tuple[float, float]] = {}   # name -> (tokens, at)
         self._polls: dict[str, int] = {}
@@ -99,7 +44,7 @@ class Limits:
         if not self.rate:
             return
         with self._lock:
-            now = time.monotonic()
+            now = self._clock()
             tokens, at = self._buckets.get(name, (float(self.rate), now))
             tokens = min(float(self.rate), tokens + (now - at) * self.rate)
             if tokens < 1.0:
@@ -144,7 +89,7 @@ def authenticate(settings: Settings) -> Token:
 
 
 def request_topic() -> Any:
-    """The topic the view will use: api.params() lets a JSON body override the form, and the
+    """The topic the view will use: request.params() lets a JSON body override the form, and the
     form the query string, so the check reads them in that order."""
     if request.is_json:
         body = request.get_json(silent=True)
@@ -186,15 +131,15 @@ def register_access(app: Flask, settings: Settings) -> None:
         if request.url_rule is None:
             return                       # no such route: 404 as usual
         route = request.url_rule.rule
-        rule = ROUTES.get(route)
-        if rule is None:
+        endpoint = BY_PATH.get(route)
+        if endpoint is None:
             raise Forbidden(f"{route}: not in the access table; refused to every token")
-        if rule.scope == "open":
+        if endpoint.rule.scope == "open":
             return
         token = authenticate(settings)
-        authorize(token, rule, route, settings)
+        authorize(token, endpoint.rule, route, settings)
         limits.take(token.name)
-        if route == LONG_POLL_ROUTE and limits.hold_poll(token.name):
+        if route == LONG_POLL and limits.hold_poll(token.name):
             g.long_poll_token = token.name
 
     @app.teardown_request

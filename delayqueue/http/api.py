@@ -1,111 +1,38 @@
-"""HTTP routes: camellia's paths and shapes. Views parse, make one service call, serialise."""
+"""The HTTP API's views: camellia's shapes. Views parse, make one service call, serialise.
+
+Each view's path, methods and access rule are its row in endpoints.py (``@route``).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
-from flask import Blueprint, Response, current_app, jsonify, request
+from flask import Blueprint, Response, jsonify
 
 from delayqueue.background.longpoll import long_poll
-from delayqueue.background.runtime import Runtime
-from delayqueue.core.errors import (
-    BadRequest,
-    DelayQueueError,
-    MissingParameter,
-    OutOfMemory,
-    redis_errors,
-)
+from delayqueue.core.errors import BadRequest, DelayQueueError, MissingParameter, redis_errors
 from delayqueue.core.queue import AckRequest, SendRequest, SendResult
 from delayqueue.monitoring.metrics import render_metrics
 from delayqueue.monitoring.monitor_text import monitor_string
 
+from .endpoints import route
 from .openapi import document
 from .params import Params
+from .request import (
+    entry_answers,
+    entry_params,
+    params,
+    params_of,
+    parse_entry,
+    read_batch,
+    runtime,
+    success,
+)
 
-delay_queue = Blueprint("delay_queue", __name__, url_prefix="/camellia/delayQueue")
-health = Blueprint("health", __name__, url_prefix="/camellia/health")
-metrics = Blueprint("metrics", __name__)
-
-METHODS = ["GET", "POST"]
-
-
-def runtime() -> Runtime:
-    return current_app.extensions["delayqueue"]
-
-
-def params() -> Params:
-    """The query string's parameters, overridden by the body's: a form, or a JSON object."""
-    req = request._get_current_object()    # one context lookup, not one per attribute
-    values: dict[str, Any] = req.args.to_dict() if req.query_string else {}
-    if req.is_json:
-        body = req.get_json(silent=True)
-        if not isinstance(body, dict):
-            raise BadRequest("body: a JSON body must be an object of parameters")
-        values.update(body)
-    else:
-        values.update(req.form.to_dict())
-    return params_of(values)
+api = Blueprint("api", __name__)
 
 
-def params_of(values: dict[str, Any], limits: dict[str, int] | None = None) -> Params:
-    return Params(values, **(limits or runtime().param_limits))
-
-
-def batch(entries_name: str) -> tuple[str, Params, list[Any]]:
-    """A batch request's topic, its other parameters and its entries. A body that is not a
-    JSON object with the entries as a non-empty array of at most ``max-batch`` is refused
-    whole (HTTP 400): nothing is written."""
-    body = request.get_json(silent=True) if request.is_json else None
-    if not isinstance(body, dict):
-        raise MissingParameter("body: a batch must be a JSON object (Content-Type: "
-                               "application/json)")
-    entries = body.get(entries_name)
-    if not isinstance(entries, list) or not entries:
-        raise MissingParameter(f"{entries_name}: required, a non-empty JSON array")
-    limit = runtime().settings.max_batch
-    if len(entries) > limit:
-        raise MissingParameter(f"{entries_name}: at most {limit} entries, got {len(entries)}")
-    p = params_of(body)
-    try:
-        topic = p.topic()
-    except DelayQueueError as exc:
-        raise MissingParameter(exc.msg) from None
-    return topic, p, entries
-
-
-def entry_params(entries_name: str, index: int, entry: Any, limits: dict[str, int]) -> Params:
-    if not isinstance(entry, dict):
-        raise BadRequest(f"{entries_name}[{index}]: must be a JSON object, got "
-                         f"{type(entry).__name__}")
-    return params_of(entry, limits)
-
-
-def parse_entry(entries_name: str, index: int, parse: Callable[[], Any]) -> Any:
-    """One entry parsed, or its error (named ``<entries>[<index>].<parameter>``) returned as
-    that entry's answer, so the others still go ahead."""
-    try:
-        return parse()
-    except DelayQueueError as exc:
-        error = BadRequest(exc.msg if exc.msg.startswith(f"{entries_name}[")
-                           else f"{entries_name}[{index}].{exc.msg}")
-        return error
-
-
-def entry_answers(results: list[Any], answer: Callable[[Any], dict[str, Any]]) -> Response:
-    """A batch's answer: each entry's result or error, in order. A batch refused because
-    Redis was over its maxmemory counts once, as a refused single request does."""
-    if any(isinstance(r, OutOfMemory) for r in results):
-        runtime().monitor.count_event("redisOutOfMemory")
-    return success(results=[{"code": r.code, "msg": r.msg} if isinstance(r, DelayQueueError)
-                            else {"code": 200, "msg": "success", **answer(r)}
-                            for r in results])
-
-
-def success(**fields: Any) -> Response:
-    return jsonify({"code": 200, "msg": "success", **fields})
-
-
-@delay_queue.route("/sendMsg", methods=METHODS)
+@route(api, "sendMsg")
 def send_msg() -> Response:
     p = params()
     topic = p.topic()
@@ -129,9 +56,9 @@ def sent(result: SendResult) -> dict[str, Any]:
             **({"duplicate": True} if result.duplicate else {})}
 
 
-@delay_queue.route("/sendMsgBatch", methods=["POST"])
+@route(api, "sendMsgBatch")
 def send_msg_batch() -> Response:
-    topic, _, entries = batch("msgs")
+    topic, _, entries = read_batch("msgs")
     rt = runtime()
     requests = [parse_entry("msgs", i, lambda i=i, e=e: send_request(
         entry_params("msgs", i, e, rt.param_limits))) for i, e in enumerate(entries)]
@@ -139,9 +66,9 @@ def send_msg_batch() -> Response:
     return entry_answers(results, sent)
 
 
-@delay_queue.route("/ackMsgBatch", methods=["POST"])
+@route(api, "ackMsgBatch")
 def ack_msg_batch() -> Response:
-    topic, _, entries = batch("acks")
+    topic, _, entries = read_batch("acks")
 
     def ack_request(p: Params) -> AckRequest:
         return AckRequest(p.msg_id(), p.receipt(), p.boolean("ack", default=True),
@@ -154,9 +81,9 @@ def ack_msg_batch() -> Response:
     return entry_answers(results, lambda _: {})
 
 
-@delay_queue.route("/deleteMsgBatch", methods=["POST"])
+@route(api, "deleteMsgBatch")
 def delete_msg_batch() -> Response:
-    topic, p, entries = batch("msgIds")
+    topic, p, entries = read_batch("msgIds")
     release = p.boolean("release", default=False)
     rt = runtime()
     msg_ids = [parse_entry("msgIds", i, lambda e=e: params_of({"msgId": e}, rt.param_limits)
@@ -168,26 +95,27 @@ def delete_msg_batch() -> Response:
     return entry_answers(results, lambda _: {})
 
 
-@delay_queue.route("/pullMsg", methods=METHODS)
+@route(api, "pullMsg")
 def pull_msg() -> Response:
     p = params()
-    result = runtime().queue.pull(p.topic(), p.batch(), p.duration("ackTimeoutMillis"))
+    topic, count = p.topic(), p.batch()   # camellia's "batch": the most messages to take
+    result = runtime().queue.pull(topic, count, p.duration("ackTimeoutMillis"))
     return success(delayMsgList=[m.to_json() for m in result.messages])
 
 
-@delay_queue.route("/longPollingMsg", methods=METHODS)
+@route(api, "longPollingMsg")
 def long_polling_msg() -> Response:
     p = params()
+    topic, count = p.topic(), p.batch()   # camellia's "batch": the most messages to take
     rt = runtime()
     s = rt.settings
-    result = long_poll(rt.queue, rt.hub, rt.clock, p.topic(), p.batch(),
-                       p.duration("ackTimeoutMillis"),
+    result = long_poll(rt.queue, rt.hub, rt.clock, topic, count, p.duration("ackTimeoutMillis"),
                        p.long_polling_timeout(s.long_polling_timeout_millis),
                        s.long_polling_safety_millis / 1000.0)
     return success(delayMsgList=[m.to_json() for m in result.messages])
 
 
-@delay_queue.route("/ackMsg", methods=METHODS)
+@route(api, "ackMsg")
 def ack_msg() -> Response:
     p = params()
     topic, msg_id, ack = p.topic(), p.msg_id(), p.boolean("ack", default=True)
@@ -200,7 +128,7 @@ def ack_msg() -> Response:
     return success()
 
 
-@delay_queue.route("/changeVisibility", methods=METHODS)
+@route(api, "changeVisibility")
 def change_visibility() -> Response:
     p = params()
     topic, msg_id = p.topic(), p.msg_id()
@@ -209,7 +137,7 @@ def change_visibility() -> Response:
     return success(delayMsg=message.to_json())
 
 
-@delay_queue.route("/rescheduleMsg", methods=METHODS)
+@route(api, "rescheduleMsg")
 def reschedule_msg() -> Response:
     p = params()
     topic, msg_id = p.topic(), p.msg_id()
@@ -223,7 +151,7 @@ def reschedule_msg() -> Response:
     return success(delayMsg=message.to_json())
 
 
-@delay_queue.route("/listDeadMsg", methods=METHODS)
+@route(api, "listDeadMsg")
 def list_dead_msg() -> Response:
     p = params()
     page = runtime().admin.list(p.topic(), p.limit(100), p.string("cursor"))
@@ -231,20 +159,20 @@ def list_dead_msg() -> Response:
     return success(delayMsgList=[m.to_json() for m in page.messages], **extra)
 
 
-@delay_queue.route("/redriveDeadMsg", methods=METHODS)
+@route(api, "redriveDeadMsg")
 def redrive_dead_msg() -> Response:
     p = params()
     topic, msg_id, limit = p.topic(), p.msg_id(required=False), p.limit(1000)
     return success(count=runtime().admin.redrive(topic, msg_id, limit))
 
 
-@delay_queue.route("/purgeDeadMsg", methods=METHODS)
+@route(api, "purgeDeadMsg")
 def purge_dead_msg() -> Response:
     p = params()
     return success(count=runtime().admin.purge(p.topic(), p.msg_id(required=False)))
 
 
-@delay_queue.route("/setTopicConfig", methods=METHODS)
+@route(api, "setTopicConfig")
 def set_topic_config() -> Response:
     p = params()
     topic, reset = p.topic(), p.boolean("reset", default=False)
@@ -252,32 +180,32 @@ def set_topic_config() -> Response:
     return success(data=data, source=source)
 
 
-@delay_queue.route("/getTopicConfig", methods=METHODS)
+@route(api, "getTopicConfig")
 def get_topic_config() -> Response:
     data, source = runtime().admin.get_config(params().topic())
     return success(data=data, source=source)
 
 
-@delay_queue.route("/getMsg", methods=METHODS)
+@route(api, "getMsg")
 def get_msg() -> Response:
     p = params()
     return success(delayMsg=runtime().queue.get(p.topic(), p.msg_id()).to_json())
 
 
-@delay_queue.route("/deleteMsg", methods=METHODS)
+@route(api, "deleteMsg")
 def delete_msg() -> Response:
     p = params()
     runtime().queue.delete(p.topic(), p.msg_id(), p.boolean("release", default=False))
     return success()
 
 
-@delay_queue.route("/getMonitorData", methods=METHODS)
+@route(api, "getMonitorData")
 def get_monitor_data() -> Response:
     with redis_errors():
         return success(data=runtime().monitor.monitor_data())
 
 
-@delay_queue.route("/getMonitorString", methods=METHODS)
+@route(api, "getMonitorString")
 def get_monitor_string() -> Response:
     rt = runtime()
     with redis_errors():
@@ -289,18 +217,18 @@ def get_monitor_string() -> Response:
     return Response(text, content_type="text/plain; charset=utf-8")
 
 
-@delay_queue.route("/getTopicInfo", methods=METHODS)
+@route(api, "getTopicInfo")
 def get_topic_info() -> Response:
     return success(data=runtime().queue.topic_info(params().topic()))
 
 
-@delay_queue.route("/getTopicInfoList", methods=METHODS)
+@route(api, "getTopicInfoList")
 def get_topic_info_list() -> Response:
     queue = runtime().queue
     return success(data=queue.topic_infos(queue.topics()))
 
 
-@health.route("/status", methods=METHODS)
+@route(api, "status")
 def status() -> Response:
     rt = runtime()
     ok = rt.is_online() and rt.healthy()
@@ -309,24 +237,24 @@ def status() -> Response:
     return response
 
 
-@health.route("/check", methods=METHODS)
+@route(api, "check")
 def check() -> Response:
     return jsonify({"code": 200})
 
 
-@health.route("/online", methods=METHODS)
+@route(api, "online")
 def online() -> Response:
     runtime().set_online(True)
     return jsonify({"code": 200})
 
 
-@health.route("/offline", methods=METHODS)
+@route(api, "offline")
 def offline() -> Response:
     runtime().set_online(False)
     return jsonify({"code": 200})
 
 
-@metrics.route("/metrics", methods=["GET"])
+@route(api, "metrics")
 def prometheus() -> Response:
     rt = runtime()
     with redis_errors():
@@ -334,6 +262,6 @@ def prometheus() -> Response:
     return Response(body, content_type=content_type)
 
 
-@metrics.route("/openapi.json", methods=["GET"])
+@route(api, "openapi")
 def openapi() -> Response:
     return jsonify(document())

@@ -6,7 +6,7 @@ import io
 import logging
 from typing import Any, Callable, Iterable, Mapping
 
-from flask import Flask, Request, Response, current_app, jsonify, request
+from flask import Flask, Request, Response, current_app, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from delayqueue.background.runtime import Runtime
@@ -15,6 +15,7 @@ from delayqueue.settings.config import Settings, load_settings
 
 from .access import register_access
 from .jsonio import OrjsonProvider
+from .request import envelope
 
 logger = logging.getLogger(__name__)
 
@@ -39,22 +40,14 @@ def create_app(overrides: Mapping[str, Any] | None = None,
 
     from delayqueue.http.console.views import console
 
-    from .api import delay_queue, health, metrics
+    from .api import api
 
-    app.register_blueprint(delay_queue)
+    app.register_blueprint(api)
     app.register_blueprint(console)
-    app.register_blueprint(health)
-    app.register_blueprint(metrics)
     register_error_handlers(app)
     register_body_limit(app)
     register_access(app, settings)
     return app
-
-
-def envelope(code: int, msg: str, http_status: int) -> Response:
-    response = jsonify({"code": code, "msg": msg})
-    response.status_code = http_status
-    return response
 
 
 # Set in the WSGI environ by StreamedBodyLimit when a chunked body was over the limit.

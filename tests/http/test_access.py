@@ -8,8 +8,10 @@ import json
 import pytest
 import requests
 
-from delayqueue.http.access import ADMIN, CONSUME, PRODUCE, ROUTES
+from delayqueue.core.errors import TooManyRequests
+from delayqueue.http.access import Limits
 from delayqueue.http.app import create_app
+from delayqueue.http.endpoints import ADMIN, BATCH, BY_PATH, CONSUME, FORM, PRODUCE
 from delayqueue.settings.config import ConfigError, load_settings
 
 from support.node import ServerProcess
@@ -22,6 +24,7 @@ SECRETS = {
     "admin": "admin-secret-000004",
     "elsewhere": "elsewhere-secret-05",
     "narrow": "narrow-topic-secret6",
+    "two": "two-patterns-secret7",
 }
 TOKENS = [
     {"name": "producer", "secret": SECRETS["producer"], "roles": [PRODUCE], "topics": ["t-*"]},
@@ -32,6 +35,7 @@ TOKENS = [
      "namespaces": ["other"]},
     {"name": "narrow", "secret": SECRETS["narrow"], "roles": [PRODUCE, CONSUME, ADMIN],
      "topics": ["orders-*"]},
+    {"name": "two", "secret": SECRETS["two"], "roles": [PRODUCE], "topics": ["a-*", "b-*"]},
 ]
 # route -> (params, the right token, the wrong-role token or None, HTTP status, code) of the
 # right token's answer. Unknown msgIds give an exact answer (404) past the access check.
@@ -82,18 +86,15 @@ def node(redis_server):
             yield server
 
 
-GET_ROUTES = {"/metrics", "/openapi.json", "/dashboard/", "/dashboard/topic",
-              "/dashboard/message"}
-
-
 def call(node, route: str, params: dict, header: str | None) -> requests.Response:
     headers = {} if header is None else {"Authorization": header}
     data = {"topic": params.pop("topic", "t-1"), **params}
-    if route in GET_ROUTES:
+    endpoint = BY_PATH[route]
+    if "POST" not in endpoint.methods:
         return requests.get(node.url + route, params=data, headers=headers, timeout=10)
-    if route.endswith("Batch"):                    # the batch endpoints take a JSON body
+    if endpoint.kind == BATCH:                     # the batch endpoints take a JSON body
         return requests.post(node.url + route, json=data, headers=headers, timeout=10)
-    if route.startswith("/dashboard/"):            # the console's writes: a same-origin form
+    if endpoint.kind == FORM:                      # the console's writes: a same-origin form
         return requests.post(node.url + route, data=data, timeout=10, allow_redirects=False,
                              headers={**headers, "Origin": node.url})
     return requests.post(node.url + route, data=data, headers=headers, timeout=10)
@@ -103,7 +104,7 @@ def expected(route: str, kind: str) -> tuple[int, int | None, str | None, str | 
     """(HTTP status, envelope code, exact msg or None, the Authorization header to send)."""
     params, right, wrong, status, code = CASES[route]
     name = route.rsplit("/", 1)[-1]
-    rule = ROUTES[route]
+    rule = BY_PATH[route].rule
     bearer = {n: f"Bearer {s}" for n, s in SECRETS.items()}
     ok = (status, code, None)
     if rule.scope == "open":
@@ -151,11 +152,11 @@ def test_every_route_answers_each_kind_of_caller_exactly(node, route, kind):
         call(node, "/camellia/health/online", {}, f"Bearer {SECRETS['admin']}")
 
 
-def test_every_route_of_the_app_is_in_the_access_table_and_in_this_test():
+def test_every_route_of_the_app_is_in_the_endpoint_table_and_in_this_test():
     app = create_app(overrides={"redis-url": "redis://127.0.0.1:1/0", "snapshot-dir": ""})
     routes = {rule.rule for rule in app.url_map.iter_rules() if rule.endpoint != "static"}
-    assert routes == set(ROUTES), (routes ^ set(ROUTES))
-    assert set(CASES) == set(ROUTES)
+    assert routes == set(BY_PATH), (routes ^ set(BY_PATH))
+    assert set(CASES) == set(BY_PATH)
 
 
 def test_without_tokens_every_route_is_open(server):
@@ -210,3 +211,49 @@ def test_a_query_topic_cannot_vouch_for_another_topic_in_the_body(node):
         answer = requests.post(node.url + Q + "pullMsg?topic=orders-1", headers=narrow,
                                timeout=10, **kwargs)
         assert answer.status_code == 403, answer.text
+
+
+@pytest.mark.parametrize("route, params", [("sendMsg", {"msg": "x"}), ("pullMsg", {})])
+def test_an_admin_only_token_may_call_the_produce_and_consume_routes_too(node, route, params):
+    answer = requests.post(node.url + Q + route, data={"topic": "t-admin", **params},
+                           headers={"Authorization": f"Bearer {SECRETS['admin']}"}, timeout=10)
+    assert answer.status_code == 200 and answer.json()["code"] == 200, answer.text
+
+
+def test_a_token_with_two_topic_patterns_may_use_a_topic_of_either_and_no_other(node):
+    two = {"Authorization": f"Bearer {SECRETS['two']}"}
+
+    def send(topic: str) -> requests.Response:
+        return requests.post(node.url + Q + "sendMsg", data={"topic": topic, "msg": "x"},
+                             headers=two, timeout=10)
+
+    for topic in ("a-1", "b-1"):
+        answer = send(topic)
+        assert answer.status_code == 200 and answer.json()["code"] == 200, answer.text
+    outside = send("c-1")
+    assert outside.status_code == 403
+    assert outside.json() == {"code": 403, "msg": "topic: 'c-1' is outside token 'two''s topics"}
+
+
+def test_an_idle_token_saves_up_one_second_of_requests_and_no_more():
+    now = [1000.0]
+    limits = Limits(rate=5, long_polls=0, clock=lambda: now[0])
+    limits.take("idle")                        # the token's bucket starts here
+    now[0] += 3600.0                           # an hour idle: 18,000 requests' worth of time
+    for _ in range(5):
+        limits.take("idle")
+    with pytest.raises(TooManyRequests) as info:
+        limits.take("idle")
+    assert info.value.msg == "rate: token 'idle' is over token-rate-limit (5 requests/s)"
+    assert info.value.headers == {"Retry-After": "1"}
+
+
+def test_a_route_missing_from_the_access_table_is_refused_to_every_token():
+    app = create_app(overrides={"redis-url": "redis://127.0.0.1:1/0", "snapshot-dir": "",
+                                "auth-tokens": json.dumps(TOKENS)})
+    app.add_url_rule("/not-in-the-table", "not_in_the_table", lambda: "reached")
+    answer = app.test_client().get("/not-in-the-table",
+                                   headers={"Authorization": f"Bearer {SECRETS['admin']}"})
+    assert answer.status_code == 403
+    assert answer.get_json() == {"code": 403, "msg": "/not-in-the-table: not in the access "
+                                                     "table; refused to every token"}

@@ -43,7 +43,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from delayqueue.http.openapi import CONSOLE_WRITES, EXAMPLE_MSG, document
+from delayqueue.http.endpoints import ENDPOINTS, FORM
+from delayqueue.http.openapi import document
+from delayqueue.http.schema import EXAMPLE_MSG
 
 from support.node import ServerProcess
 
@@ -52,7 +54,7 @@ SEED = int(os.environ.get("DQ_FUZZ_SEED", "13"))
 PREFIX, NAMESPACE = "fz", "fuzz"
 TOPIC = "fuzz-orders"
 MSG_IDS = ("m1", "m2", "m3", "m4", "m5")
-WRITE_PATHS = {path for path, *_ in CONSOLE_WRITES}   # same-origin forms: sent an Origin
+WRITE_PATHS = {e.path for e in ENDPOINTS if e.kind == FORM}   # same-origin forms: an Origin
 # Short long polls, so the thousands of longPollingMsg cases do not each hold for 10 s; a
 # longer longPollingTimeoutMillis is refused (code 400), which the fuzz meets as well.
 NODE_SETTINGS = {"namespace": NAMESPACE, "redis-key-prefix": PREFIX,

@@ -25,12 +25,13 @@ from markupsafe import Markup
 from delayqueue.core.errors import DelayQueueError, NotFound
 from delayqueue.core.status import Status
 from delayqueue.core.topic_config import BY_NAME
-from delayqueue.http.api import params, runtime
+from delayqueue.http.endpoints import route
+from delayqueue.http.request import params, runtime
 
 from .charts import Series, line_chart
 from .fleet_view import PAGE_SIZES, FleetView
 
-console = Blueprint("console", __name__, url_prefix="/dashboard", template_folder="templates")
+console = Blueprint("console", __name__, template_folder="templates")
 
 REFRESH_S = 5
 DEAD_PAGE = 100
@@ -84,7 +85,7 @@ def _int_arg(name: str, default: int) -> int:
         return default
 
 
-@console.route("/", methods=["GET"])
+@route(console, "fleet")
 def fleet() -> str:
     size = _int_arg("size", 50)
     size = size if size in PAGE_SIZES else 50
@@ -98,7 +99,7 @@ def status_name(status: int) -> str:
     return Status(status).name.lower().replace("_", " ")
 
 
-@console.route("/topic", methods=["GET"])
+@route(console, "topic")
 def topic() -> str:
     name = params().topic()
     rt = runtime()
@@ -128,7 +129,7 @@ def topic() -> str:
                            minutes=round(len(starts) * seconds / 60))
 
 
-@console.route("/message", methods=["GET"])
+@route(console, "message")
 def message() -> str:
     topic_name = request.args.get("topic", "")
     msg_id = request.args.get("msgId", "")
@@ -152,7 +153,7 @@ def back_to_topic(name: str, done: str) -> Response:
                     code=303)
 
 
-@console.route("/topic/redrive", methods=["POST"])
+@route(console, "redrive")
 def redrive() -> Response:
     p = params()
     name, msg_id = p.topic(), p.msg_id(required=False)
@@ -160,7 +161,7 @@ def redrive() -> Response:
     return back_to_topic(name, f"redriven: {count}")
 
 
-@console.route("/topic/purge", methods=["POST"])
+@route(console, "purge")
 def purge() -> Response:
     p = params()
     name, msg_id = p.topic(), p.msg_id(required=False)
@@ -168,7 +169,7 @@ def purge() -> Response:
     return back_to_topic(name, f"purged: {count}")
 
 
-@console.route("/topic/settings", methods=["POST"])
+@route(console, "settings")
 def settings() -> Response:
     p = params()
     name = p.topic()

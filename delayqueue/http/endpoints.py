@@ -1,0 +1,282 @@
+"""Every endpoint of the server, once: its path and methods, who may call it, and how
+/openapi.json describes it.
+
+Routing (``route`` registers each view at its row's path and methods), the access check
+(access.py reads the row's ``rule``) and the OpenAPI document (openapi.py) all read
+``ENDPOINTS``. Adding an endpoint is a row here and a view decorated with ``@route``;
+a route registered any other way is refused to every token while ``auth-tokens`` is set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence, TypeVar
+
+from flask import Blueprint
+
+from .schema import (
+    ACK_ENTRY,
+    ACK_TIMEOUT,
+    DELAY,
+    DELIVERED_MSG,
+    EXAMPLE_CONFIG,
+    EXAMPLE_ID,
+    EXAMPLE_INFO,
+    EXAMPLE_MSG,
+    EXAMPLE_SOURCE,
+    EXAMPLE_TOPIC,
+    LIMIT_DEAD,
+    MSG_ID,
+    OPTIONAL_MSG_ID,
+    PULL_COUNT,
+    RECEIPT,
+    SEND_ENTRY,
+    SETTING_PARAMS,
+    T0,
+    TOPIC,
+    TRIGGER,
+    Param,
+    batch_body,
+    boolean,
+    integer,
+    ok_example,
+    string,
+)
+
+PRODUCE, CONSUME, ADMIN = "produce", "consume", "admin"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Who may call an endpoint while ``auth-tokens`` is set."""
+    roles: tuple[str, ...]      # any one of these (admin may do everything)
+    scope: str                  # "topic": the topic parameter must match the token's patterns;
+    #                             "namespace": the token must cover every topic of it; "open"
+
+
+def topic(*roles: str) -> Rule:
+    return Rule(roles, "topic")
+
+
+def namespace(*roles: str) -> Rule:
+    return Rule(roles, "namespace")
+
+
+OPEN = Rule((), "open")
+
+# How an endpoint is called and what it answers (openapi.py describes each kind its way).
+ENVELOPE = "envelope"   # GET with a query string or POST with a form or JSON; the envelope
+BATCH = "batch"         # POST of a JSON body of many entries; the envelope, one result each
+HEALTH = "health"       # {"code": 200} (or 500) only
+PLAIN = "plain"         # a body of its own: text, or a JSON document
+PAGE = "page"           # a console page: HTML
+FORM = "form"           # a console form's POST: 303 back to a page
+
+Q = "/camellia/delayQueue/"
+GET_POST = ("GET", "POST")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One row of the table: what routing, the access check and the OpenAPI document read."""
+    name: str                        # the view's key in the table; camellia's name for its own
+    path: str
+    methods: tuple[str, ...]
+    rule: Rule
+    kind: str
+    tag: str
+    summary: str
+    params: tuple[Param, ...] = ()
+    answer: str = ""                 # the schema of the code-200 answer (PLAIN: what it is)
+    example: Any = None              # the code-200 answer
+    codes: tuple[int, ...] = ()      # envelope codes besides 200 (500 always); HEALTH: (500,)
+    #                                  when it may answer HTTP 500
+    body: dict[str, Any] | None = None    # BATCH: the JSON body's schema
+    body_example: dict[str, Any] | None = None
+    media: str = "application/json"  # PLAIN: the body's content type
+
+
+def camellia(name: str, rule: Rule, summary: str, answer: str, example: dict[str, Any],
+             params: Sequence[Param] = (), codes: tuple[int, ...] = (400,),
+             tag: str = "messages") -> Endpoint:
+    """An endpoint of camellia's API (or one of ours beside them, called the same way)."""
+    return Endpoint(name, Q + name, GET_POST, rule, ENVELOPE, tag, summary, tuple(params),
+                    answer, example, codes)
+
+
+def batch(name: str, rule: Rule, summary: str, example: dict[str, Any],
+          body: dict[str, Any], body_example: dict[str, Any]) -> Endpoint:
+    return Endpoint(name, Q + name, ("POST",), rule, BATCH, "batches", summary,
+                    answer="BatchAnswer", example=example, codes=(400,), body=body,
+                    body_example=body_example)
+
+
+def health(name: str, rule: Rule, summary: str, codes: tuple[int, ...] = ()) -> Endpoint:
+    return Endpoint(name, "/camellia/health/" + name, GET_POST, rule, HEALTH, "health",
+                    summary, answer="Health", example={"code": 200}, codes=codes)
+
+
+# The console shows and changes every topic: admin only. A browser sends no bearer token,
+# so with tokens on the console is reached through a proxy that adds an admin's.
+def page(name: str, path: str, summary: str, params: Sequence[Param]) -> Endpoint:
+    return Endpoint(name, path, ("GET",), namespace(ADMIN), PAGE, "console", summary,
+                    tuple(params))
+
+
+def form(name: str, path: str, summary: str, params: Sequence[Param]) -> Endpoint:
+    return Endpoint(name, path, ("POST",), namespace(ADMIN), FORM, "console", summary,
+                    tuple(params))
+
+
+RESET = Param("reset", boolean("Drop every topic value first."))
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    camellia("sendMsg", topic(PRODUCE),
+             "Send a message, due after delayMillis or at triggerTime.",
+             "DelayMsgAnswer", ok_example(delayMsg=EXAMPLE_MSG),
+             [TOPIC, OPTIONAL_MSG_ID,
+              Param("msg", string("The body: at most max-msg-bytes (1 MiB) of UTF-8.",
+                                  minLength=1), True),
+              DELAY, TRIGGER,
+              Param("ttlMillis", integer("Life after triggerTime in ms (<= 0: the default).")),
+              Param("maxRetry", integer("Deliveries allowed beyond the first (< 0: the "
+                                        "default).")),
+              Param("attributes", {"type": ["string", "object"], "description":
+                                   "A JSON object of string keys to string values (JSON text "
+                                   "in a form); at most 32 keys and 8 KiB."})]),
+    camellia("pullMsg", topic(CONSUME), "Take up to batch ready messages (short poll).",
+             "DelayMsgListAnswer", ok_example(delayMsgList=[DELIVERED_MSG]),
+             [TOPIC, ACK_TIMEOUT, PULL_COUNT]),
+    camellia("longPollingMsg", topic(CONSUME), "As pullMsg, holding the request until a "
+             "message is ready or the timeout passes.", "DelayMsgListAnswer",
+             ok_example(delayMsgList=[]),
+             [TOPIC, ACK_TIMEOUT, PULL_COUNT,
+              Param("longPollingTimeoutMillis", integer("Longest hold in ms (<= 0: the "
+                                                        "server's); at most 60000."))]),
+    camellia("ackMsg", topic(CONSUME), "Ack (ack=true) or nack (ack=false) a delivered "
+             "message.", "Success", ok_example(),
+             [TOPIC, MSG_ID, Param("ack", boolean("true: ack; false: nack. Default true.")),
+              RECEIPT, Param("delayMillis", integer("Nack only: back to waiting for this "
+                                                    "long.", 0))], (400, 404, 409)),
+    camellia("changeVisibility", topic(CONSUME), "Move a delivery's ack deadline (0 releases "
+             "it).", "DelayMsgAnswer", ok_example(delayMsg=DELIVERED_MSG),
+             [TOPIC, MSG_ID, RECEIPT,
+              Param("ackTimeoutMillis", integer("New deadline from now in ms.", 0), True)],
+             (400, 404, 409)),
+    camellia("rescheduleMsg", topic(PRODUCE), "Give a waiting or ready message a new "
+             "triggerTime.", "DelayMsgAnswer", ok_example(delayMsg=EXAMPLE_MSG),
+             [TOPIC, MSG_ID, DELAY, TRIGGER], (400, 404)),
+    camellia("getMsg", topic(PRODUCE, CONSUME), "A message with its true current status.",
+             "DelayMsgAnswer", ok_example(delayMsg=EXAMPLE_MSG), [TOPIC, MSG_ID], (400, 404)),
+    camellia("deleteMsg", topic(PRODUCE, CONSUME), "Delete a live message (release=true "
+             "drops its body too).", "Success", ok_example(),
+             [TOPIC, MSG_ID, Param("release", boolean("Also remove the body now."))],
+             (400, 404)),
+    camellia("listDeadMsg", topic(CONSUME), "A page of the topic's dead letters, oldest "
+             "death first.", "DeadPageAnswer",
+             ok_example(delayMsgList=[{**DELIVERED_MSG, "status": 6, "deadTime": T0 + 90_000}],
+                        nextCursor="1763800090000:" + EXAMPLE_ID),
+             [TOPIC, LIMIT_DEAD, Param("cursor", string("nextCursor of the previous page."))],
+             tag="dead letters"),
+    camellia("redriveDeadMsg", topic(ADMIN), "Dead letters back to ready (one, or up to "
+             "limit).", "CountAnswer", ok_example(count=1),
+             [TOPIC, OPTIONAL_MSG_ID, LIMIT_DEAD], tag="dead letters"),
+    camellia("purgeDeadMsg", topic(ADMIN), "Remove one dead letter, or all of the topic's.",
+             "CountAnswer", ok_example(count=3), [TOPIC, OPTIONAL_MSG_ID],
+             tag="dead letters"),
+    camellia("setTopicConfig", topic(ADMIN), "Set (or reset=true: drop) the topic's own "
+             "settings.", "TopicConfigAnswer",
+             ok_example(data=EXAMPLE_CONFIG, source=EXAMPLE_SOURCE),
+             [TOPIC, *SETTING_PARAMS, RESET], tag="topic settings"),
+    camellia("getTopicConfig", topic(PRODUCE, CONSUME), "The effective settings of a topic "
+             "and their source.", "TopicConfigAnswer",
+             ok_example(data=EXAMPLE_CONFIG, source=EXAMPLE_SOURCE), [TOPIC],
+             tag="topic settings"),
+    camellia("getMonitorData", namespace(ADMIN), "The last complete monitoring interval, "
+             "fleet-wide.", "MonitorDataAnswer",
+             ok_example(data={
+                 "requestStatsList": [{"topic": EXAMPLE_TOPIC, "sendMsg": 35, "pullMsg": 12,
+                                       "deleteMsg": 0, "ackMsg": 12, "getMsg": 0,
+                                       "triggerMsgReady": 24, "triggerMsgEndLife": 0,
+                                       "triggerMsgTimeout": 0}],
+                 "pullMsgTimeGapStatsList": [{"topic": EXAMPLE_TOPIC, "count": 12,
+                                              "avg": 35.25, "max": 84, "p50": 50, "p99": 84}],
+                 "readyQueueTimeGapStatsList": []}), codes=(), tag="monitoring"),
+    camellia("getTopicInfo", topic(PRODUCE, CONSUME), "Queue sizes of one topic.",
+             "TopicInfoAnswer", ok_example(data=EXAMPLE_INFO), [TOPIC], tag="monitoring"),
+    camellia("getTopicInfoList", namespace(ADMIN), "Queue sizes of every known topic.",
+             "TopicInfoListAnswer", ok_example(data=[EXAMPLE_INFO]), codes=(),
+             tag="monitoring"),
+    batch("sendMsgBatch", topic(PRODUCE), "Send up to 1000 messages to one topic in one "
+          "request.",
+          ok_example(results=[{"code": 200, "msg": "success", "delayMsg": EXAMPLE_MSG},
+                              {"code": 200, "msg": "success", "delayMsg": EXAMPLE_MSG,
+                               "duplicate": True},
+                              {"code": 400, "msg": "msg: required parameter is missing or "
+                                                   "empty"}]),
+          batch_body("msgs", SEND_ENTRY),
+          {"topic": EXAMPLE_TOPIC, "msgs": [{"msg": "hello", "delayMillis": 5000},
+                                            {"msg": "again", "msgId": "m2"}]}),
+    batch("ackMsgBatch", topic(CONSUME), "Ack or nack up to 1000 messages of one topic.",
+          ok_example(results=[{"code": 200, "msg": "success"},
+                              {"code": 409, "msg": "receipt: stale receipt: the message was "
+                                                   "delivered again since"}]),
+          batch_body("acks", ACK_ENTRY),
+          {"topic": EXAMPLE_TOPIC, "acks": [{"msgId": "m1", "receipt": "1-7c2e"},
+                                            {"msgId": "m2", "ack": False}]}),
+    batch("deleteMsgBatch", topic(PRODUCE, CONSUME), "Delete up to 1000 messages of one "
+          "topic.",
+          ok_example(results=[{"code": 200, "msg": "success"},
+                              {"code": 404, "msg": "msgId: no live message m9 in topic "
+                                                   "orders"}]),
+          batch_body("msgIds", MSG_ID.schema, {"release": {"type": "boolean"}}),
+          {"topic": EXAMPLE_TOPIC, "msgIds": ["m1", "m9"], "release": False}),
+    health("status", OPEN, "200 while the node is online and Redis answers, else HTTP 500.",
+           codes=(500,)),                                    # load balancers' probes
+    health("check", OPEN, "200 while the process lives."),
+    health("online", namespace(ADMIN), "Put this node back online."),
+    health("offline", namespace(ADMIN), "Take this node offline: health/status answers 500 "
+           "so a load balancer drains it, and the long polls it holds answer at once "
+           "(empty)."),
+    Endpoint("getMonitorString", Q + "getMonitorString", GET_POST, namespace(ADMIN), PLAIN,
+             "monitoring", "camellia's text view: getMonitorData's last interval and every "
+             "topic's sizes, as aligned plain-text tables.", answer="Plain text.",
+             example="delayqueue monitor, namespace default: interval 2025-11-22T08:00:00Z "
+                     "+ 60s, every node\n\n== request stats ==\ntopic   sendMsg  pullMsg"
+                     "  ...\norders       35       12  ...\n", media="text/plain"),
+    page("fleet", "/dashboard/", "Every topic by backlog: sizes, rates, lag; refreshes itself.",
+         [Param("page", integer("Page number, from 1.", 1)),
+          Param("size", {"type": "integer", "enum": [25, 50, 100, 200]}),
+          Param("refresh", integer("Seconds between refreshes (1..3600; default 5).", 1)),
+          Param("fragment", string("Any value: only the table (what the page refreshes "
+                                   "with)."))]),
+    page("topic", "/dashboard/topic", "One topic: last-hour charts, sizes, settings, dead "
+         "letters.",
+         [TOPIC, Param("cursor", string("The dead-letter page to show (listDeadMsg's "
+                                        "cursor)."))]),
+    page("message", "/dashboard/message", "Message lookup: its state and fields.",
+         [Param("topic", TOPIC.schema), Param("msgId", MSG_ID.schema)]),
+    form("redrive", "/dashboard/topic/redrive", "Redrive one dead letter (msgId) or up to "
+         "limit.", [TOPIC, OPTIONAL_MSG_ID, LIMIT_DEAD]),
+    form("purge", "/dashboard/topic/purge", "Purge one dead letter (msgId) or all.",
+         [TOPIC, OPTIONAL_MSG_ID]),
+    form("settings", "/dashboard/topic/settings", "Set the topic's settings (empty fields "
+         "unchanged).", [TOPIC, *SETTING_PARAMS, RESET]),
+    Endpoint("metrics", "/metrics", ("GET",), namespace(ADMIN), PLAIN, "monitoring",
+             "Prometheus text: fleet-wide counters, queue sizes, time-gap histograms, "
+             "scheduler loop timings.", answer="Prometheus exposition format 0.0.4.",
+             example="delayqueue_queue_size{topic=\"orders\",state=\"ready\"} 3.0\n",
+             media="text/plain"),
+    Endpoint("openapi", "/openapi.json", ("GET",), OPEN, PLAIN, "meta", "This document.",
+             answer="OpenAPI 3.1."),                 # the public description of this API
+)
+BY_NAME = {e.name: e for e in ENDPOINTS}
+BY_PATH = {e.path: e for e in ENDPOINTS}
+
+View = TypeVar("View", bound=Callable[..., Any])
+
+
+def route(blueprint: Blueprint, name: str) -> Callable[[View], View]:
+    """Register the decorated view on ``blueprint`` at the path and methods of row ``name``."""
+    endpoint = BY_NAME[name]
+    return blueprint.route(endpoint.path, methods=list(endpoint.methods))

@@ -1,0 +1,219 @@
+"""The pieces endpoints are described with in /openapi.json: parameter schemas, request
+bodies, examples, and the named schemas of the answers (``components/schemas``).
+
+endpoints.py describes each endpoint with these; openapi.py assembles the document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from delayqueue.core.status import Status
+from delayqueue.core.topic_config import SETTINGS, TopicSetting
+
+REF = "#/components/schemas/"
+
+
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": REF + name}
+
+
+def integer(description: str, minimum: int | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "integer", "description": description}
+    if minimum is not None:
+        schema["minimum"] = minimum
+    return schema
+
+
+def string(description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "string", "description": description, **extra}
+
+
+def boolean(description: str) -> dict[str, Any]:
+    return {"type": ["boolean", "string"],
+            "description": description + " Strings: true/false/1/0/yes/no/on/off, any case."}
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    schema: dict[str, Any]
+    required: bool = False
+
+
+TOPIC = Param("topic", string("Topic name: at most max-topic-length (256) characters, no '{', "
+                              "'}' or control characters.", minLength=1), True)
+MSG_ID = Param("msgId", string("Message id, unique within the topic: at most "
+                               "max-msg-id-length (256) characters.", minLength=1), True)
+OPTIONAL_MSG_ID = Param("msgId", MSG_ID.schema)
+RECEIPT = Param("receipt", string("The receipt of the delivery being answered; a stale one "
+                                  "answers 409 and changes nothing."))
+DELAY = Param("delayMillis", integer("Delay in ms from now (<= 0: due now); at most 100 years."))
+TRIGGER = Param("triggerTime", integer("(ours) Absolute due time, ms since the epoch; give "
+                                       "at most one of delayMillis and triggerTime.", 0))
+ACK_TIMEOUT = Param("ackTimeoutMillis", integer("Ack deadline of this delivery in ms (<= 0: "
+                                                "the topic's, then the server's)."))
+PULL_COUNT = Param("batch", integer("Most messages to hand out (<= 0 means 1); at most "
+                                    "max-batch (1000)."))
+LIMIT_DEAD = Param("limit", integer("Most dead letters (1..max-batch).", 1))
+EXAMPLE_TOPIC = "orders"
+EXAMPLE_ID = "9f0c2b7e4d1a4c0f8e6b5a3d2c1b0a99"
+T0 = 1_763_800_000_000
+
+EXAMPLE_MSG = {"topic": EXAMPLE_TOPIC, "msgId": EXAMPLE_ID, "msg": "{\"order\":42}",
+               "produceTime": T0, "triggerTime": T0 + 5000, "expireTime": T0 + 3_605_000,
+               "maxRetry": 10, "retry": 0, "status": 1}
+DELIVERED_MSG = {**EXAMPLE_MSG, "retry": 1, "status": 3, "receipt": "1-7c2e"}
+WAITING_INFO = {"sizeOf0To1min": 451, "sizeOf1minTo10min": 0, "sizeOf10minTo30min": 0,
+                "sizeOf30minTo1hour": 0, "sizeOf1hourTo6hour": 0, "sizeOf6hourTo1day": 0,
+                "sizeOf1dayTo7day": 0, "sizeOf7dayTo30day": 0, "sizeOf30dayToInfinite": 0}
+EXAMPLE_INFO = {"topic": EXAMPLE_TOPIC, "waitingQueueSize": 451, "waitingQueueInfo": WAITING_INFO,
+                "readyQueueSize": 0, "ackQueueSize": 0, "deadQueueSize": 0}
+EXAMPLE_CONFIG = {"ttlMillis": 3_600_000, "maxRetry": 2, "ackTimeoutMillis": 30_000,
+                  "redeliveryDelayMillis": 500, "redeliveryBackoffMultiplier": 2,
+                  "redeliveryMaxDelayMillis": 3_600_000, "deadLetter": True,
+                  "deadLetterRetentionMillis": 604_800_000, "deadLetterMaxSize": 100_000}
+EXAMPLE_SOURCE = {name: "server" for name in EXAMPLE_CONFIG} | {
+    "maxRetry": "topic", "redeliveryDelayMillis": "topic", "redeliveryBackoffMultiplier": "topic"}
+
+
+def setting_type(setting: TopicSetting) -> str:
+    """The JSON type of a topic setting's value. (The settings table does not say it yet: the
+    two settings that are not integers are named here.)"""
+    return {"deadLetter": "boolean",
+            "redeliveryBackoffMultiplier": "number"}.get(setting.name, "integer")
+
+
+def _setting_param(setting: TopicSetting) -> Param:
+    """A topic setting as a parameter: a form sends every value as a string."""
+    description = f"Topic setting {setting.name}: {setting.rule}."
+    if setting_type(setting) == "boolean":
+        return Param(setting.name, boolean(description))
+    return Param(setting.name, {"type": [setting_type(setting), "string"],
+                                "description": description})
+
+
+SETTING_PARAMS = tuple(_setting_param(s) for s in SETTINGS)
+
+
+def schemas() -> dict[str, Any]:
+    status = {"type": "integer", "enum": [s.value for s in Status],
+              "description": ", ".join(f"{s.value} {s.name.lower().replace('_', ' ')}"
+                                       for s in Status) + "."}
+    envelope = {"code": {"type": "integer", "enum": [200]}, "msg": {"type": "string"}}
+    setting_values = {s.name: {"type": setting_type(s)} for s in SETTINGS}
+
+    def ok(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+        return {"type": "object", "required": ["code", *required],
+                "properties": {**envelope, **properties}}
+
+    time_gap = {"type": "object", "required": ["topic", "count", "avg", "max"],
+                "properties": {"topic": {"type": "string"}, "count": {"type": "integer"},
+                               "avg": {"type": "number"}, "max": {"type": "number"},
+                               "p50": {"type": "number"}, "p99": {"type": "number"}}}
+    request_stats = {"type": "object", "required": ["topic"],
+                     "properties": {"topic": {"type": "string"}, **{
+                         name: {"type": "integer", "minimum": 0} for name in (
+                             "sendMsg", "pullMsg", "deleteMsg", "ackMsg", "getMsg",
+                             "triggerMsgReady", "triggerMsgEndLife", "triggerMsgTimeout")}}}
+    batch_entry = {"type": "object", "required": ["code"],
+                   "properties": {"code": {"type": "integer", "enum": [200, 400, 404, 409, 500]},
+                                  "msg": {"type": ["string", "null"]},
+                                  "delayMsg": ref("DelayMsg"),
+                                  "duplicate": {"type": "boolean"}}}
+    return {
+        "DelayMsg": {
+            "type": "object",
+            "required": ["topic", "msgId", "msg", "produceTime", "triggerTime", "expireTime",
+                         "maxRetry", "retry", "status"],
+            "properties": {
+                "topic": {"type": "string"}, "msgId": {"type": "string"},
+                "msg": {"type": "string"}, "produceTime": {"type": "integer"},
+                "triggerTime": {"type": "integer"}, "expireTime": {"type": "integer"},
+                "maxRetry": {"type": "integer", "minimum": 0},
+                "retry": {"type": "integer", "minimum": 0}, "status": status,
+                "attributes": {"type": "object", "additionalProperties": {"type": "string"}},
+                "receipt": {"type": "string", "description": "This delivery's receipt."},
+                "deadTime": {"type": "integer", "description": "When it became a dead letter."},
+            },
+            "additionalProperties": False,
+        },
+        "Error": {
+            "type": "object", "required": ["code", "msg"],
+            "properties": {"code": {"type": "integer",
+                                    "enum": [400, 401, 403, 404, 409, 413, 414, 429, 500]},
+                           "msg": {"type": "string", "description": "Names the parameter "
+                                                                    "and the rule it broke."}},
+            "additionalProperties": False,
+        },
+        "Success": ok({}, ["msg"]),
+        "DelayMsgAnswer": ok({"delayMsg": ref("DelayMsg"),
+                              "duplicate": {"type": "boolean", "const": True}}, ["delayMsg"]),
+        "DelayMsgListAnswer": ok({"delayMsgList": {"type": "array", "items": ref("DelayMsg")}},
+                                 ["delayMsgList"]),
+        "DeadPageAnswer": ok({"delayMsgList": {"type": "array", "items": ref("DelayMsg")},
+                              "nextCursor": {"type": "string"}}, ["delayMsgList"]),
+        "CountAnswer": ok({"count": {"type": "integer", "minimum": 0}}, ["count"]),
+        "TopicConfigAnswer": ok({
+            "data": {"type": "object", "properties": setting_values,
+                     "required": [s.name for s in SETTINGS]},
+            "source": {"type": "object", "additionalProperties": {"enum": ["topic", "server"]}},
+        }, ["data", "source"]),
+        "TopicInfo": {
+            "type": "object",
+            "required": ["topic", "waitingQueueSize", "waitingQueueInfo", "readyQueueSize",
+                         "ackQueueSize"],
+            "properties": {
+                "topic": {"type": "string"},
+                "waitingQueueSize": {"type": "integer", "minimum": 0},
+                "waitingQueueInfo": {"type": "object", "required": list(WAITING_INFO),
+                                     "properties": {name: {"type": "integer", "minimum": 0}
+                                                    for name in WAITING_INFO}},
+                "readyQueueSize": {"type": "integer", "minimum": 0},
+                "ackQueueSize": {"type": "integer", "minimum": 0},
+                "deadQueueSize": {"type": "integer", "minimum": 0},
+            },
+        },
+        "TopicInfoAnswer": ok({"data": ref("TopicInfo")}, ["data"]),
+        "TopicInfoListAnswer": ok({"data": {"type": "array", "items": ref("TopicInfo")}},
+                                  ["data"]),
+        "MonitorDataAnswer": ok({"data": {
+            "type": "object",
+            "required": ["requestStatsList", "pullMsgTimeGapStatsList",
+                         "readyQueueTimeGapStatsList"],
+            "properties": {
+                "requestStatsList": {"type": "array", "items": request_stats},
+                "pullMsgTimeGapStatsList": {"type": "array", "items": time_gap},
+                "readyQueueTimeGapStatsList": {"type": "array", "items": time_gap},
+            }}}, ["data"]),
+        "BatchAnswer": ok({"results": {"type": "array", "items": batch_entry}}, ["results"]),
+        "Health": {"type": "object", "required": ["code"],
+                   "properties": {"code": {"type": "integer", "enum": [200, 500]}}},
+    }
+
+
+def ok_example(**fields: Any) -> dict[str, Any]:
+    """A success answer's example: the envelope around ``fields``."""
+    return {"code": 200, "msg": "success", **fields}
+
+
+def batch_body(list_name: str, items: dict[str, Any],
+               extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A batch request's JSON body: the topic and a non-empty array of at most 1000 entries."""
+    return {"type": "object", "required": ["topic", list_name],
+            "properties": {"topic": TOPIC.schema,
+                           list_name: {"type": "array", "minItems": 1, "maxItems": 1000,
+                                       "items": items},
+                           **(extra or {})}}
+
+
+SEND_ENTRY = {"type": "object", "required": ["msg"], "properties": {
+    "msg": {"type": "string", "minLength": 1}, "msgId": MSG_ID.schema, "delayMillis": DELAY.schema,
+    "triggerTime": TRIGGER.schema, "ttlMillis": {"type": "integer"},
+    "maxRetry": {"type": "integer"},
+    "attributes": {"type": "object", "additionalProperties": {"type": "string"},
+                   "maxProperties": 32}}}
+ACK_ENTRY = {"type": "object", "required": ["msgId"], "properties": {
+    "msgId": MSG_ID.schema, "receipt": RECEIPT.schema, "ack": {"type": "boolean"},
+    "delayMillis": {"type": "integer", "minimum": 0}}}
