@@ -14,10 +14,7 @@ from typing import Any, Mapping
 
 from delayqueue.settings.config import Settings
 from delayqueue.settings.topic_setting import BY_NAME, SETTINGS, TopicSetting
-from delayqueue.settings.value import (
-    MAX_DURATION_MS,  # noqa: F401 - openapi.py reads it here
-    ValueProblem,
-)
+from delayqueue.settings.value import ValueProblem
 
 from .errors import BadRequest, MissingParameter
 

@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Any, Sequence
 
 from delayqueue import __version__
-from delayqueue.core.topic_config import MAX_DURATION_MS
+from delayqueue.settings.value import MAX_DURATION_MS
 
 from .endpoints import BATCH, ENDPOINTS, FORM, HEALTH, PAGE, PLAIN, Endpoint
 from .schema import Param, ref, schemas

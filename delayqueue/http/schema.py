@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from delayqueue.core.status import Status
-from delayqueue.core.topic_config import SETTINGS, TopicSetting
+from delayqueue.settings.topic_setting import SETTINGS, TopicSetting
 
 REF = "#/components/schemas/"
 
@@ -78,11 +78,12 @@ EXAMPLE_SOURCE = {name: "server" for name in EXAMPLE_CONFIG} | {
     "maxRetry": "topic", "redeliveryDelayMillis": "topic", "redeliveryBackoffMultiplier": "topic"}
 
 
+JSON_TYPES = {int: "integer", float: "number", bool: "boolean"}
+
+
 def setting_type(setting: TopicSetting) -> str:
-    """The JSON type of a topic setting's value. (The settings table does not say it yet: the
-    two settings that are not integers are named here.)"""
-    return {"deadLetter": "boolean",
-            "redeliveryBackoffMultiplier": "number"}.get(setting.name, "integer")
+    """The JSON type of a topic setting's value, from the kind the settings table gives."""
+    return JSON_TYPES[setting.kind]
 
 
 def _setting_param(setting: TopicSetting) -> Param:

@@ -24,9 +24,9 @@ from markupsafe import Markup
 
 from delayqueue.core.errors import DelayQueueError, NotFound
 from delayqueue.core.status import Status
-from delayqueue.core.topic_config import BY_NAME
 from delayqueue.http.endpoints import route
 from delayqueue.http.request import params, runtime
+from delayqueue.settings.topic_setting import BY_NAME
 
 from .charts import Series, line_chart
 from .fleet_view import PAGE_SIZES, FleetView
