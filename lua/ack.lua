@@ -27,7 +27,7 @@ local now, end_life, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local function ack_one(msg_id, receipt)
   local m = retained(find_message(msgs, msg_id), ended, now)
   if not m then return {NO_MESSAGE, {}} end
-  local status, deliveries = tonumber(m[7]), tonumber(m[6])
+  local status, deliveries = tonumber(m[STATUS]), tonumber(m[DELIVERIES])
   if status > 4 then return {NO_MESSAGE, m} end
   if status < 3 and deliveries == 0 then return {NOT_DELIVERED, m} end
   if stale_receipt(m, receipt) then return {STALE_RECEIPT, m} end

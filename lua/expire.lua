@@ -29,10 +29,10 @@ local s = #due > 0 and topic_settings(config)
 for _, slot in ipairs(due) do
   if redis.call('ZREM', expire, slot) == 1 then
     local m = load_slot(msgs, slot)
-    local status = m and tonumber(m[7])
+    local status = m and tonumber(m[STATUS])
     if status == 1 or status == 2 then
       redis.call('ZREM', status == 1 and waiting or ready, slot)
-      if tonumber(m[6]) == 0 then
+      if tonumber(m[DELIVERIES]) == 0 then
         end_message(msgs, ended, m, 5, now, end_life)
         expired = expired + 1
       else

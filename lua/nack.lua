@@ -28,7 +28,7 @@ local refused = refuse_delivery_change(m, receipt)
 if refused then return {refused, m or {}, -1, 0} end
 
 local s = topic_settings(config)
-if delay < 0 then delay = backoff(s, tonumber(m[6])) end
+if delay < 0 then delay = backoff(s, tonumber(m[DELIVERIES])) end
 local before = due_at(waiting, ack, expire, ended)
 redis.call('ZREM', ack, m.slot)
 local new_status, dead_lettered = redeliver({waiting, ready, ack, expire, dead, msgs, ended},

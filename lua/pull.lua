@@ -51,8 +51,8 @@ while #messages < batch and pops_left > 0 do
   if not m then
     redis.call('ZREM', expire, slot)
   else
-    local deliveries, max_retry = tonumber(m[6]), tonumber(m[5])
-    if now >= tonumber(m[4]) or deliveries >= max_retry + 1 then
+    local deliveries, max_retry = tonumber(m[DELIVERIES]), tonumber(m[MAX_RETRY])
+    if now >= tonumber(m[EXPIRE_TIME]) or deliveries >= max_retry + 1 then
       redis.call('ZREM', expire, slot)
       if deliveries == 0 then
         end_message(msgs, ended, m, 5, now, end_life)
@@ -61,7 +61,7 @@ while #messages < batch and pops_left > 0 do
       end
       ended_here = ended_here + 1
     else
-      m[6], m[7], m.dt = deliveries + 1, 3, now
+      m[DELIVERIES], m[STATUS], m.dt = deliveries + 1, 3, now
       save_message(msgs, m)
       redis.call('ZADD', ack, now + ack_timeout, slot)
       table.insert(m, 1, m.id)

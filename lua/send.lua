@@ -45,7 +45,7 @@ local function send_one(at)
     tonumber(ARGV[at + 4])
   local attributes = ARGV[at + 5]
   local existing, slot = find_message(msgs, msg_id)
-  if existing and tonumber(existing[7]) <= 3 then
+  if existing and tonumber(existing[STATUS]) <= 3 then
     return {DUPLICATE, existing, -1}
   end
   if ttl < 0 then ttl = s.ttlMillis end
@@ -53,10 +53,11 @@ local function send_one(at)
   local due_now = trigger <= now
   local expire_at = trigger + ttl
   -- A whole new record, so an ended message with this id is wholly replaced (same slot).
-  local m = {body, now, trigger, expire_at, max_retry, 0, due_now and 2 or 1,
-    attributes ~= '' and attributes or false, false}
-  m.id = msg_id
-  m.slot = slot
+  local m = {id = msg_id, slot = slot}
+  m[BODY], m[ATTRIBUTES] = body, attributes ~= '' and attributes or false
+  m[PRODUCE_TIME], m[TRIGGER_TIME], m[EXPIRE_TIME] = now, trigger, expire_at
+  m[MAX_RETRY], m[DELIVERIES], m[STATUS] = max_retry, 0, due_now and 2 or 1
+  m[RECEIPT] = false
   save_message(msgs, m)
   if existing then
     redis.call('ZREM', ended, m.slot)

@@ -25,8 +25,9 @@ local s = #late > 0 and topic_settings(config)
 for _, slot in ipairs(late) do
   if redis.call('ZREM', ack, slot) == 1 then
     local m = load_slot(msgs, slot)
-    if m and tonumber(m[7]) == 3 then
-      local status, d = redeliver(queues, m, now, backoff(s, tonumber(m[6])), end_life, s)
+    if m and tonumber(m[STATUS]) == 3 then
+      local delay = backoff(s, tonumber(m[DELIVERIES]))
+      local status, d = redeliver(queues, m, now, delay, end_life, s)
       if status == 6 then
         ended_here, dead_lettered = ended_here + 1, dead_lettered + d
       else

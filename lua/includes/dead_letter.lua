@@ -53,19 +53,20 @@ end
 local function redeliver(queues, m, now, delay, end_life, s)
   local waiting, ready, expire, msgs = queues[1], queues[2], queues[4], queues[6]
   local due = now + math.max(delay, 0)
-  if tonumber(m[6]) >= tonumber(m[5]) + 1 or due >= tonumber(m[4]) then
+  if tonumber(m[DELIVERIES]) >= tonumber(m[MAX_RETRY]) + 1
+      or due >= tonumber(m[EXPIRE_TIME]) then
     redis.call('ZREM', expire, m.slot)
     return 6, end_exhausted(queues, m, now, end_life, s)
   end
   if delay <= 0 then
     redis.call('ZADD', ready, now, m.slot)   -- behind the messages already ready
-    m[7] = 2
+    m[STATUS] = 2
     save_message(msgs, m)
     return 2, 0
   end
   redis.call('ZREM', expire, m.slot)         -- waiting messages are not in the expiry index
   redis.call('ZADD', waiting, due, m.slot)
-  m[3], m[7] = due, 1
+  m[TRIGGER_TIME], m[STATUS] = due, 1
   save_message(msgs, m)
   return 1, 0
 end
