@@ -32,7 +32,7 @@ end
 local s = topic_settings(config)
 local new_status, dead_lettered = redeliver({waiting, ready, ack, expire, dead, msgs, ended},
   m, now, 0, end_life, s)
-if new_status == 2 then
+if new_status == Status.READY then
   redis.call('PUBLISH', channel, '1 ' .. topic)
 end
 return {OK, m, lowered_due(before, waiting, ack, expire, ended), dead_lettered}

@@ -30,10 +30,10 @@ for _, slot in ipairs(due) do
   if redis.call('ZREM', expire, slot) == 1 then
     local m = load_slot(msgs, slot)
     local status = m and tonumber(m[STATUS])
-    if status == 1 or status == 2 then
-      redis.call('ZREM', status == 1 and waiting or ready, slot)
+    if status == Status.WAITING or status == Status.READY then
+      redis.call('ZREM', status == Status.WAITING and waiting or ready, slot)
       if tonumber(m[DELIVERIES]) == 0 then
-        end_message(msgs, ended, m, 5, now, end_life)
+        end_message(msgs, ended, m, Status.EXPIRED, now, end_life)
         expired = expired + 1
       else
         dead_lettered = dead_lettered + end_exhausted(queues, m, now, end_life, s)

@@ -37,7 +37,7 @@ for i = 3, #ARGV do
         redis.call('ZADD', zset, score, m.slot)
       end
     end
-    if tonumber(m[STATUS]) >= 4 then
+    if not is_live(m[STATUS]) then
       redis.call('ZADD', ended, now + math.max(ttl, 0), m.slot)
     end
     redis.call('DEL', key)

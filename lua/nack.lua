@@ -33,7 +33,7 @@ local before = due_at(waiting, ack, expire, ended)
 redis.call('ZREM', ack, m.slot)
 local new_status, dead_lettered = redeliver({waiting, ready, ack, expire, dead, msgs, ended},
   m, now, delay, end_life, s)
-if new_status == 2 then
+if new_status == Status.READY then
   redis.call('PUBLISH', channel, '1 ' .. topic)
 end
 return {OK, m, lowered_due(before, waiting, ack, expire, ended), dead_lettered}

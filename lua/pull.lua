@@ -55,13 +55,13 @@ while #messages < batch and pops_left > 0 do
     if now >= tonumber(m[EXPIRE_TIME]) or deliveries >= max_retry + 1 then
       redis.call('ZREM', expire, slot)
       if deliveries == 0 then
-        end_message(msgs, ended, m, 5, now, end_life)
+        end_message(msgs, ended, m, Status.EXPIRED, now, end_life)
       else
         dead_lettered = dead_lettered + end_exhausted(queues, m, now, end_life, s)
       end
       ended_here = ended_here + 1
     else
-      m[DELIVERIES], m[STATUS], m.dt = deliveries + 1, 3, now
+      m[DELIVERIES], m[STATUS], m.dt = deliveries + 1, Status.CONSUMING, now
       save_message(msgs, m)
       redis.call('ZADD', ack, now + ack_timeout, slot)
       table.insert(m, 1, m.id)

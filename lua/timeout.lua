@@ -25,14 +25,14 @@ local s = #late > 0 and topic_settings(config)
 for _, slot in ipairs(late) do
   if redis.call('ZREM', ack, slot) == 1 then
     local m = load_slot(msgs, slot)
-    if m and tonumber(m[STATUS]) == 3 then
+    if m and tonumber(m[STATUS]) == Status.CONSUMING then
       local delay = backoff(s, tonumber(m[DELIVERIES]))
       local status, d = redeliver(queues, m, now, delay, end_life, s)
-      if status == 6 then
+      if status == Status.RETRY_EXHAUSTED then
         ended_here, dead_lettered = ended_here + 1, dead_lettered + d
       else
         requeued = requeued + 1
-        if status == 2 then readied = readied + 1 end
+        if status == Status.READY then readied = readied + 1 end
       end
     end
   end

@@ -13,7 +13,7 @@ local function trim_dead(msgs, ended, dead, now, s, limit)
   local function drop(slot)
     redis.call('ZREM', dead, slot)
     local record = redis.call('HGET', msgs, slot)
-    if record and string.byte(record, 1) == 6 then
+    if record and stored_status(record) == Status.RETRY_EXHAUSTED then
       redis.call('ZREM', ended, slot)
       redis.call('HDEL', msgs, slot)
     end
@@ -35,10 +35,10 @@ end
 local function end_exhausted(queues, m, now, end_life, s)
   local dead, msgs, ended = queues[5], queues[6], queues[7]
   if s.deadLetter ~= 1 then
-    end_message(msgs, ended, m, 6, now, end_life)
+    end_message(msgs, ended, m, Status.RETRY_EXHAUSTED, now, end_life)
     return 0
   end
-  end_message(msgs, ended, m, 6, now, s.deadLetterRetentionMillis)
+  end_message(msgs, ended, m, Status.RETRY_EXHAUSTED, now, s.deadLetterRetentionMillis)
   redis.call('ZADD', dead, now, m.slot)
   trim_dead(msgs, ended, dead, now, s, DEAD_TRIM_LIMIT)
   return 1
@@ -56,17 +56,17 @@ local function redeliver(queues, m, now, delay, end_life, s)
   if tonumber(m[DELIVERIES]) >= tonumber(m[MAX_RETRY]) + 1
       or due >= tonumber(m[EXPIRE_TIME]) then
     redis.call('ZREM', expire, m.slot)
-    return 6, end_exhausted(queues, m, now, end_life, s)
+    return Status.RETRY_EXHAUSTED, end_exhausted(queues, m, now, end_life, s)
   end
   if delay <= 0 then
     redis.call('ZADD', ready, now, m.slot)   -- behind the messages already ready
-    m[STATUS] = 2
+    m[STATUS] = Status.READY
     save_message(msgs, m)
-    return 2, 0
+    return Status.READY, 0
   end
   redis.call('ZREM', expire, m.slot)         -- waiting messages are not in the expiry index
   redis.call('ZADD', waiting, due, m.slot)
-  m[TRIGGER_TIME], m[STATUS] = due, 1
+  m[TRIGGER_TIME], m[STATUS] = due, Status.WAITING
   save_message(msgs, m)
-  return 1, 0
+  return Status.WAITING, 0
 end

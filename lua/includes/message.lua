@@ -17,6 +17,7 @@
   are in the expiry index too. Ended ones (4..7) are in `ended`, scored by the end of their
   retention; a dead letter (6, kept for redrive) is in the dead queue too. ]]
 --@include outcome
+--@include status
 local SLOT_HEX = 14          -- digest chars of a slot (scripts.py can lower it for a test)
 local PURGE_SLACK_MS = 60000 -- ended records wait this much past their retention, so a busy
                              -- topic's purge runs in batches, not once per ended message
@@ -30,7 +31,7 @@ local TRIGGER_TIME = 3   -- t  triggerTime
 local EXPIRE_TIME = 4    -- e  expireTime
 local MAX_RETRY = 5      -- r  maxRetry
 local DELIVERIES = 6     -- n  deliveries so far (camellia's "retry")
-local STATUS = 7         -- s  status (1..7)
+local STATUS = 7         -- s  status (includes/status.lua)
 local ATTRIBUTES = 8     -- a  attributes (JSON text; false when none)
 local RECEIPT = 9        -- c  receipt of the latest delivery (false: none)
 
@@ -84,6 +85,11 @@ local function encode(m)
   return table.concat(parts)
 end
 
+-- The status of a stored record without decoding it: the header's first byte.
+local function stored_status(record)
+  return string.byte(record, 1)
+end
+
 -- The record at a slot (from a zset), or nil.
 local function load_slot(msgs, slot)
   local record = redis.call('HGET', msgs, slot)
@@ -105,7 +111,7 @@ end
 -- m, or nil when it is an ended message whose retention has passed (its record waits for the
 -- scheduler's purge, but it is gone for every request, as if already purged).
 local function retained(m, ended, now)
-  if not m or tonumber(m[STATUS]) < 4 then return m end
+  if not m or is_live(m[STATUS]) then return m end
   local retention_end = redis.call('ZSCORE', ended, m.slot)
   if retention_end and tonumber(retention_end) <= now then return nil end
   return m
@@ -141,7 +147,7 @@ local function purge_ended(msgs, ended, dead, now, limit)
   for _, slot in ipairs(due) do
     redis.call('ZREM', ended, slot)
     local record = redis.call('HGET', msgs, slot)
-    if record and string.byte(record, 1) >= 4 then   -- never a live message
+    if record and not is_live(stored_status(record)) then   -- never a live message
       redis.call('ZREM', dead, slot)
       redis.call('HDEL', msgs, slot)
     end
@@ -182,10 +188,10 @@ end
 -- NO_MESSAGE unknown or ended; NOT_CONSUMING never delivered, or not consuming now;
 -- STALE_RECEIPT a receipt of an earlier delivery. One order of checks for both scripts.
 local function refuse_delivery_change(m, receipt)
-  if not m or tonumber(m[STATUS]) > 3 then return NO_MESSAGE end
+  if not m or not is_live(m[STATUS]) then return NO_MESSAGE end
   local status = tonumber(m[STATUS])
-  if status < 3 and tonumber(m[DELIVERIES]) == 0 then return NOT_CONSUMING end
+  if status < Status.CONSUMING and tonumber(m[DELIVERIES]) == 0 then return NOT_CONSUMING end
   if stale_receipt(m, receipt) then return STALE_RECEIPT end
-  if status ~= 3 then return NOT_CONSUMING end
+  if status ~= Status.CONSUMING then return NOT_CONSUMING end
   return nil
 end

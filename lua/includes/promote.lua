@@ -16,7 +16,7 @@ local function promote(waiting, ready, expire, msgs, now, limit)
       if m then
         redis.call('ZADD', ready, trigger, slot)
         redis.call('ZADD', expire, m[EXPIRE_TIME], slot)
-        m[STATUS] = 2
+        m[STATUS] = Status.READY
         save_message(msgs, m)
         moved = moved + 1
         gaps[#gaps + 1] = now - tonumber(trigger)

@@ -13,6 +13,7 @@ from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.message import MESSAGE_FIELDS, DelayMsg
 from delayqueue.core.outcome import Outcome
 from delayqueue.core.scripts import Scripts, ScriptSourceError, key_count, lua_source
+from delayqueue.core.status import Status
 from delayqueue.core.topic_config import SETTINGS, server_defaults
 from delayqueue.settings.config import load_settings
 
@@ -26,6 +27,49 @@ def test_lua_outcome_table_equals_the_python_enum():
     text = (LUA / "includes" / "outcome.lua").read_text()
     lua = {name: int(value) for name, value in re.findall(r"^local (\w+) = (-?\d+)$", text, re.M)}
     assert lua == {member.name: member.value for member in Outcome}
+
+
+def test_lua_status_table_equals_the_python_enum(redis_client):
+    """includes/status.lua mirrors status.py: the same names and numbers, and is_live agrees
+    with Status.live on every status."""
+    source = (LUA / "includes" / "status.lua").read_text()
+    (table,) = re.findall(r"^local Status = \{(.*?)\}", source, re.M | re.S)
+    lua = {name: int(value) for name, value in re.findall(r"(\w+) = (\d+)", table)}
+    assert lua == {member.name: member.value for member in Status}
+    live = redis_client.eval(source + "local live = {} for i = 1, 7 do "
+                             "live[i] = is_live(tostring(i)) and 1 or 0 end return live", 0)
+    assert live == [int(member.live) for member in Status]
+
+
+def _lua_code(path: Path) -> str:
+    """A Lua file without its comments."""
+    return re.sub(r"--\[\[.*?\]\]|--[^\n]*", "", path.read_text(), flags=re.S)
+
+
+def _status_assigned_a_number(line: str) -> bool:
+    """`m[STATUS] = 2`, `m[X], m[STATUS] = x, 3`, `... = due_now and 2 or 1`."""
+    if "=" not in line or "[STATUS]" not in line.split("=", 1)[0]:
+        return False
+    targets, values = (side.split(",") for side in line.split("=", 1))
+    value = values[[i for i, t in enumerate(targets) if "[STATUS]" in t][0]]
+    return re.search(r"(?<![\w.])[1-7](?![\w.])", value) is not None
+
+
+def test_no_lua_file_names_a_status_by_its_number():
+    """Statuses are named (includes/status.lua): `status > 3` hides which states it means."""
+    bare = [r"(?i)status\]?\)?\s*(?:[<>]=?|[=~]=)\s*'?\d",      # status == 3, m[STATUS]) > 3
+            r"end_message\([^)]*?,\s*\d+\s*,",                   # end_message(..., 5, ...)
+            r"\breturn\s+[1-7]\s*,",                              # return 6, dead
+            r"\}\)\[status\]"]                                   # ({waiting, ...})[status]
+    for path in sorted(LUA.rglob("*.lua")):
+        if path.name == "status.lua":
+            continue
+        code = _lua_code(path)
+        found = [m.group(0) for pattern in bare for m in re.finditer(pattern, code)]
+        found += [line.strip() for line in code.splitlines() if _status_assigned_a_number(line)]
+        byte_reads = re.findall(r"string\.byte\(", code)    # the one in stored_status only
+        found += byte_reads[1:] if path.name == "message.lua" else byte_reads
+        assert found == [], f"{path.name}: statuses by number: {found}"
 
 
 def test_scripts_return_named_outcomes_not_bare_numbers():
@@ -84,10 +128,12 @@ def test_every_script_is_assembled_with_each_include_once():
         for helper in ("find_message", "decode", "save_message", "due_at", "promote"):
             assert source.count(f"local function {helper}(") <= 1, (name, helper)
         assert source.count("local OK = 1") <= 1, name
+        assert source.count("local Status = {") <= 1, name
     # pull includes promote, which includes message, which includes outcome
     pull = lua_source("pull")
     assert pull.count("local function find_message(") == 1
     assert pull.count("local NO_MESSAGE = -1") == 1
+    assert pull.count("local Status = {") == 1
 
 
 def test_a_missing_include_fails_at_load_time(tmp_path):
