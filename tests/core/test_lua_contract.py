@@ -103,12 +103,13 @@ def test_lua_message_fields_are_in_python_field_order(redis_client):
             message.receipt) == ("B", 1, 2, 5, 4, 0, 1, {"k": "v"}, None)
 
 
-def test_no_lua_file_indexes_a_message_by_a_bare_number():
-    """Fields are read by name (includes/message.lua's indices): m[7] says "status" only to a
-    reader who knows the record's order."""
+def test_no_lua_file_indexes_a_message_or_the_topic_keys_by_a_bare_number():
+    """Fields are read by name (includes/message.lua's indices) and so are a topic's keys
+    (tk.msgs): m[7] says "status", queues[6] "msgs", only to a reader who knows the order
+    (and KEYS[6] is config)."""
     for path in sorted(LUA.rglob("*.lua")):
-        bare = re.findall(r"\b(?:m|existing|own)\[\d+\]", path.read_text())
-        assert bare == [], f"{path.name} indexes a message by number: {bare}"
+        bare = re.findall(r"\b(?:m|existing|own|queues|tk)\[\d+\]", path.read_text())
+        assert bare == [], f"{path.name} indexes by number: {bare}"
 
 
 def test_every_topic_script_names_its_keys_in_the_same_order():
