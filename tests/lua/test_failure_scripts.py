@@ -4,8 +4,6 @@ per message" invariant (the dead-letter queue is a place) is checked against the
 
 from __future__ import annotations
 
-import pytest
-
 from delayqueue.core.outcome import Outcome
 from delayqueue.core.topic_config import SETTINGS, server_defaults
 from delayqueue.settings.config import load_settings
@@ -15,34 +13,19 @@ from support.lua import (
     DEFAULTS,
     END_LIFE,
     HOUR,
-    NS,
     T0,
     assert_one_place,
+    configure,
+    make_dead_letter,
+    nack,
     pull,
     pulled_ids,
     read,
+    receipt_of,
     retention_end,
     send,
     slot_of,
 )
-
-
-@pytest.fixture
-def tk():
-    return NS.topic("topic-f")
-
-
-def configure(scripts, tk, **values):
-    pairs = [str(x) for name, value in values.items() for x in (name, value)]
-    assert scripts.topic_config(tk, False, pairs) == Outcome.OK
-
-
-def nack(scripts, tk, msg_id, now, receipt="", delay=-1):
-    return scripts.nack(tk, msg_id, now, END_LIFE, CHANNEL, DEFAULTS, receipt, delay)
-
-
-def receipt_of(result) -> str:
-    return result[0][0][9]
 
 
 # -- receipts --------------------------------------------------------------------------------
@@ -171,16 +154,10 @@ def test_reschedule_moves_trigger_and_expire_time_together(scripts, tk, redis_cl
 
 
 # -- dead letters -------------------------------------------------------------------------------
-def kill(scripts, tk, msg_id, now):
-    send(scripts, tk, msg_id, now, now, max_retry=0)
-    assert msg_id in pulled_ids(pull(scripts, tk, now, batch=1000))
-    assert nack(scripts, tk, msg_id, now)[3] == 1
-
-
 def test_list_pages_through_every_dead_letter_once_oldest_first(scripts, tk, redis_client):
     ids = [f"m{i:02d}" for i in range(25)]
     for i, msg_id in enumerate(ids):
-        kill(scripts, tk, msg_id, T0 + i // 10)                # ties at the same death time
+        make_dead_letter(scripts, tk, msg_id, T0 + i // 10)    # ties at the same death time
     # oldest death first; entries dying in the same millisecond in the order of their slots
     order = sorted(ids, key=lambda m: (int(m[1:]) // 10, slot_of(redis_client, tk, m)))
     seen, cursor = [], ("", "")
@@ -200,8 +177,8 @@ def test_list_pages_through_every_dead_letter_once_oldest_first(scripts, tk, red
 
 
 def test_redrive_resets_retry_and_life_and_queues_at_the_tail(scripts, tk, redis_client):
-    kill(scripts, tk, "a", T0)
-    kill(scripts, tk, "b", T0 + 1)
+    make_dead_letter(scripts, tk, "a", T0)
+    make_dead_letter(scripts, tk, "b", T0 + 1)
     send(scripts, tk, "c", T0, T0 + 5)
     outcome, count, _ = scripts.dead_redrive(tk, T0 + 10, "a", 1000, CHANNEL, DEFAULTS)
     assert (outcome, count) == (Outcome.OK, 1)
@@ -219,7 +196,7 @@ def test_redrive_resets_retry_and_life_and_queues_at_the_tail(scripts, tk, redis
 
 def test_purge_removes_dead_letters_in_slices(scripts, tk, redis_client):
     for i in range(5):
-        kill(scripts, tk, f"m{i}", T0 + i)
+        make_dead_letter(scripts, tk, f"m{i}", T0 + i)
     slots = {m: slot_of(redis_client, tk, m) for m in ("m2", "m3", "m4")}
     assert scripts.dead_purge(tk, "", 2) == [Outcome.OK, 2]
     assert redis_client.zrange(tk.dead, 0, -1) == [slots["m2"], slots["m3"], slots["m4"]]
@@ -234,11 +211,11 @@ def test_purge_removes_dead_letters_in_slices(scripts, tk, redis_client):
 def test_max_size_and_retention_drop_the_oldest(scripts, tk, redis_client):
     configure(scripts, tk, deadLetterMaxSize=3, deadLetterRetentionMillis=1000)
     for i in range(5):
-        kill(scripts, tk, f"m{i}", T0 + i)
+        make_dead_letter(scripts, tk, f"m{i}", T0 + i)
     slots = {m: slot_of(redis_client, tk, m) for m in ("m2", "m3", "m4")}
     assert redis_client.zrange(tk.dead, 0, -1) == [slots["m2"], slots["m3"], slots["m4"]]
     assert read(redis_client, tk, "m0") == read(redis_client, tk, "m1") == (None, None)
-    kill(scripts, tk, "late", T0 + 1003)                          # m0..m2 past retention
+    make_dead_letter(scripts, tk, "late", T0 + 1003)              # m0..m2 past retention
     slots["late"] = slot_of(redis_client, tk, "late")
     assert redis_client.zrange(tk.dead, 0, -1) == [slots["m3"], slots["m4"], slots["late"]]
     assert redis_client.zcard(tk.ended) == 3 == redis_client.hlen(tk.msgs)
@@ -248,7 +225,7 @@ def test_max_size_and_retention_drop_the_oldest(scripts, tk, redis_client):
 
 
 def test_a_send_replacing_a_dead_letter_takes_it_out_of_the_queue(scripts, tk, redis_client):
-    kill(scripts, tk, "a", T0)
+    make_dead_letter(scripts, tk, "a", T0)
     outcome, fields, _ = send(scripts, tk, "a", T0 + 1, T0 + 1)
     assert outcome == Outcome.OK and fields[8] is None          # no receipt carried over
     assert_one_place(redis_client, tk, "a", 2)
