@@ -1,6 +1,6 @@
-"""The failure-handling scripts driven directly: receipts, nack delays and backoff, change of
-visibility, reschedule, dead letters, topic settings. After each transition the "one place
-per message" invariant (the dead-letter queue is a place) is checked against the raw keys."""
+"""The failure-handling scripts driven directly (their cases are moving to each script's own
+test_<script>.py): nack delays and backoff, change of visibility, reschedule, dead letters,
+topic settings."""
 
 from __future__ import annotations
 
@@ -26,35 +26,6 @@ from support.lua import (
     send,
     slot_of,
 )
-
-
-# -- receipts --------------------------------------------------------------------------------
-def test_each_delivery_has_a_new_receipt_and_only_the_latest_acks(scripts, tk, redis_client):
-    send(scripts, tk, "a", T0, T0)
-    first = receipt_of(pull(scripts, tk, T0, ack_timeout=10))
-    scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)
-    second = receipt_of(pull(scripts, tk, T0 + 11))
-    assert first != second
-    assert scripts.ack(tk, "a", T0, END_LIFE, first)[0] == Outcome.STALE_RECEIPT
-    assert nack(scripts, tk, "a", T0 + 12, first)[0] == Outcome.STALE_RECEIPT
-    assert scripts.change_visibility(tk, "a", T0 + 12, 0, END_LIFE, CHANNEL, DEFAULTS,
-                                     first)[0] == Outcome.STALE_RECEIPT
-    assert_one_place(redis_client, tk, "a", 3)                   # nothing changed
-    assert scripts.ack(tk, "a", T0, END_LIFE, second)[0] == Outcome.OK
-    assert scripts.ack(tk, "a", T0, END_LIFE, second)[0] == Outcome.ALREADY_ACKED
-    assert scripts.ack(tk, "a", T0, END_LIFE, first)[0] == Outcome.STALE_RECEIPT
-    assert_one_place(redis_client, tk, "a", 4)
-
-
-def test_a_late_ack_with_the_latest_receipt_is_accepted_before_the_redelivery(
-        scripts, tk, redis_client):
-    configure(scripts, tk, redeliveryDelayMillis=1000)
-    send(scripts, tk, "a", T0, T0)
-    receipt = receipt_of(pull(scripts, tk, T0, ack_timeout=10))
-    scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)
-    assert_one_place(redis_client, tk, "a", 1)                   # waiting out its backoff
-    assert scripts.ack(tk, "a", T0, END_LIFE, receipt)[0] == Outcome.ACKED_LATE
-    assert_one_place(redis_client, tk, "a", 4)
 
 
 # -- nack with a delay, backoff ----------------------------------------------------------------
