@@ -1,6 +1,5 @@
 """The failure-handling scripts driven directly (their cases are moving to each script's own
-test_<script>.py): change of visibility, reschedule, dead letters,
-topic settings."""
+test_<script>.py): reschedule, dead letters, topic settings."""
 
 from __future__ import annotations
 
@@ -20,34 +19,10 @@ from support.lua import (
     pull,
     pulled_ids,
     read,
-    receipt_of,
     retention_end,
     send,
     slot_of,
 )
-
-
-# -- change visibility ---------------------------------------------------------------------------
-def test_change_visibility_moves_the_deadline_or_gives_the_message_up(scripts, tk,
-                                                                       redis_client):
-    send(scripts, tk, "a", T0, T0)
-    send(scripts, tk, "b", T0, T0 + 1)
-    receipt = receipt_of(pull(scripts, tk, T0 + 1))
-    assert scripts.change_visibility(tk, "a", T0 + 2, 5000, END_LIFE, CHANNEL, DEFAULTS,
-                                     receipt)[0] == Outcome.OK
-    assert redis_client.zscore(tk.ack, slot_of(redis_client, tk, "a")) == T0 + 5002
-    assert_one_place(redis_client, tk, "a", 3)
-    outcome, fields, _, _ = scripts.change_visibility(tk, "a", T0 + 3, 0, END_LIFE, CHANNEL,
-                                                      DEFAULTS, receipt)
-    assert (outcome, fields[6]) == (Outcome.OK, "2")
-    assert_one_place(redis_client, tk, "a", 2)
-    assert pulled_ids(pull(scripts, tk, T0 + 3, batch=2)) == ["b", "a"]   # behind b
-    assert scripts.change_visibility(tk, "ghost", T0, 10, END_LIFE, CHANNEL,
-                                     DEFAULTS)[0] == Outcome.NO_MESSAGE
-    send(scripts, tk, "w", T0, T0 + 100)
-    assert scripts.change_visibility(tk, "w", T0, 10, END_LIFE, CHANNEL,
-                                     DEFAULTS)[0] == Outcome.NOT_CONSUMING
-    assert_one_place(redis_client, tk, "w", 1)
 
 
 # -- reschedule ----------------------------------------------------------------------------------
