@@ -1,5 +1,5 @@
 """The failure-handling scripts driven directly (their cases are moving to each script's own
-test_<script>.py): reschedule, dead letters, topic settings."""
+test_<script>.py): dead letters, topic settings."""
 
 from __future__ import annotations
 
@@ -23,22 +23,6 @@ from support.lua import (
     send,
     slot_of,
 )
-
-
-# -- reschedule ----------------------------------------------------------------------------------
-def test_reschedule_moves_trigger_and_expire_time_together(scripts, tk, redis_client):
-    send(scripts, tk, "a", T0, T0 + 1000, ttl=HOUR)
-    outcome, fields, lowered = scripts.reschedule(tk, "a", T0, T0 + 5000, CHANNEL)
-    assert (outcome, fields[2], fields[3]) == (Outcome.OK, str(T0 + 5000), str(T0 + 5000 + HOUR))
-    assert_one_place(redis_client, tk, "a", 1)
-    outcome, fields, lowered = scripts.reschedule(tk, "a", T0 + 10, T0 - 99, CHANNEL)  # past
-    assert (fields[6], fields[2], fields[3]) == ("2", str(T0 + 10), str(T0 + 10 + HOUR))
-    assert_one_place(redis_client, tk, "a", 2)
-    pull(scripts, tk, T0 + 10)
-    assert scripts.reschedule(tk, "a", T0 + 11, T0 + 99, CHANNEL)[0] == Outcome.CONSUMING
-    assert_one_place(redis_client, tk, "a", 3)
-    assert scripts.reschedule(tk, "ghost", T0, T0, CHANNEL)[0] == Outcome.NO_MESSAGE
-    assert read(redis_client, tk, "ghost") == (None, None) and redis_client.hlen(tk.msgs) == 1
 
 
 # -- dead letters -------------------------------------------------------------------------------
