@@ -25,29 +25,6 @@ from support.lua import (
 )
 
 
-# -- dead letters -------------------------------------------------------------------------------
-def test_list_pages_through_every_dead_letter_once_oldest_first(scripts, tk, redis_client):
-    ids = [f"m{i:02d}" for i in range(25)]
-    for i, msg_id in enumerate(ids):
-        make_dead_letter(scripts, tk, msg_id, T0 + i // 10)    # ties at the same death time
-    # oldest death first; entries dying in the same millisecond in the order of their slots
-    order = sorted(ids, key=lambda m: (int(m[1:]) // 10, slot_of(redis_client, tk, m)))
-    seen, cursor = [], ("", "")
-    while True:
-        entries, next_time, next_slot = scripts.dead_list(tk, T0 + 100, 7, *cursor, DEFAULTS)
-        seen += [e[0] for e in entries]
-        if next_time == -1:
-            break
-        cursor = (next_time, next_slot)
-    assert seen == order
-    # the cursor's own entry left the queue meanwhile: the page goes on after its place
-    entries, next_time, next_slot = scripts.dead_list(tk, T0 + 100, 12, "", "", DEFAULTS)
-    assert next_slot == slot_of(redis_client, tk, order[11])
-    scripts.dead_purge(tk, order[11], 1)
-    rest, _, _ = scripts.dead_list(tk, T0 + 100, 100, next_time, next_slot, DEFAULTS)
-    assert [e[0] for e in entries] + [e[0] for e in rest] == order     # none skipped or twice
-
-
 def test_redrive_resets_retry_and_life_and_queues_at_the_tail(scripts, tk, redis_client):
     make_dead_letter(scripts, tk, "a", T0)
     make_dead_letter(scripts, tk, "b", T0 + 1)
