@@ -11,36 +11,14 @@ from support.lua import (
     CHANNEL,
     DEFAULTS,
     END_LIFE,
-    HOUR,
     T0,
     assert_one_place,
     configure,
     make_dead_letter,
-    pull,
-    pulled_ids,
     read,
-    retention_end,
     send,
     slot_of,
 )
-
-
-def test_redrive_resets_retry_and_life_and_queues_at_the_tail(scripts, tk, redis_client):
-    make_dead_letter(scripts, tk, "a", T0)
-    make_dead_letter(scripts, tk, "b", T0 + 1)
-    send(scripts, tk, "c", T0, T0 + 5)
-    outcome, count, _ = scripts.dead_redrive(tk, T0 + 10, "a", 1000, CHANNEL, DEFAULTS)
-    assert (outcome, count) == (Outcome.OK, 1)
-    fields, _ = read(redis_client, tk, "a")
-    assert [fields[5], fields[6], fields[2], fields[3], fields[8]] == \
-        ["0", "2", str(T0 + 10), str(T0 + 10 + HOUR), None]      # no receipt: not delivered
-    assert retention_end(redis_client, tk, "a") is None        # live again: no retention
-    assert_one_place(redis_client, tk, "a", 2)
-    assert_one_place(redis_client, tk, "b", 6)
-    assert pulled_ids(pull(scripts, tk, T0 + 10, batch=5)) == ["c", "a"]
-    assert scripts.dead_redrive(tk, T0, "a", 1000, CHANNEL, DEFAULTS)[0] == Outcome.NO_MESSAGE
-    assert scripts.dead_redrive(tk, T0 + 20, "", 1000, CHANNEL, DEFAULTS)[:2] == [Outcome.OK, 1]
-    assert_one_place(redis_client, tk, "b", 2)
 
 
 def test_purge_removes_dead_letters_in_slices(scripts, tk, redis_client):
