@@ -21,20 +21,6 @@ from support.lua import (
 )
 
 
-def test_purge_removes_dead_letters_in_slices(scripts, tk, redis_client):
-    for i in range(5):
-        make_dead_letter(scripts, tk, f"m{i}", T0 + i)
-    slots = {m: slot_of(redis_client, tk, m) for m in ("m2", "m3", "m4")}
-    assert scripts.dead_purge(tk, "", 2) == [Outcome.OK, 2]
-    assert redis_client.zrange(tk.dead, 0, -1) == [slots["m2"], slots["m3"], slots["m4"]]
-    assert read(redis_client, tk, "m0") == read(redis_client, tk, "m1") == (None, None)
-    assert redis_client.zcard(tk.ended) == 3
-    assert scripts.dead_purge(tk, "m3", 2) == [Outcome.OK, 1]
-    assert scripts.dead_purge(tk, "m3", 2)[0] == Outcome.NO_MESSAGE
-    assert scripts.dead_purge(tk, "", 1000) == [Outcome.OK, 2]
-    assert redis_client.exists(tk.dead, tk.ended, tk.msgs) == 0
-
-
 def test_max_size_and_retention_drop_the_oldest(scripts, tk, redis_client):
     configure(scripts, tk, deadLetterMaxSize=3, deadLetterRetentionMillis=1000)
     for i in range(5):
