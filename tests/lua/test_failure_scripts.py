@@ -1,5 +1,5 @@
 """The failure-handling scripts driven directly (their cases are moving to each script's own
-test_<script>.py): dead letters, topic settings."""
+test_<script>.py): a send replacing a dead letter, topic settings."""
 
 from __future__ import annotations
 
@@ -15,26 +15,9 @@ from support.lua import (
     assert_one_place,
     configure,
     make_dead_letter,
-    read,
     send,
     slot_of,
 )
-
-
-def test_max_size_and_retention_drop_the_oldest(scripts, tk, redis_client):
-    configure(scripts, tk, deadLetterMaxSize=3, deadLetterRetentionMillis=1000)
-    for i in range(5):
-        make_dead_letter(scripts, tk, f"m{i}", T0 + i)
-    slots = {m: slot_of(redis_client, tk, m) for m in ("m2", "m3", "m4")}
-    assert redis_client.zrange(tk.dead, 0, -1) == [slots["m2"], slots["m3"], slots["m4"]]
-    assert read(redis_client, tk, "m0") == read(redis_client, tk, "m1") == (None, None)
-    make_dead_letter(scripts, tk, "late", T0 + 1003)              # m0..m2 past retention
-    slots["late"] = slot_of(redis_client, tk, "late")
-    assert redis_client.zrange(tk.dead, 0, -1) == [slots["m3"], slots["m4"], slots["late"]]
-    assert redis_client.zcard(tk.ended) == 3 == redis_client.hlen(tk.msgs)
-    configure(scripts, tk, deadLetterMaxSize=1)
-    assert scripts.dead_trim(tk, T0 + 1003, 1000, DEFAULTS) == 2
-    assert redis_client.zrange(tk.dead, 0, -1) == [slots["late"]]
 
 
 def test_a_send_replacing_a_dead_letter_takes_it_out_of_the_queue(scripts, tk, redis_client):
