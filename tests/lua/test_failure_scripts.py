@@ -1,5 +1,5 @@
 """The failure-handling scripts driven directly (their cases are moving to each script's own
-test_<script>.py): a send replacing a dead letter, topic settings."""
+test_<script>.py): topic settings."""
 
 from __future__ import annotations
 
@@ -12,19 +12,9 @@ from support.lua import (
     DEFAULTS,
     END_LIFE,
     T0,
-    assert_one_place,
     configure,
-    make_dead_letter,
-    send,
     slot_of,
 )
-
-
-def test_a_send_replacing_a_dead_letter_takes_it_out_of_the_queue(scripts, tk, redis_client):
-    make_dead_letter(scripts, tk, "a", T0)
-    outcome, fields, _ = send(scripts, tk, "a", T0 + 1, T0 + 1)
-    assert outcome == Outcome.OK and fields[8] is None          # no receipt carried over
-    assert_one_place(redis_client, tk, "a", 2)
 
 
 # -- topic settings ------------------------------------------------------------------------------

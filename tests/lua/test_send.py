@@ -16,6 +16,7 @@ from support.lua import (
     HOUR,
     T0,
     assert_one_place,
+    make_dead_letter,
     pull,
     retention_end,
     send,
@@ -123,3 +124,10 @@ def test_a_message_whose_redis_call_fails_answers_that_error_and_the_others_stan
     redis_client.delete(tk.dead)                     # so the places can be read again
     assert_one_place(redis_client, tk, "first", 2)
     assert_one_place(redis_client, tk, "last", 1)
+
+
+def test_a_send_replacing_a_dead_letter_takes_it_out_of_the_queue(scripts, tk, redis_client):
+    make_dead_letter(scripts, tk, "a", T0)
+    outcome, fields, _ = send(scripts, tk, "a", T0 + 1, T0 + 1)
+    assert outcome == Outcome.OK and fields[8] is None          # no receipt carried over
+    assert_one_place(redis_client, tk, "a", 2)
