@@ -137,6 +137,16 @@ def test_every_script_is_assembled_with_each_include_once():
     assert pull.count("local Status = {") == 1
 
 
+def test_every_script_has_its_own_test_file():
+    """tests/lua/test_<script>.py, or test_<script>_script.py where another test file has the
+    plain name (basenames are unique across tests/)."""
+    tests = Path(__file__).resolve().parents[1] / "lua"
+    missing = [name for name in Scripts.NAMES
+               if not any((tests / f"test_{name}{suffix}.py").is_file()
+                          for suffix in ("", "_script"))]
+    assert missing == []
+
+
 def test_a_missing_include_fails_at_load_time(tmp_path):
     (tmp_path / "includes").mkdir()
     (tmp_path / "includes" / "a.lua").write_text("--@include nowhere\nlocal A = 1\n")
