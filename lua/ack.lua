@@ -23,21 +23,21 @@
 local waiting, ready, ack, expire, msgs, ended =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7], KEYS[8]
 local now, end_life, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local queue_of = {[Status.WAITING] = waiting, [Status.READY] = ready, [Status.CONSUMING] = ack}
 
 local function ack_one(msg_id, receipt)
   local m = retained(find_message(msgs, msg_id), ended, now)
   if not m then return {NO_MESSAGE, {}} end
-  local status, deliveries = tonumber(m[7]), tonumber(m[6])
-  if status > 4 then return {NO_MESSAGE, m} end
-  if status < 3 and deliveries == 0 then return {NOT_DELIVERED, m} end
+  local status, deliveries = tonumber(m[STATUS]), tonumber(m[DELIVERIES])
+  if status > Status.ACKED then return {NO_MESSAGE, m} end
+  if status < Status.CONSUMING and deliveries == 0 then return {NOT_DELIVERED, m} end
   if stale_receipt(m, receipt) then return {STALE_RECEIPT, m} end
-  if status == 4 then return {ALREADY_ACKED, m} end
+  if status == Status.ACKED then return {ALREADY_ACKED, m} end
 
-  local place = ({waiting, ready, ack})[status]
-  redis.call('ZREM', place, m.slot)
+  redis.call('ZREM', queue_of[status], m.slot)
   redis.call('ZREM', expire, m.slot)
-  end_message(msgs, ended, m, 4, now, end_life)
-  return {status == 3 and OK or ACKED_LATE, m}
+  end_message(msgs, ended, m, Status.ACKED, now, end_life)
+  return {status == Status.CONSUMING and OK or ACKED_LATE, m}
 end
 
 return each_on_its_own(n, function(i) return ack_one(ARGV[2 + 2 * i], ARGV[3 + 2 * i]) end)

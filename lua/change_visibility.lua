@@ -18,6 +18,8 @@ local waiting, ready, ack, expire, dead, config, msgs, ended =
 local msg_id, now = ARGV[1], tonumber(ARGV[2])
 local timeout, receipt, end_life = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 local channel, topic = ARGV[6], ARGV[7]
+local tk = {waiting = waiting, ready = ready, ack = ack, expire = expire, dead = dead,
+  config = config, msgs = msgs, ended = ended}   -- by name, for includes/dead_letter.lua
 
 local m = find_message(msgs, msg_id)
 local refused = refuse_delivery_change(m, receipt)
@@ -30,9 +32,8 @@ if timeout > 0 then
   return {OK, m, lowered_due(before, waiting, ack, expire, ended), 0}
 end
 local s = topic_settings(config)
-local new_status, dead_lettered = redeliver({waiting, ready, ack, expire, dead, msgs, ended},
-  m, now, 0, end_life, s)
-if new_status == 2 then
+local new_status, dead_lettered = redeliver(tk, m, now, 0, end_life, s)
+if new_status == Status.READY then
   redis.call('PUBLISH', channel, '1 ' .. topic)
 end
 return {OK, m, lowered_due(before, waiting, ack, expire, ended), dead_lettered}

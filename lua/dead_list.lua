@@ -41,7 +41,7 @@ for i = 1, #fetched, 2 do
     if #entries == limit then more = true break end
     last_time, last_slot = score, slot
     local m = load_slot(msgs, slot)
-    if m and m[7] == '6' then
+    if m and tonumber(m[STATUS]) == Status.RETRY_EXHAUSTED then
       table.insert(m, 1, score)
       table.insert(m, 1, m.id)
       entries[#entries + 1] = m

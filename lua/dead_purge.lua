@@ -20,6 +20,8 @@ end
 for _, slot in ipairs(slots) do
   redis.call('ZREM', dead, slot)
   local record = redis.call('HGET', msgs, slot)
-  if record and string.byte(record, 1) == 6 then drop_message(msgs, ended, dead, slot) end
+  if record and stored_status(record) == Status.RETRY_EXHAUSTED then
+    drop_message(msgs, ended, dead, slot)
+  end
 end
 return {OK, #slots}

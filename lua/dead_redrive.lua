@@ -31,12 +31,14 @@ local count = 0
 for _, slot in ipairs(slots) do
   redis.call('ZREM', dead, slot)
   local m = load_slot(msgs, slot)
-  if m and m[7] == '6' and not retained(m, ended, now) then
+  local dead_letter = m and tonumber(m[STATUS]) == Status.RETRY_EXHAUSTED
+  if dead_letter and not retained(m, ended, now) then
     drop_message(msgs, ended, dead, slot)      -- past its retention: gone, not redriven
-  elseif m and m[7] == '6' then
+  elseif dead_letter then
     local expire_at = now + s.ttlMillis
     redis.call('ZREM', ended, slot)
-    m[3], m[4], m[6], m[7], m.dt = now, expire_at, 0, 2, nil
+    m[TRIGGER_TIME], m[EXPIRE_TIME], m[DELIVERIES], m[STATUS] = now, expire_at, 0, Status.READY
+    m.dt = nil
     save_message(msgs, m)
     redis.call('ZADD', ready, now, slot)
     redis.call('ZADD', expire, expire_at, slot)

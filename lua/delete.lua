@@ -16,7 +16,7 @@ local msg_id, now, end_life, release = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV
   ARGV[4] == '1'
 
 local m = find_message(msgs, msg_id)
-if not m or tonumber(m[7]) > 3 then
+if not m or not is_live(m[STATUS]) then
   if m and release then drop_message(msgs, ended, dead, m.slot) end
   return {NO_MESSAGE, {}}
 end
@@ -25,8 +25,8 @@ for _, key in ipairs({waiting, ready, ack, expire}) do
 end
 if release then
   drop_message(msgs, ended, dead, m.slot)
-  m[7] = '7'
+  m[STATUS] = num(Status.DELETED)   -- a string, as a saved record's fields are
 else
-  end_message(msgs, ended, m, 7, now, end_life)
+  end_message(msgs, ended, m, Status.DELETED, now, end_life)
 end
 return {OK, m}

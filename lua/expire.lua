@@ -21,7 +21,8 @@
 local waiting, ready, ack, expire, dead, config, msgs, ended =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local now, limit, end_life = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local queues = {waiting, ready, ack, expire, dead, msgs, ended}
+local tk = {waiting = waiting, ready = ready, ack = ack, expire = expire, dead = dead,
+  config = config, msgs = msgs, ended = ended}   -- by name, for includes/dead_letter.lua
 
 local due = redis.call('ZRANGEBYSCORE', expire, '-inf', now, 'LIMIT', 0, limit)
 local expired, exhausted, dead_lettered = 0, 0, 0
@@ -29,14 +30,14 @@ local s = #due > 0 and topic_settings(config)
 for _, slot in ipairs(due) do
   if redis.call('ZREM', expire, slot) == 1 then
     local m = load_slot(msgs, slot)
-    local status = m and tonumber(m[7])
-    if status == 1 or status == 2 then
-      redis.call('ZREM', status == 1 and waiting or ready, slot)
-      if tonumber(m[6]) == 0 then
-        end_message(msgs, ended, m, 5, now, end_life)
+    local status = m and tonumber(m[STATUS])
+    if status == Status.WAITING or status == Status.READY then
+      redis.call('ZREM', status == Status.WAITING and waiting or ready, slot)
+      if tonumber(m[DELIVERIES]) == 0 then
+        end_message(msgs, ended, m, Status.EXPIRED, now, end_life)
         expired = expired + 1
       else
-        dead_lettered = dead_lettered + end_exhausted(queues, m, now, end_life, s)
+        dead_lettered = dead_lettered + end_exhausted(tk, m, now, end_life, s)
         exhausted = exhausted + 1
       end
     end

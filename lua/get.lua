@@ -13,5 +13,5 @@ local now = tonumber(ARGV[2])
 local m = find_message(msgs, ARGV[1])
 if now then m = retained(m, ended, now) end
 if not m then return {} end
-m[10] = m.slot
+m[#m + 1] = m.slot   -- after the last field
 return m

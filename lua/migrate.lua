@@ -20,15 +20,14 @@ local converted, skipped = 0, 0
 for i = 3, #ARGV do
   local id = ARGV[i]
   local key = prefix .. id
-  local v = redis.call('HMGET', key, 'm', 'p', 't', 'e', 'r', 'n', 's', 'a', 'c')
-  if not v[7] then
+  -- the old hash's fields, asked for in record order: HMGET answers a message's fields
+  local m = redis.call('HMGET', key, 'm', 'p', 't', 'e', 'r', 'n', 's', 'a', 'c')
+  if not m[STATUS] then
     skipped = skipped + 1
   else
     local _, slot = find_message(msgs, id)
-    local m = {v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8] or false, false}
-    m.id = id
-    m.slot = slot
-    if v[9] then m.dt = tonumber(string.match(v[9], '^(%x+)%.'), 16) end
+    m.id, m.slot = id, slot
+    if m[RECEIPT] then m.dt = tonumber(string.match(m[RECEIPT], '^(%x+)%.'), 16) end
     local ttl = redis.call('PTTL', key)
     save_message(msgs, m)
     for _, zset in ipairs({waiting, ready, ack, expire, dead}) do
@@ -38,7 +37,7 @@ for i = 3, #ARGV do
         redis.call('ZADD', zset, score, m.slot)
       end
     end
-    if tonumber(m[7]) >= 4 then
+    if not is_live(m[STATUS]) then
       redis.call('ZADD', ended, now + math.max(ttl, 0), m.slot)
     end
     redis.call('DEL', key)

@@ -22,18 +22,19 @@ local waiting, ready, ack, expire, dead, config, msgs, ended =
 local msg_id, now = ARGV[1], tonumber(ARGV[2])
 local end_life, receipt, delay = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 local channel, topic = ARGV[6], ARGV[7]
+local tk = {waiting = waiting, ready = ready, ack = ack, expire = expire, dead = dead,
+  config = config, msgs = msgs, ended = ended}   -- by name, for includes/dead_letter.lua
 
 local m = find_message(msgs, msg_id)
 local refused = refuse_delivery_change(m, receipt)
 if refused then return {refused, m or {}, -1, 0} end
 
 local s = topic_settings(config)
-if delay < 0 then delay = backoff(s, tonumber(m[6])) end
+if delay < 0 then delay = backoff(s, tonumber(m[DELIVERIES])) end
 local before = due_at(waiting, ack, expire, ended)
 redis.call('ZREM', ack, m.slot)
-local new_status, dead_lettered = redeliver({waiting, ready, ack, expire, dead, msgs, ended},
-  m, now, delay, end_life, s)
-if new_status == 2 then
+local new_status, dead_lettered = redeliver(tk, m, now, delay, end_life, s)
+if new_status == Status.READY then
   redis.call('PUBLISH', channel, '1 ' .. topic)
 end
 return {OK, m, lowered_due(before, waiting, ack, expire, ended), dead_lettered}

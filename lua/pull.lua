@@ -32,7 +32,8 @@ local waiting, ready, ack, expire, dead, config, msgs, ended =
 local now, batch, ack_timeout = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local end_life, promote_limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 local channel, topic = ARGV[6], ARGV[7]
-local queues = {waiting, ready, ack, expire, dead, msgs, ended}
+local tk = {waiting = waiting, ready = ready, ack = ack, expire = expire, dead = dead,
+  config = config, msgs = msgs, ended = ended}   -- by name, for includes/dead_letter.lua
 
 local s = topic_settings(config)
 if ack_timeout < 0 then ack_timeout = s.ackTimeoutMillis end
@@ -51,17 +52,17 @@ while #messages < batch and pops_left > 0 do
   if not m then
     redis.call('ZREM', expire, slot)
   else
-    local deliveries, max_retry = tonumber(m[6]), tonumber(m[5])
-    if now >= tonumber(m[4]) or deliveries >= max_retry + 1 then
+    local deliveries, max_retry = tonumber(m[DELIVERIES]), tonumber(m[MAX_RETRY])
+    if now >= tonumber(m[EXPIRE_TIME]) or deliveries >= max_retry + 1 then
       redis.call('ZREM', expire, slot)
       if deliveries == 0 then
-        end_message(msgs, ended, m, 5, now, end_life)
+        end_message(msgs, ended, m, Status.EXPIRED, now, end_life)
       else
-        dead_lettered = dead_lettered + end_exhausted(queues, m, now, end_life, s)
+        dead_lettered = dead_lettered + end_exhausted(tk, m, now, end_life, s)
       end
       ended_here = ended_here + 1
     else
-      m[6], m[7], m.dt = deliveries + 1, 3, now
+      m[DELIVERIES], m[STATUS], m.dt = deliveries + 1, Status.CONSUMING, now
       save_message(msgs, m)
       redis.call('ZADD', ack, now + ack_timeout, slot)
       table.insert(m, 1, m.id)

@@ -17,24 +17,24 @@ local channel, topic = ARGV[4], ARGV[5]
 
 local m = find_message(msgs, msg_id)
 if not m then return {NO_MESSAGE, {}, -1} end
-local status = tonumber(m[7])
-if status == 3 then return {CONSUMING, m, -1} end
-if status > 3 then return {NO_MESSAGE, m, -1} end
+local status = tonumber(m[STATUS])
+if status == Status.CONSUMING then return {CONSUMING, m, -1} end
+if not is_live(status) then return {NO_MESSAGE, m, -1} end
 
 local before = due_at(waiting, ack, expire, ended)
 if trigger < now then trigger = now end
-local expire_at = trigger + tonumber(m[4]) - tonumber(m[3])
-redis.call('ZREM', status == 1 and waiting or ready, m.slot)
+local expire_at = trigger + tonumber(m[EXPIRE_TIME]) - tonumber(m[TRIGGER_TIME])
+redis.call('ZREM', status == Status.WAITING and waiting or ready, m.slot)
 if trigger <= now then
   redis.call('ZADD', ready, now, m.slot)
   redis.call('ZADD', expire, expire_at, m.slot)
-  m[7] = 2
+  m[STATUS] = Status.READY
   redis.call('PUBLISH', channel, '1 ' .. topic)
 else
   redis.call('ZREM', expire, m.slot)
   redis.call('ZADD', waiting, trigger, m.slot)
-  m[7] = 1
+  m[STATUS] = Status.WAITING
 end
-m[3], m[4] = trigger, expire_at
+m[TRIGGER_TIME], m[EXPIRE_TIME] = trigger, expire_at
 save_message(msgs, m)
 return {OK, m, lowered_due(before, waiting, ack, expire, ended)}

@@ -45,7 +45,7 @@ local function send_one(at)
     tonumber(ARGV[at + 4])
   local attributes = ARGV[at + 5]
   local existing, slot = find_message(msgs, msg_id)
-  if existing and tonumber(existing[7]) <= 3 then
+  if existing and is_live(existing[STATUS]) then
     return {DUPLICATE, existing, -1}
   end
   if ttl < 0 then ttl = s.ttlMillis end
@@ -53,10 +53,12 @@ local function send_one(at)
   local due_now = trigger <= now
   local expire_at = trigger + ttl
   -- A whole new record, so an ended message with this id is wholly replaced (same slot).
-  local m = {body, now, trigger, expire_at, max_retry, 0, due_now and 2 or 1,
-    attributes ~= '' and attributes or false, false}
-  m.id = msg_id
-  m.slot = slot
+  local m = {id = msg_id, slot = slot}
+  m[BODY], m[ATTRIBUTES] = body, attributes ~= '' and attributes or false
+  m[PRODUCE_TIME], m[TRIGGER_TIME], m[EXPIRE_TIME] = now, trigger, expire_at
+  m[MAX_RETRY], m[DELIVERIES] = max_retry, 0
+  m[STATUS] = due_now and Status.READY or Status.WAITING
+  m[RECEIPT] = false
   save_message(msgs, m)
   if existing then
     redis.call('ZREM', ended, m.slot)

@@ -17,7 +17,8 @@ local waiting, ready, ack, expire, dead, config, msgs, ended =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local end_life, channel, topic = tonumber(ARGV[3]), ARGV[4], ARGV[5]
-local queues = {waiting, ready, ack, expire, dead, msgs, ended}
+local tk = {waiting = waiting, ready = ready, ack = ack, expire = expire, dead = dead,
+  config = config, msgs = msgs, ended = ended}   -- by name, for includes/dead_letter.lua
 
 local late = redis.call('ZRANGEBYSCORE', ack, '-inf', now, 'LIMIT', 0, limit)
 local requeued, ended_here, readied, dead_lettered = 0, 0, 0, 0
@@ -25,13 +26,14 @@ local s = #late > 0 and topic_settings(config)
 for _, slot in ipairs(late) do
   if redis.call('ZREM', ack, slot) == 1 then
     local m = load_slot(msgs, slot)
-    if m and tonumber(m[7]) == 3 then
-      local status, d = redeliver(queues, m, now, backoff(s, tonumber(m[6])), end_life, s)
-      if status == 6 then
+    if m and tonumber(m[STATUS]) == Status.CONSUMING then
+      local delay = backoff(s, tonumber(m[DELIVERIES]))
+      local status, d = redeliver(tk, m, now, delay, end_life, s)
+      if status == Status.RETRY_EXHAUSTED then
         ended_here, dead_lettered = ended_here + 1, dead_lettered + d
       else
         requeued = requeued + 1
-        if status == 2 then readied = readied + 1 end
+        if status == Status.READY then readied = readied + 1 end
       end
     end
   end

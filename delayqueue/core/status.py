@@ -1,4 +1,8 @@
-"""Message states, with camellia's numbers."""
+"""Message states, with camellia's numbers.
+
+``lua/includes/status.lua`` defines the same names with the same numbers (a test keeps the
+two equal), so a script says ``Status.CONSUMING`` where it used to say 3.
+"""
 
 from enum import IntEnum
 

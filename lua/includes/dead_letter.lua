@@ -1,7 +1,9 @@
 --[[ Ending a message with status 6 (retry exhausted), and the dead-letter queue.
   A dead letter keeps its record (status 6) and sits in the topic's dead queue, scored by the
   time it died, and in `ended`, scored by the end of its retention (death +
-  deadLetterRetentionMillis); at most deadLetterMaxSize are kept. ]]
+  deadLetterRetentionMillis); at most deadLetterMaxSize are kept.
+  Its functions take the topic's keys as one table by name, tk (TopicKeys in Python):
+  tk.waiting, tk.ready, tk.ack, tk.expire, tk.dead, tk.config, tk.msgs, tk.ended. ]]
 --@include message
 --@include settings
 local DEAD_TRIM_LIMIT = 100   -- most dead letters one call drops for size or age
@@ -13,7 +15,7 @@ local function trim_dead(msgs, ended, dead, now, s, limit)
   local function drop(slot)
     redis.call('ZREM', dead, slot)
     local record = redis.call('HGET', msgs, slot)
-    if record and string.byte(record, 1) == 6 then
+    if record and stored_status(record) == Status.RETRY_EXHAUSTED then
       redis.call('ZREM', ended, slot)
       redis.call('HDEL', msgs, slot)
     end
@@ -31,16 +33,14 @@ end
 
 -- End a message with status 6: into the dead queue when the topic keeps dead letters, else
 -- kept end_life_ms like any ended message. Returns 1 when it became a dead letter, else 0.
--- queues: {waiting, ready, ack, expire, dead, msgs, ended}.
-local function end_exhausted(queues, m, now, end_life, s)
-  local dead, msgs, ended = queues[5], queues[6], queues[7]
+local function end_exhausted(tk, m, now, end_life, s)
   if s.deadLetter ~= 1 then
-    end_message(msgs, ended, m, 6, now, end_life)
+    end_message(tk.msgs, tk.ended, m, Status.RETRY_EXHAUSTED, now, end_life)
     return 0
   end
-  end_message(msgs, ended, m, 6, now, s.deadLetterRetentionMillis)
-  redis.call('ZADD', dead, now, m.slot)
-  trim_dead(msgs, ended, dead, now, s, DEAD_TRIM_LIMIT)
+  end_message(tk.msgs, tk.ended, m, Status.RETRY_EXHAUSTED, now, s.deadLetterRetentionMillis)
+  redis.call('ZADD', tk.dead, now, m.slot)
+  trim_dead(tk.msgs, tk.ended, tk.dead, now, s, DEAD_TRIM_LIMIT)
   return 1
 end
 
@@ -49,23 +49,22 @@ end
 -- otherwise; ended with status 6 when its deliveries are used up or the redelivery would
 -- come at or after its expireTime (a redelivery never lengthens a message's life).
 -- Updates m and returns (new status, 1 if dead-lettered else 0).
--- queues: {waiting, ready, ack, expire, dead, msgs, ended}.
-local function redeliver(queues, m, now, delay, end_life, s)
-  local waiting, ready, expire, msgs = queues[1], queues[2], queues[4], queues[6]
+local function redeliver(tk, m, now, delay, end_life, s)
   local due = now + math.max(delay, 0)
-  if tonumber(m[6]) >= tonumber(m[5]) + 1 or due >= tonumber(m[4]) then
-    redis.call('ZREM', expire, m.slot)
-    return 6, end_exhausted(queues, m, now, end_life, s)
+  if tonumber(m[DELIVERIES]) >= tonumber(m[MAX_RETRY]) + 1
+      or due >= tonumber(m[EXPIRE_TIME]) then
+    redis.call('ZREM', tk.expire, m.slot)
+    return Status.RETRY_EXHAUSTED, end_exhausted(tk, m, now, end_life, s)
   end
   if delay <= 0 then
-    redis.call('ZADD', ready, now, m.slot)   -- behind the messages already ready
-    m[7] = 2
-    save_message(msgs, m)
-    return 2, 0
+    redis.call('ZADD', tk.ready, now, m.slot)   -- behind the messages already ready
+    m[STATUS] = Status.READY
+    save_message(tk.msgs, m)
+    return Status.READY, 0
   end
-  redis.call('ZREM', expire, m.slot)         -- waiting messages are not in the expiry index
-  redis.call('ZADD', waiting, due, m.slot)
-  m[3], m[7] = due, 1
-  save_message(msgs, m)
-  return 1, 0
+  redis.call('ZREM', tk.expire, m.slot)      -- waiting messages are not in the expiry index
+  redis.call('ZADD', tk.waiting, due, m.slot)
+  m[TRIGGER_TIME], m[STATUS] = due, Status.WAITING
+  save_message(tk.msgs, m)
+  return Status.WAITING, 0
 end

@@ -1,11 +1,10 @@
 --[[ The message record, pasted into a script where it says `--@include message`.
   Every message of a topic is one field of the topic's `msgs` HASH: slot -> record. This file
-  owns the slot lookup, the record's encoding and every write of a record; scripts work with
-  the fields in MESSAGE_FIELDS order (delayqueue/message.py; a test keeps the two equal):
-    m body   p produceTime   t triggerTime   e expireTime
-    r maxRetry   n deliveries so far (camellia's "retry")   s status (1..7)
-    a attributes (JSON text; false when none)   c receipt of the latest delivery (false: none)
+  owns the slot lookup, the record's encoding and every write of a record. A decoded message
+  m is a list of the fields in MESSAGE_FIELDS order (delayqueue/core/message.py; a test keeps
+  the two equal), read and written by name, m[TRIGGER_TIME] (the index constants below),
   plus m.id (the msgId, read from the record), m.slot and m.dt (time of the latest delivery).
+  A script replies with m as it is: the fields are its reply, in that order.
   Slot: the first SLOT_HEX hex chars of sha1(msgId); when that slot holds another msgId's
   record, "=" .. msgId. Every zset of the topic (waiting, ready, ack, expire, dead, ended)
   holds slots, never msgIds. A lookup reads the digest slot, then (on a miss or another id)
@@ -18,11 +17,23 @@
   are in the expiry index too. Ended ones (4..7) are in `ended`, scored by the end of their
   retention; a dead letter (6, kept for redrive) is in the dead queue too. ]]
 --@include outcome
+--@include status
 local SLOT_HEX = 14          -- digest chars of a slot (scripts.py can lower it for a test)
 local PURGE_SLACK_MS = 60000 -- ended records wait this much past their retention, so a busy
                              -- topic's purge runs in batches, not once per ended message
 local HEADER = '>BBI3I3I6I6I6'
 local HAS_ATTRIBUTES, DELIVERED = 1, 2
+
+-- The index of each field of a decoded message, with its MESSAGE_FIELDS letter.
+local BODY = 1           -- m  the body
+local PRODUCE_TIME = 2   -- p  produceTime
+local TRIGGER_TIME = 3   -- t  triggerTime
+local EXPIRE_TIME = 4    -- e  expireTime
+local MAX_RETRY = 5      -- r  maxRetry
+local DELIVERIES = 6     -- n  deliveries so far (camellia's "retry")
+local STATUS = 7         -- s  status (includes/status.lua)
+local ATTRIBUTES = 8     -- a  attributes (JSON text; false when none)
+local RECEIPT = 9        -- c  receipt of the latest delivery (false: none)
 
 local function digest_slot(id)
   return string.sub(redis.sha1hex(id), 1, SLOT_HEX)
@@ -52,24 +63,31 @@ local function decode(record, slot)
     receipt = string.format('%x.%x', delivered_at, deliveries)
   end
   local m = {string.sub(record, pos), num(produce), num(trigger), num(expire), num(max_retry),
-    num(deliveries), tostring(status), attributes, receipt}
+    num(deliveries), tostring(status), attributes, receipt}   -- BODY .. RECEIPT
   m.id, m.slot, m.dt = id, slot, delivered_at
   return m
 end
 
 local function encode(m)
   local flags = 0
-  if m[8] then flags = flags + HAS_ATTRIBUTES end
+  if m[ATTRIBUTES] then flags = flags + HAS_ATTRIBUTES end
   if m.dt then flags = flags + DELIVERED end
-  local parts = {struct.pack(HEADER, tonumber(m[7]), flags, tonumber(m[5]), tonumber(m[6]),
-    tonumber(m[2]), tonumber(m[3]), tonumber(m[4])), struct.pack('>H', #m.id), m.id}
-  if m[8] then
-    parts[#parts + 1] = struct.pack('>H', #m[8])
-    parts[#parts + 1] = m[8]
+  local parts = {struct.pack(HEADER, tonumber(m[STATUS]), flags, tonumber(m[MAX_RETRY]),
+      tonumber(m[DELIVERIES]), tonumber(m[PRODUCE_TIME]), tonumber(m[TRIGGER_TIME]),
+      tonumber(m[EXPIRE_TIME])),
+    struct.pack('>H', #m.id), m.id}
+  if m[ATTRIBUTES] then
+    parts[#parts + 1] = struct.pack('>H', #m[ATTRIBUTES])
+    parts[#parts + 1] = m[ATTRIBUTES]
   end
   if m.dt then parts[#parts + 1] = struct.pack('>I6', m.dt) end
-  parts[#parts + 1] = m[1]
+  parts[#parts + 1] = m[BODY]
   return table.concat(parts)
+end
+
+-- The status of a stored record without decoding it: the header's first byte.
+local function stored_status(record)
+  return string.byte(record, 1)
 end
 
 -- The record at a slot (from a zset), or nil.
@@ -93,7 +111,7 @@ end
 -- m, or nil when it is an ended message whose retention has passed (its record waits for the
 -- scheduler's purge, but it is gone for every request, as if already purged).
 local function retained(m, ended, now)
-  if not m or tonumber(m[7]) < 4 then return m end
+  if not m or is_live(m[STATUS]) then return m end
   local retention_end = redis.call('ZSCORE', ended, m.slot)
   if retention_end and tonumber(retention_end) <= now then return nil end
   return m
@@ -102,8 +120,8 @@ end
 -- Store m (at m.slot): every write of a record goes through here. Numbers are kept as the
 -- strings scripts reply with.
 local function save_message(msgs, m)
-  for i = 2, 7 do m[i] = num(m[i]) end
-  m[9] = m.dt and string.format('%x.%x', m.dt, tonumber(m[6])) or false
+  for i = PRODUCE_TIME, STATUS do m[i] = num(m[i]) end   -- the numeric fields
+  m[RECEIPT] = m.dt and string.format('%x.%x', m.dt, tonumber(m[DELIVERIES])) or false
   redis.call('HSET', msgs, m.slot, encode(m))
 end
 
@@ -117,7 +135,7 @@ end
 -- Ended messages (4..7) keep their body for end_life_ms so getMsg and dedup can see them:
 -- `ended` holds the end of their retention; the scheduler purges them after it.
 local function end_message(msgs, ended, m, status, now, end_life_ms)
-  m[7] = status
+  m[STATUS] = status
   save_message(msgs, m)
   redis.call('ZADD', ended, now + end_life_ms, m.slot)
 end
@@ -129,7 +147,7 @@ local function purge_ended(msgs, ended, dead, now, limit)
   for _, slot in ipairs(due) do
     redis.call('ZREM', ended, slot)
     local record = redis.call('HGET', msgs, slot)
-    if record and string.byte(record, 1) >= 4 then   -- never a live message
+    if record and not is_live(stored_status(record)) then   -- never a live message
       redis.call('ZREM', dead, slot)
       redis.call('HDEL', msgs, slot)
     end
@@ -163,17 +181,17 @@ end
 
 -- A receipt given by the caller ('' = none) that is not the latest delivery's.
 local function stale_receipt(m, receipt)
-  return receipt ~= '' and m[9] ~= receipt
+  return receipt ~= '' and m[RECEIPT] ~= receipt
 end
 
 -- Why a request that changes a delivery (nack, changeVisibility) must be refused, or nil:
 -- NO_MESSAGE unknown or ended; NOT_CONSUMING never delivered, or not consuming now;
 -- STALE_RECEIPT a receipt of an earlier delivery. One order of checks for both scripts.
 local function refuse_delivery_change(m, receipt)
-  if not m or tonumber(m[7]) > 3 then return NO_MESSAGE end
-  local status = tonumber(m[7])
-  if status < 3 and tonumber(m[6]) == 0 then return NOT_CONSUMING end
+  if not m or not is_live(m[STATUS]) then return NO_MESSAGE end
+  local status = tonumber(m[STATUS])
+  if status < Status.CONSUMING and tonumber(m[DELIVERIES]) == 0 then return NOT_CONSUMING end
   if stale_receipt(m, receipt) then return STALE_RECEIPT end
-  if status ~= 3 then return NOT_CONSUMING end
+  if status ~= Status.CONSUMING then return NOT_CONSUMING end
   return nil
 end

@@ -14,16 +14,15 @@ local CONSUMING = -6
 
 -- The replies of a call that handles n entries each on its own: one(i) for i = 1..n, each
 -- under pcall, so an entry whose Lua fails (a bug) answers that error in its place and the
--- entries before and after it stand, as if each had been its own script call.
+-- entries before and after it stand, as if each had been its own script call. The error
+-- pcall catches is its text, for a failed redis.call too (Redis 6.2 and 7 hand pcall the
+-- string; fakeredis a value whose tostring is it).
 local function each_on_its_own(n, one)
   local replies = {}
   for i = 1, n do
     local ok, reply = pcall(one, i)
-    if ok or type(reply) == 'table' then
-      replies[i] = reply
-    else
-      replies[i] = {err = tostring(reply)}
-    end
+    if not ok then reply = {err = tostring(reply)} end
+    replies[i] = reply
   end
   return replies
 end

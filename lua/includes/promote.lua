@@ -15,8 +15,8 @@ local function promote(waiting, ready, expire, msgs, now, limit)
       local m = load_slot(msgs, slot)
       if m then
         redis.call('ZADD', ready, trigger, slot)
-        redis.call('ZADD', expire, m[4], slot)
-        m[7] = 2
+        redis.call('ZADD', expire, m[EXPIRE_TIME], slot)
+        m[STATUS] = Status.READY
         save_message(msgs, m)
         moved = moved + 1
         gaps[#gaps + 1] = now - tonumber(trigger)

@@ -13,6 +13,7 @@ from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.message import MESSAGE_FIELDS, DelayMsg
 from delayqueue.core.outcome import Outcome
 from delayqueue.core.scripts import Scripts, ScriptSourceError, key_count, lua_source
+from delayqueue.core.status import Status
 from delayqueue.core.topic_config import effective, server_defaults, stored
 from delayqueue.settings.config import Settings, load_settings
 from delayqueue.settings.topic_setting import SETTINGS
@@ -27,6 +28,49 @@ def test_lua_outcome_table_equals_the_python_enum():
     text = (LUA / "includes" / "outcome.lua").read_text()
     lua = {name: int(value) for name, value in re.findall(r"^local (\w+) = (-?\d+)$", text, re.M)}
     assert lua == {member.name: member.value for member in Outcome}
+
+
+def test_lua_status_table_equals_the_python_enum(redis_client):
+    """includes/status.lua mirrors status.py: the same names and numbers, and is_live agrees
+    with Status.live on every status."""
+    source = (LUA / "includes" / "status.lua").read_text()
+    (table,) = re.findall(r"^local Status = \{(.*?)\}", source, re.M | re.S)
+    lua = {name: int(value) for name, value in re.findall(r"(\w+) = (\d+)", table)}
+    assert lua == {member.name: member.value for member in Status}
+    live = redis_client.eval(source + "local live = {} for i = 1, 7 do "
+                             "live[i] = is_live(tostring(i)) and 1 or 0 end return live", 0)
+    assert live == [int(member.live) for member in Status]
+
+
+def _lua_code(path: Path) -> str:
+    """A Lua file without its comments."""
+    return re.sub(r"--\[\[.*?\]\]|--[^\n]*", "", path.read_text(), flags=re.S)
+
+
+def _status_assigned_a_number(line: str) -> bool:
+    """`m[STATUS] = 2`, `m[X], m[STATUS] = x, 3`, `... = due_now and 2 or 1`."""
+    if "=" not in line or "[STATUS]" not in line.split("=", 1)[0]:
+        return False
+    targets, values = (side.split(",") for side in line.split("=", 1))
+    value = values[[i for i, t in enumerate(targets) if "[STATUS]" in t][0]]
+    return re.search(r"(?<![\w.])[1-7](?![\w.])", value) is not None
+
+
+def test_no_lua_file_names_a_status_by_its_number():
+    """Statuses are named (includes/status.lua): `status > 3` hides which states it means."""
+    bare = [r"(?i)status\]?\)?\s*(?:[<>]=?|[=~]=)\s*'?\d",      # status == 3, m[STATUS]) > 3
+            r"end_message\([^)]*?,\s*\d+\s*,",                   # end_message(..., 5, ...)
+            r"\breturn\s+[1-7]\s*,",                              # return 6, dead
+            r"\}\)\[status\]"]                                   # ({waiting, ...})[status]
+    for path in sorted(LUA.rglob("*.lua")):
+        if path.name == "status.lua":
+            continue
+        code = _lua_code(path)
+        found = [m.group(0) for pattern in bare for m in re.finditer(pattern, code)]
+        found += [line.strip() for line in code.splitlines() if _status_assigned_a_number(line)]
+        byte_reads = re.findall(r"string\.byte\(", code)    # the one in stored_status only
+        found += byte_reads[1:] if path.name == "message.lua" else byte_reads
+        assert found == [], f"{path.name}: statuses by number: {found}"
 
 
 def test_scripts_return_named_outcomes_not_bare_numbers():
@@ -65,12 +109,12 @@ return out"""
 
 
 def test_lua_message_fields_are_in_python_field_order(redis_client):
-    """The record include documents the fields in MESSAGE_FIELDS order, and a script's reply,
-    decoded from a record, reads back as what was sent."""
+    """The record include's field indices are 1..9 in MESSAGE_FIELDS order, and a script's
+    reply, decoded from a record, reads back as what was sent."""
     text = (LUA / "includes" / "message.lua").read_text()
-    names = re.findall(r"(?<![\w(])(\w) (?:body|produceTime|triggerTime|expireTime|maxRetry|"
-                       r"deliveries|status|attributes|receipt)\b", text.split("]]", 1)[0])
-    assert tuple(names) == MESSAGE_FIELDS
+    fields = re.findall(r"^local [A-Z_]+ = (\d+) +-- (\w) ", text, re.M)
+    assert [int(index) for index, _ in fields] == list(range(1, len(MESSAGE_FIELDS) + 1))
+    assert tuple(letter for _, letter in fields) == MESSAGE_FIELDS
     tk = NamespaceKeys("dq", "default").topic("t")
     defaults = server_defaults(load_settings(env={}))
     _, fields, _ = Scripts(redis_client).send(tk, "id", "B", 1, 2, 3, 4, '{"k":"v"}', "ch",
@@ -79,6 +123,15 @@ def test_lua_message_fields_are_in_python_field_order(redis_client):
     assert (message.msg, message.produce_time, message.trigger_time, message.expire_time,
             message.max_retry, message.retry, message.status, message.attributes,
             message.receipt) == ("B", 1, 2, 5, 4, 0, 1, {"k": "v"}, None)
+
+
+def test_no_lua_file_indexes_a_message_or_the_topic_keys_by_a_bare_number():
+    """Fields are read by name (includes/message.lua's indices) and so are a topic's keys
+    (tk.msgs): m[7] says "status", queues[6] "msgs", only to a reader who knows the order
+    (and KEYS[6] is config)."""
+    for path in sorted(LUA.rglob("*.lua")):
+        bare = re.findall(r"\b(?:m|existing|own|queues|tk)\[\d+\]", path.read_text())
+        assert bare == [], f"{path.name} indexes by number: {bare}"
 
 
 def test_every_topic_script_names_its_keys_in_the_same_order():
@@ -98,10 +151,22 @@ def test_every_script_is_assembled_with_each_include_once():
         for helper in ("find_message", "decode", "save_message", "due_at", "promote"):
             assert source.count(f"local function {helper}(") <= 1, (name, helper)
         assert source.count("local OK = 1") <= 1, name
+        assert source.count("local Status = {") <= 1, name
     # pull includes promote, which includes message, which includes outcome
     pull = lua_source("pull")
     assert pull.count("local function find_message(") == 1
     assert pull.count("local NO_MESSAGE = -1") == 1
+    assert pull.count("local Status = {") == 1
+
+
+def test_every_script_has_its_own_test_file():
+    """tests/lua/test_<script>.py, or test_<script>_script.py where another test file has the
+    plain name (basenames are unique across tests/)."""
+    tests = Path(__file__).resolve().parents[1] / "lua"
+    missing = [name for name in Scripts.NAMES
+               if not any((tests / f"test_{name}{suffix}.py").is_file()
+                          for suffix in ("", "_script"))]
+    assert missing == []
 
 
 def test_a_missing_include_fails_at_load_time(tmp_path):

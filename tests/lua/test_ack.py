@@ -1,10 +1,22 @@
-"""ackMsg's script, lua/ack.lua: consuming -> acked, late acks, refusals."""
+"""ackMsg's script, lua/ack.lua: consuming -> acked, late acks, refusals, and the receipt of
+each delivery (only the latest acks, nacks or extends it)."""
 
 from __future__ import annotations
 
 from delayqueue.core.outcome import Outcome
 
-from support.lua import CHANNEL, DEFAULTS, END_LIFE, T0, assert_one_place, pull, send
+from support.lua import (
+    CHANNEL,
+    DEFAULTS,
+    END_LIFE,
+    T0,
+    assert_one_place,
+    configure,
+    nack,
+    pull,
+    receipt_of,
+    send,
+)
 
 
 def test_ack_of_consuming_message_ends_it_acked(scripts, tk, redis_client):
@@ -49,3 +61,32 @@ def test_ack_of_otherwise_ended_message_is_not_found(scripts, tk, redis_client):
     scripts.delete(tk, "a", T0, END_LIFE, False)
     assert scripts.ack(tk, "a", T0, END_LIFE)[0] == Outcome.NO_MESSAGE
     assert_one_place(redis_client, tk, "a", 7)
+
+
+# -- receipts --------------------------------------------------------------------------------
+def test_each_delivery_has_a_new_receipt_and_only_the_latest_acks(scripts, tk, redis_client):
+    send(scripts, tk, "a", T0, T0)
+    first = receipt_of(pull(scripts, tk, T0, ack_timeout=10))
+    scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)
+    second = receipt_of(pull(scripts, tk, T0 + 11))
+    assert first != second
+    assert scripts.ack(tk, "a", T0, END_LIFE, first)[0] == Outcome.STALE_RECEIPT
+    assert nack(scripts, tk, "a", T0 + 12, first)[0] == Outcome.STALE_RECEIPT
+    assert scripts.change_visibility(tk, "a", T0 + 12, 0, END_LIFE, CHANNEL, DEFAULTS,
+                                     first)[0] == Outcome.STALE_RECEIPT
+    assert_one_place(redis_client, tk, "a", 3)                   # nothing changed
+    assert scripts.ack(tk, "a", T0, END_LIFE, second)[0] == Outcome.OK
+    assert scripts.ack(tk, "a", T0, END_LIFE, second)[0] == Outcome.ALREADY_ACKED
+    assert scripts.ack(tk, "a", T0, END_LIFE, first)[0] == Outcome.STALE_RECEIPT
+    assert_one_place(redis_client, tk, "a", 4)
+
+
+def test_a_late_ack_with_the_latest_receipt_is_accepted_before_the_redelivery(
+        scripts, tk, redis_client):
+    configure(scripts, tk, redeliveryDelayMillis=1000)
+    send(scripts, tk, "a", T0, T0)
+    receipt = receipt_of(pull(scripts, tk, T0, ack_timeout=10))
+    scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)
+    assert_one_place(redis_client, tk, "a", 1)                   # waiting out its backoff
+    assert scripts.ack(tk, "a", T0, END_LIFE, receipt)[0] == Outcome.ACKED_LATE
+    assert_one_place(redis_client, tk, "a", 4)

@@ -19,7 +19,8 @@ from support.lua import (
     HOUR,
     T0,
     assert_one_place,
-    nack_now,
+    ids_sharing_a_digest,
+    nack,
     pull,
     pulled_ids,
     read,
@@ -29,18 +30,6 @@ from support.lua import (
 )
 
 PURGE_SLACK = 60_000   # includes/message.lua PURGE_SLACK_MS
-
-
-def ids_sharing_a_digest(hex_chars: int, count: int) -> list[str]:
-    """msgIds whose sha1 starts with the same `hex_chars` hex digits."""
-    by_digest: dict[str, list[str]] = {}
-    for i in range(100_000):
-        msg_id = f"m{i}"
-        group = by_digest.setdefault(hashlib.sha1(msg_id.encode()).hexdigest()[:hex_chars], [])
-        group.append(msg_id)
-        if len(group) == count:
-            return group
-    raise AssertionError("no collision found")
 
 
 def test_a_slot_is_the_digest_of_the_msg_id(scripts, tk, redis_client):
@@ -112,7 +101,7 @@ def test_an_ended_record_is_purged_after_its_retention(scripts, tk, redis_client
 def test_a_dead_letter_is_purged_with_its_retention(scripts, tk, redis_client):
     send(scripts, tk, "d", T0, T0, max_retry=0)
     pull(scripts, tk, T0)
-    assert nack_now(scripts, tk, "d", T0 + 3)[3] == 1
+    assert nack(scripts, tk, "d", T0 + 3)[3] == 1
     assert_one_place(redis_client, tk, "d", 6)
     assert retention_end(redis_client, tk, "d") == T0 + 3 + DEAD_RETENTION
     assert scripts.expire(tk, T0 + 2 + DEAD_RETENTION, 1000, END_LIFE, DEFAULTS)[5] == 0
@@ -133,7 +122,7 @@ def test_the_purge_is_bounded_by_the_limit(scripts, tk, redis_client, limit):
 def test_a_redriven_dead_letter_is_not_purged(scripts, tk, redis_client):
     send(scripts, tk, "d", T0, T0, max_retry=0)
     pull(scripts, tk, T0)
-    nack_now(scripts, tk, "d", T0)
+    nack(scripts, tk, "d", T0)
     scripts.dead_redrive(tk, T0 + 1, "d", 1000, CHANNEL, DEFAULTS)
     assert retention_end(redis_client, tk, "d") is None
     assert_one_place(redis_client, tk, "d", 2)
@@ -154,7 +143,7 @@ def test_past_its_retention_an_unpurged_record_is_gone_for_every_request(scripts
     assert redis_client.hlen(tk.msgs) == 1
     send(scripts, tk, "d", T0, T0, max_retry=0)
     pull(scripts, tk, T0)
-    nack_now(scripts, tk, "d", T0)
+    nack(scripts, tk, "d", T0)
     after = T0 + DEAD_RETENTION
     assert scripts.dead_redrive(tk, after, "d", 10, CHANNEL, DEFAULTS)[:2] == \
         [Outcome.NO_MESSAGE, 0]

@@ -1,4 +1,5 @@
-"""ackMsg with ack=false, lua/nack.lua: consuming -> ready at once, or retry exhausted."""
+"""ackMsg with ack=false, lua/nack.lua: consuming -> ready at once, waiting out a delay or the
+topic's backoff, or retry exhausted."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from support.lua import (
     END_LIFE,
     T0,
     assert_one_place,
+    configure,
+    nack,
     pull,
     pulled_ids,
     read,
@@ -63,3 +66,51 @@ def test_nack_of_missing_or_waiting_message_changes_nothing(scripts, tk, redis_c
     assert read(redis_client, tk, "ghost") == (None, None) and redis_client.hlen(tk.msgs) == 1
     assert scripts.nack(tk, "w", T0, END_LIFE, CHANNEL, DEFAULTS)[0] == Outcome.NOT_CONSUMING
     assert_one_place(redis_client, tk, "w", 1)
+
+
+# -- nack with a delay, backoff ----------------------------------------------------------------
+def test_nack_with_a_delay_waits_with_a_new_trigger_time_outside_the_expiry_index(
+        scripts, tk, redis_client):
+    send(scripts, tk, "a", T0, T0)
+    pull(scripts, tk, T0)
+    outcome, fields, lowered_due, dead = nack(scripts, tk, "a", T0 + 5, delay=500)
+    assert (outcome, fields[6], fields[2], dead) == (Outcome.OK, "1", str(T0 + 505), 0)
+    assert lowered_due == T0 + 505
+    assert_one_place(redis_client, tk, "a", 1)
+    assert pull(scripts, tk, T0 + 504)[0] == []                  # never early
+    assert pulled_ids(pull(scripts, tk, T0 + 505)) == ["a"]
+
+
+def test_backoff_grows_by_its_multiplier_up_to_its_max(scripts, tk, redis_client):
+    configure(scripts, tk, redeliveryDelayMillis=100, redeliveryBackoffMultiplier=2,
+              redeliveryMaxDelayMillis=1000)
+    send(scripts, tk, "a", T0, T0, max_retry=10)
+    now, gaps = T0, []
+    for delivery in range(6):
+        if delivery:
+            assert pull(scripts, tk, now - 1)[0] == []               # never early
+        assert pulled_ids(pull(scripts, tk, now)) == ["a"]
+        due = int(nack(scripts, tk, "a", now)[1][2])
+        assert redis_client.zscore(tk.waiting, slot_of(redis_client, tk, "a")) == due
+        gaps.append(due - now)
+        now = due
+    assert gaps == [100, 200, 400, 800, 1000, 1000]
+
+
+def test_a_redelivery_due_at_or_after_expire_time_ends_the_message_as_a_dead_letter(
+        scripts, tk, redis_client):
+    send(scripts, tk, "a", T0, T0, ttl=1000)
+    pull(scripts, tk, T0)
+    outcome, fields, _, dead = nack(scripts, tk, "a", T0 + 500, delay=500)   # due == expire
+    assert (outcome, fields[6], dead) == (Outcome.OK, "6", 1)
+    assert_one_place(redis_client, tk, "a", 6)
+
+
+def test_without_dead_letters_an_exhausted_message_ends_as_before(scripts, tk, redis_client):
+    configure(scripts, tk, deadLetter=0)
+    send(scripts, tk, "a", T0, T0, max_retry=0)
+    pull(scripts, tk, T0)
+    outcome, fields, _, dead = nack(scripts, tk, "a", T0)
+    assert (fields[6], dead) == ("6", 0)
+    assert_one_place(redis_client, tk, "a", 6)                   # kept end_life_ms, no queue
+    assert redis_client.zcard(tk.dead) == 0

@@ -5,6 +5,7 @@ ended message.
 from __future__ import annotations
 
 import pytest
+import redis
 
 from delayqueue.core.outcome import Outcome
 
@@ -15,6 +16,7 @@ from support.lua import (
     HOUR,
     T0,
     assert_one_place,
+    make_dead_letter,
     pull,
     retention_end,
     send,
@@ -102,3 +104,30 @@ def test_send_replaces_a_message_in_every_ended_status(scripts, tk, redis_client
     assert outcome == Outcome.OK and fields[0] == "new" and fields[6] == "1"
     assert_one_place(redis_client, tk, "a", 1)
     assert retention_end(redis_client, tk, "a") is None
+
+
+def test_a_message_whose_redis_call_fails_answers_that_error_and_the_others_stand(
+        scripts, tk, redis_client):
+    """Each message of a call runs under pcall (includes/outcome.lua each_on_its_own): one
+    whose own redis.call fails (here: replacing an ended message, it leaves a `dead` key that
+    is not a zset) answers Redis's own error text in its place, as its own call would."""
+    send(scripts, tk, "ended", T0, T0)
+    pull(scripts, tk, T0)
+    scripts.ack(tk, "ended", T0, END_LIFE)
+    redis_client.set(tk.dead, "not a zset")
+    first, failed, last = scripts.send_many(tk, T0, CHANNEL, DEFAULTS, [
+        ("first", "b", T0, HOUR, 1, ""), ("ended", "b", T0, HOUR, 1, ""),
+        ("last", "b", T0 + 5, HOUR, 1, "")])
+    assert isinstance(failed, redis.ResponseError)
+    assert str(failed).startswith("WRONGTYPE Operation against a key holding the wrong kind")
+    assert (first[0], last[0]) == (Outcome.OK, Outcome.OK)
+    redis_client.delete(tk.dead)                     # so the places can be read again
+    assert_one_place(redis_client, tk, "first", 2)
+    assert_one_place(redis_client, tk, "last", 1)
+
+
+def test_a_send_replacing_a_dead_letter_takes_it_out_of_the_queue(scripts, tk, redis_client):
+    make_dead_letter(scripts, tk, "a", T0)
+    outcome, fields, _ = send(scripts, tk, "a", T0 + 1, T0 + 1)
+    assert outcome == Outcome.OK and fields[8] is None          # no receipt carried over
+    assert_one_place(redis_client, tk, "a", 2)

@@ -1,4 +1,5 @@
-"""Ack timeouts, lua/timeout.lua: consuming past its deadline -> ready, or retry exhausted."""
+"""Ack timeouts, lua/timeout.lua: consuming past its deadline -> ready, waiting out the
+topic's backoff, or retry exhausted."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from support.lua import (
     END_LIFE,
     T0,
     assert_one_place,
+    configure,
     field,
     pull,
     pulled_ids,
@@ -65,3 +67,12 @@ def test_timeout_one_ms_before_the_expire_time_requeues(scripts, tk, redis_clien
     pull(scripts, tk, T0, ack_timeout=49)                   # ack deadline T0 + 49
     assert scripts.timeout(tk, T0 + 49, 1000, END_LIFE, CHANNEL, DEFAULTS)[:2] == [1, 0]
     assert_one_place(redis_client, tk, "a", 2)
+
+
+def test_timeout_applies_the_backoff_too(scripts, tk, redis_client):
+    configure(scripts, tk, redeliveryDelayMillis=300)
+    send(scripts, tk, "a", T0, T0)
+    pull(scripts, tk, T0, ack_timeout=10)
+    assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)[:2] == [1, 0]
+    assert redis_client.zscore(tk.waiting, slot_of(redis_client, tk, "a")) == T0 + 310
+    assert_one_place(redis_client, tk, "a", 1)

@@ -7,8 +7,12 @@ a message is read through lua/get.lua, the one reader of its record.
 
 from __future__ import annotations
 
+import hashlib
+from contextlib import contextmanager
+
 from delayqueue.core.keys import NamespaceKeys, TopicKeys
 from delayqueue.core.message import MESSAGE_FIELDS
+from delayqueue.core.outcome import Outcome
 from delayqueue.core.scripts import lua_source
 from delayqueue.core.topic_config import server_defaults
 from delayqueue.settings.config import load_settings
@@ -94,6 +98,18 @@ def slot_of(client, tk: TopicKeys, msg_id: str, scripts=None) -> str | None:
     return read(client, tk, msg_id, scripts)[1]
 
 
+def ids_sharing_a_digest(hex_chars: int, count: int) -> list[str]:
+    """msgIds whose sha1 starts with the same `hex_chars` hex digits."""
+    by_digest: dict[str, list[str]] = {}
+    for i in range(100_000):
+        msg_id = f"m{i}"
+        group = by_digest.setdefault(hashlib.sha1(msg_id.encode()).hexdigest()[:hex_chars], [])
+        group.append(msg_id)
+        if len(group) == count:
+            return group
+    raise AssertionError("no collision found")
+
+
 def drop_record(client, tk: TopicKeys, msg_id: str) -> str:
     """Remove a message's record behind the scripts' back (as a lost write would); returns
     its slot, still in the zsets."""
@@ -112,6 +128,47 @@ def set_status_behind_the_scripts(client, tk: TopicKeys, msg_id: str, status: in
     return slot
 
 
-def nack_now(scripts, tk, msg_id, now, delay=0):
-    """Nack the latest delivery (no receipt), redelivered after `delay` ms."""
-    return scripts.nack(tk, msg_id, now, END_LIFE, CHANNEL, DEFAULTS, "", delay)
+def nack(scripts, tk, msg_id, now, receipt="", delay=-1):
+    """Nack a delivery (receipt '' = the latest), redelivered after `delay` ms (-1: the
+    topic's backoff)."""
+    return scripts.nack(tk, msg_id, now, END_LIFE, CHANNEL, DEFAULTS, receipt, delay)
+
+
+def receipt_of(pulled) -> str:
+    """The receipt of the first message of a pull's reply."""
+    return pulled[0][0][MESSAGE_FIELDS.index("c") + 1]
+
+
+def configure(scripts, tk: TopicKeys, **values) -> None:
+    """Set topic settings (setTopicConfig's script), e.g. ``deadLetterMaxSize=3``."""
+    pairs = [str(x) for name, value in values.items() for x in (name, value)]
+    assert scripts.topic_config(tk, False, pairs) == Outcome.OK
+
+
+def make_dead_letter(scripts, tk: TopicKeys, msg_id: str, now: int) -> None:
+    """Send, pull and nack a message of one delivery: a dead letter that died at `now`."""
+    send(scripts, tk, msg_id, now, now, max_retry=0)
+    assert msg_id in pulled_ids(pull(scripts, tk, now, batch=1000))
+    assert nack(scripts, tk, msg_id, now)[3] == 1
+
+
+def snapshot(client) -> dict:
+    """Every key's DUMP: equal before and after a call means the call wrote nothing."""
+    return {key: client.dump(key) for key in client.keys("*")}
+
+
+@contextmanager
+def hints(client):
+    """The hints published on CHANNEL while the block runs (the list fills when it ends).
+    Exact, not timed: a mark published at the end arrives after every earlier message."""
+    pubsub = client.pubsub()
+    pubsub.subscribe(CHANNEL)
+    assert pubsub.get_message(timeout=5)["type"] == "subscribe"
+    seen: list[str] = []
+    try:
+        yield seen
+        client.publish(CHANNEL, "<end of block>")
+        while (message := pubsub.get_message(timeout=5)["data"]) != "<end of block>":
+            seen.append(message)
+    finally:
+        pubsub.close()
