@@ -43,7 +43,7 @@ URL_ENV_VAR = "DELAYQUEUE_URL"
 TOKEN_ENV_VAR = "DELAYQUEUE_TOKEN"
 DEFAULT_URL = "http://127.0.0.1:8080"
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_STALE = 0, 1, 2, 3, 4
-REDRIVE_BATCH = 1000  # the server's most per redriveDeadMsg call
+REDRIVE_CHUNK = 1000  # dead letters one redriveDeadMsg call moves, at most (the server's limit)
 SEND_BATCH = 1000  # the server's most entries per sendMsgBatch request
 PROGRESS_EVERY_S = 1.0  # send --file: the longest between two progress lines on stderr
 
@@ -482,7 +482,7 @@ def cmd_dlq_redrive(client: DelayQueueClient, args: argparse.Namespace) -> int:
             if not args.json:
                 print(f"redriven so far: {total}", file=sys.stderr, flush=True)
 
-        count = client.redrive_all_dead(args.topic, REDRIVE_BATCH, max_count=args.limit,
+        count = client.redrive_all_dead(args.topic, REDRIVE_CHUNK, max_count=args.limit,
                                         progress=progress)
     if args.json:
         _print_json({"topic": args.topic, "count": count})
