@@ -1,11 +1,7 @@
 """Client commands: send (one message, or a JSON Lines file in batches), pull, long-poll,
 ack, nack, change-visibility (extend), reschedule, get, delete, topics, topic-info,
 topic-config, dlq (list, redrive, purge), monitor and consume, talking to a server over
-HTTP (``--url`` or ``$DELAYQUEUE_URL``).
-
-Exit codes: 0 success, 1 server unreachable or failing (code 500), 2 bad arguments (ours or
-the server's code 400), 3 no such message (code 404, or ``get`` of an absent message),
-4 stale receipt (code 409: the message was delivered again since that receipt). ``send
+HTTP (``--url`` or ``$DELAYQUEUE_URL``); exit codes as in ``client_command``. ``send
 --file`` exits 2 when lines were refused (invalid, or code 400) and 1 when the server failed
 (code 500, or unreachable: it stops at the first request that fails as a whole).
 """
@@ -13,70 +9,42 @@ the server's code 400), 3 no such message (code 404, or ``get`` of an absent mes
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 import shutil
 import signal
 import sys
 import threading
 import time
 from contextlib import nullcontext
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO
 
 from delayqueue.cli.command import CommandHandler
-from delayqueue.client import (
-    BadRequestError,
-    DelayMsg,
-    DelayQueueClient,
-    DelayQueueError,
-    NotFoundError,
-    StaleReceiptError,
-    TopicConfig,
-)
+from delayqueue.client import DelayMsg, DelayQueueClient, TopicConfig
 from delayqueue.client.model import TOPIC_SETTINGS, setting_name
 from delayqueue.settings.value import ValueProblem, parse_bool
 
-from . import bulk, display
+from . import bulk, client_command, display
+from .client_command import (
+    EXIT_FAILURE,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    Command,
+    duration,
+    fail,
+    key_value,
+    msg_ref,
+    positive,
+    print_json,
+    run,
+    settled,
+    show,
+    timestamp,
+)
 
-URL_ENV_VAR = "DELAYQUEUE_URL"
-TOKEN_ENV_VAR = "DELAYQUEUE_TOKEN"
-DEFAULT_URL = "http://127.0.0.1:8080"
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_STALE = 0, 1, 2, 3, 4
 REDRIVE_CHUNK = 1000  # dead letters one redriveDeadMsg call moves, at most (the server's limit)
 SEND_BATCH = 1000  # the server's most entries per sendMsgBatch request
 PROGRESS_EVERY_S = 1.0  # send --file: the longest between two progress lines on stderr
-
-
-def _duration(text: str) -> int:
-    try:
-        return display.parse_duration_ms(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _time(text: str) -> int:
-    try:
-        return display.parse_time_ms(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _key_value(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"not key=value: {text!r}")
-    return key, value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _setting(key: str, text: str) -> tuple[str, Any]:
@@ -101,34 +69,10 @@ def _setting(key: str, text: str) -> tuple[str, Any]:
         raise ValueError(f"{key}: not a whole number: {text!r}") from None
 
 
-def _common() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--url", default=os.environ.get(URL_ENV_VAR) or DEFAULT_URL,
-                        help=f"server URL(s), comma-separated (default: ${URL_ENV_VAR} or "
-                             f"{DEFAULT_URL})")
-    common.add_argument("--token", default=os.environ.get(TOKEN_ENV_VAR) or None,
-                        help=f"API token where the server has authentication on (default: "
-                             f"${TOKEN_ENV_VAR}; prefer the variable: arguments show in ps)")
-    common.add_argument("--json", action="store_true", help="print JSON for scripts")
-    common.add_argument("--timeout", type=float, default=10.0, metavar="S",
-                        help="HTTP read timeout in seconds (default 10)")
-    return common
-
-
 def register(subparsers: Any) -> None:
-    common = [_common()]
-
-    def add(name: str, func: Callable[..., int], help_: str, aliases: tuple[str, ...] = (),
+    def add(name: str, func: Command, help_: str, aliases: tuple[str, ...] = (),
             where: Any = subparsers) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = where.add_parser(
-            name, parents=common, help=help_, description=help_, aliases=list(aliases))
-        parser.set_defaults(func=lambda args: _run(func, args))
-        return parser
-
-    def msg_ref(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        parser.add_argument("topic")
-        parser.add_argument("msg_id", metavar="MSG_ID")
-        return parser
+        return client_command.add(where, name, func, help_, aliases)
 
     def receipt(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         parser.add_argument("--receipt", metavar="RECEIPT",
@@ -146,16 +90,17 @@ def register(subparsers: Any) -> None:
                         "\"ttlMillis\": ..., \"maxRetry\": ..., \"attributes\": {...}}), "
                         "'-' for stdin; --delay, --at, --ttl, --max-retry and --attr fill in "
                         "what a line leaves out")
-    p.add_argument("--batch-size", type=_positive, default=SEND_BATCH, metavar="N",
+    p.add_argument("--batch-size", type=positive, default=SEND_BATCH, metavar="N",
                    help=f"with --file, entries per request (default and most {SEND_BATCH})")
     when = p.add_mutually_exclusive_group()
-    when.add_argument("--delay", type=_duration, default=0, metavar="DUR",
+    when.add_argument("--delay", type=duration, default=0, metavar="DUR",
                       help="due after this long: 1500 (ms), 500ms, 10s, 4m, 1h30m")
-    when.add_argument("--at", type=_time, metavar="TIME", help="due at: ISO date-time or epoch ms")
+    when.add_argument("--at", type=timestamp, metavar="TIME",
+                      help="due at: ISO date-time or epoch ms")
     p.add_argument("--id", dest="msg_id", metavar="MSG_ID", help="msgId (default generated)")
-    p.add_argument("--ttl", type=_duration, metavar="DUR", help="ttl after the trigger time")
+    p.add_argument("--ttl", type=duration, metavar="DUR", help="ttl after the trigger time")
     p.add_argument("--max-retry", type=int, metavar="N", help="redeliveries allowed")
-    p.add_argument("--attr", type=_key_value, action="append", default=[],
+    p.add_argument("--attr", type=key_value, action="append", default=[],
                    metavar="KEY=VALUE", help="a message attribute (repeatable)")
 
     for name, help_ in (("pull", "take ready messages now (they must then be acked)"),
@@ -163,27 +108,27 @@ def register(subparsers: Any) -> None:
         p = add(name, cmd_pull, help_)
         p.add_argument("topic")
         p.add_argument("--batch", type=int, default=1, metavar="N")
-        p.add_argument("--ack-timeout", type=_duration, metavar="DUR")
+        p.add_argument("--ack-timeout", type=duration, metavar="DUR")
         if name == "long-poll":
-            p.add_argument("--wait", type=_duration, metavar="DUR",
+            p.add_argument("--wait", type=duration, metavar="DUR",
                            help="longest hold (server default 10s, at most 60s)")
         p.set_defaults(long_poll=name == "long-poll")
 
     receipt(msg_ref(add("ack", cmd_ack, "acknowledge a delivered message")))
     p = receipt(msg_ref(add("nack", cmd_nack, "hand a delivered message back for redelivery")))
-    p.add_argument("--delay", type=_duration, metavar="DUR",
+    p.add_argument("--delay", type=duration, metavar="DUR",
                    help="redeliver no earlier than this (default: the topic's backoff)")
     p = receipt(msg_ref(add("change-visibility", cmd_change_visibility,
                             "set a delivered message's ack deadline to now + ACK_TIMEOUT "
                             "(0 gives it back at once)", aliases=("extend",))))
-    p.add_argument("ack_timeout", type=_duration, metavar="ACK_TIMEOUT",
+    p.add_argument("ack_timeout", type=duration, metavar="ACK_TIMEOUT",
                    help="e.g. 30s, 5m, 0")
     p = msg_ref(add("reschedule", cmd_reschedule,
                     "move a waiting or ready message to a new due time"))
     when = p.add_mutually_exclusive_group(required=True)
-    when.add_argument("--delay", type=_duration, metavar="DUR", help="due after this long "
+    when.add_argument("--delay", type=duration, metavar="DUR", help="due after this long "
                       "from now (0: now)")
-    when.add_argument("--at", type=_time, metavar="TIME", help="due at: ISO date-time or "
+    when.add_argument("--at", type=timestamp, metavar="TIME", help="due at: ISO date-time or "
                       "epoch ms")
     msg_ref(add("get", cmd_get, "show a message and its status"))
     p = add("delete", cmd_delete, "delete a message")
@@ -194,7 +139,7 @@ def register(subparsers: Any) -> None:
     p = add("topic-config", cmd_topic_config, "show or change a topic's settings (value and "
             "source: topic or server default)")
     p.add_argument("topic")
-    p.add_argument("--set", dest="settings", type=_key_value, action="append", default=[],
+    p.add_argument("--set", dest="settings", type=key_value, action="append", default=[],
                    metavar="KEY=VALUE", help="set a setting (repeatable): "
                    + ", ".join(TOPIC_SETTINGS.values())
                    + "; durations as 1500, 10s, 1h; also snake_case (ttl_ms)")
@@ -207,7 +152,7 @@ def register(subparsers: Any) -> None:
     actions = dlq.add_subparsers(dest="dlq_action", metavar="ACTION", required=True)
     p = add("list", cmd_dlq_list, "list dead letters, oldest death first", where=actions)
     p.add_argument("topic")
-    p.add_argument("--limit", type=_positive, default=100, metavar="N",
+    p.add_argument("--limit", type=positive, default=100, metavar="N",
                    help="page size (default 100, at most 1000)")
     p.add_argument("--cursor", metavar="CURSOR", help="the next page, from a previous list")
     p.add_argument("--all", action="store_true", help="every page")
@@ -215,7 +160,7 @@ def register(subparsers: Any) -> None:
             where=actions)
     p.add_argument("topic")
     p.add_argument("--msg-id", metavar="MSG_ID", help="only this message")
-    p.add_argument("--limit", type=_positive, metavar="N",
+    p.add_argument("--limit", type=positive, metavar="N",
                    help="at most the N oldest (default: all of them)")
     p = add("purge", cmd_dlq_purge, "delete dead letters for good", where=actions)
     p.add_argument("topic")
@@ -230,57 +175,34 @@ def register(subparsers: Any) -> None:
     p.add_argument("--pull-threads", type=int, default=1, metavar="N")
     p.add_argument("--consume-threads", type=int, default=1, metavar="N",
                    help="commands run at once (default 1)")
-    p.add_argument("--batch", type=_positive, metavar="N",
+    p.add_argument("--batch", type=positive, metavar="N",
                    help="most messages per pull (default: as many as idle consume threads)")
-    p.add_argument("--ack-timeout", type=_duration, default=30_000, metavar="DUR",
+    p.add_argument("--ack-timeout", type=duration, default=30_000, metavar="DUR",
                    help="ack timeout of each delivery (default 30s); a command running "
                         "longer has it extended every half ack timeout until it exits")
-    p.add_argument("--command-timeout", type=_duration, metavar="DUR",
+    p.add_argument("--command-timeout", type=duration, metavar="DUR",
                    help="kill and nack a command running longer (default: never)")
     p.add_argument("--short-polling", action="store_true", help="pull every 100ms instead "
                    "of long polling")
     p.add_argument("--max-messages", type=int, metavar="N",
                    help="exit after handling N messages")
-    p.add_argument("--grace", type=_duration, default=30_000, metavar="DUR",
+    p.add_argument("--grace", type=duration, default=30_000, metavar="DUR",
                    help="on stop, how long running commands may finish (default 30s)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every ack and nack")
-    p.set_defaults(consume_parser=p)
+    p.set_defaults(func=lambda args: run(cmd_consume, _command_after_dashes(p, args)))
 
 
-def _run(func: Callable[[DelayQueueClient, argparse.Namespace], int],
-         args: argparse.Namespace) -> int:
-    """Call a command; turn expected failures into one line on stderr and an exit code."""
-    if getattr(args, "consume_parser", None) and "--" in args.command:
-        # argparse puts options given after TOPIC into the command too: parse them now.
+def _command_after_dashes(parser: argparse.ArgumentParser,
+                          args: argparse.Namespace) -> argparse.Namespace:
+    """``consume TOPIC --opt ... -- COMMAND``: argparse put ``--opt ...`` into the command
+    too (it is REMAINDER); parse them as consume's options and keep what follows ``--``."""
+    if "--" in args.command:
         given = args.command
         cut = given.index("--")
         if cut:
-            args.consume_parser.parse_args([*given[:cut], args.topic], namespace=args)
+            parser.parse_args([*given[:cut], args.topic], namespace=args)
         args.command = given[cut + 1:]
-    try:
-        with DelayQueueClient(args.url, timeout=args.timeout, token=args.token) as client:
-            return func(client, args)
-    except NotFoundError as exc:
-        return _fail(f"not found: {exc}", EXIT_NOT_FOUND)
-    except StaleReceiptError as exc:
-        return _fail(f"stale receipt: {exc}", EXIT_STALE)
-    except BadRequestError as exc:
-        return _fail(f"rejected: {exc}", EXIT_USAGE)
-    except DelayQueueError as exc:
-        return _fail(str(exc), EXIT_FAILURE)
-    except ValueError as exc:
-        return _fail(str(exc), EXIT_USAGE)
-    except KeyboardInterrupt:
-        return 130
-
-
-def _fail(message: str, code: int) -> int:
-    print(f"delayqueue: error: {message}", file=sys.stderr)
-    return code
-
-
-def _print_json(value: Any) -> None:
-    print(json.dumps(value, ensure_ascii=False, indent=2))
+    return args
 
 
 def _msg_json(m: DelayMsg) -> dict[str, Any]:
@@ -291,13 +213,13 @@ def cmd_send(client: DelayQueueClient, args: argparse.Namespace) -> int:
     if args.file is not None:
         return _send_file(client, args)
     if args.msg is None:
-        return _fail("send needs MSG (or --file PATH)", EXIT_USAGE)
+        return fail("send needs MSG (or --file PATH)", EXIT_USAGE)
     body = sys.stdin.read() if args.msg == "-" else args.msg
     sent = client.send(args.topic, body, delay_ms=args.delay if args.at is None else 0,
                        trigger_time=args.at, msg_id=args.msg_id, ttl_ms=args.ttl,
                        max_retry=args.max_retry, attributes=dict(args.attr) or None)
     if args.json:
-        _print_json(_msg_json(sent))
+        print_json(_msg_json(sent))
     else:
         print(display.message_detail(sent))
     return EXIT_OK
@@ -305,9 +227,9 @@ def cmd_send(client: DelayQueueClient, args: argparse.Namespace) -> int:
 
 def _send_file(client: DelayQueueClient, args: argparse.Namespace) -> int:
     if args.msg is not None or args.msg_id is not None:
-        return _fail("--file takes neither MSG nor --id: each line carries its own", EXIT_USAGE)
+        return fail("--file takes neither MSG nor --id: each line carries its own", EXIT_USAGE)
     if args.batch_size > SEND_BATCH:
-        return _fail(f"--batch-size: at most {SEND_BATCH}, got {args.batch_size}", EXIT_USAGE)
+        return fail(f"--batch-size: at most {SEND_BATCH}, got {args.batch_size}", EXIT_USAGE)
     defaults: dict[str, Any] = {"delayMillis": args.delay} if args.delay else {}
     for key, value in (("triggerTime", args.at), ("ttlMillis", args.ttl),
                        ("maxRetry", args.max_retry), ("attributes", dict(args.attr) or None)):
@@ -317,7 +239,7 @@ def _send_file(client: DelayQueueClient, args: argparse.Namespace) -> int:
     try:
         source = nullcontext(sys.stdin.buffer) if args.file == "-" else open(args.file, "rb")
     except OSError as exc:
-        return _fail(f"cannot read {args.file}: {exc.strerror}", EXIT_USAGE)
+        return fail(f"cannot read {args.file}: {exc.strerror}", EXIT_USAGE)
     shown = [-PROGRESS_EVERY_S]
 
     def progress(report: bulk.BulkReport) -> None:
@@ -333,7 +255,7 @@ def _send_file(client: DelayQueueClient, args: argparse.Namespace) -> int:
         code = "" if error.code is None else f" (code {error.code})"
         print(f"delayqueue: line {error.line}: {error.msg}{code}", file=sys.stderr)
     if args.json:
-        _print_json({"topic": args.topic, "lines": report.lines, "sent": report.sent,
+        print_json({"topic": args.topic, "lines": report.lines, "sent": report.sent,
                      "duplicates": report.duplicates, "failed": report.failed,
                      "aborted": report.aborted,
                      "errors": [{"line": e.line, "code": e.code, "msg": e.msg}
@@ -344,7 +266,7 @@ def _send_file(client: DelayQueueClient, args: argparse.Namespace) -> int:
         print(f"sent {report.sent} of {report.lines} message(s) to {args.topic}{dup}; "
               f"{report.failed} failed")
     if report.aborted is not None:
-        return _fail(f"stopped after line {report.lines}: {report.aborted}",
+        return fail(f"stopped after line {report.lines}: {report.aborted}",
                      EXIT_USAGE if report.aborted_code == 400 else EXIT_FAILURE)
     if any(e.code is not None and e.code >= 500 for e in report.errors):
         return EXIT_FAILURE
@@ -358,31 +280,23 @@ def cmd_pull(client: DelayQueueClient, args: argparse.Namespace) -> int:
     else:
         messages = client.pull(args.topic, args.batch, ack_timeout_ms=args.ack_timeout)
     if args.json:
-        _print_json([m.to_json() for m in messages])
+        print_json([m.to_json() for m in messages])
     else:
         print(display.message_table(messages))
     return EXIT_OK
 
 
-def _settled(args: argparse.Namespace, verb: str) -> int:
-    if args.json:
-        _print_json({"topic": args.topic, "msgId": args.msg_id, "result": verb})
-    else:
-        print(f"{verb} {args.topic}/{args.msg_id}")
-    return EXIT_OK
-
-
 def cmd_ack(client: DelayQueueClient, args: argparse.Namespace) -> int:
     client.ack(args.topic, args.msg_id, receipt=args.receipt)
-    return _settled(args, "acked")
+    return settled(args, "acked")
 
 
 def cmd_nack(client: DelayQueueClient, args: argparse.Namespace) -> int:
     client.nack(args.topic, args.msg_id, receipt=args.receipt, delay_ms=args.delay)
     if args.delay is None:
-        return _settled(args, "nacked")
+        return settled(args, "nacked")
     if args.json:
-        _print_json({"topic": args.topic, "msgId": args.msg_id, "result": "nacked",
+        print_json({"topic": args.topic, "msgId": args.msg_id, "result": "nacked",
                      "delayMillis": args.delay})
     else:
         print(f"nacked {args.topic}/{args.msg_id}, redelivered in {display.span(args.delay)} "
@@ -390,40 +304,32 @@ def cmd_nack(client: DelayQueueClient, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _show(args: argparse.Namespace, m: DelayMsg) -> int:
-    if args.json:
-        _print_json(m.to_json())
-    else:
-        print(display.message_detail(m))
-    return EXIT_OK
-
-
 def cmd_change_visibility(client: DelayQueueClient, args: argparse.Namespace) -> int:
-    return _show(args, client.change_visibility(args.topic, args.msg_id, args.ack_timeout,
+    return show(args, client.change_visibility(args.topic, args.msg_id, args.ack_timeout,
                                                 receipt=args.receipt))
 
 
 def cmd_reschedule(client: DelayQueueClient, args: argparse.Namespace) -> int:
-    return _show(args, client.reschedule(args.topic, args.msg_id, delay_ms=args.delay,
+    return show(args, client.reschedule(args.topic, args.msg_id, delay_ms=args.delay,
                                          trigger_time=args.at))
 
 
 def cmd_delete(client: DelayQueueClient, args: argparse.Namespace) -> int:
     client.delete(args.topic, args.msg_id, release=args.release)
-    return _settled(args, "deleted and released" if args.release else "deleted")
+    return settled(args, "deleted and released" if args.release else "deleted")
 
 
 def cmd_get(client: DelayQueueClient, args: argparse.Namespace) -> int:
     found = client.get(args.topic, args.msg_id)
     if found is None:
-        return _fail(f"no message {args.topic}/{args.msg_id}", EXIT_NOT_FOUND)
-    return _show(args, found)
+        return fail(f"no message {args.topic}/{args.msg_id}", EXIT_NOT_FOUND)
+    return show(args, found)
 
 
 def cmd_topics(client: DelayQueueClient, args: argparse.Namespace) -> int:
     infos = client.topics()
     if args.json:
-        _print_json([t.raw for t in infos])
+        print_json([t.raw for t in infos])
     else:
         print(display.topics_table(infos))
     return EXIT_OK
@@ -432,7 +338,7 @@ def cmd_topics(client: DelayQueueClient, args: argparse.Namespace) -> int:
 def cmd_topic_info(client: DelayQueueClient, args: argparse.Namespace) -> int:
     info = client.topic_info(args.topic)
     if args.json:
-        _print_json(info.raw)
+        print_json(info.raw)
     else:
         print(display.topic_detail(info))
     return EXIT_OK
@@ -449,7 +355,7 @@ def cmd_topic_config(client: DelayQueueClient, args: argparse.Namespace) -> int:
     else:
         config = client.get_topic_config(args.topic)
     if args.json:
-        _print_json(_config_json(config))
+        print_json(_config_json(config))
     else:
         print(display.topic_config_table(config))
     return EXIT_OK
@@ -466,7 +372,7 @@ def cmd_dlq_list(client: DelayQueueClient, args: argparse.Namespace) -> int:
     else:
         messages, cursor = client.list_dead(args.topic, args.limit, args.cursor)
     if args.json:
-        _print_json({"delayMsgList": [m.to_json() for m in messages], "nextCursor": cursor})
+        print_json({"delayMsgList": [m.to_json() for m in messages], "nextCursor": cursor})
     else:
         print(display.dead_table(messages))
         if cursor:
@@ -485,7 +391,7 @@ def cmd_dlq_redrive(client: DelayQueueClient, args: argparse.Namespace) -> int:
         count = client.redrive_all_dead(args.topic, REDRIVE_CHUNK, max_count=args.limit,
                                         progress=progress)
     if args.json:
-        _print_json({"topic": args.topic, "count": count})
+        print_json({"topic": args.topic, "count": count})
     elif args.msg_id is not None:
         print(f"redrove {args.topic}/{args.msg_id}")
     else:
@@ -496,7 +402,7 @@ def cmd_dlq_redrive(client: DelayQueueClient, args: argparse.Namespace) -> int:
 def cmd_dlq_purge(client: DelayQueueClient, args: argparse.Namespace) -> int:
     count = client.purge_dead(args.topic, msg_id=args.msg_id)
     if args.json:
-        _print_json({"topic": args.topic, "count": count})
+        print_json({"topic": args.topic, "count": count})
     elif args.msg_id is not None:
         print(f"purged {args.topic}/{args.msg_id}")
     else:
@@ -507,7 +413,7 @@ def cmd_dlq_purge(client: DelayQueueClient, args: argparse.Namespace) -> int:
 def cmd_monitor(client: DelayQueueClient, args: argparse.Namespace) -> int:
     data = client.monitor_data()
     if args.json:
-        _print_json(data.raw)
+        print_json(data.raw)
     else:
         print(display.monitor_text(data))
     return EXIT_OK
@@ -516,12 +422,12 @@ def cmd_monitor(client: DelayQueueClient, args: argparse.Namespace) -> int:
 def cmd_consume(client: DelayQueueClient, args: argparse.Namespace) -> int:
     command = args.command
     if command and command[0].startswith("-"):
-        return _fail(f"unknown option {command[0]}; the command goes after --", EXIT_USAGE)
+        return fail(f"unknown option {command[0]}; the command goes after --", EXIT_USAGE)
     if not command:
-        return _fail("consume needs a command: delayqueue consume TOPIC -- COMMAND ...",
+        return fail("consume needs a command: delayqueue consume TOPIC -- COMMAND ...",
                      EXIT_USAGE)
     if shutil.which(command[0]) is None:
-        return _fail(f"command not found: {command[0]}", EXIT_USAGE)
+        return fail(f"command not found: {command[0]}", EXIT_USAGE)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="delayqueue consume: %(message)s", stream=sys.stderr)
     client.topic_info(args.topic)  # fail fast, with one line, when the server is unreachable
@@ -545,5 +451,5 @@ def cmd_consume(client: DelayQueueClient, args: argparse.Namespace) -> int:
         print(f"consumed {consumer.acked + consumer.nacked} message(s): "
               f"{consumer.acked} acked, {consumer.nacked} nacked", file=sys.stderr)
     else:
-        _print_json({"acked": consumer.acked, "nacked": consumer.nacked})
+        print_json({"acked": consumer.acked, "nacked": consumer.nacked})
     return EXIT_OK
