@@ -13,6 +13,7 @@ from contextlib import nullcontext
 from typing import Any, BinaryIO
 
 from delayqueue.client import DelayMsg, DelayQueueClient
+from delayqueue.client.batch import MAX_BATCH
 
 from . import bulk, display
 from .client_command import (
@@ -28,7 +29,6 @@ from .client_command import (
     timestamp,
 )
 
-SEND_BATCH = 1000  # the server's most entries per sendMsgBatch request
 PROGRESS_EVERY_S = 1.0  # send --file: the longest between two progress lines on stderr
 
 
@@ -43,8 +43,8 @@ def register(subparsers: Any) -> None:
                         "\"ttlMillis\": ..., \"maxRetry\": ..., \"attributes\": {...}}), "
                         "'-' for stdin; --delay, --at, --ttl, --max-retry and --attr fill in "
                         "what a line leaves out")
-    p.add_argument("--batch-size", type=positive, default=SEND_BATCH, metavar="N",
-                   help=f"with --file, entries per request (default and most {SEND_BATCH})")
+    p.add_argument("--batch-size", type=positive, default=MAX_BATCH, metavar="N",
+                   help=f"with --file, entries per request (default and most {MAX_BATCH})")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--delay", type=duration, default=0, metavar="DUR",
                       help="due after this long: 1500 (ms), 500ms, 10s, 4m, 1h30m")
@@ -80,8 +80,8 @@ def cmd_send(client: DelayQueueClient, args: argparse.Namespace) -> int:
 def _send_file(client: DelayQueueClient, args: argparse.Namespace) -> int:
     if args.msg is not None or args.msg_id is not None:
         return fail("--file takes neither MSG nor --id: each line carries its own", EXIT_USAGE)
-    if args.batch_size > SEND_BATCH:
-        return fail(f"--batch-size: at most {SEND_BATCH}, got {args.batch_size}", EXIT_USAGE)
+    if args.batch_size > MAX_BATCH:
+        return fail(f"--batch-size: at most {MAX_BATCH}, got {args.batch_size}", EXIT_USAGE)
     defaults: dict[str, Any] = {"delayMillis": args.delay} if args.delay else {}
     for key, value in (("triggerTime", args.at), ("ttlMillis", args.ttl),
                        ("maxRetry", args.max_retry), ("attributes", dict(args.attr) or None)):
