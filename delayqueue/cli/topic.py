@@ -7,6 +7,7 @@ from typing import Any
 
 from delayqueue.client import DelayQueueClient, TopicConfig
 from delayqueue.client.model import TOPIC_SETTINGS, setting_name
+from delayqueue.settings.topic_setting import BY_NAME
 from delayqueue.settings.value import ValueProblem, parse_bool
 
 from . import display
@@ -28,15 +29,17 @@ def register(subparsers: Any) -> None:
 
 
 def _setting(key: str, text: str) -> tuple[str, Any]:
-    """``--set key=value``: the SDK name and the typed value (durations as for --delay)."""
+    """``--set key=value``: the SDK name and the value of the setting's kind (durations as for
+    --delay); the server checks the bounds."""
     name = setting_name(key.strip())
+    kind = BY_NAME[TOPIC_SETTINGS[name]].kind
     text = text.strip()
-    if name == "dead_letter":
+    if kind is bool:
         try:
             return name, parse_bool(text)
         except ValueProblem:
             raise ValueError(f"{key}: not a boolean: {text!r} (use on/off, true/false)") from None
-    if name == "redelivery_backoff_multiplier":
+    if kind is float:
         try:
             return name, float(text)
         except ValueError:
