@@ -69,21 +69,19 @@ def cmd_dlq_redrive(client: DelayQueueClient, args: argparse.Namespace) -> int:
 
         count = client.redrive_all_dead(args.topic, REDRIVE_CHUNK, max_count=args.limit,
                                         progress=progress)
-    if args.json:
-        print_json({"topic": args.topic, "count": count})
-    elif args.msg_id is not None:
-        print(f"redrove {args.topic}/{args.msg_id}")
-    else:
-        print(f"redrove {count} dead letter(s) of {args.topic}")
-    return EXIT_OK
+    return _done(args, "redrove", count)
 
 
 def cmd_dlq_purge(client: DelayQueueClient, args: argparse.Namespace) -> int:
-    count = client.purge_dead(args.topic, msg_id=args.msg_id)
+    return _done(args, "purged", client.purge_dead(args.topic, msg_id=args.msg_id))
+
+
+def _done(args: argparse.Namespace, verb: str, count: int) -> int:
+    """Print what redrive or purge did: to the one message (--msg-id) or to ``count``."""
     if args.json:
         print_json({"topic": args.topic, "count": count})
     elif args.msg_id is not None:
-        print(f"purged {args.topic}/{args.msg_id}")
+        print(f"{verb} {args.topic}/{args.msg_id}")
     else:
-        print(f"purged {count} dead letter(s) of {args.topic}")
+        print(f"{verb} {count} dead letter(s) of {args.topic}")
     return EXIT_OK
