@@ -6,26 +6,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from delayqueue.client import DelayMsg, DelayQueueClient, Status
 
-from support.sdk import node, topic  # noqa: F401 - fixtures
-from test_cli import assert_one_line_error, run
+from support.cli import assert_one_line_error
 
 EXIT_STALE = 4
-
-
-@pytest.fixture
-def client(node):
-    with DelayQueueClient(node.url) as c:
-        yield c
-
-
-@pytest.fixture
-def dq(node):
-    """Run a command against the shared node (found through $DELAYQUEUE_URL)."""
-    return lambda *argv, **kw: run(node.url, *argv, **kw)
 
 
 def ok(result) -> str:
