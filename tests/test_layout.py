@@ -112,5 +112,5 @@ def test_the_checker_sees_relative_and_function_level_imports():
     assert "delayqueue.settings.config" in queue        # absolute, the floor below
     app = imports_of(PACKAGE / "http" / "app.py")
     assert "delayqueue.http.console.views" in app       # inside a function
-    messages = imports_of(PACKAGE / "cli" / "messages.py")
-    assert "delayqueue.cli.bulk" in messages            # "from . import bulk" names a module
+    send = imports_of(PACKAGE / "cli" / "send.py")
+    assert "delayqueue.cli.bulk" in send                # "from . import bulk" names a module

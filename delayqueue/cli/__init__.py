@@ -1,8 +1,9 @@
-"""The ``delayqueue`` command: ``serve``, ``report`` and the client commands.
+"""The ``delayqueue`` command: ``serve``, ``report``, ``migrate-storage`` and the client commands.
 
-Each subcommand lives in its own module under ``delayqueue.cli`` and exposes
-``register(subparsers)``, which adds its parser and sets ``func`` to a callable taking the
-parsed namespace and returning an exit code.
+Each module named in COMMAND_MODULES holds one command or one area of client commands and
+exposes ``register(subparsers)``, which adds their parsers and sets ``func`` to a callable
+taking the parsed namespace and returning an exit code. The client commands share their
+options, their client and their exit codes through ``client_command``.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import argparse
 import importlib
 from typing import Sequence
 
-# Modules under delayqueue.cli, each providing register(subparsers).
-COMMAND_MODULES = ("serve", "report", "messages", "migrate")
+# Modules under delayqueue.cli, each providing register(subparsers), in the order of --help.
+COMMAND_MODULES = ("serve", "report", "send", "delivery", "message", "topic", "dead_letter",
+                   "monitor", "consume", "migrate")
 
 
 def build_parser() -> argparse.ArgumentParser:

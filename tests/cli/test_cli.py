@@ -3,49 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
-from pathlib import Path
 
-import pytest
-
-from delayqueue.client import DelayQueueClient, Status
+from delayqueue.client import Status
 
 from support import wait_until
-from support.ports import refused_port
-from support.sdk import node, topic  # noqa: F401 - fixtures
-
-REPO = Path(__file__).resolve().parents[2]
-# The real entry point: the `delayqueue` console script pyproject.toml installs into the venv
-# that runs the tests ([project.scripts] delayqueue = "delayqueue.cli:main").
-DELAYQUEUE = Path(sys.executable).parent / "delayqueue"
-
-
-def env_for(url: str) -> dict[str, str]:
-    env = dict(os.environ, DELAYQUEUE_URL=url)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
-def popen(url: str, *argv: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([str(DELAYQUEUE), *argv], env=env_for(url),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
-
-
-def run(url: str, *argv: str, stdin: str | None = None,
-        timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([str(DELAYQUEUE), *argv], env=env_for(url),
-                          input=stdin, capture_output=True, text=True, timeout=timeout)
-
-
-@pytest.fixture
-def dead_url():
-    """A server URL whose port refuses every connection (held for the test)."""
-    with refused_port() as port:
-        yield f"http://127.0.0.1:{port}"
+from support.cli import DELAYQUEUE, assert_one_line_error, popen, run
 
 
 def test_the_console_script_is_the_installed_entry_point():
@@ -58,25 +23,6 @@ def test_the_console_script_is_the_installed_entry_point():
                       "change-visibility", "reschedule", "get", "delete", "topics", "topic-info",
                       "topic-config", "dlq", "monitor", "consume", "migrate-storage"], \
         result.stdout
-
-
-@pytest.fixture
-def client(node):
-    with DelayQueueClient(node.url) as c:
-        yield c
-
-
-@pytest.fixture
-def dq(node):
-    """Run a command against the shared node (found through $DELAYQUEUE_URL)."""
-    return lambda *argv, **kw: run(node.url, *argv, **kw)
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess, code: int) -> None:
-    assert result.returncode == code, result.stderr
-    assert "Traceback" not in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert result.stderr.startswith("delayqueue: error:")
 
 
 def test_send_shows_status_name_iso_times_and_relative_delay(dq, topic):

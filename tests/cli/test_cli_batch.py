@@ -5,22 +5,13 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from delayqueue.cli import main
 from delayqueue.client import DelayQueueClient, Status
 
+from support.cli import run
 from support.ports import refused_port
-from support.sdk import node, topic  # noqa: F401 - fixtures
-from test_cli import run
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-
-
-@pytest.fixture
-def client(node):
-    with DelayQueueClient(node.url) as c:
-        yield c
 
 
 def jsonl(path, *lines) -> str:

@@ -8,24 +8,13 @@ import json
 
 import pytest
 
+from delayqueue.cli.topic import _setting
 from delayqueue.client import DelayMsg, DelayQueueClient, Status
+from delayqueue.client.model import API_SETTINGS, TOPIC_SETTINGS
 
-from support.sdk import node, topic  # noqa: F401 - fixtures
-from test_cli import assert_one_line_error, run
+from support.cli import assert_one_line_error
 
 EXIT_STALE = 4
-
-
-@pytest.fixture
-def client(node):
-    with DelayQueueClient(node.url) as c:
-        yield c
-
-
-@pytest.fixture
-def dq(node):
-    """Run a command against the shared node (found through $DELAYQUEUE_URL)."""
-    return lambda *argv, **kw: run(node.url, *argv, **kw)
 
 
 def ok(result) -> str:
@@ -126,6 +115,23 @@ def test_topic_config_table_set_reset_and_json(dq, topic):
     assert "deadLetter: not a boolean: 'perhaps' (use on/off, true/false)" in refused.stderr
     assert_one_line_error(dq("topic-config", topic, "--set",
                              "redeliveryBackoffMultiplier=0.5"), 2)  # the server's 400
+
+
+def test_topic_config_set_reads_each_setting_as_its_kind():
+    # In-process: what --set hands the SDK, written out here rather than read from the table.
+    given = {"ttlMillis": ("10m", 600_000), "maxRetry": ("3", 3),
+             "ackTimeoutMillis": ("1500", 1_500), "redeliveryDelayMillis": ("2s", 2_000),
+             "redeliveryBackoffMultiplier": (" 2.5 ", 2.5),
+             "redeliveryMaxDelayMillis": ("1h", 3_600_000), "deadLetter": ("Off", False),
+             "deadLetterRetentionMillis": ("1d", 86_400_000), "deadLetterMaxSize": ("7", 7)}
+    assert set(given) == set(TOPIC_SETTINGS.values())
+    for api, (text, value) in given.items():
+        name, parsed = _setting(api, text)
+        assert (API_SETTINGS[api], parsed, type(parsed)) == (name, value, type(value)), api
+    with pytest.raises(ValueError, match="maxRetry: not a whole number: '1.5'"):
+        _setting("maxRetry", "1.5")
+    with pytest.raises(ValueError, match="redeliveryBackoffMultiplier: not a number: 'x'"):
+        _setting("redeliveryBackoffMultiplier", "x")
 
 
 def test_dlq_list_redrive_and_purge(dq, client, topic):

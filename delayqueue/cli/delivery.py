@@ -1,0 +1,83 @@
+"""Take deliveries and settle them: ``pull``, ``long-poll``, ``ack``, ``nack`` and
+``change-visibility`` (alias ``extend``).
+
+A pulled message is consuming until it is acked, nacked or its ack timeout passes; the
+settling commands may name the delivery by its ``--receipt``, so they never act on a later one.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from delayqueue.client import DelayQueueClient
+
+from . import display
+from .client_command import EXIT_OK, add, duration, msg_ref, print_json, settled, show
+
+
+def register(subparsers: Any) -> None:
+    for name, help_ in (("pull", "take ready messages now (they must then be acked)"),
+                        ("long-poll", "wait for ready messages (they must then be acked)")):
+        p = add(subparsers, name, cmd_pull, help_)
+        p.add_argument("topic")
+        p.add_argument("--batch", type=int, default=1, metavar="N")
+        p.add_argument("--ack-timeout", type=duration, metavar="DUR")
+        if name == "long-poll":
+            p.add_argument("--wait", type=duration, metavar="DUR",
+                           help="longest hold (server default 10s, at most 60s)")
+        p.set_defaults(long_poll=name == "long-poll")
+
+    _receipt(msg_ref(add(subparsers, "ack", cmd_ack, "acknowledge a delivered message")))
+    p = _receipt(msg_ref(add(subparsers, "nack", cmd_nack,
+                             "hand a delivered message back for redelivery")))
+    p.add_argument("--delay", type=duration, metavar="DUR",
+                   help="redeliver no earlier than this (default: the topic's backoff)")
+    p = _receipt(msg_ref(add(subparsers, "change-visibility", cmd_change_visibility,
+                             "set a delivered message's ack deadline to now + ACK_TIMEOUT "
+                             "(0 gives it back at once)", aliases=("extend",))))
+    p.add_argument("ack_timeout", type=duration, metavar="ACK_TIMEOUT",
+                   help="e.g. 30s, 5m, 0")
+
+
+def _receipt(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--receipt", metavar="RECEIPT",
+                        help="the delivery's receipt (from pull); refused with exit 4 "
+                             "when the message was delivered again since")
+    return parser
+
+
+def cmd_pull(client: DelayQueueClient, args: argparse.Namespace) -> int:
+    if args.long_poll:
+        messages = client.long_poll(args.topic, args.batch, timeout_ms=args.wait,
+                                    ack_timeout_ms=args.ack_timeout)
+    else:
+        messages = client.pull(args.topic, args.batch, ack_timeout_ms=args.ack_timeout)
+    if args.json:
+        print_json([m.to_json() for m in messages])
+    else:
+        print(display.message_table(messages))
+    return EXIT_OK
+
+
+def cmd_ack(client: DelayQueueClient, args: argparse.Namespace) -> int:
+    client.ack(args.topic, args.msg_id, receipt=args.receipt)
+    return settled(args, "acked")
+
+
+def cmd_nack(client: DelayQueueClient, args: argparse.Namespace) -> int:
+    client.nack(args.topic, args.msg_id, receipt=args.receipt, delay_ms=args.delay)
+    if args.delay is None:
+        return settled(args, "nacked")
+    if args.json:
+        print_json({"topic": args.topic, "msgId": args.msg_id, "result": "nacked",
+                    "delayMillis": args.delay})
+    else:
+        print(f"nacked {args.topic}/{args.msg_id}, redelivered in {display.span(args.delay)} "
+              "at the earliest")
+    return EXIT_OK
+
+
+def cmd_change_visibility(client: DelayQueueClient, args: argparse.Namespace) -> int:
+    return show(args, client.change_visibility(args.topic, args.msg_id, args.ack_timeout,
+                                               receipt=args.receipt))

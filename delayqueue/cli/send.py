@@ -1,0 +1,125 @@
+"""``delayqueue send``: one message, or every line of a JSON Lines file in batches (--file).
+
+``send --file`` exits 2 when lines were refused (invalid, or code 400) and 1 when the server
+failed (code 500, or unreachable: it stops at the first request that fails as a whole).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from contextlib import nullcontext
+from typing import Any, BinaryIO
+
+from delayqueue.client import DelayMsg, DelayQueueClient
+from delayqueue.client.batch import MAX_BATCH
+
+from . import bulk, display
+from .client_command import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    add,
+    duration,
+    fail,
+    key_value,
+    positive,
+    print_json,
+    timestamp,
+)
+
+PROGRESS_EVERY_S = 1.0  # send --file: the longest between two progress lines on stderr
+
+
+def register(subparsers: Any) -> None:
+    p = add(subparsers, "send", cmd_send, "send a message (MSG '-' reads the body from stdin), "
+            "or every line of a JSON Lines file in batches (--file)")
+    p.add_argument("topic")
+    p.add_argument("msg", metavar="MSG", nargs="?")
+    p.add_argument("--file", metavar="PATH",
+                   help="JSON Lines: one sendMsgBatch entry per line ({\"msg\": ..., "
+                        "\"msgId\": ..., \"delayMillis\": ..., \"triggerTime\": ..., "
+                        "\"ttlMillis\": ..., \"maxRetry\": ..., \"attributes\": {...}}), "
+                        "'-' for stdin; --delay, --at, --ttl, --max-retry and --attr fill in "
+                        "what a line leaves out")
+    p.add_argument("--batch-size", type=positive, default=MAX_BATCH, metavar="N",
+                   help=f"with --file, entries per request (default and most {MAX_BATCH})")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--delay", type=duration, default=0, metavar="DUR",
+                      help="due after this long: 1500 (ms), 500ms, 10s, 4m, 1h30m")
+    when.add_argument("--at", type=timestamp, metavar="TIME",
+                      help="due at: ISO date-time or epoch ms")
+    p.add_argument("--id", dest="msg_id", metavar="MSG_ID", help="msgId (default generated)")
+    p.add_argument("--ttl", type=duration, metavar="DUR", help="ttl after the trigger time")
+    p.add_argument("--max-retry", type=int, metavar="N", help="redeliveries allowed")
+    p.add_argument("--attr", type=key_value, action="append", default=[],
+                   metavar="KEY=VALUE", help="a message attribute (repeatable)")
+
+
+def _msg_json(m: DelayMsg) -> dict[str, Any]:
+    return {**m.to_json(), "duplicate": True} if m.duplicate else m.to_json()
+
+
+def cmd_send(client: DelayQueueClient, args: argparse.Namespace) -> int:
+    if args.file is not None:
+        return _send_file(client, args)
+    if args.msg is None:
+        return fail("send needs MSG (or --file PATH)", EXIT_USAGE)
+    body = sys.stdin.read() if args.msg == "-" else args.msg
+    sent = client.send(args.topic, body, delay_ms=args.delay if args.at is None else 0,
+                       trigger_time=args.at, msg_id=args.msg_id, ttl_ms=args.ttl,
+                       max_retry=args.max_retry, attributes=dict(args.attr) or None)
+    if args.json:
+        print_json(_msg_json(sent))
+    else:
+        print(display.message_detail(sent))
+    return EXIT_OK
+
+
+def _send_file(client: DelayQueueClient, args: argparse.Namespace) -> int:
+    if args.msg is not None or args.msg_id is not None:
+        return fail("--file takes neither MSG nor --id: each line carries its own", EXIT_USAGE)
+    if args.batch_size > MAX_BATCH:
+        return fail(f"--batch-size: at most {MAX_BATCH}, got {args.batch_size}", EXIT_USAGE)
+    defaults: dict[str, Any] = {"delayMillis": args.delay} if args.delay else {}
+    for key, value in (("triggerTime", args.at), ("ttlMillis", args.ttl),
+                       ("maxRetry", args.max_retry), ("attributes", dict(args.attr) or None)):
+        if value is not None:
+            defaults[key] = value
+    source: BinaryIO | nullcontext[BinaryIO]
+    try:
+        source = nullcontext(sys.stdin.buffer) if args.file == "-" else open(args.file, "rb")
+    except OSError as exc:
+        return fail(f"cannot read {args.file}: {exc.strerror}", EXIT_USAGE)
+    shown = [-PROGRESS_EVERY_S]
+
+    def progress(report: bulk.BulkReport) -> None:
+        if time.monotonic() - shown[0] >= PROGRESS_EVERY_S:
+            shown[0] = time.monotonic()
+            print(f"delayqueue: {report.lines} line(s) read: {report.sent} sent, "
+                  f"{report.failed} failed", file=sys.stderr, flush=True)
+
+    with source as lines:
+        report = bulk.send_lines(client, args.topic, lines, defaults=defaults,
+                                 batch_size=args.batch_size, progress=progress)
+    for error in report.errors:
+        code = "" if error.code is None else f" (code {error.code})"
+        print(f"delayqueue: line {error.line}: {error.msg}{code}", file=sys.stderr)
+    if args.json:
+        print_json({"topic": args.topic, "lines": report.lines, "sent": report.sent,
+                    "duplicates": report.duplicates, "failed": report.failed,
+                    "aborted": report.aborted,
+                    "errors": [{"line": e.line, "code": e.code, "msg": e.msg}
+                               for e in report.errors]})
+    else:
+        dup = f" ({report.duplicates} duplicate(s) of live messages)" if report.duplicates \
+            else ""
+        print(f"sent {report.sent} of {report.lines} message(s) to {args.topic}{dup}; "
+              f"{report.failed} failed")
+    if report.aborted is not None:
+        return fail(f"stopped after line {report.lines}: {report.aborted}",
+                    EXIT_USAGE if report.aborted_code == 400 else EXIT_FAILURE)
+    if any(e.code is not None and e.code >= 500 for e in report.errors):
+        return EXIT_FAILURE
+    return EXIT_USAGE if report.errors else EXIT_OK
