@@ -21,11 +21,12 @@ import redis
 from delayqueue.settings.config import Settings
 
 from .clock import Clock
-from .errors import BadRequest, Conflict, DelayQueueError, NotFound, redis_errors
+from .errors import DelayQueueError, redis_errors
 from .keys import NamespaceKeys, TopicKeys
 from .message import DelayMsg
 from .monitor import Monitor
 from .outcome import Outcome
+from .refusal import refusal
 from .scripts import ScriptBatch, Scripts
 from .status import Status
 from .topic_config import server_defaults
@@ -285,26 +286,14 @@ class DelayQueue:
 
     def _acked(self, topic: str, msg_id: str, reply: list) -> DelayMsg:
         outcome, fields = reply
-        if outcome == Outcome.NO_MESSAGE:
-            raise NotFound(f"msgId: no live or acked message '{msg_id}' in topic '{topic}'")
-        message = DelayMsg.from_fields(topic, msg_id, fields)
-        self._check_receipt(outcome, message)
-        if outcome == Outcome.NOT_DELIVERED:
-            raise BadRequest(f"msgId: message '{msg_id}' has not been delivered yet "
-                             f"(status {int(message.status)}); use deleteMsg to drop it")
+        message = _refuse("ack", outcome, topic, msg_id, fields)
         if outcome in (Outcome.OK, Outcome.ACKED_LATE):
             self.monitor.incr(topic, "ackMsg")
         return message
 
     def _nacked(self, topic: str, msg_id: str, reply: list) -> DelayMsg:
         outcome, fields, _, dead = reply
-        if outcome == Outcome.NO_MESSAGE:
-            raise NotFound(f"msgId: no live message '{msg_id}' in topic '{topic}'")
-        message = DelayMsg.from_fields(topic, msg_id, fields)
-        self._check_receipt(outcome, message)
-        if outcome == Outcome.NOT_CONSUMING:
-            raise BadRequest(f"msgId: message '{msg_id}' is not being consumed "
-                             f"(status {int(message.status)}); only status 3 can be nacked")
+        message = _refuse("nack", outcome, topic, msg_id, fields)
         self.monitor.incr(topic, "nackMsg")
         self._count_end(topic, message, dead)
         return message
@@ -318,14 +307,7 @@ class DelayQueue:
                 self.topic_keys(topic), msg_id, now, timeout_ms, self.end_life_ms,
                 self.keys.hint_channel, self.defaults, receipt or "")
             self.bookkeep(topic, now, int(lowered_due))
-        if outcome == Outcome.NO_MESSAGE:
-            raise NotFound(f"msgId: no live message '{msg_id}' in topic '{topic}'")
-        message = DelayMsg.from_fields(topic, msg_id, fields)
-        self._check_receipt(outcome, message)
-        if outcome == Outcome.NOT_CONSUMING:
-            raise BadRequest(f"msgId: message '{msg_id}' is not being consumed "
-                             f"(status {int(message.status)}); only status 3 has an ack "
-                             f"deadline")
+        message = _refuse("change_visibility", outcome, topic, msg_id, fields)
         self._count_end(topic, message, dead)
         return message
 
@@ -339,20 +321,14 @@ class DelayQueue:
             outcome, fields, lowered_due = self.scripts.reschedule(
                 self.topic_keys(topic), msg_id, now, trigger, self.keys.hint_channel)
             self.bookkeep(topic, now, int(lowered_due))
-        if outcome == Outcome.NO_MESSAGE:
-            raise NotFound(f"msgId: no live message '{msg_id}' in topic '{topic}'")
-        message = DelayMsg.from_fields(topic, msg_id, fields)
-        if outcome == Outcome.CONSUMING:
-            raise BadRequest(f"msgId: message '{msg_id}' is being consumed (status 3); only "
-                             f"waiting or ready messages can be rescheduled")
-        return message
+        return _refuse("reschedule", outcome, topic, msg_id, fields)
 
     def get(self, topic: str, msg_id: str) -> DelayMsg:
         with redis_errors():
             fields = self.scripts.get(self.topic_keys(topic), msg_id, self.clock.now_ms())
         self.monitor.incr(topic, "getMsg")
         if not fields:
-            raise NotFound(f"msgId: no message '{msg_id}' in topic '{topic}'")
+            raise refusal("get", Outcome.NO_MESSAGE, topic, msg_id)
         return DelayMsg.from_fields(topic, msg_id, fields)
 
     def delete(self, topic: str, msg_id: str, release: bool = False) -> DelayMsg:
@@ -372,15 +348,9 @@ class DelayQueue:
 
     def _deleted(self, topic: str, msg_id: str, reply: list) -> DelayMsg:
         outcome, fields = reply
-        if outcome == Outcome.NO_MESSAGE:
-            raise NotFound(f"msgId: no live message '{msg_id}' in topic '{topic}'")
+        message = _refuse("delete", outcome, topic, msg_id, fields)
         self.monitor.incr(topic, "deleteMsg")
-        return DelayMsg.from_fields(topic, msg_id, fields)
-
-    def _check_receipt(self, outcome: int, message: DelayMsg) -> None:
-        if outcome == Outcome.STALE_RECEIPT:
-            raise Conflict(f"receipt: stale receipt: message '{message.msg_id}' was delivered "
-                           f"again since (status {int(message.status)}, retry {message.retry})")
+        return message
 
     def _count_end(self, topic: str, message: DelayMsg, dead: int) -> None:
         if message.status == Status.RETRY_EXHAUSTED:
@@ -469,6 +439,16 @@ def _in_order(entries: Sequence[Any], replies: list[tuple[str, Any]],
                 reply = exc
         results.append(reply)
     return results
+
+
+def _refuse(script: str, outcome: int, topic: str, msg_id: str, fields: list) -> DelayMsg:
+    """The message a script answered with, or the error its refusing outcome maps to
+    (refusal.py), raised."""
+    message = DelayMsg.from_fields(topic, msg_id, fields) if fields else None
+    error = refusal(script, outcome, topic, msg_id, message)
+    if error:
+        raise error
+    return message
 
 
 def _raise(result):

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from . import topic_config
-from .errors import BadRequest, NotFound, redis_errors
+from .errors import BadRequest, redis_errors
 from .message import DelayMsg
 from .outcome import Outcome
 from .queue import SCRIPT_LIMIT, DelayQueue
+from .refusal import refusal
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,9 @@ class TopicAdmin:
                 self.queue.topic_keys(topic), now, msg_id or "", limit,
                 self.queue.keys.hint_channel, self.queue.defaults)
             self.queue.bookkeep(topic, now, int(lowered_due))
-        if outcome == Outcome.NO_MESSAGE:
-            raise NotFound(f"msgId: no dead letter '{msg_id}' in topic '{topic}'")
+        error = refusal("dead_redrive", outcome, topic, msg_id)
+        if error:
+            raise error
         self.monitor.incr(topic, "redriven", count)
         return int(count)
 
@@ -79,8 +81,9 @@ class TopicAdmin:
         with redis_errors():
             while True:
                 outcome, count = self.scripts.dead_purge(tk, msg_id or "", SCRIPT_LIMIT)
-                if outcome == Outcome.NO_MESSAGE:
-                    raise NotFound(f"msgId: no dead letter '{msg_id}' in topic '{topic}'")
+                error = refusal("dead_purge", outcome, topic, msg_id)
+                if error:
+                    raise error
                 total += count
                 if msg_id or count < SCRIPT_LIMIT:
                     return total
