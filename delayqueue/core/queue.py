@@ -222,23 +222,21 @@ class DelayQueue:
         with redis_errors():
             now = self.clock.now_ms()
             tk = self.topic_keys(topic)
-            messages, promoted, gaps, ended, next_trigger, ready_left, lowered_due, dead = \
-                self.scripts.pull(tk, now, batch,
-                                  ack_timeout_ms if ack_timeout_ms and ack_timeout_ms > 0 else -1,
-                                  self.end_life_ms, SCRIPT_LIMIT, self.keys.hint_channel,
-                                  self.defaults)
-            self.bookkeep(topic, now, int(lowered_due))
-        delivered = [DelayMsg.from_fields(topic, m[0], m[1:], with_receipt=True)
-                     for m in messages]
+            reply = self.scripts.pull(
+                tk, now, batch, ack_timeout_ms if ack_timeout_ms and ack_timeout_ms > 0 else -1,
+                self.end_life_ms, SCRIPT_LIMIT, self.keys.hint_channel, self.defaults)
+            self.bookkeep(topic, now, reply.lowered_due)
+        delivered = [DelayMsg.from_fields(topic, m.msg_id, m.fields, with_receipt=True)
+                     for m in reply.messages]
         if delivered:
             self.monitor.incr(topic, "pullMsg", len(delivered))
             self.monitor.observe(topic, "pullMsgTimeGap",
                                  [now - m.trigger_time for m in delivered])
-        self.monitor.record_promotions(topic, promoted, gaps)
-        self.monitor.incr(topic, "triggerMsgEndLife", ended)
-        self.monitor.incr(topic, "deadLettered", dead)
-        return PullResult(delivered, int(next_trigger) if next_trigger >= 0 else None,
-                          int(ready_left))
+        self.monitor.record_promotions(topic, reply.promoted, reply.gaps)
+        self.monitor.incr(topic, "triggerMsgEndLife", reply.ended)
+        self.monitor.incr(topic, "deadLettered", reply.dead)
+        return PullResult(delivered, reply.next_trigger if reply.next_trigger >= 0 else None,
+                          reply.ready_left)
 
     def ack(self, topic: str, msg_id: str, receipt: str | None = None) -> DelayMsg:
         """Ack a delivery (status 3, or given back and not yet redelivered) -> 4."""
@@ -303,12 +301,12 @@ class DelayQueue:
         """A consuming message's ack deadline becomes now + ``timeout_ms``; 0 gives it up."""
         with redis_errors():
             now = self.clock.now_ms()
-            outcome, fields, lowered_due, dead = self.scripts.change_visibility(
+            reply = self.scripts.change_visibility(
                 self.topic_keys(topic), msg_id, now, timeout_ms, self.end_life_ms,
                 self.keys.hint_channel, self.defaults, receipt or "")
-            self.bookkeep(topic, now, int(lowered_due))
-        message = _refuse("change_visibility", outcome, topic, msg_id, fields)
-        self._count_end(topic, message, dead)
+            self.bookkeep(topic, now, reply.lowered_due)
+        message = _refuse("change_visibility", reply.outcome, topic, msg_id, reply.fields)
+        self._count_end(topic, message, reply.dead)
         return message
 
     def reschedule(self, topic: str, msg_id: str, *, delay_ms: int | None = None,
@@ -318,18 +316,18 @@ class DelayQueue:
             now = self.clock.now_ms()
             trigger = trigger_time_ms if trigger_time_ms is not None \
                 else now + max(delay_ms or 0, 0)
-            outcome, fields, lowered_due = self.scripts.reschedule(
-                self.topic_keys(topic), msg_id, now, trigger, self.keys.hint_channel)
-            self.bookkeep(topic, now, int(lowered_due))
-        return _refuse("reschedule", outcome, topic, msg_id, fields)
+            reply = self.scripts.reschedule(self.topic_keys(topic), msg_id, now, trigger,
+                                            self.keys.hint_channel)
+            self.bookkeep(topic, now, reply.lowered_due)
+        return _refuse("reschedule", reply.outcome, topic, msg_id, reply.fields)
 
     def get(self, topic: str, msg_id: str) -> DelayMsg:
         with redis_errors():
-            fields = self.scripts.get(self.topic_keys(topic), msg_id, self.clock.now_ms())
+            reply = self.scripts.get(self.topic_keys(topic), msg_id, self.clock.now_ms())
         self.monitor.incr(topic, "getMsg")
-        if not fields:
+        if not reply:
             raise refusal("get", Outcome.NO_MESSAGE, topic, msg_id)
-        return DelayMsg.from_fields(topic, msg_id, fields)
+        return DelayMsg.from_fields(topic, msg_id, reply.fields)
 
     def delete(self, topic: str, msg_id: str, release: bool = False) -> DelayMsg:
         return _raise(self.delete_batch(topic, [msg_id], release)[0])

@@ -10,7 +10,8 @@ Every topic script takes the same keys in the same order: waiting, ready, ack, e
 config, msgs, ended (``TopicKeys.queues``); a message is a record in the topic's msgs hash,
 read and written only by lua/includes/message.lua. Each call is checked against
 the number of keys its script reads, so a key list that drifts from a script's header fails
-loudly here instead of reading the wrong key in Redis. Results use the codes of ``outcome.Outcome``.
+loudly here instead of reading the wrong key in Redis. Each method answers its script's typed
+reply (replies.py), outcomes as ``outcome.Outcome``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,25 @@ import redis
 from redis.commands.core import Script
 
 from .keys import NamespaceKeys, TopicKeys
+from .outcome import Outcome
+from .replies import (
+    BUILDERS,
+    AckReply,
+    ChangeVisibilityReply,
+    DeadListReply,
+    DeadPurgeReply,
+    DeadRedriveReply,
+    DeleteReply,
+    ExpireReply,
+    GetReply,
+    MigrateReply,
+    NackReply,
+    PromoteReply,
+    PullReply,
+    RescheduleReply,
+    SendReply,
+    TimeoutReply,
+)
 from .script_runner import WAITED, ScriptRunner
 
 _INCLUDE = re.compile(r"^--@include (\w+)[ \t]*$", re.MULTILINE)
@@ -178,9 +198,7 @@ class Scripts:
     server's value of every topic setting, which the script uses where the topic has none.
     """
 
-    NAMES = ("send", "promote", "pull", "ack", "nack", "delete", "get", "timeout", "expire",
-             "change_visibility", "reschedule", "dead_list", "dead_redrive", "dead_purge",
-             "dead_trim", "topic_config", "migrate", "due_set", "recycle", "monitor_flush")
+    NAMES = tuple(BUILDERS)   # every script under lua/, by the name of its file
 
     def __init__(self, client: redis.Redis, directory: Path | None = None,
                  runner: ScriptRunner | None = None, slot_hex: int | None = None) -> None:
@@ -206,14 +224,16 @@ class Scripts:
                             f"called with {len(keys)}")
         if isinstance(client, ScriptBatch):
             return client.add(name, self._scripts[name], keys, args)
-        return self.runner.run(name, self._scripts[name], keys, args, client)
+        if client is not None:   # queued in a pipeline: its execute() answers the raw reply
+            return self.runner.run(name, self._scripts[name], keys, args, client)
+        return BUILDERS[name](self.runner.run(name, self._scripts[name], keys, args))
 
     # -- topic scripts: KEYS = waiting, ready, ack, expire, dead, config, msgs, ended --------
     def send_many(self, tk: TopicKeys, now_ms: int, channel: str, defaults: Sequence[str],
-                  entries: Sequence[Sequence[Any]], client=None) -> list:
+                  entries: Sequence[Sequence[Any]], client=None) -> list[SendReply | Exception]:
         """Accept messages, each on its own, in one script call. ``entries``: (msg_id, body,
-        trigger_ms, ttl_ms, max_retry, attributes) each. The reply: one ``[outcome, fields,
-        lowered_due]`` per entry, in order, or the error an entry's own writes failed with."""
+        trigger_ms, ttl_ms, max_retry, attributes) each. The reply: one per entry, in order,
+        or the error an entry's own writes failed with."""
         args: list[Any] = [now_ms, channel, tk.topic, len(entries)]
         for entry in entries:
             args.extend(entry)
@@ -222,17 +242,18 @@ class Scripts:
 
     def send(self, tk: TopicKeys, msg_id: str, body: str, now_ms: int, trigger_ms: int,
              ttl_ms: int, max_retry: int, attributes: str, channel: str,
-             defaults: Sequence[str]) -> list:
-        """One message (``send_many`` of one): its ``[outcome, fields, lowered_due]``."""
+             defaults: Sequence[str]) -> SendReply:
+        """One message (``send_many`` of one)."""
         return _only(self.send_many(tk, now_ms, channel, defaults,
                                     [(msg_id, body, trigger_ms, ttl_ms, max_retry, attributes)]))
 
-    def promote(self, tk: TopicKeys, now_ms: int, limit: int, channel: str, client=None) -> list:
+    def promote(self, tk: TopicKeys, now_ms: int, limit: int, channel: str,
+                client=None) -> PromoteReply:
         return self._run("promote", tk.queues, [now_ms, limit, channel, tk.topic], client)
 
     def pull(self, tk: TopicKeys, now_ms: int, batch: int, ack_timeout_ms: int,
              end_life_ms: int, promote_limit: int, channel: str,
-             defaults: Sequence[str]) -> list:
+             defaults: Sequence[str]) -> PullReply:
         return self._run(
             "pull", tk.queues,
             [now_ms, batch, ack_timeout_ms, end_life_ms, promote_limit, channel, tk.topic,
@@ -240,89 +261,89 @@ class Scripts:
         )
 
     def ack_many(self, tk: TopicKeys, now_ms: int, end_life_ms: int,
-                 entries: Sequence[tuple[str, str]], client=None) -> list:
+                 entries: Sequence[tuple[str, str]], client=None) -> list[AckReply | Exception]:
         """Acks, each on its own, in one script call. ``entries``: (msg_id, receipt) each
-        (receipt '' = none). The reply: one ``[outcome, fields]`` per entry, in order, or the
-        error an entry's own writes failed with."""
+        (receipt '' = none). The reply: one per entry, in order, or the error an entry's own
+        writes failed with."""
         args: list[Any] = [now_ms, end_life_ms, len(entries)]
         for msg_id, receipt in entries:
             args.extend((msg_id, receipt))
         return self._run("ack", tk.queues, args, client)
 
     def ack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int,
-            receipt: str = "") -> list:
-        """One ack (``ack_many`` of one): its ``[outcome, fields]``."""
+            receipt: str = "") -> AckReply:
+        """One ack (``ack_many`` of one)."""
         return _only(self.ack_many(tk, now_ms, end_life_ms, [(msg_id, receipt)]))
 
     def nack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int, channel: str,
              defaults: Sequence[str], receipt: str = "", delay_ms: int = -1,
-             client=None) -> list:
+             client=None) -> NackReply:
         return self._run("nack", tk.queues,
                          [msg_id, now_ms, end_life_ms, receipt, delay_ms, channel, tk.topic,
                           *defaults], client)
 
     def change_visibility(self, tk: TopicKeys, msg_id: str, now_ms: int, timeout_ms: int,
                           end_life_ms: int, channel: str, defaults: Sequence[str],
-                          receipt: str = "") -> list:
+                          receipt: str = "") -> ChangeVisibilityReply:
         return self._run("change_visibility", tk.queues,
                          [msg_id, now_ms, timeout_ms, receipt, end_life_ms, channel, tk.topic,
                           *defaults])
 
     def reschedule(self, tk: TopicKeys, msg_id: str, now_ms: int, trigger_ms: int,
-                   channel: str) -> list:
+                   channel: str) -> RescheduleReply:
         return self._run("reschedule", tk.queues,
                          [msg_id, now_ms, trigger_ms, channel, tk.topic])
 
     def delete(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int, release: bool,
-               client=None) -> list:
+               client=None) -> DeleteReply:
         return self._run("delete", tk.queues,
                          [msg_id, now_ms, end_life_ms, 1 if release else 0], client)
 
-    def get(self, tk: TopicKeys, msg_id: str, now_ms: int | None) -> list:
-        """The message's fields (``MESSAGE_FIELDS`` order) and its slot, or [] when there is
-        none (``now_ms`` None: an ended one past its retention and not yet purged too)."""
+    def get(self, tk: TopicKeys, msg_id: str, now_ms: int | None) -> GetReply:
+        """The message, or an empty reply when there is none (``now_ms`` None: an ended one
+        past its retention and not yet purged is found too)."""
         return self._run("get", tk.queues, [msg_id, "" if now_ms is None else now_ms])
 
     def timeout(self, tk: TopicKeys, now_ms: int, limit: int, end_life_ms: int,
-                channel: str, defaults: Sequence[str], client=None) -> list:
+                channel: str, defaults: Sequence[str], client=None) -> TimeoutReply:
         return self._run("timeout", tk.queues,
                          [now_ms, limit, end_life_ms, channel, tk.topic, *defaults], client)
 
     def expire(self, tk: TopicKeys, now_ms: int, limit: int, end_life_ms: int,
-               defaults: Sequence[str], client=None) -> list:
+               defaults: Sequence[str], client=None) -> ExpireReply:
         return self._run("expire", tk.queues, [now_ms, limit, end_life_ms, *defaults], client)
 
     def dead_list(self, tk: TopicKeys, now_ms: int, limit: int, cursor_time: int | None,
-                  cursor_slot: str, defaults: Sequence[str]) -> list:
+                  cursor_slot: str, defaults: Sequence[str]) -> DeadListReply:
         return self._run("dead_list", tk.queues,
                          [now_ms, limit, "" if cursor_time is None else cursor_time,
                           cursor_slot, *defaults])
 
     def dead_redrive(self, tk: TopicKeys, now_ms: int, msg_id: str, limit: int, channel: str,
-                     defaults: Sequence[str]) -> list:
+                     defaults: Sequence[str]) -> DeadRedriveReply:
         return self._run("dead_redrive", tk.queues,
                          [now_ms, msg_id, limit, channel, tk.topic, *defaults])
 
-    def dead_purge(self, tk: TopicKeys, msg_id: str, limit: int) -> list:
+    def dead_purge(self, tk: TopicKeys, msg_id: str, limit: int) -> DeadPurgeReply:
         return self._run("dead_purge", tk.queues, [msg_id, limit])
 
     def dead_trim(self, tk: TopicKeys, now_ms: int, limit: int,
                   defaults: Sequence[str]) -> int:
         return self._run("dead_trim", tk.queues, [now_ms, limit, *defaults])
 
-    def topic_config(self, tk: TopicKeys, reset: bool, pairs: Sequence[str]) -> int:
+    def topic_config(self, tk: TopicKeys, reset: bool, pairs: Sequence[str]) -> Outcome:
         return self._run("topic_config", tk.queues, [1 if reset else 0, *pairs])
 
-    def migrate(self, tk: TopicKeys, now_ms: int, msg_ids: Sequence[str]) -> list:
+    def migrate(self, tk: TopicKeys, now_ms: int, msg_ids: Sequence[str]) -> MigrateReply:
         """Convert these messages from the per-message hashes of the older storage format."""
         return self._run("migrate", tk.queues, [tk.legacy_msg_prefix, now_ms, *msg_ids])
 
     # -- namespace scripts (bookkeeping, slot {ns}) ----------------------------------------
     def due_set(self, nk: NamespaceKeys, topic: str, seen_ms: float, next_ms: int,
-                client=None) -> int:
+                client=None) -> Outcome:
         return self._run("due_set", [nk.due], [topic, seen_ms, next_ms], client)
 
-    def recycle(self, nk: NamespaceKeys, topic: str, seen_ms: float) -> int:
+    def recycle(self, nk: NamespaceKeys, topic: str, seen_ms: float) -> Outcome:
         return self._run("recycle", [nk.topics, nk.due], [topic, seen_ms])
 
     def monitor_flush(self, nk: NamespaceKeys, interval_start_ms: int, ttl_ms: int,

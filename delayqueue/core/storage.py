@@ -77,7 +77,7 @@ def _glob_escape(text: str) -> str:
 def _migrate_ids(scripts: Scripts, tk: TopicKeys, now_ms: int, ids: list[str]) -> int:
     converted = 0
     for start in range(0, len(ids), MIGRATE_BATCH):
-        converted += int(scripts.migrate(tk, now_ms, ids[start:start + MIGRATE_BATCH])[0])
+        converted += scripts.migrate(tk, now_ms, ids[start:start + MIGRATE_BATCH]).converted
     return converted
 
 
