@@ -23,6 +23,7 @@ import redis
 from delayqueue.core.clock import Clock
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.monitor import Monitor
+from delayqueue.core.outcome import Outcome
 from delayqueue.core.queue import SCRIPT_LIMIT
 from delayqueue.core.scripts import Scripts
 
@@ -93,13 +94,13 @@ class Scheduler:
         now = self.clock.now_ms()
         due = self.client.zrangebyscore(self.keys.due, "-inf", now, start=0,
                                         num=TOPICS_PER_TICK, withscores=True)
-        pipe = self.client.pipeline(transaction=False)
+        trip = self.scripts.round_trip()
         if due:
             next_due = self.visit([topic for topic, _ in due])
             for topic, seen in due:
-                self.scripts.due_set(self.keys, topic, seen, next_due[topic], client=pipe)
-        pipe.zrange(self.keys.due, 0, 0, withscores=True)
-        head = pipe.execute()[-1]
+                self.scripts.due_set(self.keys, topic, seen, next_due[topic], trip=trip)
+        trip.command("ZRANGE", self.keys.due, 0, 0, "WITHSCORES", withscores=True)
+        head = trip.execute(raise_on_error=True)[-1]
         return int(head[0][1]) if head else None
 
     def visit(self, topics: list[str]) -> dict[str, int]:
@@ -123,34 +124,34 @@ class Scheduler:
             if not busy:
                 return next_due
             now = self.clock.now_ms()
-            pipe = self.client.pipeline(transaction=False)
+            trip = self.scripts.round_trip()
             for topic in busy:
                 tk = self.keys.topic(topic)
-                self.scripts.promote(tk, now, SCRIPT_LIMIT, channel, client=pipe)
+                self.scripts.promote(tk, now, SCRIPT_LIMIT, channel, trip=trip)
                 self.scripts.timeout(tk, now, SCRIPT_LIMIT, self.end_life_ms, channel,
-                                     self.defaults, client=pipe)
+                                     self.defaults, trip=trip)
                 self.scripts.expire(tk, now, SCRIPT_LIMIT, self.end_life_ms, self.defaults,
-                                    client=pipe)
-            replies = pipe.execute()
+                                    trip=trip)
+            replies = trip.execute(raise_on_error=True)
             still_busy = []
             first_round = busy is topics
             for i, topic in enumerate(busy):
-                (moved, gaps, _), (requeued, exhausted, _, dead_timeout), \
-                    (expired, ended6, scanned, due, dead_expire, purged) = \
-                    replies[3 * i:3 * i + 3]
-                self.monitor.record_promotions(topic, moved, gaps)
-                self.monitor.incr(topic, "deadLettered", dead_timeout + dead_expire)
-                if requeued or exhausted:
-                    self.monitor.incr(topic, "triggerMsgTimeout", requeued + exhausted)
-                if exhausted or expired or ended6:
-                    self.monitor.incr(topic, "triggerMsgEndLife", exhausted + expired + ended6)
-                if SCRIPT_LIMIT in (moved, requeued + exhausted, scanned, purged):
+                promoted, timed_out, expired = replies[3 * i:3 * i + 3]
+                self.monitor.record_promotions(topic, promoted.moved, promoted.gaps)
+                self.monitor.incr(topic, "deadLettered", timed_out.dead + expired.dead)
+                given_back = timed_out.requeued + timed_out.ended
+                if given_back:
+                    self.monitor.incr(topic, "triggerMsgTimeout", given_back)
+                ended = timed_out.ended + expired.expired + expired.exhausted
+                if ended:
+                    self.monitor.incr(topic, "triggerMsgEndLife", ended)
+                if SCRIPT_LIMIT in (promoted.moved, given_back, expired.scanned, expired.purged):
                     still_busy.append(topic)
-                elif first_round and due >= 0 and self.defer_ms and \
-                        not (moved or requeued or exhausted or expired or ended6 or purged):
-                    next_due[topic] = int(due) + self.defer_ms
+                elif first_round and expired.due >= 0 and self.defer_ms and \
+                        not (promoted.moved or given_back or ended or expired.purged):
+                    next_due[topic] = expired.due + self.defer_ms
                 else:
-                    next_due[topic] = int(due)
+                    next_due[topic] = expired.due
             busy = still_busy
         now = self.clock.now_ms()
         next_due.update({topic: now for topic in busy})  # still busy: back on the next tick
@@ -208,7 +209,7 @@ class Scheduler:
         live = pipe.execute() if stale else []
         recycled = []
         for (topic, seen), count in zip(stale, live):
-            if count == 0 and self.scripts.recycle(self.keys, topic, seen):
+            if count == 0 and self.scripts.recycle(self.keys, topic, seen) == Outcome.OK:
                 self.on_recycle(topic)
                 recycled.append(topic)
         if recycled:

@@ -270,15 +270,10 @@ class Monitor:
         """
         calls = [(start, batch, batch.args()) for start, batch in sorted(batches.items())]
         calls = [call for call in calls if call[2]]
-        if len(calls) == 1:
-            start, batch, args = calls[0]
-            results = [self.scripts.monitor_flush(self.keys, start, self.retention_ms, args,
-                                                  client=self.client)]
-        else:
-            pipe = self.client.pipeline(transaction=False)
-            for start, _, args in calls:
-                self.scripts.monitor_flush(self.keys, start, self.retention_ms, args, client=pipe)
-            results = pipe.execute(raise_on_error=False)
+        trip = self.scripts.round_trip(self.client)
+        for start, _, args in calls:
+            self.scripts.monitor_flush(self.keys, start, self.retention_ms, args, trip=trip)
+        results = trip.execute()
         failed: dict[int, _Batch] = {}
         error: Exception | None = None
         for (start, batch, _), result in zip(calls, results):
