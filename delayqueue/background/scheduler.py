@@ -2,12 +2,12 @@
 
 A topic's due time (the namespace due index, ``keys.due``) is the earliest moment it needs
 the scheduler: the head of its waiting queue, its ack deadlines or its expiry index, or the
-end of an ended message's retention (plus a slack, so purges come in batches). A tick
+end of an ended message's retention (plus a slack, so purges come in bulk). A tick
 visits only topics whose due time has come, so idle topics cost nothing per tick, and
 returns how long to sleep until the next one. The ticks have no threads in them: ``Loop``
 (loop.py) drives them in each worker, and tests call them directly.
 
-Sends and pulls lower a topic's due time themselves (``DelayQueue._bookkeep``); a tick writes
+Sends and pulls lower a topic's due time themselves (``DelayQueue.bookkeep``); a tick writes
 back each visited topic's next due time with a compare-and-set (``lua/due_set.lua``), so a
 concurrent send that lowered it is never overwritten.
 """
@@ -81,7 +81,7 @@ class Scheduler:
         if next_due is not None:
             # Wake 1 ms after the due time: the clock is a lower bound, never early.
             delay = min(delay, self.clock.seconds_until(next_due + 1))
-        # Under load every millisecond has a due message somewhere: batch them, one tick per
+        # Under load every millisecond has a due message somewhere: gather them, one tick per
         # gap, instead of a tick (three round trips) per due millisecond.
         return max(delay, self.min_gap_ms / 1000.0 - (time.monotonic() - started))
 

@@ -191,11 +191,12 @@ class DelayQueue:
             replies.pop()   # the bump's own answer: bookkeeping, never read
         return [as_error(r) if isinstance(r, Exception) else r for r in replies]
 
-    def pull(self, topic: str, batch: int = 1, ack_timeout_ms: int | None = None) -> PullResult:
+    def pull(self, topic: str, count: int = 1, ack_timeout_ms: int | None = None) -> PullResult:
+        """Hand out up to ``count`` ready messages (the API's ``batch``)."""
         with redis_errors():
             now = self.clock.now_ms()
             reply = self.scripts.pull(
-                self.topic_keys(topic), now, batch,
+                self.topic_keys(topic), now, count,
                 ack_timeout_ms if ack_timeout_ms and ack_timeout_ms > 0 else -1,
                 self.end_life_ms, SCRIPT_LIMIT, self.keys.hint_channel, self.defaults)
             self.bookkeep(topic, now, reply.lowered_due)

@@ -179,12 +179,13 @@ class Scripts:
                 trip: RoundTrip | None = None) -> PromoteReply:
         return self._run("promote", tk.queues, [now_ms, limit, channel, tk.topic], trip)
 
-    def pull(self, tk: TopicKeys, now_ms: int, batch: int, ack_timeout_ms: int,
+    def pull(self, tk: TopicKeys, now_ms: int, count: int, ack_timeout_ms: int,
              end_life_ms: int, promote_limit: int, channel: str,
              defaults: Sequence[str]) -> PullReply:
+        """Hand out up to ``count`` ready messages (the API's ``batch``)."""
         return self._run(
             "pull", tk.queues,
-            [now_ms, batch, ack_timeout_ms, end_life_ms, promote_limit, channel, tk.topic,
+            [now_ms, count, ack_timeout_ms, end_life_ms, promote_limit, channel, tk.topic,
              *defaults],
         )
 

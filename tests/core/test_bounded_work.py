@@ -56,7 +56,7 @@ def test_pull_skips_a_bounded_number_of_dead_entries_per_call(redis_url, redis_c
     tk = rt.queue.topic_keys("dead")
     rt.scheduler.visit(["dead"])
     clock.advance(3_600_000)  # every message is now past its expireTime
-    result = rt.queue.pull("dead", batch=10)
+    result = rt.queue.pull("dead", count=10)
     assert result.messages == []
     # batch 10 may skip at most 2 * 10 dead entries in one call; the rest wait for expiry.
     assert redis_client.zcard(tk.ready) == 300 - 20
