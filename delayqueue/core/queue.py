@@ -30,7 +30,7 @@ from .outcome import Outcome
 from .refusal import refusal
 from .replies import AckReply, NackReply, SendReply
 from .script_runner import RoundTrip
-from .scripts import AckEntry, Scripts, SendEntry
+from .scripts import AckArgs, Scripts, SendArgs
 from .status import Status
 from .topic_config import server_defaults
 
@@ -163,7 +163,7 @@ class DelayQueue:
         with redis_errors():
             now = self.clock.now_ms()
             tk = self.topic_keys(topic)
-            entries = [_send_entry(r, now) for r in requests
+            entries = [_send_args(r, now) for r in requests
                        if not isinstance(r, DelayQueueError)]
             trip = self.scripts.round_trip()
             # One script call per SEND_CHUNK messages, so no call holds Redis for long.
@@ -233,7 +233,7 @@ class DelayQueue:
             trip = self.scripts.round_trip()
             for acks, run in groupby(asked, attrgetter("ack")):
                 if acks:
-                    entries = [AckEntry(r.msg_id, r.receipt or "") for r in run]
+                    entries = [AckArgs(r.msg_id, r.receipt or "") for r in run]
                     for start in range(0, len(entries), ACK_CHUNK):
                         self.scripts.ack_many(tk, now, self.end_life_ms,
                                               entries[start:start + ACK_CHUNK], trip=trip)
@@ -384,13 +384,13 @@ class DelayQueue:
 
 
 # -- helpers of the transitions ------------------------------------------------------------
-def _send_entry(request: SendRequest, now_ms: int) -> SendEntry:
+def _send_args(request: SendRequest, now_ms: int) -> SendArgs:
     """A request as the send script takes it: its trigger time (never before now), a msgId
     made up where none was given, -1 where the topic's setting applies."""
     r = request
     trigger = r.trigger_time_ms if r.trigger_time_ms is not None \
         else now_ms + max(r.delay_ms or 0, 0)
-    return SendEntry(r.msg_id or uuid.uuid4().hex, r.body, max(trigger, now_ms),
+    return SendArgs(r.msg_id or uuid.uuid4().hex, r.body, max(trigger, now_ms),
                      r.ttl_ms if r.ttl_ms and r.ttl_ms > 0 else -1,
                      r.max_retry if r.max_retry is not None and r.max_retry >= 0 else -1,
                      _attributes_json(r.attributes))

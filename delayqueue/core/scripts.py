@@ -93,7 +93,7 @@ def key_count(source: str) -> int:
     return max((int(n) for n in _KEY.findall(source)), default=0)
 
 
-class SendEntry(NamedTuple):
+class SendArgs(NamedTuple):
     """One message of a send call, in send.lua's ARGV order (ttl_ms, max_retry: -1 = the
     topic's setting; attributes: JSON text, '' for none)."""
     msg_id: str
@@ -104,8 +104,8 @@ class SendEntry(NamedTuple):
     attributes: str
 
 
-class AckEntry(NamedTuple):
-    """One ack of an ack call (receipt '' = none)."""
+class AckArgs(NamedTuple):
+    """One ack of an ack call, in ack.lua's ARGV order (receipt '' = none)."""
     msg_id: str
     receipt: str
 
@@ -158,7 +158,7 @@ class Scripts:
 
     # -- topic scripts: KEYS = waiting, ready, ack, expire, dead, config, msgs, ended --------
     def send_many(self, tk: TopicKeys, now_ms: int, channel: str, defaults: Sequence[str],
-                  entries: Sequence[SendEntry], trip: RoundTrip | None = None
+                  entries: Sequence[SendArgs], trip: RoundTrip | None = None
                   ) -> list[SendReply | Exception]:
         """Accept messages, each on its own, in one script call: a reply per entry, in
         order, or the error an entry's own writes failed with."""
@@ -173,7 +173,7 @@ class Scripts:
              defaults: Sequence[str]) -> SendReply:
         """One message (``send_many`` of one)."""
         return _only(self.send_many(tk, now_ms, channel, defaults, [
-            SendEntry(msg_id, body, trigger_ms, ttl_ms, max_retry, attributes)]))
+            SendArgs(msg_id, body, trigger_ms, ttl_ms, max_retry, attributes)]))
 
     def promote(self, tk: TopicKeys, now_ms: int, limit: int, channel: str,
                 trip: RoundTrip | None = None) -> PromoteReply:
@@ -190,7 +190,7 @@ class Scripts:
         )
 
     def ack_many(self, tk: TopicKeys, now_ms: int, end_life_ms: int,
-                 entries: Sequence[AckEntry], trip: RoundTrip | None = None
+                 entries: Sequence[AckArgs], trip: RoundTrip | None = None
                  ) -> list[AckReply | Exception]:
         """Acks, each on its own, in one script call: a reply per entry, in order, or the
         error an entry's own writes failed with."""
@@ -202,7 +202,7 @@ class Scripts:
     def ack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int,
             receipt: str = "") -> AckReply:
         """One ack (``ack_many`` of one)."""
-        return _only(self.ack_many(tk, now_ms, end_life_ms, [AckEntry(msg_id, receipt)]))
+        return _only(self.ack_many(tk, now_ms, end_life_ms, [AckArgs(msg_id, receipt)]))
 
     def nack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int, channel: str,
              defaults: Sequence[str], receipt: str = "", delay_ms: int = -1,

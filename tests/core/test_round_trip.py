@@ -7,7 +7,7 @@ import redis
 
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.outcome import Outcome
-from delayqueue.core.scripts import Scripts, SendEntry
+from delayqueue.core.scripts import Scripts, SendArgs
 from delayqueue.core.topic_config import server_defaults
 from delayqueue.settings.config import load_settings
 
@@ -35,9 +35,9 @@ def test_a_many_entry_call_that_fails_whole_answers_its_error_for_each_entry(red
     redis_client.set(broken.config, "not a hash")      # send.lua reads it before any entry
     trip = scripts.round_trip()
     scripts.send_many(broken, T0, NS.hint_channel, DEFAULTS,
-                      [SendEntry(m, "body", T0, -1, -1, "") for m in ("a", "b")], trip=trip)
+                      [SendArgs(m, "body", T0, -1, -1, "") for m in ("a", "b")], trip=trip)
     scripts.send_many(fine, T0, NS.hint_channel, DEFAULTS,
-                      [SendEntry("c", "body", T0, -1, -1, "")], trip=trip)
+                      [SendArgs("c", "body", T0, -1, -1, "")], trip=trip)
     first, second, third = trip.execute()
     assert isinstance(first, redis.ResponseError) and second is first
     assert third.outcome == Outcome.OK and third.fields[0] == "body"
@@ -49,9 +49,9 @@ def test_raise_on_error_raises_the_first_failure_once_every_call_ran(redis_clien
     redis_client.set(broken.config, "not a hash")
     trip = scripts.round_trip()
     scripts.send_many(broken, T0, NS.hint_channel, DEFAULTS,
-                      [SendEntry("a", "body", T0, -1, -1, "")], trip=trip)
+                      [SendArgs("a", "body", T0, -1, -1, "")], trip=trip)
     scripts.send_many(fine, T0, NS.hint_channel, DEFAULTS,
-                      [SendEntry("c", "body", T0, -1, -1, "")], trip=trip)
+                      [SendArgs("c", "body", T0, -1, -1, "")], trip=trip)
     with pytest.raises(redis.ResponseError):
         trip.execute(raise_on_error=True)
     assert redis_client.hlen(fine.msgs) == 1
