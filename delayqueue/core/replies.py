@@ -15,6 +15,7 @@ or the error that entry's own writes failed with in its place (the others stand)
 
 from __future__ import annotations
 
+import inspect
 from operator import itemgetter
 from typing import Any, Callable
 
@@ -23,13 +24,14 @@ from .outcome import Outcome
 
 class Reply(list):
     """A script's raw reply whose positions are read by name: each annotation of a subclass,
-    in order, names the value at its position (as a NamedTuple's fields do)."""
+    in order, names the value at its position (as a NamedTuple's fields do). A list rather
+    than a NamedTuple because a tuple is never equal to the list a test of the Lua expects."""
 
     names: tuple[str, ...] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls.names = tuple(cls.__dict__.get("__annotations__", {}))
+        cls.names = tuple(inspect.get_annotations(cls))   # its own, in declaration order
         for position, name in enumerate(cls.names):
             setattr(cls, name, property(itemgetter(position)))
 
