@@ -38,6 +38,7 @@ from typing import Any
 import redis
 
 from delayqueue.core.keys import NamespaceKeys
+from delayqueue.core.outcome import Outcome
 from delayqueue.core.scripts import Scripts
 from delayqueue.core.topic_config import server_defaults
 from delayqueue.settings.config import load_settings
@@ -177,7 +178,7 @@ def load_backlog(client: redis.Redis, p: dict[str, Any], body: str,
     while done < total:
         n = min(chunk, total - done)
         now = int(common.now_ms())
-        pipe = client.pipeline(transaction=False)
+        trip = scripts.round_trip()
         for i in range(done, done + n):
             tk = tks[i % len(tks)]
             trigger = now + rng.randint(HOUR_MS, 7 * DAY_MS)
@@ -185,8 +186,8 @@ def load_backlog(client: redis.Redis, p: dict[str, Any], body: str,
                 head[tk.topic] = trigger
             scripts.send_many(tk, now, nk.hint_channel, SERVER_DEFAULTS,
                               [(hex_id(rng), body, trigger, TTL_MS, MAX_RETRY, "")],
-                              client=pipe)
-        rejected += sum(1 for [reply] in pipe.execute() if reply[0] != 1)
+                              trip=trip)
+        rejected += sum(1 for reply in trip.execute() if reply.outcome != Outcome.OK)
         done += n
         if time.monotonic() - last_report >= 5:
             last_report = time.monotonic()

@@ -173,9 +173,9 @@ def exercise_every_script(dq: FakeDelayQueue) -> set[str]:
     scripts = dq.runtime.scripts
     original = scripts._run
 
-    def recording(name, keys, args, client=None):
+    def recording(name, *call, **options):
         ran.add(name)
-        return original(name, keys, args, client)
+        return original(name, *call, **options)
 
     scripts._run = recording  # type: ignore[method-assign]
     try:

@@ -230,9 +230,10 @@ class Hub:
                     pass
 
 
-def long_poll(queue: DelayQueue, hub: Hub, clock: Clock, topic: str, batch: int,
+def long_poll(queue: DelayQueue, hub: Hub, clock: Clock, topic: str, count: int,
               ack_timeout_ms: int | None, timeout_ms: int, safety_s: float) -> PullResult:
-    """Answer as soon as messages are ready, or with an empty result after ``timeout_ms``."""
+    """Answer as soon as messages are ready (up to ``count``, the API's ``batch``), or with
+    an empty result after ``timeout_ms``."""
     deadline = time.monotonic() + timeout_ms / 1000.0
     # Register before the first pull so a hint between the pull and the wait is not lost.
     waiter = hub.register(topic)
@@ -247,7 +248,7 @@ def long_poll(queue: DelayQueue, hub: Hub, clock: Clock, topic: str, batch: int,
             known = None if own_timer else hub.quiet(topic, clock.now_ms(), safety_s)
             if known is None:
                 seq = hub.seq(topic)
-                result = queue.pull(topic, batch, ack_timeout_ms)
+                result = queue.pull(topic, count, ack_timeout_ms)
                 if result.messages:
                     hub.unregister(waiter)  # first, so the wake-up below goes to others
                     if result.ready_left:

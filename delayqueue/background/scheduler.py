@@ -2,12 +2,12 @@
 
 A topic's due time (the namespace due index, ``keys.due``) is the earliest moment it needs
 the scheduler: the head of its waiting queue, its ack deadlines or its expiry index, or the
-end of an ended message's retention (plus a slack, so purges come in batches). A tick
+end of an ended message's retention (plus a slack, so purges come in bulk). A tick
 visits only topics whose due time has come, so idle topics cost nothing per tick, and
 returns how long to sleep until the next one. The ticks have no threads in them: ``Loop``
 (loop.py) drives them in each worker, and tests call them directly.
 
-Sends and pulls lower a topic's due time themselves (``DelayQueue._bookkeep``); a tick writes
+Sends and pulls lower a topic's due time themselves (``DelayQueue.bookkeep``); a tick writes
 back each visited topic's next due time with a compare-and-set (``lua/due_set.lua``), so a
 concurrent send that lowered it is never overwritten.
 """
@@ -23,6 +23,7 @@ import redis
 from delayqueue.core.clock import Clock
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.monitor import Monitor
+from delayqueue.core.outcome import Outcome
 from delayqueue.core.queue import SCRIPT_LIMIT
 from delayqueue.core.scripts import Scripts
 
@@ -80,7 +81,7 @@ class Scheduler:
         if next_due is not None:
             # Wake 1 ms after the due time: the clock is a lower bound, never early.
             delay = min(delay, self.clock.seconds_until(next_due + 1))
-        # Under load every millisecond has a due message somewhere: batch them, one tick per
+        # Under load every millisecond has a due message somewhere: gather them, one tick per
         # gap, instead of a tick (three round trips) per due millisecond.
         return max(delay, self.min_gap_ms / 1000.0 - (time.monotonic() - started))
 
@@ -93,13 +94,13 @@ class Scheduler:
         now = self.clock.now_ms()
         due = self.client.zrangebyscore(self.keys.due, "-inf", now, start=0,
                                         num=TOPICS_PER_TICK, withscores=True)
-        pipe = self.client.pipeline(transaction=False)
+        trip = self.scripts.round_trip()
         if due:
             next_due = self.visit([topic for topic, _ in due])
             for topic, seen in due:
-                self.scripts.due_set(self.keys, topic, seen, next_due[topic], client=pipe)
-        pipe.zrange(self.keys.due, 0, 0, withscores=True)
-        head = pipe.execute()[-1]
+                self.scripts.due_set(self.keys, topic, seen, next_due[topic], trip=trip)
+        trip.command("ZRANGE", self.keys.due, 0, 0, "WITHSCORES", withscores=True)
+        head = trip.execute(raise_on_error=True)[-1]
         return int(head[0][1]) if head else None
 
     def visit(self, topics: list[str]) -> dict[str, int]:
@@ -123,34 +124,34 @@ class Scheduler:
             if not busy:
                 return next_due
             now = self.clock.now_ms()
-            pipe = self.client.pipeline(transaction=False)
+            trip = self.scripts.round_trip()
             for topic in busy:
                 tk = self.keys.topic(topic)
-                self.scripts.promote(tk, now, SCRIPT_LIMIT, channel, client=pipe)
+                self.scripts.promote(tk, now, SCRIPT_LIMIT, channel, trip=trip)
                 self.scripts.timeout(tk, now, SCRIPT_LIMIT, self.end_life_ms, channel,
-                                     self.defaults, client=pipe)
+                                     self.defaults, trip=trip)
                 self.scripts.expire(tk, now, SCRIPT_LIMIT, self.end_life_ms, self.defaults,
-                                    client=pipe)
-            replies = pipe.execute()
+                                    trip=trip)
+            replies = trip.execute(raise_on_error=True)
             still_busy = []
             first_round = busy is topics
             for i, topic in enumerate(busy):
-                (moved, gaps, _), (requeued, exhausted, _, dead_timeout), \
-                    (expired, ended6, scanned, due, dead_expire, purged) = \
-                    replies[3 * i:3 * i + 3]
-                self.monitor.record_promotions(topic, moved, gaps)
-                self.monitor.incr(topic, "deadLettered", dead_timeout + dead_expire)
-                if requeued or exhausted:
-                    self.monitor.incr(topic, "triggerMsgTimeout", requeued + exhausted)
-                if exhausted or expired or ended6:
-                    self.monitor.incr(topic, "triggerMsgEndLife", exhausted + expired + ended6)
-                if SCRIPT_LIMIT in (moved, requeued + exhausted, scanned, purged):
+                promoted, timed_out, expired = replies[3 * i:3 * i + 3]
+                self.monitor.record_promotions(topic, promoted.moved, promoted.gaps)
+                self.monitor.incr(topic, "deadLettered", timed_out.dead + expired.dead)
+                given_back = timed_out.requeued + timed_out.ended
+                if given_back:
+                    self.monitor.incr(topic, "triggerMsgTimeout", given_back)
+                ended = timed_out.ended + expired.expired + expired.exhausted
+                if ended:
+                    self.monitor.incr(topic, "triggerMsgEndLife", ended)
+                if SCRIPT_LIMIT in (promoted.moved, given_back, expired.scanned, expired.purged):
                     still_busy.append(topic)
-                elif first_round and due >= 0 and self.defer_ms and \
-                        not (moved or requeued or exhausted or expired or ended6 or purged):
-                    next_due[topic] = int(due) + self.defer_ms
+                elif first_round and expired.due >= 0 and self.defer_ms and \
+                        not (promoted.moved or given_back or ended or expired.purged):
+                    next_due[topic] = expired.due + self.defer_ms
                 else:
-                    next_due[topic] = int(due)
+                    next_due[topic] = expired.due
             busy = still_busy
         now = self.clock.now_ms()
         next_due.update({topic: now for topic in busy})  # still busy: back on the next tick
@@ -208,7 +209,7 @@ class Scheduler:
         live = pipe.execute() if stale else []
         recycled = []
         for (topic, seen), count in zip(stale, live):
-            if count == 0 and self.scripts.recycle(self.keys, topic, seen):
+            if count == 0 and self.scripts.recycle(self.keys, topic, seen) == Outcome.OK:
                 self.on_recycle(topic)
                 recycled.append(topic)
         if recycled:

@@ -80,10 +80,22 @@ def redis_errors() -> Iterator[None]:
     try:
         yield
     except (redis.RedisError, RedisClusterException) as exc:
-        if is_out_of_memory(exc):
-            raise OutOfMemory(f"Redis is out of memory (over its maxmemory); nothing was "
-                              f"written: {exc}") from exc
-        raise Unavailable(f"redis unavailable: {exc.__class__.__name__}: {exc}") from exc
+        raise as_error(exc) from exc
+
+
+def as_error(exc: Exception) -> DelayQueueError:
+    """A failure as the error the API answers: ours as it is, a redis-py one as a 500 (the
+    cause chained, as ``redis_errors`` raises it). A round trip answers such failures in
+    place of a call's reply."""
+    if isinstance(exc, DelayQueueError):
+        return exc
+    if is_out_of_memory(exc):
+        error: DelayQueueError = OutOfMemory(
+            f"Redis is out of memory (over its maxmemory); nothing was written: {exc}")
+    else:
+        error = Unavailable(f"redis unavailable: {exc.__class__.__name__}: {exc}")
+    error.__cause__ = exc
+    return error
 
 
 def is_out_of_memory(exc: redis.RedisError) -> bool:

@@ -53,7 +53,7 @@ RETENTION_INTERVALS = 10
 
 
 @dataclass
-class _Batch:
+class _Samples:
     """One interval's samples not yet in Redis: integer increments, float increments, maxima."""
 
     ints: dict[str, int] = field(default_factory=lambda: defaultdict(int))
@@ -65,7 +65,7 @@ class _Batch:
         if current is None or value > current:
             self.maxes[name] = value
 
-    def merge(self, other: _Batch) -> None:
+    def merge(self, other: _Samples) -> None:
         for name, value in other.ints.items():
             self.ints[name] += value
         for name, value in other.floats.items():
@@ -173,18 +173,18 @@ class Monitor:
         self.retention_ms = max(RETENTION_INTERVALS * self.interval_ms, MIN_RETENTION_MS)
         self.scripts = scripts
         self._lock = threading.Lock()
-        self._pending: dict[int, _Batch] = {}
+        self._pending: dict[int, _Samples] = {}
         self._failing = False
 
     # -- recording (hot path: no I/O) ---------------------------------------------------------
 
-    def _batch(self) -> _Batch:
-        """The current interval's batch; the caller holds the lock."""
+    def _samples(self) -> _Samples:
+        """The current interval's samples; the caller holds the lock."""
         start = self.interval_start(self.clock.now_ms())
-        batch = self._pending.get(start)
-        if batch is None:
-            batch = self._pending[start] = _Batch()
-        return batch
+        samples = self._pending.get(start)
+        if samples is None:
+            samples = self._pending[start] = _Samples()
+        return samples
 
     def incr(self, topic: str, counter: str, n: int = 1) -> None:
         if counter not in COUNTERS:
@@ -193,7 +193,7 @@ class Monitor:
             return
         name = f"{topic}{FIELD_SEPARATOR}{counter}"
         with self._lock:
-            self._batch().ints[name] += n
+            self._samples().ints[name] += n
 
     def observe(self, topic: str, histogram: str, gaps_ms: Iterable[float]) -> None:
         if histogram not in HISTOGRAMS:
@@ -204,12 +204,12 @@ class Monitor:
             return
         prefix = f"{topic}{FIELD_SEPARATOR}{histogram}:"
         with self._lock:
-            batch = self._batch()
-            batch.ints[prefix + "count"] += len(gaps)
-            batch.ints[prefix + "sum"] += sum(gaps)
-            batch.set_max(prefix + "max", max(gaps))
+            samples = self._samples()
+            samples.ints[prefix + "count"] += len(gaps)
+            samples.ints[prefix + "sum"] += sum(gaps)
+            samples.set_max(prefix + "max", max(gaps))
             for gap in gaps:
-                batch.ints[f"{prefix}b{bucket_index(gap)}"] += 1
+                samples.ints[f"{prefix}b{bucket_index(gap)}"] += 1
 
     def record_promotions(self, topic: str, promoted: int, gaps_ms: Iterable[float]) -> None:
         """Messages a script moved waiting -> ready, with their promotion gaps."""
@@ -221,17 +221,17 @@ class Monitor:
         if event not in EVENTS:
             raise ValueError(f"unknown monitor event {event!r}")
         with self._lock:
-            self._batch().ints[f"{EVENT_TOPIC}{FIELD_SEPARATOR}{event}"] += n
+            self._samples().ints[f"{EVENT_TOPIC}{FIELD_SEPARATOR}{event}"] += n
 
     def observe_loop(self, loop: str, duration_ms: float) -> None:
         duration = max(0.0, float(duration_ms))
         prefix = f"{LOOP_TOPIC}{FIELD_SEPARATOR}{loop}:"
         with self._lock:
-            batch = self._batch()
-            batch.ints[prefix + "count"] += 1
-            batch.floats[prefix + "sum"] += duration
-            batch.set_max(prefix + "max", duration)
-            batch.ints[f"{prefix}b{bucket_index(duration)}"] += 1
+            samples = self._samples()
+            samples.ints[prefix + "count"] += 1
+            samples.floats[prefix + "sum"] += duration
+            samples.set_max(prefix + "max", duration)
+            samples.ints[f"{prefix}b{bucket_index(duration)}"] += 1
 
     # -- flushing ------------------------------------------------------------------------------
 
@@ -242,16 +242,16 @@ class Monitor:
         next time (counted twice): the price of never losing a sample to a short outage.
         """
         with self._lock:
-            batches, self._pending = self._pending, {}
-        if not batches:
+            intervals, self._pending = self._pending, {}
+        if not intervals:
             return
         try:
-            failed, error = self._send(batches)
+            failed, error = self._send(intervals)
         except redis.RedisError:
             if not self._failing:
                 logger.exception("monitor flush failed; keeping %d interval(s) for the next flush",
-                                 len(batches))
-            failed = batches
+                                 len(intervals))
+            failed = intervals
         else:
             if failed and not self._failing:
                 logger.error("monitor flush failed for %d interval(s); keeping them: %s",
@@ -263,40 +263,35 @@ class Monitor:
             logger.info("monitor flush recovered")
             self._failing = False
 
-    def _send(self, batches: dict[int, _Batch]) -> tuple[dict[int, _Batch], Exception | None]:
+    def _send(self, intervals: dict[int, _Samples]) -> tuple[dict[int, _Samples], Exception | None]:
         """Run the flush script once per interval in one round trip.
 
-        Returns the batches that failed and the first error (a pipeline reports per command).
+        Returns the intervals that failed and the first error (a round trip answers per call).
         """
-        calls = [(start, batch, batch.args()) for start, batch in sorted(batches.items())]
+        calls = [(start, samples, samples.args()) for start, samples in sorted(intervals.items())]
         calls = [call for call in calls if call[2]]
-        if len(calls) == 1:
-            start, batch, args = calls[0]
-            results = [self.scripts.monitor_flush(self.keys, start, self.retention_ms, args,
-                                                  client=self.client)]
-        else:
-            pipe = self.client.pipeline(transaction=False)
-            for start, _, args in calls:
-                self.scripts.monitor_flush(self.keys, start, self.retention_ms, args, client=pipe)
-            results = pipe.execute(raise_on_error=False)
-        failed: dict[int, _Batch] = {}
+        trip = self.scripts.round_trip(self.client)
+        for start, _, args in calls:
+            self.scripts.monitor_flush(self.keys, start, self.retention_ms, args, trip=trip)
+        results = trip.execute()
+        failed: dict[int, _Samples] = {}
         error: Exception | None = None
-        for (start, batch, _), result in zip(calls, results):
+        for (start, samples, _), result in zip(calls, results):
             if isinstance(result, Exception):
-                failed[start] = batch
+                failed[start] = samples
                 error = error or result
             elif int(result) < 0:
                 # A malformed call is a bug here, not an outage: retrying cannot help.
                 logger.error("monitor_flush rejected interval %d with code %s", start, result)
         return failed, error
 
-    def _requeue(self, failed: dict[int, _Batch]) -> None:
+    def _requeue(self, failed: dict[int, _Samples]) -> None:
         with self._lock:
-            for start, batch in failed.items():
+            for start, samples in failed.items():
                 newer = self._pending.get(start)
                 if newer is not None:
-                    batch.merge(newer)
-                self._pending[start] = batch
+                    samples.merge(newer)
+                self._pending[start] = samples
             excess = sorted(self._pending)[:-MAX_BUFFERED_INTERVALS]
             for start in excess:
                 del self._pending[start]

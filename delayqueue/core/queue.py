@@ -13,20 +13,24 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from functools import partial
-from typing import Any, Callable, Mapping, Sequence
+from itertools import groupby
+from operator import attrgetter
+from typing import Any, Mapping, Sequence
 
 import redis
 
 from delayqueue.settings.config import Settings
 
 from .clock import Clock
-from .errors import BadRequest, Conflict, DelayQueueError, NotFound, redis_errors
+from .errors import DelayQueueError, as_error, redis_errors
 from .keys import NamespaceKeys, TopicKeys
 from .message import DelayMsg
 from .monitor import Monitor
 from .outcome import Outcome
-from .scripts import ScriptBatch, Scripts
+from .refusal import refusal
+from .replies import AckReply, NackReply, SendReply
+from .script_runner import RoundTrip
+from .scripts import AckArgs, Scripts, SendArgs
 from .status import Status
 from .topic_config import server_defaults
 
@@ -159,85 +163,54 @@ class DelayQueue:
         with redis_errors():
             now = self.clock.now_ms()
             tk = self.topic_keys(topic)
-            entries = []
-            for r in requests:
-                if isinstance(r, DelayQueueError):
-                    continue
-                trigger = r.trigger_time_ms if r.trigger_time_ms is not None \
-                    else now + max(r.delay_ms or 0, 0)
-                entries.append((r.msg_id or uuid.uuid4().hex, r.body, max(trigger, now),
-                                r.ttl_ms if r.ttl_ms and r.ttl_ms > 0 else -1,
-                                r.max_retry if r.max_retry is not None and r.max_retry >= 0
-                                else -1, _attributes_json(r.attributes)))
-            # One script call per SEND_CHUNK messages (all in the same round trip), so no
-            # call holds Redis for long.
-            calls = [([entry[0] for entry in chunk], partial(
-                self.scripts.send_many, tk, now, self.keys.hint_channel, self.defaults, chunk))
-                for chunk in (entries[i:i + SEND_CHUNK]
-                              for i in range(0, len(entries), SEND_CHUNK))]
-            replies = self._run_each(topic, now, calls)
-            self.bookkeep(topic, now, _lowest_due(replies, 2))
-        accepted = 0
+            entries = [_send_args(r, now) for r in requests
+                       if not isinstance(r, DelayQueueError)]
+            trip = self.scripts.round_trip()
+            # One script call per SEND_CHUNK messages, so no call holds Redis for long.
+            for start in range(0, len(entries), SEND_CHUNK):
+                self.scripts.send_many(tk, now, self.keys.hint_channel, self.defaults,
+                                       entries[start:start + SEND_CHUNK], trip=trip)
+            replies = self._execute(topic, now, trip)
+            self.bookkeep(topic, now, _lowest_due(replies))
+        answers = [_sent(topic, entry.msg_id, reply)
+                   for entry, reply in zip(entries, replies)]
+        self.monitor.incr(topic, "sendMsg", sum(
+            1 for a in answers if isinstance(a, SendResult) and not a.duplicate))
+        return _in_place(requests, answers)
 
-        def sent(request: SendRequest, msg_id: str, reply: list) -> SendResult:
-            nonlocal accepted
-            outcome, fields, _ = reply
-            duplicate = outcome == Outcome.DUPLICATE
-            accepted += not duplicate
-            return SendResult(DelayMsg.from_fields(topic, msg_id, fields), duplicate)
-
-        results = _in_order(requests, replies, sent)
-        self.monitor.incr(topic, "sendMsg", accepted)
-        return results
-
-    def _run_each(self, topic: str, now_ms: int,
-                  calls: list[tuple[str | list[str], Callable[..., Any]]]
-                  ) -> list[tuple[str, Any]]:
-        """Run script calls in one round trip, the registry bump (when due) riding along; a
-        call that fails alone (a script error, Redis out of memory) answers its own error,
-        the others stand. A call made for one msgId answers one reply; a call made for a
-        list of msgIds (a send of several messages) answers a list of replies, one each.
-        Returns (msgId, reply or DelayQueueError) per msgId, in order."""
-        batch = ScriptBatch(self.client, self.scripts.runner)
-        for _, call in calls:
-            call(client=batch)
-        touch = self._touch_due(topic)
-        if touch:
-            batch.command("ZADD", self.keys.topics, now_ms, topic)
-        replies = batch.execute() if calls or touch else []
-        if touch:
+    def _execute(self, topic: str, now_ms: int, trip: RoundTrip) -> list[Any]:
+        """Run a round trip of script calls, the registry bump (when due) riding along: one
+        reply per entry, in order, where a call that failed (a script error, Redis out of
+        memory) answers its DelayQueueError for each of its entries and the others stand."""
+        bump = self._touch_due(topic)
+        if bump:
+            trip.command("ZADD", self.keys.topics, now_ms, topic)
+        replies = trip.execute()
+        if bump:
             self._touched[topic] = time.monotonic()
-        out: list[tuple[str, Any]] = []
-        for (ids, _), reply in zip(calls, replies):
-            if isinstance(ids, str):
-                out.append((ids, reply))
-            else:
-                out.extend(zip(ids, [reply] * len(ids) if isinstance(reply, Exception)
-                               else reply))
-        return [(msg_id, _entry_error(reply) if isinstance(reply, Exception) else reply)
-                for msg_id, reply in out]
+            replies.pop()   # the bump's own answer: bookkeeping, never read
+        return [as_error(r) if isinstance(r, Exception) else r for r in replies]
 
-    def pull(self, topic: str, batch: int = 1, ack_timeout_ms: int | None = None) -> PullResult:
+    def pull(self, topic: str, count: int = 1, ack_timeout_ms: int | None = None) -> PullResult:
+        """Hand out up to ``count`` ready messages (the API's ``batch``)."""
         with redis_errors():
             now = self.clock.now_ms()
-            tk = self.topic_keys(topic)
-            messages, promoted, gaps, ended, next_trigger, ready_left, lowered_due, dead = \
-                self.scripts.pull(tk, now, batch,
-                                  ack_timeout_ms if ack_timeout_ms and ack_timeout_ms > 0 else -1,
-                                  self.end_life_ms, SCRIPT_LIMIT, self.keys.hint_channel,
-                                  self.defaults)
-            self.bookkeep(topic, now, int(lowered_due))
-        delivered = [DelayMsg.from_fields(topic, m[0], m[1:], with_receipt=True)
-                     for m in messages]
+            reply = self.scripts.pull(
+                self.topic_keys(topic), now, count,
+                ack_timeout_ms if ack_timeout_ms and ack_timeout_ms > 0 else -1,
+                self.end_life_ms, SCRIPT_LIMIT, self.keys.hint_channel, self.defaults)
+            self.bookkeep(topic, now, reply.lowered_due)
+        delivered = [DelayMsg.from_fields(topic, m.msg_id, m.fields, with_receipt=True)
+                     for m in reply.messages]
         if delivered:
             self.monitor.incr(topic, "pullMsg", len(delivered))
             self.monitor.observe(topic, "pullMsgTimeGap",
                                  [now - m.trigger_time for m in delivered])
-        self.monitor.record_promotions(topic, promoted, gaps)
-        self.monitor.incr(topic, "triggerMsgEndLife", ended)
-        self.monitor.incr(topic, "deadLettered", dead)
-        return PullResult(delivered, int(next_trigger) if next_trigger >= 0 else None,
-                          int(ready_left))
+        self.monitor.record_promotions(topic, reply.promoted, reply.gaps)
+        self.monitor.incr(topic, "triggerMsgEndLife", reply.ended)
+        self.monitor.incr(topic, "deadLettered", reply.dead)
+        return PullResult(delivered, reply.next_trigger if reply.next_trigger >= 0 else None,
+                          reply.ready_left)
 
     def ack(self, topic: str, msg_id: str, receipt: str | None = None) -> DelayMsg:
         """Ack a delivery (status 3, or given back and not yet redelivered) -> 4."""
@@ -251,82 +224,58 @@ class DelayQueue:
 
     def ack_batch(self, topic: str, requests: Sequence[AckRequest | DelayQueueError]
                   ) -> list[DelayMsg | DelayQueueError]:
-        """Acks and nacks (``AckRequest.ack``), each on its own, in one round trip to Redis."""
+        """Acks and nacks (``AckRequest.ack``), each on its own, in one round trip to Redis:
+        each run of acks in ACK_CHUNK-sized script calls, each nack a call of its own."""
+        asked = [r for r in requests if not isinstance(r, DelayQueueError)]
         with redis_errors():
             now = self.clock.now_ms()
             tk = self.topic_keys(topic)
-            calls: list[tuple[str | list[str], Callable[..., Any]]] = []
-            acks: list[tuple[str, str]] = []     # a run of acks, sent as one call
-
-            def end_run() -> None:
-                for i in range(0, len(acks), ACK_CHUNK):
-                    chunk = acks[i:i + ACK_CHUNK]
-                    calls.append(([msg_id for msg_id, _ in chunk], partial(
-                        self.scripts.ack_many, tk, now, self.end_life_ms, chunk)))
-                acks.clear()
-
-            for r in requests:
-                if isinstance(r, DelayQueueError):
+            trip = self.scripts.round_trip()
+            for acks, run in groupby(asked, attrgetter("ack")):
+                if acks:
+                    entries = [AckArgs(r.msg_id, r.receipt or "") for r in run]
+                    for start in range(0, len(entries), ACK_CHUNK):
+                        self.scripts.ack_many(tk, now, self.end_life_ms,
+                                              entries[start:start + ACK_CHUNK], trip=trip)
                     continue
-                if r.ack:
-                    acks.append((r.msg_id, r.receipt or ""))
-                    continue
-                end_run()
-                calls.append((r.msg_id, partial(
-                    self.scripts.nack, tk, r.msg_id, now, self.end_life_ms,
-                    self.keys.hint_channel, self.defaults, r.receipt or "",
-                    -1 if r.delay_ms is None else max(r.delay_ms, 0))))
-            end_run()
-            replies = self._run_each(topic, now, calls)
-            self.bookkeep(topic, now, _lowest_due(replies, 2))
-        return _in_order(requests, replies, lambda r, msg_id, reply:
-                         self._acked(topic, msg_id, reply) if r.ack
-                         else self._nacked(topic, msg_id, reply))
+                for r in run:
+                    self.scripts.nack(tk, r.msg_id, now, self.end_life_ms,
+                                      self.keys.hint_channel, self.defaults, r.receipt or "",
+                                      -1 if r.delay_ms is None else max(r.delay_ms, 0),
+                                      trip=trip)
+            replies = self._execute(topic, now, trip)
+            self.bookkeep(topic, now, _lowest_due(replies))
+        answers = [self._acked(topic, r.msg_id, reply) if r.ack
+                   else self._nacked(topic, r.msg_id, reply)
+                   for r, reply in zip(asked, replies)]
+        return _in_place(requests, answers)
 
-    def _acked(self, topic: str, msg_id: str, reply: list) -> DelayMsg:
-        outcome, fields = reply
-        if outcome == Outcome.NO_MESSAGE:
-            raise NotFound(f"msgId: no live or acked message '{msg_id}' in topic '{topic}'")
-        message = DelayMsg.from_fields(topic, msg_id, fields)
-        self._check_receipt(outcome, message)
-        if outcome == Outcome.NOT_DELIVERED:
-            raise BadRequest(f"msgId: message '{msg_id}' has not been delivered yet "
-                             f"(status {int(message.status)}); use deleteMsg to drop it")
-        if outcome in (Outcome.OK, Outcome.ACKED_LATE):
+    def _acked(self, topic: str, msg_id: str, reply: AckReply | DelayQueueError
+               ) -> DelayMsg | DelayQueueError:
+        answer = _answer("ack", topic, msg_id, reply)
+        if isinstance(answer, DelayMsg) and reply.outcome in (Outcome.OK, Outcome.ACKED_LATE):
             self.monitor.incr(topic, "ackMsg")
-        return message
+        return answer
 
-    def _nacked(self, topic: str, msg_id: str, reply: list) -> DelayMsg:
-        outcome, fields, _, dead = reply
-        if outcome == Outcome.NO_MESSAGE:
-            raise NotFound(f"msgId: no live message '{msg_id}' in topic '{topic}'")
-        message = DelayMsg.from_fields(topic, msg_id, fields)
-        self._check_receipt(outcome, message)
-        if outcome == Outcome.NOT_CONSUMING:
-            raise BadRequest(f"msgId: message '{msg_id}' is not being consumed "
-                             f"(status {int(message.status)}); only status 3 can be nacked")
-        self.monitor.incr(topic, "nackMsg")
-        self._count_end(topic, message, dead)
-        return message
+    def _nacked(self, topic: str, msg_id: str, reply: NackReply | DelayQueueError
+                ) -> DelayMsg | DelayQueueError:
+        answer = _answer("nack", topic, msg_id, reply)
+        if isinstance(answer, DelayMsg):
+            self.monitor.incr(topic, "nackMsg")
+            self._count_end(topic, answer, reply.dead)
+        return answer
 
     def change_visibility(self, topic: str, msg_id: str, timeout_ms: int,
                           receipt: str | None = None) -> DelayMsg:
         """A consuming message's ack deadline becomes now + ``timeout_ms``; 0 gives it up."""
         with redis_errors():
             now = self.clock.now_ms()
-            outcome, fields, lowered_due, dead = self.scripts.change_visibility(
+            reply = self.scripts.change_visibility(
                 self.topic_keys(topic), msg_id, now, timeout_ms, self.end_life_ms,
                 self.keys.hint_channel, self.defaults, receipt or "")
-            self.bookkeep(topic, now, int(lowered_due))
-        if outcome == Outcome.NO_MESSAGE:
-            raise NotFound(f"msgId: no live message '{msg_id}' in topic '{topic}'")
-        message = DelayMsg.from_fields(topic, msg_id, fields)
-        self._check_receipt(outcome, message)
-        if outcome == Outcome.NOT_CONSUMING:
-            raise BadRequest(f"msgId: message '{msg_id}' is not being consumed "
-                             f"(status {int(message.status)}); only status 3 has an ack "
-                             f"deadline")
-        self._count_end(topic, message, dead)
+            self.bookkeep(topic, now, reply.lowered_due)
+        message = _raise(_answer("change_visibility", topic, msg_id, reply))
+        self._count_end(topic, message, reply.dead)
         return message
 
     def reschedule(self, topic: str, msg_id: str, *, delay_ms: int | None = None,
@@ -336,24 +285,18 @@ class DelayQueue:
             now = self.clock.now_ms()
             trigger = trigger_time_ms if trigger_time_ms is not None \
                 else now + max(delay_ms or 0, 0)
-            outcome, fields, lowered_due = self.scripts.reschedule(
-                self.topic_keys(topic), msg_id, now, trigger, self.keys.hint_channel)
-            self.bookkeep(topic, now, int(lowered_due))
-        if outcome == Outcome.NO_MESSAGE:
-            raise NotFound(f"msgId: no live message '{msg_id}' in topic '{topic}'")
-        message = DelayMsg.from_fields(topic, msg_id, fields)
-        if outcome == Outcome.CONSUMING:
-            raise BadRequest(f"msgId: message '{msg_id}' is being consumed (status 3); only "
-                             f"waiting or ready messages can be rescheduled")
-        return message
+            reply = self.scripts.reschedule(self.topic_keys(topic), msg_id, now, trigger,
+                                            self.keys.hint_channel)
+            self.bookkeep(topic, now, reply.lowered_due)
+        return _raise(_answer("reschedule", topic, msg_id, reply))
 
     def get(self, topic: str, msg_id: str) -> DelayMsg:
         with redis_errors():
-            fields = self.scripts.get(self.topic_keys(topic), msg_id, self.clock.now_ms())
+            reply = self.scripts.get(self.topic_keys(topic), msg_id, self.clock.now_ms())
         self.monitor.incr(topic, "getMsg")
-        if not fields:
-            raise NotFound(f"msgId: no message '{msg_id}' in topic '{topic}'")
-        return DelayMsg.from_fields(topic, msg_id, fields)
+        if not reply:
+            raise refusal("get", Outcome.NO_MESSAGE, topic, msg_id)
+        return DelayMsg.from_fields(topic, msg_id, reply.fields)
 
     def delete(self, topic: str, msg_id: str, release: bool = False) -> DelayMsg:
         return _raise(self.delete_batch(topic, [msg_id], release)[0])
@@ -361,26 +304,18 @@ class DelayQueue:
     def delete_batch(self, topic: str, msg_ids: Sequence[str | DelayQueueError],
                      release: bool = False) -> list[DelayMsg | DelayQueueError]:
         """Delete each message on its own, in one round trip to Redis."""
+        asked = [m for m in msg_ids if not isinstance(m, DelayQueueError)]
         with redis_errors():
             tk = self.topic_keys(topic)
             now = self.clock.now_ms()
-            calls = [(m, partial(self.scripts.delete, tk, m, now, self.end_life_ms, release))
-                     for m in msg_ids if not isinstance(m, DelayQueueError)]
-            replies = self._run_each(topic, now, calls)
-        return _in_order(msg_ids, replies, lambda _, msg_id, reply:
-                         self._deleted(topic, msg_id, reply))
-
-    def _deleted(self, topic: str, msg_id: str, reply: list) -> DelayMsg:
-        outcome, fields = reply
-        if outcome == Outcome.NO_MESSAGE:
-            raise NotFound(f"msgId: no live message '{msg_id}' in topic '{topic}'")
-        self.monitor.incr(topic, "deleteMsg")
-        return DelayMsg.from_fields(topic, msg_id, fields)
-
-    def _check_receipt(self, outcome: int, message: DelayMsg) -> None:
-        if outcome == Outcome.STALE_RECEIPT:
-            raise Conflict(f"receipt: stale receipt: message '{message.msg_id}' was delivered "
-                           f"again since (status {int(message.status)}, retry {message.retry})")
+            trip = self.scripts.round_trip()
+            for msg_id in asked:
+                self.scripts.delete(tk, msg_id, now, self.end_life_ms, release, trip=trip)
+            replies = self._execute(topic, now, trip)
+        answers = [_answer("delete", topic, msg_id, reply)
+                   for msg_id, reply in zip(asked, replies)]
+        self.monitor.incr(topic, "deleteMsg", sum(isinstance(a, DelayMsg) for a in answers))
+        return _in_place(msg_ids, answers)
 
     def _count_end(self, topic: str, message: DelayMsg, dead: int) -> None:
         if message.status == Status.RETRY_EXHAUSTED:
@@ -448,27 +383,41 @@ class DelayQueue:
         return {t: tuple(counts[3 * i:3 * i + 3]) for i, t in enumerate(topics)}
 
 
-# -- helpers of the batch paths ------------------------------------------------------------
-def _in_order(entries: Sequence[Any], replies: list[tuple[str, Any]],
-              interpret: Callable[[Any, str, Any], Any]) -> list[Any]:
-    """Each entry's answer, in the entries' order: an entry that was already an error (it
-    failed validation, so it made no call) answers that error; a call that failed in Redis
-    answers its error; any other reply is ``interpret(entry, msg_id, reply)``, or the
-    DelayQueueError that raises."""
-    answers = iter(replies)
-    results: list[Any] = []
-    for entry in entries:
-        if isinstance(entry, DelayQueueError):
-            results.append(entry)
-            continue
-        msg_id, reply = next(answers)
-        if not isinstance(reply, DelayQueueError):
-            try:
-                reply = interpret(entry, msg_id, reply)
-            except DelayQueueError as exc:
-                reply = exc
-        results.append(reply)
-    return results
+# -- helpers of the transitions ------------------------------------------------------------
+def _send_args(request: SendRequest, now_ms: int) -> SendArgs:
+    """A request as the send script takes it: its trigger time (never before now), a msgId
+    made up where none was given, -1 where the topic's setting applies."""
+    r = request
+    trigger = r.trigger_time_ms if r.trigger_time_ms is not None \
+        else now_ms + max(r.delay_ms or 0, 0)
+    return SendArgs(r.msg_id or uuid.uuid4().hex, r.body, max(trigger, now_ms),
+                     r.ttl_ms if r.ttl_ms and r.ttl_ms > 0 else -1,
+                     r.max_retry if r.max_retry is not None and r.max_retry >= 0 else -1,
+                     _attributes_json(r.attributes))
+
+
+def _sent(topic: str, msg_id: str, reply: SendReply | DelayQueueError
+          ) -> SendResult | DelayQueueError:
+    if isinstance(reply, DelayQueueError):
+        return reply
+    return SendResult(DelayMsg.from_fields(topic, msg_id, reply.fields),
+                      reply.outcome == Outcome.DUPLICATE)
+
+
+def _answer(script: str, topic: str, msg_id: str, reply: Any) -> DelayMsg | DelayQueueError:
+    """The message a transition answers with, or its error: the call's own, or the one its
+    refusing outcome maps to (refusal.py)."""
+    if isinstance(reply, DelayQueueError):
+        return reply
+    message = DelayMsg.from_fields(topic, msg_id, reply.fields) if reply.fields else None
+    return refusal(script, reply.outcome, topic, msg_id, message) or message
+
+
+def _in_place(requests: Sequence[Any], answers: list[Any]) -> list[Any]:
+    """Each request's answer, in order: a request that failed validation made no call and
+    answers its own error; the others take the next answer."""
+    rest = iter(answers)
+    return [r if isinstance(r, DelayQueueError) else next(rest) for r in requests]
 
 
 def _raise(result):
@@ -483,19 +432,8 @@ def _attributes_json(attributes: Mapping[str, str] | None) -> str:
         if attributes else ""
 
 
-def _entry_error(exc: Exception) -> DelayQueueError:
-    """A pipelined script's own failure, as the error a single request would raise."""
-    try:
-        with redis_errors():
-            raise exc
-    except DelayQueueError as error:
-        return error
-
-
-def _lowest_due(replies: list[tuple[str, Any]], index: int) -> int:
-    """The earliest due time the scripts lowered (their reply's ``index``, where the reply
-    has one: an ack's has not), or -1."""
-    lowered = [int(reply[index]) for _, reply in replies
-               if not isinstance(reply, DelayQueueError) and len(reply) > index
-               and int(reply[index]) >= 0]
+def _lowest_due(replies: list[Any]) -> int:
+    """The earliest due time the scripts lowered (where a reply says: an ack's does not),
+    or -1."""
+    lowered = [due for due in (getattr(r, "lowered_due", -1) for r in replies) if due >= 0]
     return min(lowered, default=-1)

@@ -1,11 +1,12 @@
-"""How one script call reaches Redis: the single place that knows Cluster and WAIT.
+"""How script calls reach Redis: the single place that knows Cluster and WAIT.
 
-``Scripts`` hands every call here. Three ways:
+``Scripts`` hands every call here, one at a time (``ScriptRunner``) or many in one round trip
+(``RoundTrip``). One call goes one of three ways:
 
 - the default: redis-py's ``Script`` (EVALSHA, SCRIPT LOAD and again on NOSCRIPT: after a
   restart or a failover, whose new master never saw our SCRIPT LOAD). On a Cluster client
   that also follows MOVED and ASK, and reloads on the node that answered NOSCRIPT.
-- queued in a Cluster pipeline (the scheduler's batches): EVAL with the source. redis-py
+- queued in a Cluster pipeline (a round trip on a Cluster): EVAL with the source. redis-py
   refuses EVALSHA in a Cluster pipeline, and a pipeline cannot be replayed after a NOSCRIPT;
   Redis caches an EVAL'd script by its SHA, so the cost is the bytes sent.
 - a write of ``WAITED`` when ``wait_replicas`` > 0: the script and ``WAIT n timeout`` in one
@@ -18,7 +19,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import redis
 from redis.cluster import ClusterPipeline, RedisCluster
@@ -130,3 +132,144 @@ class ScriptRunner:
             manager.initialize()
             node = self.client.get_node_from_key(key)
         return node.redis_connection
+
+
+@dataclass(frozen=True)
+class ScriptCall:
+    """One script call of a round trip, and how its reply is read (``replies.BUILDERS``)."""
+
+    name: str
+    script: Script
+    keys: list
+    args: list
+    build: Callable[[Any], Any]
+    entries: int | None = None   # a call of many entries (send, ack): how many; else None
+
+
+class RoundTrip:
+    """Script calls (and plain commands after them) sent to Redis in one round trip.
+
+    Pass it as ``trip`` to any ``Scripts`` method (the call is queued, not run), then
+    ``execute()``. redis-py's own pipelines check every script with SCRIPT EXISTS first, a
+    second round trip per request; here each call is a bare EVALSHA, and a call answered
+    NOSCRIPT (Redis restarted or failed over: the script did nothing) is loaded and run again,
+    alone. Each call is atomic on its own; a call that fails answers its exception in its
+    place and the others stand.
+
+    With ``redis-wait-replicas`` one WAIT ends the round trip and covers every call (WAIT
+    counts the writes of its own connection): too few replicas in time, and every write in
+    the round trip answers ``ReplicaWaitTimeout``. On a Cluster the calls run as EVAL in a
+    Cluster pipeline (redis-py refuses EVALSHA there), and a round trip that must WAIT there
+    runs call by call through ``ScriptRunner``.
+    """
+
+    def __init__(self, runner: ScriptRunner, client: Any = None) -> None:
+        """``client``: the connection to use, where it is not the runner's own."""
+        self.runner = runner
+        self.client = client or runner.client
+        self._calls: list[ScriptCall] = []
+        self._commands: list[tuple[tuple, dict]] = []
+
+    def add(self, call: ScriptCall) -> None:
+        self._calls.append(call)
+
+    def command(self, *args: Any, **options: Any) -> None:
+        """A plain command sent after the scripts, and sent again after them when some are
+        run again (NOSCRIPT), so it sees their writes: an idempotent one (``options``:
+        redis-py's parsing, e.g. ``withscores=True``)."""
+        self._commands.append((args, options))
+
+    def execute(self, raise_on_error: bool = False) -> list[Any]:
+        """One answer per entry of the script calls, then one per plain command, in order.
+
+        An entry's answer is its script's typed reply or the exception it failed with; a call
+        of many entries answers one per entry (its exception for each, if the whole call
+        failed). ``raise_on_error``: raise the first exception instead, once every call ran.
+        """
+        if not self._calls and not self._commands:
+            return []
+        waits = self.runner.wait_replicas > 0 and any(
+            call.name in WAITED for call in self._calls)
+        if self.runner.cluster:
+            raw = self._one_by_one() if waits else self._cluster_pipeline()
+        else:
+            raw = self._pipelined(waits)
+        answers: list[Any] = []
+        for call, answer in zip(self._calls, raw):
+            if isinstance(answer, Exception):
+                answers.extend([answer] * (call.entries or 1))
+            elif call.entries is None:
+                answers.append(call.build(answer))
+            else:
+                answers.extend(call.build(answer))
+        answers.extend(raw[len(self._calls):])
+        if raise_on_error:
+            for answer in answers:
+                if isinstance(answer, Exception):
+                    raise answer
+        return answers
+
+    def _pipelined(self, waits: bool) -> list[Any]:
+        """Every call as a bare EVALSHA in one pipeline; the calls refused NOSCRIPT again."""
+        client = self.client
+        replies: list[Any] = [None] * len(self._calls)
+        pending = list(range(len(self._calls)))
+        for attempt in (1, 2):
+            pipe = client.pipeline(transaction=False)
+            for i in pending:
+                call = self._calls[i]
+                pipe.execute_command("EVALSHA", call.script.sha, len(call.keys), *call.keys,
+                                     *call.args)
+            for args, options in self._commands:
+                pipe.execute_command(*args, **options)
+            if waits:
+                pipe.execute_command("WAIT", self.runner.wait_replicas,
+                                     self.runner.wait_timeout_ms)
+            answers = pipe.execute(raise_on_error=False)
+            if waits:
+                self._check_wait(answers.pop(), pending, answers)
+            command_answers = answers[len(pending):]
+            missing = []
+            for i, answer in zip(pending, answers):
+                if isinstance(answer, NoScriptError) and attempt == 1:
+                    missing.append(i)
+                else:
+                    replies[i] = answer
+            if not missing:
+                break
+            for script in {id(self._calls[i].script): self._calls[i].script
+                           for i in missing}.values():
+                script.sha = client.script_load(script.script)
+            pending = missing
+        return replies + command_answers
+
+    def _check_wait(self, acked: Any, pending: list[int], answers: list[Any]) -> None:
+        """Too few replicas confirmed: each write of the round trip answers ReplicaWaitTimeout."""
+        if not isinstance(acked, Exception) and int(acked) >= self.runner.wait_replicas:
+            return
+        for position, i in enumerate(pending):
+            name = self._calls[i].name
+            if name in WAITED and not isinstance(answers[position], Exception):
+                answers[position] = self.runner.wait_timeout(name, acked)
+
+    def _cluster_pipeline(self) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for call in self._calls:
+            self.runner.run(call.name, call.script, call.keys, call.args, pipe)
+        for args, options in self._commands:
+            pipe.execute_command(*args, **options)
+        return pipe.execute(raise_on_error=False)
+
+    def _one_by_one(self) -> list[Any]:
+        answers: list[Any] = []
+        for call in self._calls:
+            try:
+                answers.append(self.runner.run(call.name, call.script, call.keys, call.args))
+            except redis.RedisError as exc:
+                answers.append(exc)
+        for args, options in self._commands:
+            try:
+                answers.append(self.client.execute_command(*args, **options))
+            except redis.RedisError as exc:
+                answers.append(exc)
+        return answers

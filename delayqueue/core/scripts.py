@@ -10,7 +10,9 @@ Every topic script takes the same keys in the same order: waiting, ready, ack, e
 config, msgs, ended (``TopicKeys.queues``); a message is a record in the topic's msgs hash,
 read and written only by lua/includes/message.lua. Each call is checked against
 the number of keys its script reads, so a key list that drifts from a script's header fails
-loudly here instead of reading the wrong key in Redis. Results use the codes of ``outcome.Outcome``.
+loudly here instead of reading the wrong key in Redis. Each method answers its script's typed
+reply (replies.py), outcomes as ``outcome.Outcome``; given a ``RoundTrip`` as ``trip``, it
+queues the call there instead, and the round trip's ``execute()`` answers the reply.
 """
 
 from __future__ import annotations
@@ -18,13 +20,32 @@ from __future__ import annotations
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import redis
 from redis.commands.core import Script
 
 from .keys import NamespaceKeys, TopicKeys
-from .script_runner import WAITED, ScriptRunner
+from .outcome import Outcome
+from .replies import (
+    BUILDERS,
+    AckReply,
+    ChangeVisibilityReply,
+    DeadListReply,
+    DeadPurgeReply,
+    DeadRedriveReply,
+    DeleteReply,
+    ExpireReply,
+    GetReply,
+    MigrateReply,
+    NackReply,
+    PromoteReply,
+    PullReply,
+    RescheduleReply,
+    SendReply,
+    TimeoutReply,
+)
+from .script_runner import RoundTrip, ScriptCall, ScriptRunner
 
 _INCLUDE = re.compile(r"^--@include (\w+)[ \t]*$", re.MULTILINE)
 _KEY = re.compile(r"KEYS\[(\d+)\]")
@@ -72,103 +93,21 @@ def key_count(source: str) -> int:
     return max((int(n) for n in _KEY.findall(source)), default=0)
 
 
-class ScriptBatch:
-    """Script calls (and plain commands after them) sent to Redis in one round trip.
+class SendArgs(NamedTuple):
+    """One message of a send call, in send.lua's ARGV order (ttl_ms, max_retry: -1 = the
+    topic's setting; attributes: JSON text, '' for none)."""
+    msg_id: str
+    body: str
+    trigger_ms: int
+    ttl_ms: int
+    max_retry: int
+    attributes: str
 
-    Pass it as ``client`` to any ``Scripts`` method, then ``execute()``. redis-py's own
-    pipelines check every script with SCRIPT EXISTS first, a second round trip per request;
-    here each call is a bare EVALSHA, and a call answered NOSCRIPT (Redis restarted or failed
-    over: the script did nothing) is loaded and run again, alone. Each call is atomic on its
-    own; a call that fails answers its exception in its place and the others stand.
 
-    With ``redis-wait-replicas`` one WAIT ends the round trip and covers every call (WAIT
-    counts the writes of its own connection): too few replicas in time, and every write in
-    the batch answers ``ReplicaWaitTimeout``. On a Cluster the calls run as EVAL in a Cluster
-    pipeline (redis-py refuses EVALSHA there; a batch's keys are one topic, so one node), and
-    a batch that must WAIT there runs call by call through ``ScriptRunner``.
-    """
-
-    def __init__(self, client: redis.Redis, runner: ScriptRunner) -> None:
-        self.client = client
-        self.runner = runner
-        self._calls: list[tuple[str, Script, list, list]] = []
-        self._commands: list[tuple] = []
-
-    def add(self, name: str, script: Script, keys: Sequence[str], args: Sequence[Any]) -> None:
-        self._calls.append((name, script, list(keys), list(args)))
-
-    def command(self, *args: Any) -> None:
-        """A plain command sent after the scripts in the same round trip (bookkeeping)."""
-        self._commands.append(args)
-
-    def __len__(self) -> int:
-        return len(self._calls)
-
-    def execute(self) -> list[Any]:
-        """Each script call's reply, or the exception it answered, in the order added."""
-        waits = self.runner.wait_replicas > 0 and any(
-            name in WAITED for name, *_ in self._calls)
-        if self.runner.cluster:
-            return self._one_by_one() if waits else self._cluster_pipeline()
-        replies: list[Any] = [None] * len(self._calls)
-        pending = list(range(len(self._calls)))
-        commands = self._commands
-        for attempt in (1, 2):
-            pipe = self.client.pipeline(transaction=False)
-            for i in pending:
-                _, script, keys, args = self._calls[i]
-                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            for command in commands:
-                pipe.execute_command(*command)
-            if waits:
-                pipe.execute_command("WAIT", self.runner.wait_replicas,
-                                     self.runner.wait_timeout_ms)
-            answers = pipe.execute(raise_on_error=False)
-            if waits:
-                self._check_wait(answers[-1], pending, answers)
-            missing = []
-            for i, answer in zip(pending, answers):
-                if isinstance(answer, redis.exceptions.NoScriptError) and attempt == 1:
-                    missing.append(i)
-                else:
-                    replies[i] = answer
-            if not missing:
-                break
-            for script in {id(self._calls[i][1]): self._calls[i][1] for i in missing}.values():
-                script.sha = self.client.script_load(script.script)
-            pending, commands = missing, []
-        return replies
-
-    def _check_wait(self, acked: Any, pending: list[int], answers: list[Any]) -> None:
-        """Too few replicas confirmed: each write of the batch answers ReplicaWaitTimeout."""
-        if not isinstance(acked, Exception) and int(acked) >= self.runner.wait_replicas:
-            return
-        for position, i in enumerate(pending):
-            name = self._calls[i][0]
-            if name in WAITED and not isinstance(answers[position], Exception):
-                answers[position] = self.runner.wait_timeout(name, acked)
-
-    def _cluster_pipeline(self) -> list[Any]:
-        pipe = self.client.pipeline(transaction=False)
-        for name, script, keys, args in self._calls:
-            self.runner.run(name, script, keys, args, pipe)
-        for command in self._commands:
-            pipe.execute_command(*command)
-        return pipe.execute(raise_on_error=False)[:len(self._calls)]
-
-    def _one_by_one(self) -> list[Any]:
-        replies: list[Any] = []
-        for name, script, keys, args in self._calls:
-            try:
-                replies.append(self.runner.run(name, script, keys, args))
-            except redis.RedisError as exc:
-                replies.append(exc)
-        for command in self._commands:
-            try:
-                self.client.execute_command(*command)
-            except redis.RedisError:
-                pass      # bookkeeping: the repair sweep and the next use redo it
-        return replies
+class AckArgs(NamedTuple):
+    """One ack of an ack call, in ack.lua's ARGV order (receipt '' = none)."""
+    msg_id: str
+    receipt: str
 
 
 class Scripts:
@@ -178,9 +117,7 @@ class Scripts:
     server's value of every topic setting, which the script uses where the topic has none.
     """
 
-    NAMES = ("send", "promote", "pull", "ack", "nack", "delete", "get", "timeout", "expire",
-             "change_visibility", "reschedule", "dead_list", "dead_redrive", "dead_purge",
-             "dead_trim", "topic_config", "migrate", "due_set", "recycle", "monitor_flush")
+    NAMES = tuple(BUILDERS)   # every script under lua/, by the name of its file
 
     def __init__(self, client: redis.Redis, directory: Path | None = None,
                  runner: ScriptRunner | None = None, slot_hex: int | None = None) -> None:
@@ -200,136 +137,150 @@ class Scripts:
     def script(self, name: str) -> Script:
         return self._scripts[name]
 
-    def _run(self, name: str, keys: Sequence[str], args: Sequence[Any], client=None) -> Any:
+    def round_trip(self, client: redis.Redis | None = None) -> RoundTrip:
+        """An empty round trip (on ``client``, else the scripts' own): pass it as ``trip``,
+        then ``execute()`` it."""
+        return RoundTrip(self.runner, client)
+
+    def _run(self, name: str, keys: Sequence[str], args: Sequence[Any],
+             trip: RoundTrip | None = None, entries: int | None = None) -> Any:
+        """Run the call now and answer its typed reply, or queue it in ``trip``; ``entries``:
+        how many entries a many-entry call carries (its reply is one per entry)."""
         if len(keys) != self.key_counts[name]:
             raise TypeError(f"{name}.lua reads {self.key_counts[name]} keys; "
                             f"called with {len(keys)}")
-        if isinstance(client, ScriptBatch):
-            return client.add(name, self._scripts[name], keys, args)
-        return self.runner.run(name, self._scripts[name], keys, args, client)
+        call = ScriptCall(name, self._scripts[name], list(keys), list(args), BUILDERS[name],
+                          entries)
+        if trip is not None:
+            trip.add(call)
+            return None
+        return call.build(self.runner.run(name, call.script, call.keys, call.args))
 
     # -- topic scripts: KEYS = waiting, ready, ack, expire, dead, config, msgs, ended --------
     def send_many(self, tk: TopicKeys, now_ms: int, channel: str, defaults: Sequence[str],
-                  entries: Sequence[Sequence[Any]], client=None) -> list:
-        """Accept messages, each on its own, in one script call. ``entries``: (msg_id, body,
-        trigger_ms, ttl_ms, max_retry, attributes) each. The reply: one ``[outcome, fields,
-        lowered_due]`` per entry, in order, or the error an entry's own writes failed with."""
+                  entries: Sequence[SendArgs], trip: RoundTrip | None = None
+                  ) -> list[SendReply | Exception]:
+        """Accept messages, each on its own, in one script call: a reply per entry, in
+        order, or the error an entry's own writes failed with."""
         args: list[Any] = [now_ms, channel, tk.topic, len(entries)]
         for entry in entries:
             args.extend(entry)
         args.extend(defaults)
-        return self._run("send", tk.queues, args, client)
+        return self._run("send", tk.queues, args, trip, entries=len(entries))
 
     def send(self, tk: TopicKeys, msg_id: str, body: str, now_ms: int, trigger_ms: int,
              ttl_ms: int, max_retry: int, attributes: str, channel: str,
-             defaults: Sequence[str]) -> list:
-        """One message (``send_many`` of one): its ``[outcome, fields, lowered_due]``."""
-        return _only(self.send_many(tk, now_ms, channel, defaults,
-                                    [(msg_id, body, trigger_ms, ttl_ms, max_retry, attributes)]))
+             defaults: Sequence[str]) -> SendReply:
+        """One message (``send_many`` of one)."""
+        return _only(self.send_many(tk, now_ms, channel, defaults, [
+            SendArgs(msg_id, body, trigger_ms, ttl_ms, max_retry, attributes)]))
 
-    def promote(self, tk: TopicKeys, now_ms: int, limit: int, channel: str, client=None) -> list:
-        return self._run("promote", tk.queues, [now_ms, limit, channel, tk.topic], client)
+    def promote(self, tk: TopicKeys, now_ms: int, limit: int, channel: str,
+                trip: RoundTrip | None = None) -> PromoteReply:
+        return self._run("promote", tk.queues, [now_ms, limit, channel, tk.topic], trip)
 
-    def pull(self, tk: TopicKeys, now_ms: int, batch: int, ack_timeout_ms: int,
+    def pull(self, tk: TopicKeys, now_ms: int, count: int, ack_timeout_ms: int,
              end_life_ms: int, promote_limit: int, channel: str,
-             defaults: Sequence[str]) -> list:
+             defaults: Sequence[str]) -> PullReply:
+        """Hand out up to ``count`` ready messages (the API's ``batch``)."""
         return self._run(
             "pull", tk.queues,
-            [now_ms, batch, ack_timeout_ms, end_life_ms, promote_limit, channel, tk.topic,
+            [now_ms, count, ack_timeout_ms, end_life_ms, promote_limit, channel, tk.topic,
              *defaults],
         )
 
     def ack_many(self, tk: TopicKeys, now_ms: int, end_life_ms: int,
-                 entries: Sequence[tuple[str, str]], client=None) -> list:
-        """Acks, each on its own, in one script call. ``entries``: (msg_id, receipt) each
-        (receipt '' = none). The reply: one ``[outcome, fields]`` per entry, in order, or the
+                 entries: Sequence[AckArgs], trip: RoundTrip | None = None
+                 ) -> list[AckReply | Exception]:
+        """Acks, each on its own, in one script call: a reply per entry, in order, or the
         error an entry's own writes failed with."""
         args: list[Any] = [now_ms, end_life_ms, len(entries)]
-        for msg_id, receipt in entries:
-            args.extend((msg_id, receipt))
-        return self._run("ack", tk.queues, args, client)
+        for entry in entries:
+            args.extend(entry)
+        return self._run("ack", tk.queues, args, trip, entries=len(entries))
 
     def ack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int,
-            receipt: str = "") -> list:
-        """One ack (``ack_many`` of one): its ``[outcome, fields]``."""
-        return _only(self.ack_many(tk, now_ms, end_life_ms, [(msg_id, receipt)]))
+            receipt: str = "") -> AckReply:
+        """One ack (``ack_many`` of one)."""
+        return _only(self.ack_many(tk, now_ms, end_life_ms, [AckArgs(msg_id, receipt)]))
 
     def nack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int, channel: str,
              defaults: Sequence[str], receipt: str = "", delay_ms: int = -1,
-             client=None) -> list:
+             trip: RoundTrip | None = None) -> NackReply:
         return self._run("nack", tk.queues,
                          [msg_id, now_ms, end_life_ms, receipt, delay_ms, channel, tk.topic,
-                          *defaults], client)
+                          *defaults], trip)
 
     def change_visibility(self, tk: TopicKeys, msg_id: str, now_ms: int, timeout_ms: int,
                           end_life_ms: int, channel: str, defaults: Sequence[str],
-                          receipt: str = "") -> list:
+                          receipt: str = "") -> ChangeVisibilityReply:
         return self._run("change_visibility", tk.queues,
                          [msg_id, now_ms, timeout_ms, receipt, end_life_ms, channel, tk.topic,
                           *defaults])
 
     def reschedule(self, tk: TopicKeys, msg_id: str, now_ms: int, trigger_ms: int,
-                   channel: str) -> list:
+                   channel: str) -> RescheduleReply:
         return self._run("reschedule", tk.queues,
                          [msg_id, now_ms, trigger_ms, channel, tk.topic])
 
     def delete(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int, release: bool,
-               client=None) -> list:
+               trip: RoundTrip | None = None) -> DeleteReply:
         return self._run("delete", tk.queues,
-                         [msg_id, now_ms, end_life_ms, 1 if release else 0], client)
+                         [msg_id, now_ms, end_life_ms, 1 if release else 0], trip)
 
-    def get(self, tk: TopicKeys, msg_id: str, now_ms: int | None) -> list:
-        """The message's fields (``MESSAGE_FIELDS`` order) and its slot, or [] when there is
-        none (``now_ms`` None: an ended one past its retention and not yet purged too)."""
+    def get(self, tk: TopicKeys, msg_id: str, now_ms: int | None) -> GetReply:
+        """The message, or an empty reply when there is none (``now_ms`` None: an ended one
+        past its retention and not yet purged is found too)."""
         return self._run("get", tk.queues, [msg_id, "" if now_ms is None else now_ms])
 
     def timeout(self, tk: TopicKeys, now_ms: int, limit: int, end_life_ms: int,
-                channel: str, defaults: Sequence[str], client=None) -> list:
+                channel: str, defaults: Sequence[str],
+                trip: RoundTrip | None = None) -> TimeoutReply:
         return self._run("timeout", tk.queues,
-                         [now_ms, limit, end_life_ms, channel, tk.topic, *defaults], client)
+                         [now_ms, limit, end_life_ms, channel, tk.topic, *defaults], trip)
 
     def expire(self, tk: TopicKeys, now_ms: int, limit: int, end_life_ms: int,
-               defaults: Sequence[str], client=None) -> list:
-        return self._run("expire", tk.queues, [now_ms, limit, end_life_ms, *defaults], client)
+               defaults: Sequence[str], trip: RoundTrip | None = None) -> ExpireReply:
+        return self._run("expire", tk.queues, [now_ms, limit, end_life_ms, *defaults], trip)
 
     def dead_list(self, tk: TopicKeys, now_ms: int, limit: int, cursor_time: int | None,
-                  cursor_slot: str, defaults: Sequence[str]) -> list:
+                  cursor_slot: str, defaults: Sequence[str]) -> DeadListReply:
         return self._run("dead_list", tk.queues,
                          [now_ms, limit, "" if cursor_time is None else cursor_time,
                           cursor_slot, *defaults])
 
     def dead_redrive(self, tk: TopicKeys, now_ms: int, msg_id: str, limit: int, channel: str,
-                     defaults: Sequence[str]) -> list:
+                     defaults: Sequence[str]) -> DeadRedriveReply:
         return self._run("dead_redrive", tk.queues,
                          [now_ms, msg_id, limit, channel, tk.topic, *defaults])
 
-    def dead_purge(self, tk: TopicKeys, msg_id: str, limit: int) -> list:
+    def dead_purge(self, tk: TopicKeys, msg_id: str, limit: int) -> DeadPurgeReply:
         return self._run("dead_purge", tk.queues, [msg_id, limit])
 
     def dead_trim(self, tk: TopicKeys, now_ms: int, limit: int,
                   defaults: Sequence[str]) -> int:
         return self._run("dead_trim", tk.queues, [now_ms, limit, *defaults])
 
-    def topic_config(self, tk: TopicKeys, reset: bool, pairs: Sequence[str]) -> int:
+    def topic_config(self, tk: TopicKeys, reset: bool, pairs: Sequence[str]) -> Outcome:
         return self._run("topic_config", tk.queues, [1 if reset else 0, *pairs])
 
-    def migrate(self, tk: TopicKeys, now_ms: int, msg_ids: Sequence[str]) -> list:
+    def migrate(self, tk: TopicKeys, now_ms: int, msg_ids: Sequence[str]) -> MigrateReply:
         """Convert these messages from the per-message hashes of the older storage format."""
         return self._run("migrate", tk.queues, [tk.legacy_msg_prefix, now_ms, *msg_ids])
 
     # -- namespace scripts (bookkeeping, slot {ns}) ----------------------------------------
     def due_set(self, nk: NamespaceKeys, topic: str, seen_ms: float, next_ms: int,
-                client=None) -> int:
-        return self._run("due_set", [nk.due], [topic, seen_ms, next_ms], client)
+                trip: RoundTrip | None = None) -> Outcome:
+        return self._run("due_set", [nk.due], [topic, seen_ms, next_ms], trip)
 
-    def recycle(self, nk: NamespaceKeys, topic: str, seen_ms: float) -> int:
+    def recycle(self, nk: NamespaceKeys, topic: str, seen_ms: float) -> Outcome:
         return self._run("recycle", [nk.topics, nk.due], [topic, seen_ms])
 
     def monitor_flush(self, nk: NamespaceKeys, interval_start_ms: int, ttl_ms: int,
-                      groups: Sequence[str], client=None) -> int:
+                      groups: Sequence[str], trip: RoundTrip | None = None) -> int:
         """``groups``: flat (field, op, value) triples, as monitor_flush.lua's header says."""
         return self._run("monitor_flush", [nk.monitor(interval_start_ms), nk.monitor_total],
-                         [ttl_ms, *groups], client)
+                         [ttl_ms, *groups], trip)
 
 
 def _only(replies: list) -> Any:

@@ -20,7 +20,7 @@ from .keys import NamespaceKeys, TopicKeys
 from .scripts import Scripts
 
 STORAGE_FORMAT = "records-1"
-MIGRATE_BATCH = 500          # msgIds per migrate.lua call (bounded work per call)
+MIGRATE_CHUNK = 500          # msgIds per migrate.lua call, keys per read or SCAN
 MIGRATE_COMMAND = "delayqueue migrate-storage"
 
 
@@ -35,7 +35,7 @@ def check_format(client: redis.Redis, keys: NamespaceKeys) -> None:
     Without a mark, the registered topics are looked at: the head of each zset of each topic
     is an old msgId when its per-message hash exists. None found (a new namespace, or one
     whose Redis lost the mark, e.g. restarted empty while nodes kept writing) means records:
-    the namespace is marked. O(topics) round-trip-batched reads, only while the mark is
+    the namespace is marked. O(topics) reads, pipelined in chunks, only while the mark is
     missing.
     """
     mark = client.get(keys.storage_format)
@@ -53,8 +53,8 @@ def check_format(client: redis.Redis, keys: NamespaceKeys) -> None:
 
 def _holds_old_format(client: redis.Redis, keys: NamespaceKeys) -> bool:
     topics = client.zrange(keys.topics, 0, -1)
-    for start in range(0, len(topics), MIGRATE_BATCH):
-        tks = [keys.topic(topic) for topic in topics[start:start + MIGRATE_BATCH]]
+    for start in range(0, len(topics), MIGRATE_CHUNK):
+        tks = [keys.topic(topic) for topic in topics[start:start + MIGRATE_CHUNK]]
         pipe = client.pipeline(transaction=False)
         for tk in tks:
             for zset in (tk.waiting, tk.ready, tk.ack, tk.dead):
@@ -76,8 +76,8 @@ def _glob_escape(text: str) -> str:
 
 def _migrate_ids(scripts: Scripts, tk: TopicKeys, now_ms: int, ids: list[str]) -> int:
     converted = 0
-    for start in range(0, len(ids), MIGRATE_BATCH):
-        converted += int(scripts.migrate(tk, now_ms, ids[start:start + MIGRATE_BATCH])[0])
+    for start in range(0, len(ids), MIGRATE_CHUNK):
+        converted += scripts.migrate(tk, now_ms, ids[start:start + MIGRATE_CHUNK]).converted
     return converted
 
 
@@ -85,7 +85,7 @@ def migrate(client: redis.Redis, keys: NamespaceKeys, now: Callable[[], int],
             progress: Callable[[str], None] = lambda line: None) -> int:
     """Convert every registered topic of the namespace to records, then set the mark.
 
-    Per topic: the members of its zsets (ZSCAN, bounded batches), then the per-message hashes
+    Per topic: the members of its zsets (ZSCAN, bounded chunks), then the per-message hashes
     left (ended messages kept for their retention; SCAN MATCH on the topic's old prefix).
     Idempotent: converted messages have no old hash, and a re-run skips them. Returns how many
     messages were converted. Every node must be stopped while it runs.
@@ -99,14 +99,14 @@ def migrate(client: redis.Redis, keys: NamespaceKeys, now: Callable[[], int],
         for zset in (tk.waiting, tk.ready, tk.ack, tk.expire, tk.dead):
             cursor = 0
             while True:
-                cursor, members = client.zscan(zset, cursor, count=MIGRATE_BATCH)
+                cursor, members = client.zscan(zset, cursor, count=MIGRATE_CHUNK)
                 ids = [member for member, _ in members]
                 converted += _migrate_ids(scripts, tk, now(), ids)
                 if cursor == 0:
                     break
         prefix = tk.legacy_msg_prefix
-        for keys_batch in _scan_batches(client, _glob_escape(prefix) + "*"):
-            ids = [key[len(prefix):] for key in keys_batch if key.startswith(prefix)]
+        for found in _scan_chunks(client, _glob_escape(prefix) + "*"):
+            ids = [key[len(prefix):] for key in found if key.startswith(prefix)]
             converted += _migrate_ids(scripts, tk, now(), ids)
         total += converted
         progress(f"migrate-storage: topic {n}/{len(topics)} {topic!r}: {converted} converted")
@@ -116,10 +116,10 @@ def migrate(client: redis.Redis, keys: NamespaceKeys, now: Callable[[], int],
     return total
 
 
-def _scan_batches(client: redis.Redis, match: str):
+def _scan_chunks(client: redis.Redis, match: str):
     cursor = 0
     while True:
-        cursor, found = client.scan(cursor, match=match, count=MIGRATE_BATCH)
+        cursor, found = client.scan(cursor, match=match, count=MIGRATE_CHUNK)
         if found:
             yield found
         if cursor == 0:

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from . import topic_config
-from .errors import BadRequest, NotFound, redis_errors
+from .errors import BadRequest, redis_errors
 from .message import DelayMsg
 from .outcome import Outcome
 from .queue import SCRIPT_LIMIT, DelayQueue
+from .refusal import refusal
 
 
 @dataclass(frozen=True)
@@ -50,27 +51,28 @@ class TopicAdmin:
     def list(self, topic: str, limit: int = 100, cursor: str | None = None) -> DeadPage:
         cursor_time, cursor_slot = decode_cursor(cursor) if cursor else (None, "")
         with redis_errors():
-            entries, next_time, next_slot = self.scripts.dead_list(
+            page = self.scripts.dead_list(
                 self.queue.topic_keys(topic), self.clock.now_ms(), limit, cursor_time,
                 cursor_slot, self.queue.defaults)
-        messages = [DelayMsg.from_fields(topic, e[0], e[2:]).with_dead_time(int(e[1]))
-                    for e in entries]
-        return DeadPage(messages, encode_cursor(int(next_time), next_slot)
-                        if int(next_time) >= 0 else None)
+        messages = [DelayMsg.from_fields(topic, e.msg_id, e.fields).with_dead_time(e.death_time)
+                    for e in page.entries]
+        return DeadPage(messages, encode_cursor(page.next_time, page.next_slot)
+                        if page.next_time >= 0 else None)
 
     def redrive(self, topic: str, msg_id: str | None = None,
                 limit: int = SCRIPT_LIMIT) -> int:
         """Dead letters back to ready: the one given, or the oldest ``limit``."""
         with redis_errors():
             now = self.clock.now_ms()
-            outcome, count, lowered_due = self.scripts.dead_redrive(
+            reply = self.scripts.dead_redrive(
                 self.queue.topic_keys(topic), now, msg_id or "", limit,
                 self.queue.keys.hint_channel, self.queue.defaults)
-            self.queue.bookkeep(topic, now, int(lowered_due))
-        if outcome == Outcome.NO_MESSAGE:
-            raise NotFound(f"msgId: no dead letter '{msg_id}' in topic '{topic}'")
-        self.monitor.incr(topic, "redriven", count)
-        return int(count)
+            self.queue.bookkeep(topic, now, reply.lowered_due)
+        error = refusal("dead_redrive", reply.outcome, topic, msg_id)
+        if error:
+            raise error
+        self.monitor.incr(topic, "redriven", reply.count)
+        return reply.count
 
     def purge(self, topic: str, msg_id: str | None = None) -> int:
         """Remove one dead letter, or all of them in bounded slices."""
@@ -78,11 +80,12 @@ class TopicAdmin:
         total = 0
         with redis_errors():
             while True:
-                outcome, count = self.scripts.dead_purge(tk, msg_id or "", SCRIPT_LIMIT)
-                if outcome == Outcome.NO_MESSAGE:
-                    raise NotFound(f"msgId: no dead letter '{msg_id}' in topic '{topic}'")
-                total += count
-                if msg_id or count < SCRIPT_LIMIT:
+                reply = self.scripts.dead_purge(tk, msg_id or "", SCRIPT_LIMIT)
+                error = refusal("dead_purge", reply.outcome, topic, msg_id)
+                if error:
+                    raise error
+                total += reply.count
+                if msg_id or reply.count < SCRIPT_LIMIT:
                     return total
 
     def trim(self, topic: str) -> int:

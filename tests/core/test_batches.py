@@ -259,7 +259,7 @@ def test_runs_of_acks_go_as_one_script_call_and_answer_in_order(own_redis):
     rt = make_runtime(redis_url, ManualClock())
     queue = rt.queue
     queue.send_batch("runs", [SendRequest(str(i), f"m{i}") for i in range(8)])
-    receipts = {m.msg_id: m.receipt for m in queue.pull("runs", batch=8).messages}
+    receipts = {m.msg_id: m.receipt for m in queue.pull("runs", count=8).messages}
     # Both scripts loaded first (a script's first call in a batch is answered NOSCRIPT).
     queue.ack_batch("runs", [AckRequest("m6"), AckRequest("m7", ack=False)])
     before = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"]

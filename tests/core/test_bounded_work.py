@@ -20,12 +20,12 @@ def make_runtime(redis_url: str, clock=None) -> Runtime:
 def fill_waiting(client: redis.Redis, rt: Runtime, topic: str, count: int, trigger_ms: int):
     """Send ``count`` messages through the send script, all due at ``trigger_ms``."""
     tk = rt.queue.topic_keys(topic)
-    pipe = client.pipeline(transaction=False)
+    trip = rt.scripts.round_trip(client)
     for start in range(0, count, 100):
         rt.scripts.send_many(tk, trigger_ms - 1, rt.keys.hint_channel, rt.queue.defaults,
                              [(f"m{i}", "body", trigger_ms, 3_600_000, 3, "")
-                              for i in range(start, min(start + 100, count))], client=pipe)
-    pipe.execute()
+                              for i in range(start, min(start + 100, count))], trip=trip)
+    trip.execute(raise_on_error=True)
 
 
 def test_one_promote_call_moves_at_most_its_limit(redis_url, redis_client):
@@ -56,7 +56,7 @@ def test_pull_skips_a_bounded_number_of_dead_entries_per_call(redis_url, redis_c
     tk = rt.queue.topic_keys("dead")
     rt.scheduler.visit(["dead"])
     clock.advance(3_600_000)  # every message is now past its expireTime
-    result = rt.queue.pull("dead", batch=10)
+    result = rt.queue.pull("dead", count=10)
     assert result.messages == []
     # batch 10 may skip at most 2 * 10 dead entries in one call; the rest wait for expiry.
     assert redis_client.zcard(tk.ready) == 300 - 20

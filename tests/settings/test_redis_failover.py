@@ -87,12 +87,12 @@ def test_ten_thousand_random_topics_touch_one_slot_per_script(redis_cluster):
         now = runtime.clock.now_ms()
         for start in range(0, len(topics), 1000):
             chunk = topics[start:start + 1000]
-            pipe = runtime.client.pipeline(transaction=False)
+            trip = runtime.scripts.round_trip()
             for topic in chunk:
                 runtime.scripts.send_many(queue.topic_keys(topic), now, queue.keys.hint_channel,
                                           queue.defaults, [("m", "x", now, -1, -1, "")],
-                                          client=pipe)
-            assert [reply[0][0] for reply in pipe.execute()] == [Outcome.OK] * len(chunk)
+                                          trip=trip)
+            assert [reply.outcome for reply in trip.execute()] == [Outcome.OK] * len(chunk)
         queue.client.zadd(queue.keys.topics, {topic: now for topic in topics})
         for topic in topics[:200]:
             [pulled] = queue.pull(topic).messages

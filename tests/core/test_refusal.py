@@ -1,0 +1,118 @@
+"""Refusals: every refusing outcome a script can answer maps to one error, with a code and a
+text naming the parameter, and every transition answers through that one table."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from test_bounded_work import make_runtime
+
+from delayqueue.core.clock import ManualClock
+from delayqueue.core.errors import DelayQueueError, Unavailable
+from delayqueue.core.outcome import Outcome
+from delayqueue.core.refusal import REFUSALS, refusal
+from delayqueue.core.scripts import lua_dir
+
+# A caller's bug, never a client's request: answered 500 like any script failure.
+NOT_A_REFUSAL = {Outcome.BAD_ARGUMENT}
+REFUSING = [o for o in Outcome if o < 0 and o not in NOT_A_REFUSAL]
+
+
+def refusing_outcomes_in_header(script: str) -> set[Outcome]:
+    if script == "get":
+        return {Outcome.NO_MESSAGE}      # get.lua answers an empty reply for it
+    header = (lua_dir() / f"{script}.lua").read_text().split("]]", 1)[0]
+    return {o for o in REFUSING if re.search(rf"\b{o.name}\b", header)}
+
+
+def test_every_refusal_a_script_header_names_has_one_row_and_no_row_is_dead():
+    scripts = {path.stem for path in lua_dir().glob("*.lua")}
+    named = {(script, outcome) for script in scripts
+             for outcome in refusing_outcomes_in_header(script)}
+    assert set(REFUSALS) == named
+
+
+@pytest.mark.parametrize("script, outcome", sorted(REFUSALS))
+def test_each_refusal_has_a_client_error_code_and_names_its_parameter(script, outcome):
+    row = REFUSALS[(script, outcome)]
+    assert row.error.code in (400, 404, 409)
+    error = refusal(script, outcome, "orders", "m1")
+    assert type(error) is row.error
+    assert error.msg.split(":")[0] in ("msgId", "receipt")
+    assert "'m1'" in error.msg
+
+
+def test_an_outcome_that_is_not_a_refusal_answers_no_error():
+    assert all(refusal("ack", outcome, "t", "m") is None
+               for outcome in Outcome if outcome >= 0)
+
+
+def test_a_refusal_without_a_row_answers_500_never_a_success():
+    error = refusal("delete", Outcome.NOT_DELIVERED, "t", "m")
+    assert isinstance(error, Unavailable) and error.code == 500
+    assert "NOT_DELIVERED" in error.msg
+
+
+@pytest.fixture
+def queue(redis_url):
+    """A topic 't' holding 'w' (waiting) and 'c' (consuming: delivered once)."""
+    rt = make_runtime(redis_url, ManualClock())
+    rt.queue.send("t", "body", msg_id="w", delay_ms=60_000)
+    rt.queue.send("t", "body", msg_id="c")
+    [consuming] = rt.queue.pull("t").messages
+    assert consuming.msg_id == "c"
+    return rt
+
+
+STALE = "receipt: stale receipt: message 'c' was delivered again since (status 3, retry 1)"
+NOT_LIVE = "msgId: no live message 'ghost' in topic 't'"
+# (script, outcome) -> the request that meets it, and the exact text it answers.
+TRANSITIONS = {
+    ("ack", Outcome.NO_MESSAGE): (
+        lambda rt: rt.queue.ack("t", "ghost"),
+        "msgId: no live or acked message 'ghost' in topic 't'"),
+    ("ack", Outcome.NOT_DELIVERED): (
+        lambda rt: rt.queue.ack("t", "w"),
+        "msgId: message 'w' has not been delivered yet (status 1); use deleteMsg to drop it"),
+    ("ack", Outcome.STALE_RECEIPT): (lambda rt: rt.queue.ack("t", "c", "0.1"), STALE),
+    ("nack", Outcome.NO_MESSAGE): (lambda rt: rt.queue.nack("t", "ghost"), NOT_LIVE),
+    ("nack", Outcome.NOT_CONSUMING): (
+        lambda rt: rt.queue.nack("t", "w"),
+        "msgId: message 'w' is not being consumed (status 1); only status 3 can be nacked"),
+    ("nack", Outcome.STALE_RECEIPT): (lambda rt: rt.queue.nack("t", "c", "0.1"), STALE),
+    ("change_visibility", Outcome.NO_MESSAGE): (
+        lambda rt: rt.queue.change_visibility("t", "ghost", 1000), NOT_LIVE),
+    ("change_visibility", Outcome.NOT_CONSUMING): (
+        lambda rt: rt.queue.change_visibility("t", "w", 1000),
+        "msgId: message 'w' is not being consumed (status 1); only status 3 has an ack "
+        "deadline"),
+    ("change_visibility", Outcome.STALE_RECEIPT): (
+        lambda rt: rt.queue.change_visibility("t", "c", 1000, "0.1"), STALE),
+    ("reschedule", Outcome.NO_MESSAGE): (
+        lambda rt: rt.queue.reschedule("t", "ghost", delay_ms=5), NOT_LIVE),
+    ("reschedule", Outcome.CONSUMING): (
+        lambda rt: rt.queue.reschedule("t", "c", delay_ms=5),
+        "msgId: message 'c' is being consumed (status 3); only waiting or ready messages can "
+        "be rescheduled"),
+    ("delete", Outcome.NO_MESSAGE): (lambda rt: rt.queue.delete("t", "ghost"), NOT_LIVE),
+    ("get", Outcome.NO_MESSAGE): (
+        lambda rt: rt.queue.get("t", "ghost"), "msgId: no message 'ghost' in topic 't'"),
+    ("dead_redrive", Outcome.NO_MESSAGE): (
+        lambda rt: rt.admin.redrive("t", "c"), "msgId: no dead letter 'c' in topic 't'"),
+    ("dead_purge", Outcome.NO_MESSAGE): (
+        lambda rt: rt.admin.purge("t", "c"), "msgId: no dead letter 'c' in topic 't'"),
+}
+
+
+def test_every_refusal_is_met_by_a_transition_below():
+    assert set(TRANSITIONS) == set(REFUSALS)
+
+
+@pytest.mark.parametrize("script, outcome", sorted(TRANSITIONS))
+def test_a_transition_answers_its_refusal_from_the_table(queue, script, outcome):
+    request, text = TRANSITIONS[(script, outcome)]
+    with pytest.raises(DelayQueueError) as refused:
+        request(queue)
+    assert type(refused.value) is REFUSALS[(script, outcome)].error
+    assert refused.value.msg == text
