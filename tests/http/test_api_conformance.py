@@ -1,17 +1,13 @@
 """Conformance of the HTTP API (docs/api.md) against live gunicorn nodes.
 
-Servers are module-scoped and every test uses a topic of its own, so nothing is flushed
-between tests. ``node`` runs the defaults (with a 1 s monitoring interval); ``short_node``
-keeps ended messages for only 500 ms; ``hint_node`` re-checks held polls only every 30 s.
-Each runs on a Redis database of its own: nodes sharing one would share the scheduler lease,
-and the settings of whichever held it (retention, for one) would apply to the others' topics.
+The nodes and their helpers are shared by every conformance module (tests/http/conftest.py,
+tests/support/conformance.py); every test uses a topic of its own.
 """
 
 from __future__ import annotations
 
 import re
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -19,124 +15,28 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from support import wait_until
+from support.conformance import (
+    API,
+    HOUR,
+    MIB,
+    ack_deadline,
+    assert_nothing_written,
+    get,
+    info,
+    post,
+    pull,
+    redis_now_ms,
+    send,
+    status,
+)
 from support.fleet import wait_until_pulled
-from support.lua import NS, read, slot_of
-from support.node import ServerProcess
-from support.topologies import TOPOLOGIES, backend_named
+from support.lua import NS, read
 
-BASE = "/camellia/delayQueue/"
-HOUR = 3_600_000
-MIB = 1024 * 1024
-REGISTRY = "dq:{default}:topics"
+pytestmark = pytest.mark.every_topology
 # Worst seen over 12 runs: a promotion seen by a 20 ms getMsg poll 39 ms after triggerTime;
 # a held poll answered 30 ms after its message's 1.5 s ack timeout. Each bound is 3x that.
 PROMOTION_SEEN_LATE_MS = 120
 ACK_TIMEOUT_WAKE_LATE_S = 0.09
-
-
-# -- fixtures & helpers ------------------------------------------------------------------
-HINT_SETTINGS = {"long-polling-safety-millis": 30_000}
-
-
-@pytest.fixture(scope="module", params=TOPOLOGIES)
-def backend(request):
-    """Every test of the module runs on a standalone Redis, on Sentinel and on a Cluster."""
-    return backend_named(request, request.param)
-
-
-def node_on(backend, settings, own_namespace=True):
-    """A node on a Redis database (standalone) or namespace (topologies) of its own: nodes
-    sharing one would share the scheduler lease, and the settings of whichever held it
-    (retention, for one) would apply to the others' topics. ``placement`` is what a second
-    node needs to share its data."""
-    with backend.place(own_namespace) as (url, placement), \
-            ServerProcess(url, settings={**settings, **placement}) as server:
-        server.placement = placement
-        yield server
-
-
-@pytest.fixture(scope="module")
-def node(backend):
-    # The default namespace: tests name its keys (REGISTRY).
-    yield from node_on(backend, {"monitor-interval-seconds": 1}, own_namespace=False)
-
-
-@pytest.fixture(scope="module")
-def raw_redis(node, backend):
-    """A client of ``node``'s database."""
-    client = backend.client(node.redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def short_node(backend, node):
-    yield from node_on(backend, {"end-life-msg-expire-millis": 500})
-
-
-@pytest.fixture(scope="module")
-def hint_node(backend, node):
-    """Held long polls re-check on their own only every 30 s: wake-ups must come from
-    hints or the topic's next due time."""
-    yield from node_on(backend, HINT_SETTINGS)
-
-
-@pytest.fixture(scope="module")
-def hint_peer(hint_node):
-    """A second node on ``hint_node``'s data, with the same settings."""
-    with ServerProcess(hint_node.redis_url,
-                       settings={**HINT_SETTINGS, **hint_node.placement}) as server:
-        yield server
-
-
-@pytest.fixture
-def topic(request):
-    name = re.sub(r"[^A-Za-z0-9_]", "_", request.node.name)[:60]
-    return f"{name}-{uuid.uuid4().hex[:8]}"
-
-
-def post(server, endpoint, **params):
-    """(HTTP status, envelope) of a form POST."""
-    response = requests.post(server.url + BASE + endpoint, data=params, timeout=15)
-    return response.status_code, response.json()
-
-
-def send(server, topic, **params):
-    params.setdefault("msg", "hello")
-    reply = server.call("sendMsg", topic=topic, **params)
-    assert reply["code"] == 200, reply
-    return reply["delayMsg"]
-
-
-def pull(server, topic, **params):
-    reply = server.call("pullMsg", topic=topic, **params)
-    assert reply["code"] == 200, reply
-    return reply["delayMsgList"]
-
-
-def get(server, topic, msg_id):
-    return server.call("getMsg", topic=topic, msgId=msg_id)
-
-
-def status(server, topic, msg_id):
-    reply = get(server, topic, msg_id)
-    return reply["delayMsg"]["status"] if reply["code"] == 200 else reply["code"]
-
-
-def info(server, topic):
-    reply = server.call("getTopicInfo", topic=topic)
-    assert reply["code"] == 200, reply
-    return reply["data"]
-
-
-def redis_now_ms(client) -> int:
-    seconds, micros = client.time()
-    return seconds * 1000 + micros // 1000
-
-
-def assert_nothing_written(client, topic):
-    assert client.zscore(REGISTRY, topic) is None
-    assert client.keys(f"*{topic}*") == []
 
 
 # -- sendMsg ----------------------------------------------------------------------------
@@ -259,8 +159,7 @@ def test_pull_ack_timeout_sets_the_ack_deadline(node, topic, raw_redis, ack_time
     before = redis_now_ms(raw_redis)
     pull(node, topic, **params)
     after = redis_now_ms(raw_redis)
-    deadline = raw_redis.zscore(f"dq:{{default:{topic}}}:ack",
-                                slot_of(raw_redis, NS.topic(topic), "a"))
+    deadline = ack_deadline(raw_redis, topic, "a")
     expected = 30_000 if ack_timeout is None or ack_timeout <= 0 else ack_timeout
     # The server's clock trails Redis TIME by at most a round trip; never leads it.
     assert before + expected - 250 <= deadline <= after + expected
@@ -738,15 +637,15 @@ def test_health_status_follows_online_and_offline(node):
 
 # -- transport --------------------------------------------------------------------------
 def test_json_body_is_accepted(node, topic):
-    response = requests.post(node.url + BASE + "sendMsg", timeout=10,
+    response = requests.post(node.url + API + "sendMsg", timeout=10,
                              json={"topic": topic, "msg": "j", "msgId": "j", "delayMillis": 0,
                                    "maxRetry": 2})
     reply = response.json()
     assert reply["code"] == 200 and reply["delayMsg"]["maxRetry"] == 2
-    response = requests.post(node.url + BASE + "pullMsg", timeout=10,
+    response = requests.post(node.url + API + "pullMsg", timeout=10,
                              json={"topic": topic, "batch": 5})
     assert [m["msgId"] for m in response.json()["delayMsgList"]] == ["j"]
-    response = requests.post(node.url + BASE + "ackMsg", timeout=10,
+    response = requests.post(node.url + API + "ackMsg", timeout=10,
                              json={"topic": topic, "msgId": "j", "ack": True})
     assert response.json()["code"] == 200
     assert status(node, topic, "j") == 4
@@ -760,7 +659,7 @@ def test_get_and_post_are_both_accepted(node, topic, endpoint):
         send(node, topic, msgId="x")
     for method in (requests.get, requests.post):
         kwargs = {"params": params} if method is requests.get else {"data": params}
-        response = method(node.url + BASE + endpoint, timeout=10, **kwargs)
+        response = method(node.url + API + endpoint, timeout=10, **kwargs)
         assert response.status_code == 200, (method, response.text)
         assert response.json()["code"] == 200
 
@@ -883,7 +782,7 @@ def test_rejected_pull_and_ack_register_no_topic(node, topic, raw_redis):
 
 
 def test_non_object_json_body_is_rejected(node):
-    response = requests.post(node.url + BASE + "sendMsg", timeout=10, json=["topic", "msg"])
+    response = requests.post(node.url + API + "sendMsg", timeout=10, json=["topic", "msg"])
     assert response.json()["code"] == 400
     assert "body" in response.json()["msg"]
 

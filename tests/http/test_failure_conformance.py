@@ -3,257 +3,64 @@
 Receipts, changeVisibility, nack with a delay, the tail requeue, dead letters (list, redrive,
 purge, size and retention), topic settings, message attributes, rescheduleMsg and past
 trigger times; and that a camellia client that sends none of the new parameters sees no
-change. Same style as test_api_conformance.py: module-scoped gunicorn nodes on the session
-Redis, a topic per test, form POSTs like camellia's SDK, and "nothing written" checked on
-refusals. The measured redelivery backoff is in test_redelivery_timing.py.
+change. The nodes and helpers are shared with test_api_conformance.py (tests/http/conftest.py,
+tests/support/conformance.py): form POSTs like camellia's SDK, a topic per test, and
+"nothing written" checked on refusals. The measured redelivery backoff is in
+test_redelivery_timing.py.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
 
-from support.lua import NS, read, slot_of
+from support import wait_until
+from support.conformance import (
+    API,
+    CAMELLIA_FIELDS,
+    CLOCK_SLACK,
+    DAY,
+    HOUR,
+    SESSION,
+    ack,
+    ack_deadline,
+    assert_nothing_written,
+    assert_stale,
+    call,
+    change_visibility,
+    dead_ids,
+    dead_size,
+    dump,
+    get,
+    get_config,
+    get_msg,
+    info,
+    kill,
+    list_dead,
+    nack,
+    post,
+    post_json,
+    pull,
+    pull_one,
+    redis_now_ms,
+    send,
+    set_config,
+    status,
+)
+from support.lua import NS, read
 from support.node import ServerProcess
 from support.redis_server import RedisServer
-from support.topologies import backend_named, selected_topologies
 
-BASE = "/camellia/delayQueue/"
-HOUR = 3_600_000
-DAY = 86_400_000
-REGISTRY = "dq:{default}:topics"
-CAMELLIA_FIELDS = {"topic", "msgId", "msg", "produceTime", "triggerTime", "expireTime",
-                   "maxRetry", "retry", "status"}
 SERVER_DEFAULTS = {
     "ttlMillis": HOUR, "maxRetry": 10, "ackTimeoutMillis": 30_000,
     "redeliveryDelayMillis": 0, "redeliveryBackoffMultiplier": 1,
     "redeliveryMaxDelayMillis": HOUR, "deadLetter": True,
     "deadLetterRetentionMillis": 7 * DAY, "deadLetterMaxSize": 100_000,
 }
-CLOCK_SLACK = 250   # the server's clock trails Redis TIME by at most a round trip
-
-
-# -- fixtures & helpers ------------------------------------------------------------------
-@pytest.fixture(scope="module", params=selected_topologies())
-def backend(request):
-    """Standalone in ``make test``; Sentinel and Cluster too in ``make ha``."""
-    return backend_named(request, request.param)
-
-
-@pytest.fixture(scope="module")
-def node(backend):
-    """A node on a database of its own (the function-scoped fixtures flush database 0); on a
-    topology, the default namespace (tests name its keys), emptied first."""
-    with backend.place(own_namespace=False) as (url, placement), \
-            ServerProcess(url, settings=placement) as server:
-        yield server
-        _session.close()      # no keep-alive connection for the graceful stop to wait on
-
-
-@pytest.fixture(scope="module")
-def raw_redis(node, backend):
-    """A client of ``node``'s database."""
-    client = backend.client(node.redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def short_node(backend, node):
-    """Ended messages are kept only 500 ms (dead letters keep their own retention); its own
-    database (or namespace), so no other node's settings decide its retention."""
-    with backend.place() as (url, placement), ServerProcess(
-            url, settings={"end-life-msg-expire-millis": 500, **placement}) as server:
-        yield server
-        _session.close()
-
-
-@pytest.fixture
-def topic(request):
-    name = re.sub(r"[^A-Za-z0-9_]", "_", request.node.name)[:60]
-    return f"{name}-{uuid.uuid4().hex[:8]}"
-
-
-_session = requests.Session()
-
-
-def post(server, endpoint, **params):
-    """(HTTP status, envelope) of a form POST; parameters given as None are left out."""
-    data = {k: v for k, v in params.items() if v is not None}
-    response = _session.post(server.url + BASE + endpoint, data=data, timeout=15)
-    return response.status_code, response.json()
-
-
-def call(server, endpoint, **params):
-    return post(server, endpoint, **params)[1]
-
-
-def post_json(server, endpoint, body):
-    response = _session.post(server.url + BASE + endpoint, json=body, timeout=15)
-    return response.status_code, response.json()
-
-
-def send(server, topic, **params):
-    params.setdefault("msg", "hello")
-    reply = call(server, "sendMsg", topic=topic, **params)
-    assert reply["code"] == 200, reply
-    return reply["delayMsg"]
-
-
-def pull(server, topic, **params):
-    reply = call(server, "pullMsg", topic=topic, **params)
-    assert reply["code"] == 200, reply
-    return reply["delayMsgList"]
-
-
-def pull_one(server, topic, msg_id, **params):
-    got = pull(server, topic, **params)
-    assert [m["msgId"] for m in got] == [msg_id], got
-    return got[0]
-
-
-def ack(server, topic, msg_id, receipt=None, **params):
-    return call(server, "ackMsg", topic=topic, msgId=msg_id, receipt=receipt, **params)
-
-
-def nack(server, topic, msg_id, receipt=None, **params):
-    return call(server, "ackMsg", topic=topic, msgId=msg_id, ack="false", receipt=receipt,
-                **params)
-
-
-def change_visibility(server, topic, msg_id, ack_timeout_ms, receipt=None):
-    return call(server, "changeVisibility", topic=topic, msgId=msg_id,
-                ackTimeoutMillis=ack_timeout_ms, receipt=receipt)
-
-
-def get(server, topic, msg_id):
-    return call(server, "getMsg", topic=topic, msgId=msg_id)
-
-
-def get_msg(server, topic, msg_id):
-    reply = get(server, topic, msg_id)
-    assert reply["code"] == 200, reply
-    return reply["delayMsg"]
-
-
-def status(server, topic, msg_id):
-    reply = get(server, topic, msg_id)
-    return reply["delayMsg"]["status"] if reply["code"] == 200 else reply["code"]
-
-
-def info(server, topic):
-    reply = call(server, "getTopicInfo", topic=topic)
-    assert reply["code"] == 200, reply
-    return reply["data"]
-
-
-def dead_size(server, topic):
-    return info(server, topic)["deadQueueSize"]
-
-
-def set_config(server, topic, **settings):
-    reply = call(server, "setTopicConfig", topic=topic, **settings)
-    assert reply["code"] == 200, reply
-    return reply
-
-
-def get_config(server, topic):
-    reply = call(server, "getTopicConfig", topic=topic)
-    assert reply["code"] == 200, reply
-    return reply
-
-
-def list_dead(server, topic, **params):
-    reply = call(server, "listDeadMsg", topic=topic, **params)
-    assert reply["code"] == 200, reply
-    return reply
-
-
-def dead_ids(server, topic):
-    """msgIds of every dead letter of the topic, oldest death first (follows the cursor)."""
-    ids, cursor = [], None
-    for _ in range(200):
-        reply = list_dead(server, topic, limit=1000, cursor=cursor)
-        ids += [m["msgId"] for m in reply["delayMsgList"]]
-        cursor = reply.get("nextCursor")
-        if not cursor:
-            return ids
-    pytest.fail("listDeadMsg never ended")
-
-
-def kill(server, topic, msg_id, **send_params):
-    """A dead letter: a maxRetry 0 message delivered once and nacked (status 6); returns the
-    receipt of that delivery."""
-    send(server, topic, msgId=msg_id, maxRetry=0, **send_params)
-    receipt = pull_one(server, topic, msg_id)["receipt"]
-    assert nack(server, topic, msg_id)["code"] == 200
-    assert status(server, topic, msg_id) == 6
-    return receipt
-
-
-def wait_for(predicate, timeout=10.0, interval=0.02):
-    """Poll until predicate() is truthy; returns its value or fails at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout}s")
-        time.sleep(interval)
-
-
-def redis_now_ms(client) -> int:
-    seconds, micros = client.time()
-    return seconds * 1000 + micros // 1000
-
-
-def ack_key(topic):
-    return f"dq:{{default:{topic}}}:ack"
-
-
-def ack_deadline(client, topic, msg_id):
-    """The ack deadline of the message's delivery (the ack zset holds its slot)."""
-    return client.zscore(ack_key(topic), slot_of(client, NS.topic(topic), msg_id))
-
-
-def assert_nothing_written(client, topic):
-    assert client.zscore(REGISTRY, topic) is None
-    assert client.keys(f"*{topic}*") == []
-
-
-def dump(client, topic):
-    """Every key of the topic's slot with its content: compared before and after a refusal."""
-    out = {}
-    for key in sorted(client.keys(f"*{topic}*")):
-        kind = client.type(key)
-        if kind == "hash":
-            value = client.dump(key)      # a topic's msgs hash holds binary records
-        elif kind == "zset":
-            value = client.zrange(key, 0, -1, withscores=True)
-        elif kind == "string":
-            value = client.get(key)
-        elif kind == "list":
-            value = client.lrange(key, 0, -1)
-        elif kind == "set":
-            value = sorted(client.smembers(key))
-        elif kind == "stream":
-            value = client.xrange(key)
-        else:
-            value = None
-        out[key] = (kind, value)
-    return out
-
-
-def assert_stale(reply):
-    assert reply["code"] == 409, reply
-    assert reply["msg"].startswith("receipt:") and "stale" in reply["msg"], reply
 
 
 # -- receipts ----------------------------------------------------------------------------
@@ -283,7 +90,7 @@ def test_stale_receipt_after_a_timeout_redelivery_is_409_and_changes_nothing(
         node, topic, raw_redis):
     send(node, topic, msgId="s")
     old = pull_one(node, topic, "s", ackTimeoutMillis=300)["receipt"]
-    wait_for(lambda: status(node, topic, "s") == 2)
+    wait_until(lambda: status(node, topic, "s") == 2, 10)
     new = pull_one(node, topic, "s", ackTimeoutMillis=60_000)
     assert new["retry"] == 2 and new["receipt"] != old
     before = dump(raw_redis, topic)
@@ -318,8 +125,8 @@ def test_any_receipt_not_of_the_latest_delivery_is_409(node, topic, raw_redis):
 def test_late_ack_with_the_latest_receipt_after_a_timeout_is_accepted(node, topic):
     send(node, topic, msgId="late")
     receipt = pull_one(node, topic, "late", ackTimeoutMillis=300)["receipt"]
-    m = wait_for(lambda: (lambda x: x if x["status"] == 2 else None)(
-        get_msg(node, topic, "late")))
+    m = wait_until(lambda: (lambda x: x if x["status"] == 2 else None)(
+        get_msg(node, topic, "late")), 10)
     assert m["retry"] == 1
     assert ack(node, topic, "late", receipt)["code"] == 200
     assert status(node, topic, "late") == 4
@@ -334,8 +141,8 @@ def test_late_ack_with_the_latest_receipt_while_the_redelivery_waits_out_its_bac
     set_config(node, topic, redeliveryDelayMillis=60_000)
     send(node, topic, msgId="b")
     receipt = pull_one(node, topic, "b", ackTimeoutMillis=300)["receipt"]
-    m = wait_for(lambda: (lambda x: x if x["status"] != 3 else None)(
-        get_msg(node, topic, "b")), timeout=5)
+    m = wait_until(lambda: (lambda x: x if x["status"] != 3 else None)(
+        get_msg(node, topic, "b")), 5)
     assert m["status"] == 1 and m["retry"] == 1
     assert ack(node, topic, "b", receipt)["code"] == 200
     assert status(node, topic, "b") == 4
@@ -376,7 +183,7 @@ def test_change_visibility_extends_the_ack_deadline(node, topic, raw_redis):
         time.sleep(0.05)
     assert status(node, topic, "x") == 3
     # After the new deadline it is redelivered, never before it.
-    again = wait_for(lambda: pull(node, topic, ackTimeoutMillis=60_000), timeout=5)
+    again = wait_until(lambda: pull(node, topic, ackTimeoutMillis=60_000), 5)
     delivered_at = ack_deadline(raw_redis, topic, "x") - 60_000
     assert [m["msgId"] for m in again] == ["x"] and again[0]["retry"] == 2
     assert delivered_at >= deadline
@@ -532,7 +339,7 @@ def test_a_requeued_poison_message_queues_behind_older_siblings(node, topic, req
     if requeue == "nack":
         assert nack(node, topic, "a-poison", first["receipt"])["code"] == 200
     elif requeue == "ack_timeout":
-        wait_for(lambda: status(node, topic, "a-poison") == 2)
+        wait_until(lambda: status(node, topic, "a-poison") == 2, 10)
     else:
         reply = change_visibility(node, topic, "a-poison", 0, first["receipt"])
         assert reply["code"] == 200
@@ -566,7 +373,7 @@ def test_messages_that_end_with_status_6_enter_the_dead_letter_queue(node, topic
     send(node, topic, msgId="d", delayMillis=60_000)
     assert call(node, "deleteMsg", topic=topic, msgId="d")["code"] == 200   # 7
     send(node, topic, msgId="x", ttlMillis=200)                # 5, never delivered
-    wait_for(lambda: [status(node, topic, i) for i in "tex"] == [6, 6, 5])
+    wait_until(lambda: [status(node, topic, i) for i in "tex"] == [6, 6, 5], 10)
     assert status(node, topic, "n") == 6 and status(node, topic, "c") == 6
     assert dead_size(node, topic) == 4
     reply = list_dead(node, topic)
@@ -592,7 +399,7 @@ def test_dead_letters_outlive_end_life_retention_unless_dead_letter_is_off(short
     assert list_dead(short_node, off)["delayMsgList"] == []
     assert dead_size(short_node, off) == 0
     # end-life-msg-expire-millis is 500 ms on this node.
-    wait_for(lambda: get(short_node, off, "dropped")["code"] == 404, timeout=10)
+    wait_until(lambda: get(short_node, off, "dropped")["code"] == 404, 10)
     assert get_msg(short_node, topic, "kept")["status"] == 6
     assert dead_ids(short_node, topic) == ["kept"]
     assert dead_size(short_node, topic) == 1
@@ -637,7 +444,7 @@ def test_list_dead_msg_pages_with_a_cursor_without_gaps_or_repeats(node, topic):
     for msg_id in together:
         send(node, topic, msgId=msg_id, maxRetry=0)
     assert len(pull(node, topic, batch=15, ackTimeoutMillis=300)) == 15
-    wait_for(lambda: dead_size(node, topic) == 15)   # one timeout sweep: equal deadTimes
+    wait_until(lambda: dead_size(node, topic) == 15, 10)   # one timeout sweep: equal deadTimes
     one_by_one = [f"n{i:02d}" for i in range(10)]
     for msg_id in one_by_one:
         kill(node, topic, msg_id)
@@ -714,7 +521,7 @@ def test_redrive_one_then_the_oldest_then_the_rest(node, topic, raw_redis):
 
 def test_redrive_all_in_slices_of_1000_and_purge_the_rest(node, topic):
     count = 1100
-    url = node.url + BASE + "sendMsg"
+    url = node.url + API + "sendMsg"
 
     def send_slice(start):
         with requests.Session() as session:
@@ -727,7 +534,7 @@ def test_redrive_all_in_slices_of_1000_and_purge_the_rest(node, topic):
         list(pool.map(send_slice, range(8)))
     assert len(pull(node, topic, batch=1000, ackTimeoutMillis=300)) == 1000
     assert len(pull(node, topic, batch=100, ackTimeoutMillis=300)) == 100
-    wait_for(lambda: dead_size(node, topic) == count, timeout=15)
+    wait_until(lambda: dead_size(node, topic) == count, 15)
     assert call(node, "redriveDeadMsg", topic=topic, limit=1001)["code"] == 400
     assert call(node, "redriveDeadMsg", topic=topic)["count"] == 1000
     assert dead_size(node, topic) == 100
@@ -746,7 +553,7 @@ def test_redrive_works_after_every_node_restarted(tmp_path, topic):
             kill(first[0], topic, "r1")
             kill(first[1], topic, "r2")
         finally:
-            _session.close()
+            SESSION.close()
             with ThreadPoolExecutor(2) as pool:
                 list(pool.map(lambda n: n.stop(), first))
         with ServerProcess(server.url) as fresh:
@@ -756,7 +563,7 @@ def test_redrive_works_after_every_node_restarted(tmp_path, topic):
             got = pull(fresh, topic, batch=10)
             assert [m["msgId"] for m in got] == ["r2", "r1"]
             assert dead_size(fresh, topic) == 0
-            _session.close()
+            SESSION.close()
     finally:
         server.stop()
 
@@ -794,8 +601,8 @@ def test_dead_letter_retention_drops_it_when_it_passes(node, topic):
     kill(node, topic, "old")
     assert dead_ids(node, topic) == ["old"] and dead_size(node, topic) == 1
     killed = time.monotonic()
-    wait_for(lambda: dead_size(node, topic) == 0 and dead_ids(node, topic) == [],
-             timeout=15, interval=0.05)
+    wait_until(lambda: dead_size(node, topic) == 0 and dead_ids(node, topic) == [],
+               15, interval_s=0.05)
     gone_after = time.monotonic() - killed
     print(f"\ndead letter with a 500 ms retention gone after {gone_after:.2f} s")
     assert get(node, topic, "old")["code"] == 404
@@ -916,7 +723,7 @@ def test_send_and_pull_without_values_use_the_topic_settings(node, topic, raw_re
         deadline = ack_deadline(raw_redis, topic, m["msgId"])
         assert before + 700 - CLOCK_SLACK <= deadline <= after + 700
     # An explicit ackTimeoutMillis still wins; the topic's maxRetry counts deliveries.
-    wait_for(lambda: info(node, topic)["readyQueueSize"] == 2, timeout=5)
+    wait_until(lambda: info(node, topic)["readyQueueSize"] == 2, 5)
     got = pull(node, topic, batch=2, ackTimeoutMillis=60_000)
     assert all(ack_deadline(raw_redis, topic, m["msgId"]) >= redis_now_ms(raw_redis)
                + 50_000 for m in got)
@@ -935,7 +742,7 @@ def test_attributes_round_trip_with_unicode(node, topic, transport):
         reply = post_json(node, "sendMsg", {"topic": topic, "msgId": "a", "msg": "x",
                                             "maxRetry": 0, "attributes": ATTRS})[1]
     else:
-        reply = _session.get(node.url + BASE + "sendMsg", timeout=10, params={
+        reply = SESSION.get(node.url + API + "sendMsg", timeout=10, params={
             "topic": topic, "msgId": "a", "msg": "x", "maxRetry": 0,
             "attributes": json.dumps(ATTRS)}).json()
     assert reply["code"] == 200, reply
@@ -1117,7 +924,7 @@ def test_without_the_new_parameters_a_camellia_client_sees_no_change(node, topic
     assert set(m) == CAMELLIA_FIELDS
     assert m["status"] == 2 and m["triggerTime"] == sent["triggerTime"]   # no backoff
     assert pull_one(node, topic, "c", ackTimeoutMillis=300)["retry"] == 2
-    wait_for(lambda: status(node, topic, "c") == 2)        # timed out: ready at once
+    wait_until(lambda: status(node, topic, "c") == 2, 10)    # timed out: ready at once
     assert call(node, "ackMsg", topic=topic, msgId="c", ack="true") == \
         {"code": 200, "msg": "success"}                    # late ack, no receipt
     assert status(node, topic, "c") == 4

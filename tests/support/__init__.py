@@ -10,6 +10,7 @@ conftest modules only one can be importable by that name. pyproject's pytest set
     node.py          a real server node (gunicorn, the deployed command) on a free port
     fleet.py         load threads, raw HTTP long polls and timing helpers for multi-process tests
     sdk.py           fixtures of the SDK, consumer and CLI tests (one shared node per module)
+    conformance.py   helpers of the HTTP conformance tests (their fixtures: tests/http/conftest.py)
     lua.py           helpers of the Lua script tests (tests/lua): the one-place invariant
     proxy.py         an HTTP proxy that can drop an answer after the server processed it
     topologies.py    Sentinel (1+2+3) and Cluster (3+3) topologies from redis-server, and the
