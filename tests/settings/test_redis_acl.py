@@ -16,6 +16,10 @@ from support.redis_server import RedisServer
 
 ACL = REPO / "config" / "delayqueue.acl"
 PASSWORD = "acl-test-password-1"
+# The HTTP conformance modules that make test runs on every topology (tests/http/conftest.py).
+CONFORMANCE = sorted(str(path.relative_to(REPO))
+                     for path in (REPO / "tests" / "http").glob("test_conformance_*.py")
+                     if "pytest.mark.every_topology" in path.read_text())
 
 
 def acl_file(directory) -> str:
@@ -65,7 +69,7 @@ def test_the_conformance_suite_passes_through_the_acl_user(tmp_path):
            ACLFILE_ENV_VAR: acl_file(tmp_path)}
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "tests/http/test_api_conformance.py",
+         *CONFORMANCE,
          "tests/settings/test_redis_acl.py::test_nodes_log_in_as_the_test_user_when_a_suite_runs_under_"
          "the_acl"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
