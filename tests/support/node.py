@@ -15,6 +15,7 @@ import psutil
 import requests
 
 from support.ports import PORT_TAKEN, free_port, listening_pids
+from support.wait import wait_until
 
 REPO = Path(__file__).resolve().parent.parent.parent
 GUNICORN = ["-m", "gunicorn", "-c", "python:delayqueue.gunicorn_conf",
@@ -179,9 +180,10 @@ class ServerProcess:
             except ProcessLookupError:
                 self.process.wait()
                 return
-            deadline = time.monotonic() + 15
-            while time.monotonic() < deadline and _group_alive(group):
-                time.sleep(0.05)
+            try:
+                wait_until(lambda: not _group_alive(group), 15, interval_s=0.05)
+            except AssertionError:
+                pass  # still running: SIGKILL
         try:
             os.killpg(group, signal.SIGKILL)
         except ProcessLookupError:
