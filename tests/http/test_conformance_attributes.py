@@ -6,20 +6,7 @@ import json
 
 import pytest
 
-from support.conformance import (
-    API,
-    SESSION,
-    assert_nothing_written,
-    call,
-    get_msg,
-    list_dead,
-    nack,
-    post,
-    post_json,
-    pull,
-    pull_one,
-    send,
-)
+from support import conformance as api
 
 ATTRS = {"trace-id": "abc-123", "ключ": "значение ✓", "emoji": "🎉 中文", "empty": ""}
 
@@ -27,43 +14,43 @@ ATTRS = {"trace-id": "abc-123", "ключ": "значение ✓", "emoji": "�
 @pytest.mark.parametrize("transport", ["form", "json", "query"])
 def test_attributes_round_trip_with_unicode(node, topic, transport):
     if transport == "form":
-        reply = call(node, "sendMsg", topic=topic, msgId="a", msg="x", maxRetry=0,
-                     attributes=json.dumps(ATTRS, ensure_ascii=False))
+        reply = api.call(node, "sendMsg", topic=topic, msgId="a", msg="x", maxRetry=0,
+                         attributes=json.dumps(ATTRS, ensure_ascii=False))
     elif transport == "json":
-        reply = post_json(node, "sendMsg", {"topic": topic, "msgId": "a", "msg": "x",
-                                            "maxRetry": 0, "attributes": ATTRS})[1]
+        reply = api.post_json(node, "sendMsg", {"topic": topic, "msgId": "a", "msg": "x",
+                                                "maxRetry": 0, "attributes": ATTRS})[1]
     else:
-        reply = SESSION.get(node.url + API + "sendMsg", timeout=10, params={
+        reply = api.SESSION.get(node.url + api.API + "sendMsg", timeout=10, params={
             "topic": topic, "msgId": "a", "msg": "x", "maxRetry": 0,
             "attributes": json.dumps(ATTRS)}).json()
     assert reply["code"] == 200, reply
     assert reply["delayMsg"]["attributes"] == ATTRS
-    assert get_msg(node, topic, "a")["attributes"] == ATTRS
-    dup = call(node, "sendMsg", topic=topic, msgId="a", msg="y",
-               attributes=json.dumps({"other": "1"}))
+    assert api.get_msg(node, topic, "a")["attributes"] == ATTRS
+    dup = api.call(node, "sendMsg", topic=topic, msgId="a", msg="y",
+                   attributes=json.dumps({"other": "1"}))
     assert dup["duplicate"] is True and dup["delayMsg"]["attributes"] == ATTRS
-    delivered = pull_one(node, topic, "a")
+    delivered = api.pull_one(node, topic, "a")
     assert delivered["attributes"] == ATTRS
-    assert nack(node, topic, "a", delivered["receipt"])["code"] == 200
-    (dead,) = list_dead(node, topic)["delayMsgList"]
+    assert api.nack(node, topic, "a", delivered["receipt"])["code"] == 200
+    (dead,) = api.list_dead(node, topic)["delayMsgList"]
     assert dead["attributes"] == ATTRS
 
 
 def test_attributes_absent_when_none_were_given(node, topic):
     for params in ({}, {"attributes": "{}"}):
-        m = send(node, topic, **params)
+        m = api.send(node, topic, **params)
         assert "attributes" not in m
-        assert "attributes" not in get_msg(node, topic, m["msgId"])
-    assert all("attributes" not in m for m in pull(node, topic, batch=10))
+        assert "attributes" not in api.get_msg(node, topic, m["msgId"])
+    assert all("attributes" not in m for m in api.pull(node, topic, batch=10))
 
 
 def test_attributes_at_the_limits_are_accepted(node, topic):
     keys32 = {f"k{i}": "v" for i in range(32)}
-    assert send(node, topic, attributes=json.dumps(keys32))["attributes"] == keys32
+    assert api.send(node, topic, attributes=json.dumps(keys32))["attributes"] == keys32
     exact = {"k": "v" * 8191}                                 # 8192 bytes
-    assert send(node, topic, attributes=json.dumps(exact))["attributes"] == exact
+    assert api.send(node, topic, attributes=json.dumps(exact))["attributes"] == exact
     multibyte = {"é": "é" * 4095}                              # 2 + 8190 bytes
-    assert send(node, topic, attributes=json.dumps(multibyte))["attributes"] == multibyte
+    assert api.send(node, topic, attributes=json.dumps(multibyte))["attributes"] == multibyte
 
 
 BAD_ATTRIBUTES = {
@@ -84,16 +71,16 @@ BAD_ATTRIBUTES = {
 
 @pytest.mark.parametrize("case", list(BAD_ATTRIBUTES))
 def test_bad_attributes_are_refused_and_nothing_is_written(node, topic, raw_redis, case):
-    status_code, reply = post(node, "sendMsg", topic=topic, msg="x", msgId="m",
-                              attributes=BAD_ATTRIBUTES[case])
+    status_code, reply = api.post(node, "sendMsg", topic=topic, msg="x", msgId="m",
+                                  attributes=BAD_ATTRIBUTES[case])
     assert reply["code"] == 400, reply
     assert reply["msg"].startswith("attributes"), reply
-    assert_nothing_written(raw_redis, topic)
+    api.assert_nothing_written(raw_redis, topic)
 
 
 @pytest.mark.parametrize("value", [["a"], "text", 5, {"k": 1}, {"k": None}])
 def test_bad_attributes_in_a_json_body_are_refused(node, topic, raw_redis, value):
-    status_code, reply = post_json(node, "sendMsg", {"topic": topic, "msg": "x",
-                                                     "attributes": value})
+    status_code, reply = api.post_json(node, "sendMsg", {"topic": topic, "msg": "x",
+                                                         "attributes": value})
     assert reply["code"] == 400 and reply["msg"].startswith("attributes"), reply
-    assert_nothing_written(raw_redis, topic)
+    api.assert_nothing_written(raw_redis, topic)

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from support.conformance import pull, redis_now_ms, send
+from support import conformance as api
 from support.fleet import wait_until_pulled
 
 pytestmark = pytest.mark.every_topology
@@ -19,7 +19,7 @@ ACK_TIMEOUT_WAKE_LATE_S = 0.09
 
 
 def test_long_poll_returns_at_once_when_a_message_is_ready(node, topic):
-    send(node, topic, msgId="r")
+    api.send(node, topic, msgId="r")
     started = time.monotonic()
     reply = node.call("longPollingMsg", topic=topic, longPollingTimeoutMillis=20_000)
     assert time.monotonic() - started < 5
@@ -36,10 +36,10 @@ def test_long_poll_holds_then_answers_empty_after_its_timeout(node, topic):
 
 
 def test_long_poll_returns_message_that_becomes_due_while_held(node, topic, raw_redis):
-    m = send(node, topic, msgId="soon", delayMillis=1000)
+    m = api.send(node, topic, msgId="soon", delayMillis=1000)
     started = time.monotonic()
     reply = node.call("longPollingMsg", topic=topic, longPollingTimeoutMillis=20_000)
-    answered_at = redis_now_ms(raw_redis)
+    answered_at = api.redis_now_ms(raw_redis)
     elapsed = time.monotonic() - started
     assert [x["msgId"] for x in reply["delayMsgList"]] == ["soon"]
     assert answered_at >= m["triggerTime"]                 # never early
@@ -65,15 +65,20 @@ def wait_until_held(future, server=None, fresh_topic=None, seconds=0.5):
     assert not future.done(), "the long poll answered before anything was ready"
 
 
-def test_held_long_poll_wakes_when_a_ready_message_is_sent(hint_node, topic):
+def assert_woken_by_a_send(server, sender, topic, msg_id):
+    """A long poll held by ``server`` gets the ready message sent through ``sender``."""
     with ThreadPoolExecutor(1) as pool:
-        future, _ = held_poll(pool, hint_node, topic)
-        wait_until_held(future, hint_node, topic)
+        future, _ = held_poll(pool, server, topic)
+        wait_until_held(future, server, topic)
         sent_at = time.monotonic()
-        send(hint_node, topic, msgId="now")
+        api.send(sender, topic, msgId=msg_id)
         reply = future.result(timeout=25)
-        assert [m["msgId"] for m in reply["delayMsgList"]] == ["now"]
+        assert [m["msgId"] for m in reply["delayMsgList"]] == [msg_id]
         assert time.monotonic() - sent_at < 5
+
+
+def test_held_long_poll_wakes_when_a_ready_message_is_sent(hint_node, topic):
+    assert_woken_by_a_send(hint_node, hint_node, topic, "now")
 
 
 def test_held_long_poll_wakes_at_the_trigger_time_of_a_message_sent_while_held(
@@ -81,18 +86,18 @@ def test_held_long_poll_wakes_at_the_trigger_time_of_a_message_sent_while_held(
     with ThreadPoolExecutor(1) as pool:
         future, _ = held_poll(pool, hint_node, topic)
         wait_until_held(future, hint_node, topic)
-        m = send(hint_node, topic, msgId="later", delayMillis=1000)
+        m = api.send(hint_node, topic, msgId="later", delayMillis=1000)
         sent_at = time.monotonic()
         reply = future.result(timeout=25)
-        answered_at = redis_now_ms(raw_redis)
+        answered_at = api.redis_now_ms(raw_redis)
         assert [x["msgId"] for x in reply["delayMsgList"]] == ["later"]
         assert answered_at >= m["triggerTime"]
         assert time.monotonic() - sent_at < 6
 
 
 def test_held_long_poll_wakes_on_nack(hint_node, topic):
-    send(hint_node, topic, msgId="n")
-    assert len(pull(hint_node, topic)) == 1
+    api.send(hint_node, topic, msgId="n")
+    assert len(api.pull(hint_node, topic)) == 1
     with ThreadPoolExecutor(1) as pool:
         future, _ = held_poll(pool, hint_node, topic)
         wait_until_held(future)
@@ -104,9 +109,9 @@ def test_held_long_poll_wakes_on_nack(hint_node, topic):
 
 
 def test_held_long_poll_wakes_on_ack_timeout(hint_node, topic):
-    send(hint_node, topic, msgId="t")
+    api.send(hint_node, topic, msgId="t")
     pulled_at = time.monotonic()
-    assert len(pull(hint_node, topic, ackTimeoutMillis=1500)) == 1
+    assert len(api.pull(hint_node, topic, ackTimeoutMillis=1500)) == 1
     with ThreadPoolExecutor(1) as pool:
         future, _ = held_poll(pool, hint_node, topic)
         wait_until_held(future)
@@ -119,14 +124,7 @@ def test_held_long_poll_wakes_on_ack_timeout(hint_node, topic):
 
 def test_held_long_poll_wakes_when_another_node_makes_a_message_ready(hint_node, hint_peer,
                                                                        topic):
-    with ThreadPoolExecutor(1) as pool:
-        future, _ = held_poll(pool, hint_node, topic)
-        wait_until_held(future, hint_node, topic)
-        sent_at = time.monotonic()
-        send(hint_peer, topic, msgId="elsewhere")
-        reply = future.result(timeout=25)
-        assert [m["msgId"] for m in reply["delayMsgList"]] == ["elsewhere"]
-        assert time.monotonic() - sent_at < 5
+    assert_woken_by_a_send(hint_node, hint_peer, topic, "elsewhere")
 
 
 def test_every_held_long_poll_gets_one_of_several_messages(hint_node, topic):
@@ -136,7 +134,7 @@ def test_every_held_long_poll_gets_one_of_several_messages(hint_node, topic):
         assert not any(f.done() for f in polls)
         sent_at = time.monotonic()
         for i in range(3):
-            send(hint_node, topic, msgId=f"m{i}")
+            api.send(hint_node, topic, msgId=f"m{i}")
         got = [m["msgId"] for f in polls for m in f.result(timeout=25)["delayMsgList"]]
         assert sorted(got) == ["m0", "m1", "m2"]
         assert time.monotonic() - sent_at < 6

@@ -8,8 +8,8 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from support import conformance as api
 from support import wait_until
-from support.conformance import get, pull, redis_now_ms, send
 
 pytestmark = pytest.mark.every_topology
 
@@ -21,21 +21,21 @@ def test_monitor_data_reports_the_last_interval_with_camellia_keys(node, raw_red
         t = f"{topic}-{attempt}"
         # Start early in an interval so every request lands in it; the server's clock may
         # trail Redis TIME by up to a round trip, hence the margins on both sides.
-        wait_until(lambda: 150 <= redis_now_ms(raw_redis) % 1000 <= 400, 3, interval_s=0.005)
-        interval = redis_now_ms(raw_redis) // 1000
-        send(node, t, msgId="a")
-        send(node, t, msgId="b")
-        pull(node, t, batch=2)
+        wait_until(lambda: 150 <= api.redis_now_ms(raw_redis) % 1000 <= 400, 3, interval_s=0.005)
+        interval = api.redis_now_ms(raw_redis) // 1000
+        api.send(node, t, msgId="a")
+        api.send(node, t, msgId="b")
+        api.pull(node, t, batch=2)
         node.call("ackMsg", topic=t, msgId="a")
         node.call("ackMsg", topic=t, msgId="b", ack="false")      # a nack counts as ackMsg
-        get(node, t, "a")
-        done = redis_now_ms(raw_redis)
+        api.get(node, t, "a")
+        done = api.redis_now_ms(raw_redis)
         if done // 1000 != interval or done % 1000 > 900:
             continue                                              # straddled: try again
-        wait_until(lambda: redis_now_ms(raw_redis) // 1000 > interval, 3, interval_s=0.01)
-        while redis_now_ms(raw_redis) // 1000 < interval + 2:
+        wait_until(lambda: api.redis_now_ms(raw_redis) // 1000 > interval, 3, interval_s=0.01)
+        while api.redis_now_ms(raw_redis) // 1000 < interval + 2:
             reply = node.call("getMonitorData")
-            if redis_now_ms(raw_redis) // 1000 != interval + 1:
+            if api.redis_now_ms(raw_redis) // 1000 != interval + 1:
                 break
             assert reply["code"] == 200
             data = reply["data"]
@@ -55,8 +55,8 @@ def test_monitor_data_reports_the_last_interval_with_camellia_keys(node, raw_red
 
 
 def test_metrics_is_prometheus_text_with_queue_sizes(node, topic):
-    send(node, topic, msgId="w", delayMillis=60_000)
-    send(node, topic, msgId="r")
+    api.send(node, topic, msgId="w", delayMillis=60_000)
+    api.send(node, topic, msgId="r")
     response = requests.get(node.url + "/metrics", timeout=10)
     assert response.status_code == 200
     assert response.headers["Content-Type"].startswith("text/plain")
@@ -65,7 +65,7 @@ def test_metrics_is_prometheus_text_with_queue_sizes(node, topic):
     sizes = {s.labels["state"]: s.value for s in families["delayqueue_queue_size"].samples
              if s.labels.get("topic") == topic}
     assert sizes["waiting"] == 1 and sizes["ready"] == 1
-    pull(node, topic)
+    api.pull(node, topic)
 
     def flushed():
         text = requests.get(node.url + "/metrics", timeout=10).text
@@ -85,16 +85,15 @@ def test_metrics_is_prometheus_text_with_queue_sizes(node, topic):
 
 
 def test_health_status_follows_online_and_offline(node):
-    url = node.url + "/camellia/health/"
-    status_response = requests.get(url + "status", timeout=5)
-    assert status_response.status_code == 200 and status_response.json() == {"code": 200}
+    def health(path, method=requests.get):
+        response = method(node.url + "/camellia/health/" + path, timeout=5)
+        return response.status_code, response.json()
+
+    assert health("status") == (200, {"code": 200})
     try:
-        assert requests.get(url + "offline", timeout=5).json() == {"code": 200}
-        offline = requests.get(url + "status", timeout=5)
-        assert offline.status_code == 500 and offline.json() == {"code": 500}
-        check = requests.get(url + "check", timeout=5)
-        assert check.status_code == 200 and check.json() == {"code": 200}
+        assert health("offline") == (200, {"code": 200})
+        assert health("status") == (500, {"code": 500})
+        assert health("check") == (200, {"code": 200})
     finally:
-        assert requests.post(url + "online", timeout=5).json() == {"code": 200}
-    back = requests.get(url + "status", timeout=5)
-    assert back.status_code == 200 and back.json() == {"code": 200}
+        assert health("online", requests.post) == (200, {"code": 200})
+    assert health("status") == (200, {"code": 200})

@@ -5,40 +5,24 @@ from __future__ import annotations
 
 import pytest
 
+from support import conformance as api
 from support import wait_until
-from support.conformance import (
-    CLOCK_SLACK,
-    DAY,
-    HOUR,
-    ack_deadline,
-    assert_nothing_written,
-    call,
-    dump,
-    get_config,
-    info,
-    post,
-    post_json,
-    pull,
-    redis_now_ms,
-    send,
-    set_config,
-)
 
 SERVER_DEFAULTS = {
-    "ttlMillis": HOUR, "maxRetry": 10, "ackTimeoutMillis": 30_000,
+    "ttlMillis": api.HOUR, "maxRetry": 10, "ackTimeoutMillis": 30_000,
     "redeliveryDelayMillis": 0, "redeliveryBackoffMultiplier": 1,
-    "redeliveryMaxDelayMillis": HOUR, "deadLetter": True,
-    "deadLetterRetentionMillis": 7 * DAY, "deadLetterMaxSize": 100_000,
+    "redeliveryMaxDelayMillis": api.HOUR, "deadLetter": True,
+    "deadLetterRetentionMillis": 7 * api.DAY, "deadLetterMaxSize": 100_000,
 }
 
 
 def test_get_topic_config_of_a_fresh_topic_shows_the_server_defaults(node, topic,
                                                                     raw_redis):
-    status_code, reply = post(node, "getTopicConfig", topic=topic)
+    status_code, reply = api.post(node, "getTopicConfig", topic=topic)
     assert status_code == 200 and reply["code"] == 200 and reply["msg"] == "success"
     assert reply["data"] == SERVER_DEFAULTS
     assert reply["source"] == {name: "server" for name in SERVER_DEFAULTS}
-    assert_nothing_written(raw_redis, topic)
+    api.assert_nothing_written(raw_redis, topic)
 
 
 def test_set_topic_config_sets_every_setting_merges_and_resets(node, topic):
@@ -47,24 +31,24 @@ def test_set_topic_config_sets_every_setting_merges_and_resets(node, topic):
               "redeliveryMaxDelayMillis": 4000, "deadLetter": False,
               "deadLetterRetentionMillis": 60_000, "deadLetterMaxSize": 50}
     form = {k: ("false" if v is False else v) for k, v in values.items()}
-    reply = set_config(node, topic, **form)
+    reply = api.set_config(node, topic, **form)
     assert reply["data"] == values
     assert reply["source"] == {name: "topic" for name in values}
-    assert get_config(node, topic) == reply
+    assert api.get_config(node, topic) == reply
     # Another call merges: the values not given stay.
-    reply = set_config(node, topic, maxRetry=0, deadLetter="true")
+    reply = api.set_config(node, topic, maxRetry=0, deadLetter="true")
     assert reply["data"] == {**values, "maxRetry": 0, "deadLetter": True}
     # reset=true drops every topic value first, then applies the given ones.
-    reply = set_config(node, topic, reset="true", ackTimeoutMillis=900)
+    reply = api.set_config(node, topic, reset="true", ackTimeoutMillis=900)
     assert reply["data"] == {**SERVER_DEFAULTS, "ackTimeoutMillis": 900}
     assert reply["source"] == {name: "topic" if name == "ackTimeoutMillis" else "server"
                                for name in SERVER_DEFAULTS}
-    reply = set_config(node, topic, reset="true")
+    reply = api.set_config(node, topic, reset="true")
     assert reply["data"] == SERVER_DEFAULTS
     assert set(reply["source"].values()) == {"server"}
     # A JSON body with JSON types.
-    status_code, reply = post_json(node, "setTopicConfig",
-                                   {"topic": topic, "deadLetter": False, "maxRetry": 2,
+    status_code, reply = api.post_json(node, "setTopicConfig",
+                                       {"topic": topic, "deadLetter": False, "maxRetry": 2,
                                     "redeliveryBackoffMultiplier": 2})
     assert reply["code"] == 200, reply
     assert reply["data"]["deadLetter"] is False and reply["data"]["maxRetry"] == 2
@@ -93,59 +77,59 @@ BAD_SETTINGS = [
 def test_set_topic_config_refuses_a_bad_value_naming_it_and_writes_nothing(
         node, topic, raw_redis, setting, value, http):
     valid = {"deadLetterMaxSize": 5} if setting != "deadLetterMaxSize" else {"maxRetry": 2}
-    status_code, reply = post(node, "setTopicConfig", topic=topic, **valid,
-                              **{setting: value})
+    status_code, reply = api.post(node, "setTopicConfig", topic=topic, **valid,
+                                  **{setting: value})
     assert reply["code"] == 400, reply
     assert reply["msg"].startswith(setting), reply
     if http is not None:
         assert status_code == http
-    assert_nothing_written(raw_redis, topic)
+    api.assert_nothing_written(raw_redis, topic)
     # On a topic with settings, a refused call changes none of them.
-    set_config(node, topic, maxRetry=4)
-    before = dump(raw_redis, topic)
-    post(node, "setTopicConfig", topic=topic, reset="true", **{setting: value})
-    assert dump(raw_redis, topic) == before
-    assert get_config(node, topic)["data"]["maxRetry"] == 4
+    api.set_config(node, topic, maxRetry=4)
+    before = api.dump(raw_redis, topic)
+    api.post(node, "setTopicConfig", topic=topic, reset="true", **{setting: value})
+    assert api.dump(raw_redis, topic) == before
+    assert api.get_config(node, topic)["data"]["maxRetry"] == 4
 
 
 def test_set_topic_config_accepts_the_edges_of_every_rule(node, topic):
     edges = {"ttlMillis": 1, "maxRetry": 0, "ackTimeoutMillis": 1, "redeliveryDelayMillis": 0,
              "redeliveryBackoffMultiplier": 1, "redeliveryMaxDelayMillis": 0,
              "deadLetterRetentionMillis": 1, "deadLetterMaxSize": 1}
-    assert set_config(node, topic, **edges)["data"] == {**edges, "deadLetter": True}
-    reply = set_config(node, topic, redeliveryBackoffMultiplier=1000)     # its upper edge
+    assert api.set_config(node, topic, **edges)["data"] == {**edges, "deadLetter": True}
+    reply = api.set_config(node, topic, redeliveryBackoffMultiplier=1000)     # its upper edge
     assert reply["data"]["redeliveryBackoffMultiplier"] == 1000
-    status_code, reply = post(node, "setTopicConfig", topic=topic,
-                              redeliveryBackoffMultiplier=1000.5)
+    status_code, reply = api.post(node, "setTopicConfig", topic=topic,
+                                  redeliveryBackoffMultiplier=1000.5)
     assert status_code == 200 and reply["code"] == 400
 
 
 def test_set_topic_config_refuses_a_bad_topic(node, topic, raw_redis):
-    status_code, reply = post(node, "setTopicConfig", topic=topic + "}", maxRetry=1)
+    status_code, reply = api.post(node, "setTopicConfig", topic=topic + "}", maxRetry=1)
     assert reply["code"] == 400 and reply["msg"].startswith("topic")
-    status_code, reply = post(node, "setTopicConfig", maxRetry=1)
+    status_code, reply = api.post(node, "setTopicConfig", maxRetry=1)
     assert status_code == 400 and reply["msg"].startswith("topic")
-    assert_nothing_written(raw_redis, topic)
+    api.assert_nothing_written(raw_redis, topic)
 
 
 def test_send_and_pull_without_values_use_the_topic_settings(node, topic, raw_redis):
-    set_config(node, topic, ttlMillis=120_000, maxRetry=2, ackTimeoutMillis=700)
+    api.set_config(node, topic, ttlMillis=120_000, maxRetry=2, ackTimeoutMillis=700)
     for params in ({}, {"ttlMillis": 0, "maxRetry": -1}):
-        m = send(node, topic, **params)
+        m = api.send(node, topic, **params)
         assert m["maxRetry"] == 2 and m["expireTime"] == m["triggerTime"] + 120_000
-    explicit = send(node, topic, msgId="explicit", ttlMillis=5000, maxRetry=7,
-                    delayMillis=60_000)
+    explicit = api.send(node, topic, msgId="explicit", ttlMillis=5000, maxRetry=7,
+                        delayMillis=60_000)
     assert explicit["maxRetry"] == 7
     assert explicit["expireTime"] == explicit["triggerTime"] + 5000
     for endpoint in ("pullMsg", "longPollingMsg"):
-        before = redis_now_ms(raw_redis)
-        reply = call(node, endpoint, topic=topic, longPollingTimeoutMillis=1000)
-        after = redis_now_ms(raw_redis)
+        before = api.redis_now_ms(raw_redis)
+        reply = api.call(node, endpoint, topic=topic, longPollingTimeoutMillis=1000)
+        after = api.redis_now_ms(raw_redis)
         (m,) = reply["delayMsgList"]
-        deadline = ack_deadline(raw_redis, topic, m["msgId"])
-        assert before + 700 - CLOCK_SLACK <= deadline <= after + 700
+        deadline = api.ack_deadline(raw_redis, topic, m["msgId"])
+        assert before + 700 - api.CLOCK_SLACK <= deadline <= after + 700
     # An explicit ackTimeoutMillis still wins; the topic's maxRetry counts deliveries.
-    wait_until(lambda: info(node, topic)["readyQueueSize"] == 2, 5)
-    got = pull(node, topic, batch=2, ackTimeoutMillis=60_000)
-    assert all(ack_deadline(raw_redis, topic, m["msgId"]) >= redis_now_ms(raw_redis)
+    wait_until(lambda: api.info(node, topic)["readyQueueSize"] == 2, 5)
+    got = api.pull(node, topic, batch=2, ackTimeoutMillis=60_000)
+    assert all(api.ack_deadline(raw_redis, topic, m["msgId"]) >= api.redis_now_ms(raw_redis)
                + 50_000 for m in got)

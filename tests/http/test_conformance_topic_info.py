@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from support.conformance import info, post, pull, send
+from support import conformance as api
 
 pytestmark = pytest.mark.every_topology
 
 
 def test_topic_info_shape_and_sizes(node, topic):
-    send(node, topic, msgId="w", delayMillis=60_000 * 20)
-    send(node, topic, msgId="r")
-    send(node, topic, msgId="c")
-    pull(node, topic)
-    status_code, reply = post(node, "getTopicInfo", topic=topic)
+    api.send(node, topic, msgId="w", delayMillis=60_000 * 20)
+    api.send(node, topic, msgId="r")
+    api.send(node, topic, msgId="c")
+    api.pull(node, topic)
+    status_code, reply = api.post(node, "getTopicInfo", topic=topic)
     assert status_code == 200 and reply["code"] == 200
     data = reply["data"]
     assert list(data) == ["topic", "waitingQueueSize", "waitingQueueInfo", "readyQueueSize",
@@ -36,12 +36,12 @@ def test_topic_info_buckets_do_not_overlap_at_their_edges(node, topic):
               "e": 3 * 60 * minute, "f": 12 * 60 * minute, "g": 3 * 1440 * minute,
               "h": 10 * 1440 * minute, "i": 40 * 1440 * minute}
     for msg_id, delay in inside.items():
-        send(node, topic, msgId=msg_id, delayMillis=delay)
+        api.send(node, topic, msgId=msg_id, delayMillis=delay)
     # Exactly at an edge: by query time it is at the edge (counted in the upper bucket)
     # or a few ms under it (the lower one) -- never in both.
     for msg_id, delay in {"e1": minute, "e2": 10 * minute, "e3": 30 * minute}.items():
-        send(node, topic, msgId=msg_id, delayMillis=delay)
-    data = info(node, topic)
+        api.send(node, topic, msgId=msg_id, delayMillis=delay)
+    data = api.info(node, topic)
     b = data["waitingQueueInfo"]
     assert data["waitingQueueSize"] == 12
     assert sum(b.values()) == 12
@@ -57,9 +57,9 @@ def test_topic_info_buckets_do_not_overlap_at_their_edges(node, topic):
 
 def test_topic_info_list_lists_every_known_topic(node, topic):
     other = topic + "-other"
-    send(node, topic, msgId="a")
-    send(node, other, msgId="b", delayMillis=60_000)
-    status_code, reply = post(node, "getTopicInfoList")
+    api.send(node, topic, msgId="a")
+    api.send(node, other, msgId="b", delayMillis=60_000)
+    status_code, reply = api.post(node, "getTopicInfoList")
     assert status_code == 200 and reply["code"] == 200
     by_topic = {entry["topic"]: entry for entry in reply["data"]}
     assert by_topic[topic]["readyQueueSize"] == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from support.conformance import MIB, assert_nothing_written, post, pull, send, status
+from support import conformance as api
 
 pytestmark = pytest.mark.every_topology
 
@@ -35,38 +35,38 @@ def test_send_that_breaks_a_rule_is_code_400_naming_the_parameter_and_writes_not
     elif case == "msg_id_control_char":
         params["msgId"] = "a\nb"
     elif case == "msg_too_large":
-        params["msg"] = "x" * (MIB + 1)
+        params["msg"] = "x" * (api.MIB + 1)
     else:
-        params["msg"] = "é" * (MIB // 2) + "x"        # 1 MiB + 1 byte in UTF-8
-    status_code, reply = post(node, "sendMsg", **params)
+        params["msg"] = "é" * (api.MIB // 2) + "x"        # 1 MiB + 1 byte in UTF-8
+    status_code, reply = api.post(node, "sendMsg", **params)
     assert status_code == 200
     assert reply["code"] == 400
     assert reply["msg"].startswith(name + ":"), reply["msg"]
-    assert_nothing_written(raw_redis, checked)
-    assert_nothing_written(raw_redis, topic)
+    api.assert_nothing_written(raw_redis, checked)
+    api.assert_nothing_written(raw_redis, topic)
 
 
 def test_limits_themselves_are_accepted(node, topic):
-    m = send(node, topic, msgId="i" * 256, msg="x" * MIB)
-    assert len(m["msg"]) == MIB
+    m = api.send(node, topic, msgId="i" * 256, msg="x" * api.MIB)
+    assert len(m["msg"]) == api.MIB
     long_topic = (topic + "t" * 300)[:256]
-    assert send(node, long_topic, msgId="m")["topic"] == long_topic
-    assert len(pull(node, topic, batch=1000)) == 1
+    assert api.send(node, long_topic, msgId="m")["topic"] == long_topic
+    assert len(api.pull(node, topic, batch=1000)) == 1
 
 
 def test_batch_over_1000_is_code_400_and_pulls_nothing(node, topic):
-    send(node, topic, msgId="r")
-    status_code, reply = post(node, "pullMsg", topic=topic, batch=1001)
+    api.send(node, topic, msgId="r")
+    status_code, reply = api.post(node, "pullMsg", topic=topic, batch=1001)
     assert status_code == 200 and reply["code"] == 400 and reply["msg"].startswith("batch")
-    assert status(node, topic, "r") == 2
+    assert api.status(node, topic, "r") == 2
 
 
 def test_long_polling_timeout_over_60000_is_code_400(node, topic, raw_redis):
-    status_code, reply = post(node, "longPollingMsg", topic=topic,
-                              longPollingTimeoutMillis=60_001)
+    status_code, reply = api.post(node, "longPollingMsg", topic=topic,
+                                  longPollingTimeoutMillis=60_001)
     assert status_code == 200 and reply["code"] == 400
     assert reply["msg"].startswith("longPollingTimeoutMillis")
-    assert_nothing_written(raw_redis, topic)
+    api.assert_nothing_written(raw_redis, topic)
 
 
 @pytest.mark.parametrize("params,name", [
@@ -79,28 +79,28 @@ def test_long_polling_timeout_over_60000_is_code_400(node, topic, raw_redis):
 ])
 def test_unconvertible_or_missing_send_parameter_is_http_400(node, topic, raw_redis, params,
                                                             name):
-    status_code, reply = post(node, "sendMsg", topic=topic, **params)
+    status_code, reply = api.post(node, "sendMsg", topic=topic, **params)
     assert status_code == 400 and reply["code"] == 400
     assert reply["msg"].startswith(name), reply["msg"]
-    assert_nothing_written(raw_redis, topic)
+    api.assert_nothing_written(raw_redis, topic)
 
 
 @pytest.mark.parametrize("endpoint", ["sendMsg", "pullMsg", "longPollingMsg", "ackMsg",
                                       "getMsg", "deleteMsg", "getTopicInfo"])
 def test_missing_topic_is_http_400(node, endpoint):
-    status_code, reply = post(node, endpoint, msg="x", msgId="m")
+    status_code, reply = api.post(node, endpoint, msg="x", msgId="m")
     assert status_code == 400 and reply["code"] == 400 and reply["msg"].startswith("topic")
 
 
 @pytest.mark.parametrize("endpoint", ["ackMsg", "getMsg", "deleteMsg"])
 def test_missing_msg_id_is_http_400(node, topic, endpoint):
-    status_code, reply = post(node, endpoint, topic=topic)
+    status_code, reply = api.post(node, endpoint, topic=topic)
     assert status_code == 400 and reply["code"] == 400 and reply["msg"].startswith("msgId")
 
 
 def test_rejected_pull_and_ack_register_no_topic(node, topic, raw_redis):
-    post(node, "pullMsg", topic=topic, batch=5000)
-    post(node, "pullMsg", topic=topic, ackTimeoutMillis="x")
-    post(node, "ackMsg", topic=topic, msgId="m", ack="perhaps")
-    post(node, "longPollingMsg", topic=topic, longPollingTimeoutMillis="x")
-    assert_nothing_written(raw_redis, topic)
+    api.post(node, "pullMsg", topic=topic, batch=5000)
+    api.post(node, "pullMsg", topic=topic, ackTimeoutMillis="x")
+    api.post(node, "ackMsg", topic=topic, msgId="m", ack="perhaps")
+    api.post(node, "longPollingMsg", topic=topic, longPollingTimeoutMillis="x")
+    api.assert_nothing_written(raw_redis, topic)

@@ -6,24 +6,24 @@ from __future__ import annotations
 import pytest
 import requests
 
-from support.conformance import API, post, pull, send, status
+from support import conformance as api
 
 pytestmark = pytest.mark.every_topology
 
 
 def test_json_body_is_accepted(node, topic):
-    response = requests.post(node.url + API + "sendMsg", timeout=10,
+    response = requests.post(node.url + api.API + "sendMsg", timeout=10,
                              json={"topic": topic, "msg": "j", "msgId": "j", "delayMillis": 0,
                                    "maxRetry": 2})
     reply = response.json()
     assert reply["code"] == 200 and reply["delayMsg"]["maxRetry"] == 2
-    response = requests.post(node.url + API + "pullMsg", timeout=10,
+    response = requests.post(node.url + api.API + "pullMsg", timeout=10,
                              json={"topic": topic, "batch": 5})
     assert [m["msgId"] for m in response.json()["delayMsgList"]] == ["j"]
-    response = requests.post(node.url + API + "ackMsg", timeout=10,
+    response = requests.post(node.url + api.API + "ackMsg", timeout=10,
                              json={"topic": topic, "msgId": "j", "ack": True})
     assert response.json()["code"] == 200
-    assert status(node, topic, "j") == 4
+    assert api.status(node, topic, "j") == 4
 
 
 @pytest.mark.parametrize("endpoint", ["sendMsg", "pullMsg", "getMsg", "getTopicInfo",
@@ -31,10 +31,10 @@ def test_json_body_is_accepted(node, topic):
 def test_get_and_post_are_both_accepted(node, topic, endpoint):
     params = {"topic": topic, "msg": "x", "msgId": "x"}
     if endpoint == "getMsg":
-        send(node, topic, msgId="x")
+        api.send(node, topic, msgId="x")
     for method in (requests.get, requests.post):
         kwargs = {"params": params} if method is requests.get else {"data": params}
-        response = method(node.url + API + endpoint, timeout=10, **kwargs)
+        response = method(node.url + api.API + endpoint, timeout=10, **kwargs)
         assert response.status_code == 200, (method, response.text)
         assert response.json()["code"] == 200
 
@@ -44,23 +44,23 @@ def test_get_and_post_are_both_accepted(node, topic, endpoint):
     ("ON", True), ("false", False), ("False", False), ("0", False), ("no", False),
     ("NO", False), ("off", False), ("oFf", False)])
 def test_boolean_spellings_are_accepted_in_any_case(node, topic, spelling, acks):
-    send(node, topic, msgId="b")
-    pull(node, topic)
+    api.send(node, topic, msgId="b")
+    api.pull(node, topic)
     reply = node.call("ackMsg", topic=topic, msgId="b", ack=spelling)
     assert reply["code"] == 200
-    assert status(node, topic, "b") == (4 if acks else 2)
+    assert api.status(node, topic, "b") == (4 if acks else 2)
 
 
 def test_unknown_boolean_spelling_is_http_400(node, topic):
-    send(node, topic, msgId="b")
-    pull(node, topic)
-    status_code, reply = post(node, "ackMsg", topic=topic, msgId="b", ack="maybe")
+    api.send(node, topic, msgId="b")
+    api.pull(node, topic)
+    status_code, reply = api.post(node, "ackMsg", topic=topic, msgId="b", ack="maybe")
     assert status_code == 400 and reply["code"] == 400 and "ack" in reply["msg"]
-    assert status(node, topic, "b") == 3
+    assert api.status(node, topic, "b") == 3
 
 
 def test_non_object_json_body_is_rejected(node):
-    response = requests.post(node.url + API + "sendMsg", timeout=10, json=["topic", "msg"])
+    response = requests.post(node.url + api.API + "sendMsg", timeout=10, json=["topic", "msg"])
     assert response.json()["code"] == 400
     assert "body" in response.json()["msg"]
 
