@@ -18,8 +18,7 @@ def test_send_of_due_message_answers_ready_with_defaults(node, topic):
     assert reply["code"] == 200 and reply["msg"] == "success"
     assert "duplicate" not in reply
     m = reply["delayMsg"]
-    assert set(m) == {"topic", "msgId", "msg", "produceTime", "triggerTime", "expireTime",
-                      "maxRetry", "retry", "status"}
+    assert set(m) == api.CAMELLIA_FIELDS
     assert m["topic"] == topic and m["msg"] == "hi"
     assert re.fullmatch(r"[0-9a-f]{32}", m["msgId"])
     assert m["status"] == 2 and m["retry"] == 0 and m["maxRetry"] == 10
