@@ -5,7 +5,8 @@ conftest modules only one can be importable by that name. pyproject's pytest set
 ``tests/`` on ``sys.path`` (``pythonpath``), so this imports as ``support``.
 
     wait.py          wait_until: the one way a test waits for a state
-    ports.py         free ports, and a reserved port nothing listens on
+    ports.py         free ports, a reserved port nothing listens on, and starting a server
+                     again on another port when its own was taken
     redis_server.py  throwaway redis-servers, and the Redis databases tests lease from them
     node.py          a real server node (gunicorn, the deployed command) on a free port
     fleet.py         load threads, raw HTTP long polls and timing helpers for multi-process tests
