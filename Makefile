@@ -51,7 +51,7 @@ HA_ARGS ?=
 ha: install
 	$(VENV)/bin/python bench/ha_campaign.py $(HA_ARGS)
 	DQ_TEST_TOPOLOGIES=standalone,sentinel,cluster $(VENV)/bin/pytest -q \
-	  tests/http/test_failure_conformance.py tests/settings/test_redis_failover.py
+	  $$(grep -L pytest.mark.every_topology tests/http/test_conformance_*.py) tests/settings/test_redis_failover.py
 
 # The long fault campaign (tests/faults/chaos.py, ~25 min): writes docs/reliability.md.
 # CHAOS_ARGS='--scale 0.25' runs a quarter of it; '--only NodeKill,RedisKill' some faults.

@@ -11,6 +11,7 @@ import redis
 import requests
 
 import support.node
+import support.ports
 import support.redis_server
 from support import wait_until
 from support.node import ServerProcess
@@ -28,8 +29,9 @@ def taken_port():
 
 
 def ports_from(monkeypatch, module, first: int) -> list[int]:
-    """Make ``module.free_port`` hand out ``first``, then really free ports; the ports
-    handed out are returned (the list fills as they are)."""
+    """Make ``module.free_port`` (the first port) and ``support.ports.free_port`` (the ports
+    tried after a taken one) hand out ``first``, then really free ports; the ports handed out
+    are returned (the list fills as they are)."""
     handed: list[int] = []
 
     def fake() -> int:
@@ -37,6 +39,7 @@ def ports_from(monkeypatch, module, first: int) -> list[int]:
         return handed[-1]
 
     monkeypatch.setattr(module, "free_port", fake)
+    monkeypatch.setattr(support.ports, "free_port", fake)
     return handed
 
 
@@ -62,7 +65,7 @@ def test_node_whose_port_is_taken_starts_on_another(redis_db_url, monkeypatch, t
 
 def test_a_node_started_on_a_given_taken_port_fails_instead_of_moving(redis_db_url,
                                                                       taken_port):
-    with pytest.raises(support.node.PortTaken):
+    with pytest.raises(support.ports.PortTaken):
         ServerProcess(redis_db_url, port=taken_port).start()
 
 

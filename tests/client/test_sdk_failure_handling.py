@@ -7,7 +7,6 @@ import logging
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Callable
 
 import pytest
 
@@ -22,6 +21,7 @@ from delayqueue.client import (
     TopicConfig,
 )
 
+from support import wait_until
 from support.sdk import node, topic  # noqa: F401 - fixtures
 
 FAST = {"poll_timeout_ms": 500, "backoff_base_s": 0.05, "backoff_max_s": 0.4, "grace_s": 5}
@@ -37,15 +37,6 @@ SERVER_DEFAULTS = {
 def client(node):
     with DelayQueueClient(node.url, timeout=5) as c:
         yield c
-
-
-def wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def now_ms() -> int:
@@ -188,7 +179,7 @@ def test_listener_heartbeat_keeps_a_handler_running_3x_the_ack_timeout_from_rede
 
     with client.listen(topic, handler, consume_threads=2, ack_timeout_ms=1_000,
                        **FAST) as consumer:
-        assert wait_until(lambda: consumer.acked == 1, 8)
+        wait_until(lambda: consumer.acked == 1, 8)
         time.sleep(0.3)  # a redelivery would show up here
     assert deliveries == [1]
     assert consumer.lost == 0 and consumer.nacked == 0
@@ -213,7 +204,7 @@ def test_without_heartbeat_the_slow_handlers_ack_is_refused_and_not_counted(clie
     with caplog.at_level(logging.WARNING, logger="delayqueue.client"):
         with client.listen(topic, handler, consume_threads=2, ack_timeout_ms=500,
                            heartbeat=False, **FAST) as consumer:
-            assert wait_until(lambda: consumer.acked + consumer.lost == 2, 8)
+            wait_until(lambda: consumer.acked + consumer.lost == 2, 8)
     assert deliveries == [1, 2]
     assert consumer.acked == 1 and consumer.lost == 1
     assert client.get(topic, sent.msg_id).status is Status.ACKED
@@ -233,7 +224,7 @@ def test_listener_neither_acks_nor_nacks_a_delivery_its_heartbeat_found_lost(cli
 
     with caplog.at_level(logging.WARNING, logger="delayqueue.client"):
         with client.listen(topic, handler, ack_timeout_ms=1_000, **FAST) as consumer:
-            assert wait_until(lambda: consumer.lost == 1, 5)
+            wait_until(lambda: consumer.lost == 1, 5)
     assert consumer.acked == 0 and consumer.nacked == 0
     assert [m.retry for m in other] == [2]
     got = client.get(topic, sent.msg_id)

@@ -8,12 +8,12 @@ import csv
 import json
 import subprocess
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
+from support import wait_until
 from support.node import ServerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -43,21 +43,20 @@ def test_report_totals_equal_what_a_live_node_was_sent(redis_url, tmp_path):
         for topic, count in TOPICS.items():
             for i in range(count):
                 assert node.call("sendMsg", topic=topic, msg=f"m{i}")["code"] == 200
+
+        def consumed(topic: str, count: int) -> bool:
+            for message in node.call("pullMsg", topic=topic, batch=10)["delayMsgList"]:
+                assert node.call("ackMsg", topic=topic, msgId=message["msgId"])["code"] == 200
+                acked[topic] += 1
+            return acked[topic] >= count
+
         for topic, count in TOPICS.items():
-            deadline = time.monotonic() + 20
-            while acked[topic] < count and time.monotonic() < deadline:  # bounded in count and time
-                for message in node.call("pullMsg", topic=topic, batch=10)["delayMsgList"]:
-                    assert node.call("ackMsg", topic=topic, msgId=message["msgId"])["code"] == 200
-                    acked[topic] += 1
+            wait_until(lambda: consumed(topic, count), 20, message=topic)
             assert acked[topic] == count, topic
         # Let the node write the intervals holding those counts (1 s intervals + 2 s grace).
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            totals = _snapshot_totals(snapshots)
-            if all(totals[t]["ackMsg"] == n for t, n in TOPICS.items()):
-                break
-            time.sleep(0.5)
-        assert all(totals[t]["ackMsg"] == n for t, n in TOPICS.items()), dict(totals)
+        wait_until(lambda: all(_snapshot_totals(snapshots)[t]["ackMsg"] == n
+                               for t, n in TOPICS.items()), 20, interval_s=0.5,
+                   message=lambda: f"snapshot totals {dict(_snapshot_totals(snapshots))}")
 
     out = tmp_path / "report"
     done = subprocess.run(

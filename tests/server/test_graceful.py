@@ -16,15 +16,18 @@ import pytest
 import redis
 import requests
 
+from delayqueue.core.keys import NamespaceKeys
+
 from support import wait_until
 from support.node import ServerProcess
 
 pytestmark = pytest.mark.slow
+NS = NamespaceKeys("dq", "default")     # the node's keys
 GRACE_S = 10
 HELD = 20
 # The leases a node holds while it runs its loops (the "-gate" keys beside them are fleet-wide
 # once-per-interval marks, not held by anyone).
-LEASES = ("dq:{default}:lease:schedule", "dq:{default}:lease:snapshot")
+LEASES = (NS.lease("schedule"), NS.lease("snapshot"))
 
 
 def held_connections(node: ServerProcess) -> int:
@@ -96,7 +99,7 @@ def test_offline_then_sigterm_drains_the_node(redis_server):
             log = node.log_path.read_text(errors="replace")
             assert "graceful timeout" not in log.lower(), log[-2000:]
             # The message sent while offline is still there for the other nodes.
-            assert client.zcard("dq:{default:other}:ready") == 1
+            assert client.zcard(NS.topic("other").ready) == 1
         finally:
             node.stop()
             client.close()

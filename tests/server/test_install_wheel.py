@@ -15,13 +15,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import requests
 from test_wheel import build_wheel
 
+from support import wait_until
 from support.ports import free_port
 
 pytestmark = pytest.mark.slow
@@ -91,21 +91,19 @@ def test_plain_install_serves_send_and_pull(plain_venv, redis_url, tmp_path):
     def server_stderr() -> str:
         return stderr_path.read_text(errors="replace")
 
+    def answering() -> bool:
+        if proc.poll() is not None:
+            pytest.fail(f"delayqueue serve exited with {proc.returncode} before "
+                        f"answering; its stderr:\n{server_stderr()}")
+        try:
+            return requests.get(base + "/camellia/health/check", timeout=1).ok
+        except requests.RequestException:
+            return False
+
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"delayqueue serve exited with {proc.returncode} before "
-                            f"answering; its stderr:\n{server_stderr()}")
-            try:
-                if requests.get(base + "/camellia/health/check", timeout=1).ok:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"delayqueue serve did not answer within {START_TIMEOUT_S}s; "
-                            f"its stderr:\n{server_stderr()}")
-            time.sleep(0.1)
+        wait_until(answering, START_TIMEOUT_S, interval_s=0.1,
+                   message=lambda: f"delayqueue serve did not answer; its stderr:\n"
+                                   f"{server_stderr()}")
 
         api = base + "/camellia/delayQueue/"
         sent = requests.post(api + "sendMsg", timeout=15,

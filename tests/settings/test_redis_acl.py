@@ -11,11 +11,18 @@ import sys
 import pytest
 import redis
 
+from delayqueue.core.keys import NamespaceKeys
+
 from support.node import ACLFILE_ENV_VAR, REPO, USER_ENV_VAR
 from support.redis_server import RedisServer
 
 ACL = REPO / "config" / "delayqueue.acl"
 PASSWORD = "acl-test-password-1"
+NS = NamespaceKeys("dq", "default")     # the keys and channel of a node's default namespace
+# The HTTP conformance modules that make test runs on every topology (tests/http/conftest.py).
+CONFORMANCE = sorted(str(path.relative_to(REPO))
+                     for path in (REPO / "tests" / "http").glob("test_conformance_*.py")
+                     if "pytest.mark.every_topology" in path.read_text())
 
 
 def acl_file(directory) -> str:
@@ -46,8 +53,8 @@ def test_the_acl_user_is_refused_what_the_server_never_needs(acl_redis, command)
 
 
 def test_the_acl_user_may_use_its_own_prefix_and_channels(acl_redis):
-    assert acl_redis.set("dq:{default}:probe", "1")
-    assert acl_redis.publish("dq:{default}:hint", "0 t") == 0
+    assert acl_redis.set(NS.base + ":probe", "1")
+    assert acl_redis.publish(NS.hint_channel, "0 t") == 0
 
 
 def test_nodes_log_in_as_the_test_user_when_a_suite_runs_under_the_acl(server, redis_client):
@@ -65,7 +72,7 @@ def test_the_conformance_suite_passes_through_the_acl_user(tmp_path):
            ACLFILE_ENV_VAR: acl_file(tmp_path)}
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "tests/http/test_api_conformance.py",
+         *CONFORMANCE,
          "tests/settings/test_redis_acl.py::test_nodes_log_in_as_the_test_user_when_a_suite_runs_under_"
          "the_acl"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)

@@ -14,12 +14,18 @@ from typing import Mapping, Sequence
 import psutil
 import requests
 
-from support.ports import PORT_TAKEN, free_port, listening_pids
+from support.ports import (
+    PORT_TAKEN,
+    PortTaken,
+    free_port,
+    listening_pids,
+    start_on_a_free_port,
+)
+from support.wait import wait_until
 
 REPO = Path(__file__).resolve().parent.parent.parent
 GUNICORN = ["-m", "gunicorn", "-c", "python:delayqueue.gunicorn_conf",
             "delayqueue.wsgi:app"]
-START_ATTEMPTS = 5
 # Set by tests/settings/test_redis_acl.py for a suite run under a Redis ACL: "user:password"
 # the nodes log in with, and the ACL file the session's redis-server loads (tests/conftest.py).
 USER_ENV_VAR = "DQTEST_REDIS_USER"
@@ -32,10 +38,6 @@ def as_test_user(url: str) -> str:
     if not user or "@" in url or not url.startswith("redis://"):
         return url
     return "redis://" + user + "@" + url[len("redis://"):]
-
-
-class PortTaken(RuntimeError):
-    """Another process has the node's port."""
 
 
 def _group_alive(group: int) -> bool:
@@ -96,19 +98,11 @@ class ServerProcess:
             self.log_path = Path(name)
         self.log_path.touch()    # a log path given by the caller may not exist yet
         try:
-            for attempt in range(START_ATTEMPTS):
-                try:
-                    self._start_once(timeout_s)
-                    self.fixed_port = True  # started again, it must come back on this port
-                    return self
-                except PortTaken:
-                    if self.fixed_port or attempt == START_ATTEMPTS - 1:
-                        raise
-                    self.port = free_port()
-            raise AssertionError("unreachable")
+            start_on_a_free_port(self, lambda: self._start_once(timeout_s))
         except BaseException:
             self.stop()  # nothing left running; the error carries the log's tail
             raise
+        return self
 
     def _start_once(self, timeout_s: float) -> "ServerProcess":
         offset = self.log_path.stat().st_size
@@ -179,9 +173,10 @@ class ServerProcess:
             except ProcessLookupError:
                 self.process.wait()
                 return
-            deadline = time.monotonic() + 15
-            while time.monotonic() < deadline and _group_alive(group):
-                time.sleep(0.05)
+            try:
+                wait_until(lambda: not _group_alive(group), 15, interval_s=0.05)
+            except AssertionError:
+                pass  # still running: SIGKILL
         try:
             os.killpg(group, signal.SIGKILL)
         except ProcessLookupError:

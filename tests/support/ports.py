@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from typing import Iterator
+from typing import Callable, Iterator
 
 # What a server prints when its port is taken: redis-server, gunicorn.
 PORT_TAKEN = ("Address already in use", "Connection in use")
+START_ATTEMPTS = 5
+
+
+class PortTaken(RuntimeError):
+    """Another process has the port a server was started on."""
 
 
 def free_port() -> int:
@@ -49,3 +54,22 @@ def listening_pids(pids: list[int], port: int) -> list[int]:
                for c in conns):
             owners.append(pid)
     return owners
+
+
+def start_on_a_free_port(server, start_once: Callable[[], object]) -> None:
+    """Run ``start_once()`` until ``server`` holds its port (``server.port``).
+
+    When another process turns out to hold it (``start_once`` raises PortTaken), again on
+    another free port, at most START_ATTEMPTS times in all, unless the caller fixed the port
+    (``server.fixed_port``). Once started, the port is fixed: a restart must come back on it.
+    """
+    for attempt in range(START_ATTEMPTS):
+        try:
+            start_once()
+        except PortTaken:
+            if server.fixed_port or attempt == START_ATTEMPTS - 1:
+                raise
+            server.port = free_port()
+        else:
+            server.fixed_port = True
+            return

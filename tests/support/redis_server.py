@@ -20,16 +20,11 @@ import redis
 
 from delayqueue.server.embedded import EmbeddedRedisError, find_redis_server, launch_redis_server
 
-from support.ports import PORT_TAKEN, free_port
+from support.ports import PORT_TAKEN, PortTaken, free_port, start_on_a_free_port
 
 FIXTURE_DB = 0
 SHARED_NODE_DB = 1
 LEASED_DBS = range(2, 16)
-START_ATTEMPTS = 5
-
-
-class PortTaken(RuntimeError):
-    """Another process has the port the server was started on."""
 
 
 class RedisServer:
@@ -67,16 +62,8 @@ class RedisServer:
 
     def start(self) -> "RedisServer":
         self.directory.mkdir(parents=True, exist_ok=True)
-        for attempt in range(START_ATTEMPTS):
-            try:
-                self._start_once()
-                self.fixed_port = True  # a restart (after an outage) must come back here
-                return self
-            except PortTaken:
-                if self.fixed_port or attempt == START_ATTEMPTS - 1:
-                    raise
-                self.port = free_port()
-        raise AssertionError("unreachable")
+        start_on_a_free_port(self, self._start_once)
+        return self
 
     def _start_once(self) -> None:
         log_path = self.directory / f"redis-{self.port}.log"

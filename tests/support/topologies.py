@@ -27,7 +27,8 @@ import redis
 from delayqueue.server.embedded import EmbeddedRedisError, find_redis_server
 from delayqueue.settings.redis_connection import connect_redis
 
-from support.redis_server import START_ATTEMPTS, PortTaken, RedisServer
+from support.ports import START_ATTEMPTS, PortTaken
+from support.redis_server import RedisServer
 from support.wait import wait_until
 
 MASTER_NAME = "dqmaster"
