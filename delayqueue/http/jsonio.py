@@ -1,9 +1,9 @@
 """JSON in and out of the app through orjson: Flask's JSON provider, set in ``app.py``.
 
 orjson encodes our answers several times faster than the standard library and decodes the
-batch endpoints' bodies faster too (docs/benchmarks.md, "Leaner request path"); it writes
-UTF-8, keeps key order, and refuses what is not JSON (NaN, lone surrogates) instead of
-passing it on.
+batch endpoints' bodies faster too (docs/benchmarks.md, "Batches, a leaner request path,
+compact storage"); it writes UTF-8, keeps key order, and refuses what is not JSON (NaN,
+lone surrogates) instead of passing it on.
 """
 
 from __future__ import annotations

@@ -292,7 +292,7 @@ class Settings:
     max_msg_id_length: int = _setting(256, "max msgId length (characters)",
                                       _integer(GENERATED_MSG_ID_LENGTH))
     max_msg_bytes: int = _setting(1_048_576, "max message body size (bytes)", _integer(1))
-    # Authentication and per-token limits (README "Security").
+    # Authentication and per-token limits (docs/operations.md, "Security").
     auth_tokens: Tokens = _setting(Tokens(), "API tokens; empty: authentication off", _tokens)
     token_rate_limit: int = _setting(
         0, "requests per second per token and worker process (0: no limit)", _integer(0))
@@ -341,8 +341,8 @@ class Settings:
         return redact_url(self.redis_url)
 
     def as_table(self) -> list[dict[str, Any]]:
-        """One row per setting: key, value, env var, default, doc (README's configuration table
-        is checked against it by tests/test_docs.py)."""
+        """One row per setting: key, value, env var, default, doc (the configuration table of
+        docs/operations.md is checked against it by tests/test_docs.py)."""
         return [
             {
                 "key": key_of(f.name),

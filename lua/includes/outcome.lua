@@ -1,4 +1,4 @@
---[[ Script outcomes: the same names and numbers as delayqueue/outcome.py (a test keeps the
+--[[ Script outcomes: the same names and numbers as delayqueue/core/outcome.py (a test keeps the
   two equal). Positive: done; zero: a compare-and-set lost; negative: refused, nothing written. ]]
 local OK = 1
 local ACKED_LATE = 2
