@@ -344,7 +344,7 @@ def test_back_off_starts_over_after_a_successful_pull():
     assert [k for k, _ in backoff_pauses(scripted.calls)] == [0, 1, 0, 1]
 
 
-# -- the defaults (camellia's listener settings; README "Python client") ------------------
+# -- the defaults (camellia's listener settings; docs/client.md "Sending and consuming") -----
 def test_default_back_off_after_failed_pulls_starts_at_100_ms_and_doubles(node, topic):
     with RecordingClient(node.url) as c:
         # A topic name the server refuses (code 400): every pull fails at once.
