@@ -1,4 +1,4 @@
---[[ Hand out up to `batch` ready messages: ready (2) -> consuming (3), in the order they
+--[[ Hand out up to `count` ready messages: ready (2) -> consuming (3), in the order they
   became ready. Promotes this topic's due messages first, so a consumer arriving at the due
   time never waits for a scheduler. A message past its expireTime, or past its deliveries,
   is never handed out: it ends (5 if never delivered, else 6, a dead letter).
@@ -11,7 +11,8 @@
   KEYS[6] config   hash  the topic's settings (read only)
   KEYS[7] msgs     hash  slot -> record
   KEYS[8] ended    zset  slot -> end of retention
-  ARGV[1] now_ms  ARGV[2] batch (<= 1000)  ARGV[3] ack_timeout_ms (-1: the topic's)
+  ARGV[1] now_ms  ARGV[2] count (<= 1000; the API's `batch`)
+  ARGV[3] ack_timeout_ms (-1: the topic's)
   ARGV[4] end_life_ms  ARGV[5] promote limit  ARGV[6] hint channel  ARGV[7] topic
   ARGV[8..16] the server's default settings
   Returns: {messages, promoted, gaps, ended, next_trigger, ready_left, lowered_due, dead}
@@ -29,7 +30,7 @@
 --@include dead_letter
 local waiting, ready, ack, expire, dead, config, msgs, ended =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local now, batch, ack_timeout = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local now, count, ack_timeout = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local end_life, promote_limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 local channel, topic = ARGV[6], ARGV[7]
 local tk = {waiting = waiting, ready = ready, ack = ack, expire = expire, dead = dead,
@@ -41,9 +42,9 @@ local before = due_at(waiting, ack, expire, ended)
 local promoted, gaps = promote(waiting, ready, expire, msgs, now, promote_limit)
 
 local messages, ended_here, dead_lettered = {}, 0, 0
--- Bounded work: skipping dead entries costs at most `batch` extra pops per call.
-local pops_left = batch * 2
-while #messages < batch and pops_left > 0 do
+-- Bounded work: skipping dead entries costs at most `count` extra pops per call.
+local pops_left = count * 2
+while #messages < count and pops_left > 0 do
   local popped = redis.call('ZPOPMIN', ready)
   if not popped[1] then break end
   pops_left = pops_left - 1

@@ -98,7 +98,7 @@ def delete_msg_batch() -> Response:
 @route(api, "pullMsg")
 def pull_msg() -> Response:
     p = params()
-    topic, count = p.topic(), p.batch()   # camellia's "batch": the most messages to take
+    topic, count = p.topic(), p.pull_count()
     result = runtime().queue.pull(topic, count, p.duration("ackTimeoutMillis"))
     return success(delayMsgList=[m.to_json() for m in result.messages])
 
@@ -106,7 +106,7 @@ def pull_msg() -> Response:
 @route(api, "longPollingMsg")
 def long_polling_msg() -> Response:
     p = params()
-    topic, count = p.topic(), p.batch()   # camellia's "batch": the most messages to take
+    topic, count = p.topic(), p.pull_count()
     rt = runtime()
     s = rt.settings
     result = long_poll(rt.queue, rt.hub, rt.clock, topic, count, p.duration("ackTimeoutMillis"),

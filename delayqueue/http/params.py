@@ -131,7 +131,8 @@ class Params:
             raise BadRequest(f"maxRetry: must be at most 1000000, got {value}")
         return value
 
-    def batch(self) -> int:
+    def pull_count(self) -> int:
+        """camellia's ``batch`` of a pull: the most messages it hands out (1 when absent)."""
         value = self.integer("batch")
         if value is None or value <= 0:
             return 1

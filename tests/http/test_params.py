@@ -143,12 +143,12 @@ def test_max_retry_bounds():
 
 
 def test_batch_rules():
-    assert params().batch() == 1
-    assert params(batch=0).batch() == 1
-    assert params(batch=-4).batch() == 1
-    assert params(batch=1000).batch() == 1000
+    assert params().pull_count() == 1
+    assert params(batch=0).pull_count() == 1
+    assert params(batch=-4).pull_count() == 1
+    assert params(batch=1000).pull_count() == 1000
     with pytest.raises(BadRequest, match="^batch: must be at most 1000"):
-        params(batch=1001).batch()
+        params(batch=1001).pull_count()
 
 
 def test_long_polling_timeout_rules():
