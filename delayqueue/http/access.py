@@ -100,9 +100,9 @@ def request_topic() -> Any:
     return request.args.get("topic")
 
 
-def authorize(token: Token, rule: Rule, route: str, settings: Settings) -> None:
-    """403 unless the token has the rule's role, the namespace and the topic."""
-    name = route.rsplit("/", 1)[-1]
+def authorize(token: Token, rule: Rule, name: str, settings: Settings) -> None:
+    """403 unless the token has the rule's role, the namespace and the topic; ``name``: the
+    endpoint's name in the table, which the refusal names."""
     if not token.has_role(rule.roles):
         raise Forbidden(f"token {token.name!r}: {name} needs role "
                         f"{' or '.join(rule.roles)} (it has {', '.join(sorted(token.roles))})")
@@ -137,7 +137,7 @@ def register_access(app: Flask, settings: Settings) -> None:
         if endpoint.rule.scope == "open":
             return
         token = authenticate(settings)
-        authorize(token, endpoint.rule, route, settings)
+        authorize(token, endpoint.rule, endpoint.name, settings)
         limits.take(token.name)
         if route == LONG_POLL and limits.hold_poll(token.name):
             g.long_poll_token = token.name

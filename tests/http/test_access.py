@@ -103,7 +103,7 @@ def call(node, route: str, params: dict, header: str | None) -> requests.Respons
 def expected(route: str, kind: str) -> tuple[int, int | None, str | None, str | None]:
     """(HTTP status, envelope code, exact msg or None, the Authorization header to send)."""
     params, right, wrong, status, code = CASES[route]
-    name = route.rsplit("/", 1)[-1]
+    name = BY_PATH[route].name
     rule = BY_PATH[route].rule
     bearer = {n: f"Bearer {s}" for n, s in SECRETS.items()}
     ok = (status, code, None)
