@@ -21,7 +21,7 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.retry import Retry
-from redis.sentinel import Sentinel, SentinelConnectionPool
+from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 
 SENTINEL_SCHEMES = ("redis-sentinel", "redis+sentinel")
 CLUSTER_SCHEMES = ("redis-cluster", "redis+cluster")
@@ -121,6 +121,22 @@ def parse_target(url: str) -> RedisTarget:
     return RedisTarget(kind, tuple(hosts), master, db, username, password)
 
 
+class SentinelConnection(SentinelManagedConnection):
+    """A connection to the Sentinel-named master that closes itself when a read fails or
+    times out, as redis-py's plain Connection does.
+
+    redis-py's SentinelManagedConnection keeps the socket after a timed-out read, and nothing
+    else closes it when timeouts are not retried (``connect_redis``): the pool hands it out
+    again with the late reply still owed, and the next command reads the reply of the one
+    before (seen after a failover, with WAIT outlasting the socket timeout: a pull handed a
+    WAIT's count, a WAIT a script's SHA). Callers that pass ``disconnect_on_error=False``
+    themselves (pub/sub reads with a timeout) keep their way.
+    """
+
+    def read_response(self, *args, disconnect_on_error: bool = True, **kwargs):
+        return super().read_response(*args, disconnect_on_error=disconnect_on_error, **kwargs)
+
+
 class BlockingSentinelPool(SentinelConnectionPool, redis.BlockingConnectionPool):
     """The master's connections, capped: a caller waits up to ``timeout`` for a free one
     (as with a standalone Redis) instead of failing at once with "Too many connections"."""
@@ -148,6 +164,7 @@ def connect_redis(url: str, *, socket_timeout_ms: int, connect_timeout_ms: int,
             socket_timeout=timeout_s, socket_connect_timeout=connect_s))
         return sentinel.master_for(
             target.master, connection_pool_class=BlockingSentinelPool,
+            connection_class=SentinelConnection,
             max_connections=max_connections, timeout=timeout_s, db=target.db,
             username=target.username, password=target.password, health_check_interval=30,
             retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), 1,

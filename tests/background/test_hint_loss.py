@@ -14,6 +14,9 @@ from support.fleet import hold_long_poll, wait_until_held
 from support.node import ServerProcess
 
 SAFETY_MS = 1000
+# A stall of a busy machine may add this much (bench/ has the real figures); a waiter that
+# missed its wake-up would come a whole safety interval later.
+MARGIN_MS = SAFETY_MS // 2
 
 
 def send_without_hint(client: redis.Redis, topic: str, msg_id: str, delay_ms: int) -> int:
@@ -33,7 +36,7 @@ def test_lost_hint_costs_at_most_the_safety_interval(redis_url, redis_client):
         ready_at = send_without_hint(redis_client, "lost", "m1", 0)
         thread.join(15)
         assert [m["msgId"] for m in out["answer"]["delayMsgList"]] == ["m1"]
-        assert out["at"] - ready_at <= SAFETY_MS + 300, out["at"] - ready_at
+        assert out["at"] - ready_at <= SAFETY_MS + MARGIN_MS, out["at"] - ready_at
 
 
 def test_waiter_that_saw_the_due_time_wakes_at_it_without_any_hint(redis_url, redis_client):
@@ -46,4 +49,4 @@ def test_waiter_that_saw_the_due_time_wakes_at_it_without_any_hint(redis_url, re
         thread.join(15)
         assert [m["msgId"] for m in out["answer"]["delayMsgList"]] == ["m2"]
         late_ms = out["at"] - due
-        assert 0 <= late_ms <= 150, late_ms
+        assert 0 <= late_ms <= MARGIN_MS, late_ms

@@ -17,9 +17,20 @@ import requests
 from support.fleet import accepted_connections, now_ms, percentile, post, start_polls
 from support.node import ServerProcess
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(240)
 
 POLLS = 1000
+# The messages are due this long after the sends start (at least): every send must be in
+# before the thousand polls wake together. A loaded machine sends slower (1000 sends took
+# more than 5 s under stress-ng --cpu 2), so the lead grows with a measured sample.
+MIN_LEAD_MS = 5000
+SAMPLE_SENDS = 100
+HOLD_MS = 60_000             # the longest hold a request may ask (longer than any lead)
+# Waking a thousand polls is the node's work of a thousand pulls and answers; the control is
+# the same node's time for the thousand sends, measured in the same run. Worst seen over 20
+# runs while other suites loaded the machine: p50 837 ms, max 1224 ms; each bound is 3x that,
+# or the control's time if the machine is slower now. Polls not woken at the due time would
+# wait for their re-check (HOLD_MS), beyond the wait.
 P50_WAKE_BOUND_MS = 2500
 WORST_WAKE_BOUND_MS = 3700
 TOPICS = [f"cap{i}" for i in range(10)]
@@ -28,7 +39,7 @@ TOPICS = [f"cap{i}" for i in range(10)]
 async def hold_and_answer(node: ServerProcess) -> dict:
     loop = asyncio.get_running_loop()
     executor = ThreadPoolExecutor(8)
-    polls, tasks = start_polls(loop, "127.0.0.1", node.port, TOPICS, POLLS, timeout_ms=40_000)
+    polls, tasks = start_polls(loop, "127.0.0.1", node.port, TOPICS, POLLS, timeout_ms=HOLD_MS)
     started = time.monotonic()
     while sum(1 for p in polls if p.sent_ms) < POLLS and time.monotonic() - started < 20:
         await asyncio.sleep(0.05)
@@ -46,17 +57,24 @@ async def hold_and_answer(node: ServerProcess) -> dict:
     answered_early = [p for p in polls if p.answered_ms is not None]
     held_at_once = accepted
 
-    # All messages due at one instant: the node wakes its thousand polls together.
-    trigger = int(now_ms()) + 5000
-
     sessions = threading.local()  # one keep-alive connection per sending thread
 
-    def send(i: int) -> dict:
+    def send(i: int, topic: str | None = None) -> dict:
         if not hasattr(sessions, "session"):
             sessions.session = requests.Session()
-        return post(sessions.session, node.url, "sendMsg", topic=TOPICS[i % len(TOPICS)],
-                    msgId=f"c{i}", msg="x", triggerTime=trigger)
+        return post(sessions.session, node.url, "sendMsg",
+                    topic=topic or TOPICS[i % len(TOPICS)], msgId=f"c{i}", msg="x",
+                    triggerTime=trigger)
 
+    # A sample of sends to a topic nobody polls, due far later, times this machine now.
+    trigger = int(now_ms()) + 600_000
+    sample_started = now_ms()
+    await asyncio.gather(*[loop.run_in_executor(executor, send, i, "cap-sample")
+                           for i in range(SAMPLE_SENDS)])
+    lead_ms = max(MIN_LEAD_MS, 2 * (now_ms() - sample_started) * POLLS / SAMPLE_SENDS)
+    assert lead_ms < HOLD_MS / 2, f"the sends would outlast the polls: {lead_ms:.0f} ms"
+    # All messages due at one instant: the node wakes its thousand polls together.
+    trigger = int(now_ms() + lead_ms)
     sends_started = now_ms()
     sent = await asyncio.gather(*[loop.run_in_executor(executor, send, i)
                                   for i in range(POLLS)])
@@ -76,10 +94,11 @@ def worker_cpu_s(workers) -> float:
 
 
 def test_one_node_holds_a_thousand_long_polls_and_wakes_each_with_a_message(redis_url):
-    # Held polls re-check on their own only every 30 s (longer than the test): every wake-up
-    # measured below comes from a hint or a topic's due time, never from the safety net.
+    # Held polls re-check on their own only as often as they are held (longer than any
+    # lead): every wake-up measured below comes from a hint or a topic's due time, never
+    # from the safety net.
     with ServerProcess(redis_url, workers=2, worker_class="gevent",
-                       settings={"long-polling-safety-millis": 30_000}) as node:
+                       settings={"long-polling-safety-millis": HOLD_MS}) as node:
         r = asyncio.run(hold_and_answer(node))
     polls = r["polls"]
     assert not r["answered_early"], \
@@ -107,5 +126,5 @@ def test_one_node_holds_a_thousand_long_polls_and_wakes_each_with_a_message(redi
           f"{POLLS} sends took {r['sends_ms']:.0f} ms")
     # A thousand answers from one burst on a shared 2-core box. Worst seen over 20 runs while
     # other suites loaded the machine: p50 837 ms, max 1224 ms; each bound is 3x that.
-    assert p50 < P50_WAKE_BOUND_MS, (p50, p99, worst)
-    assert worst < WORST_WAKE_BOUND_MS, (p50, p99, worst)
+    assert p50 < max(P50_WAKE_BOUND_MS, r["sends_ms"]), (p50, p99, worst, r["sends_ms"])
+    assert worst < max(WORST_WAKE_BOUND_MS, r["sends_ms"]), (p50, p99, worst, r["sends_ms"])

@@ -10,8 +10,11 @@ Every time is the server's own where it can be: the due time is the redelivered 
 queue) minus the ack timeout the pull gave, the nack time is bracketed by Redis ``TIME``
 read just before and after the nack, and an ack deadline is the score the server wrote.
 The whole nack -> redelivery gap is also measured on this process's monotonic clock, from
-sending the nack to receiving the redelivery. Nothing may be early; lateness must stay under
-a small tolerance. ``pytest -s`` prints the measured delays.
+sending the nack to receiving the redelivery. Nothing may be early, and the delays the server
+set follow the formula exactly. How late a redelivery comes is performance (bench/): it is
+bounded generously, with the fallbacks that would hide a missed due time or deadline (the
+re-check of held polls, the scheduler's safety scan) set far beyond the bound. ``pytest -s``
+prints the measured delays.
 """
 
 from __future__ import annotations
@@ -32,19 +35,19 @@ EXPECTED_MS = [100, 200, 400, 800, 1000]     # before deliveries 2..6
 SETTINGS = {"redeliveryDelayMillis": 100, "redeliveryBackoffMultiplier": 2,
             "redeliveryMaxDelayMillis": 1000, "maxRetry": 5}
 CLOCK_SLACK = 250          # the server's clock may trail Redis TIME by a round trip, never lead
-# Lateness allowed on top of the expected delay, ~3x the worst seen over 3 runs on the
-# development machine (1 gevent worker, loopback):
-# - a due redelivery reaching a held long poll: 1-7 ms after a nack, 1-16 ms after a timeout;
-# - nack sent -> redelivery received, local clock: expected + 5-16 ms (three HTTP calls);
-# - ack deadline -> the timeout processed: 2-7 ms, or ~103 ms when the scheduler deferred the
-#   topic (`schedule-defer-millis`, 100 by default: "ack timeouts ... may be this much
-#   later", README configuration table); allowed: the deferral + 3x the rest.
-NACK_DELIVERY_TOLERANCE_MS = 25
-TIMEOUT_DELIVERY_TOLERANCE_MS = 50
-WALL_TOLERANCE_MS = 50
-WALL_OUTLIER_MS = 200   # the one redelivery a machine stall may delay (below)
+# Lateness a stall of a busy 2-core machine may add to a redelivery, on the server's clock or
+# end to end. Seen under stress-ng --cpu 2 with other suites running: a redelivery 72 ms after
+# its due time, an ack timeout processed 113 ms after its deadline (the scheduler defers a
+# topic by `schedule-defer-millis`, 100 by default: "ack timeouts ... may be this much
+# later", README configuration table), a nack -> redelivery gap 356 ms over the delay; bounds
+# of 25, 125 and 200 ms failed there. A redelivery not woken at its due time would instead
+# wait for a fallback below, far beyond this bound.
+MARGIN_MS = 1000
 SCHEDULE_DEFER_MS = 100
-TIMEOUT_TOLERANCE_MS = SCHEDULE_DEFER_MS + 25
+# Held polls re-check every 10 s (1 s by default): a poll not woken by a redelivery answers
+# empty after its 5 s. The scheduler scans every 3 s (100 ms by default): an ack deadline it
+# missed waits for that scan.
+NODE_SETTINGS = {"long-polling-safety-millis": 10_000, "msg-schedule-millis": 3000}
 LONG_POLL_MS = 5000
 CONSUMING_MS = 60_000
 
@@ -52,7 +55,8 @@ CONSUMING_MS = 60_000
 @pytest.fixture(scope="module")
 def node(redis_server):
     """A node on a database of its own (the function-scoped fixtures flush database 0)."""
-    with redis_server.leased_db_url() as url, ServerProcess(url) as server:
+    with redis_server.leased_db_url() as url, ServerProcess(url, settings=NODE_SETTINGS) \
+            as server:
         yield server
         _session.close()      # no keep-alive connection for the graceful stop to wait on
 
@@ -123,6 +127,7 @@ def test_nack_backoff_follows_the_formula_never_early(node, topic, raw_redis):
         call(node, "ackMsg", topic=topic, msgId="p", ack="false", receipt=m["receipt"])
         nack_after = redis_now_ms(raw_redis)
         waiting = call(node, "getMsg", topic=topic, msgId="p")["delayMsg"]
+        read_by = redis_now_ms(raw_redis)
         due = waiting["triggerTime"]
         m = long_poll(node, topic, CONSUMING_MS)
         answered = time.monotonic()
@@ -130,27 +135,25 @@ def test_nack_backoff_follows_the_formula_never_early(node, topic, raw_redis):
         wall_gap = round((answered - sent) * 1000, 1)
         rows.append((retry + 1, expected, due - nack_after, due - nack_before,
                      delivered - due, wall_gap))
-        checks.append((retry, expected, waiting, due, nack_before, nack_after, m, delivered,
-                       wall_gap))
+        checks.append((retry, expected, waiting, read_by, due, nack_before, nack_after, m,
+                       delivered, wall_gap))
     print_rows("nack backoff (ms): delivery; expected delay; delay the server set, bracketed "
                "by Redis TIME around the nack (lo, hi); delivery - due time (server clock); "
                "nack sent -> redelivery received (local monotonic clock)",
                ("delivery", "expected", "set >=", "set <=", "deliv late", "wall gap"), rows)
-    for retry, expected, waiting, due, nack_before, nack_after, m, delivered, wall_gap \
-            in checks:
-        assert waiting["status"] == 1 and waiting["retry"] == retry
+    for retry, expected, waiting, read_by, due, nack_before, nack_after, m, delivered, \
+            wall_gap in checks:
+        # Waiting until its due time; a getMsg that a stall kept past it may find it ready.
+        assert waiting["status"] in ((1,) if read_by < due else (1, 2)), (retry, waiting)
+        assert waiting["retry"] == retry
         # The delay the server set: its due time minus its nack time (bracketed).
         assert due - nack_after <= expected <= due - nack_before + CLOCK_SLACK, \
             (retry, due - nack_after, due - nack_before)
         assert m["triggerTime"] == due and m["retry"] == retry + 1
         assert delivered >= due, f"delivery {retry + 1} {due - delivered} ms early"
-        assert delivered - due <= NACK_DELIVERY_TOLERANCE_MS, rows
-        assert expected <= wall_gap <= expected + WALL_OUTLIER_MS, rows
-    # End to end (client clock) the redeliveries follow the formula too; the server's own
-    # times above are the exact check, and one client-side stall of the shared 2-core
-    # machine (seen once: 94 ms on the first, server-side 1 ms late) is not the server's.
-    slow = [row for row, check in zip(rows, checks) if check[8] > check[1] + WALL_TOLERANCE_MS]
-    assert len(slow) <= 1, rows
+        assert delivered - due <= MARGIN_MS, rows
+        # End to end (client clock) too: never before the delay, late by a stall at most.
+        assert expected <= wall_gap <= expected + MARGIN_MS, rows
     # The 6th delivery was the last (maxRetry 5): its nack ends the message, dead.
     assert m["retry"] == 6
     call(node, "ackMsg", topic=topic, msgId="p", ack="false", receipt=m["receipt"])
@@ -185,9 +188,9 @@ def test_backoff_on_ack_timeout_uses_the_same_formula_as_nack(node, topic, raw_r
     for retry, expected, m, deadline, due, delivered, previous in checks:
         assert m["retry"] == retry + 1
         assert due - expected >= deadline, f"delivery {retry + 1}: timed out early"
-        assert due - expected - deadline <= TIMEOUT_TOLERANCE_MS, rows
+        assert due - expected - deadline <= SCHEDULE_DEFER_MS + MARGIN_MS, rows
         assert delivered >= due, f"delivery {retry + 1} {due - delivered} ms early"
-        assert delivered - due <= TIMEOUT_DELIVERY_TOLERANCE_MS, rows
+        assert delivered - due <= MARGIN_MS, rows
         assert delivered - previous >= ack_timeout + expected, rows
     assert m["retry"] == 6
     limit = time.monotonic() + 5

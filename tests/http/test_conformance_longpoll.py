@@ -13,9 +13,10 @@ from support.fleet import wait_until_pulled
 
 pytestmark = pytest.mark.every_topology
 
-# Worst seen over 12 runs: a held poll answered 30 ms after its message's 1.5 s ack timeout.
-# The bound is 3x that.
-ACK_TIMEOUT_WAKE_LATE_S = 0.09
+# Lateness a stall of a busy 2-core machine may add (under stress-ng --cpu 2 with other
+# suites running: a held poll answered 0.29 s after its message's 1.5 s ack timeout; a bound
+# of 0.09 s failed there), far below what a missed due time falls back to: the 30 s re-check.
+ACK_TIMEOUT_WAKE_LATE_S = 1.0
 
 
 def test_long_poll_returns_at_once_when_a_message_is_ready(node, topic):

@@ -10,9 +10,10 @@ from support import wait_until
 
 pytestmark = pytest.mark.every_topology
 
-# Worst seen over 12 runs: a promotion seen by a 20 ms getMsg poll 39 ms after triggerTime.
-# The bound is 3x that.
-PROMOTION_SEEN_LATE_MS = 120
+# Lateness a stall of a busy 2-core machine may add (under stress-ng --cpu 2 with other
+# suites running: a promotion seen 338 ms after triggerTime; a bound of 120 ms failed there),
+# far below what a missed due time falls back to: the 5 s repair sweep.
+PROMOTION_SEEN_LATE_MS = 1000
 
 
 def test_pull_hands_out_oldest_trigger_time_first(node, topic):

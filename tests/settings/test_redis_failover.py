@@ -12,6 +12,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -25,11 +26,14 @@ from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.outcome import Outcome
 from delayqueue.core.script_runner import ReplicaWaitTimeout
 from delayqueue.settings.config import Settings
+from delayqueue.settings.redis_connection import connect_redis
 
 from support import wait_until
 from support.failover import run_under_load
 from support.node import ServerProcess
 from support.ports import free_port
+from support.redis_server import RedisServer
+from support.tcp_proxy import ReplyHoldingProxy
 from support.topologies import unique_namespace, wait_serving
 
 # The longest a client may see sends fail around one graceful failover (measured: well under
@@ -60,6 +64,10 @@ def test_sentinel_failover_under_load_loses_nothing_and_is_never_early(redis_sen
     with ServerProcess(redis_sentinel.url, settings={"namespace": unique_namespace()}) as node:
         checker = run_under_load(node.url, redis_sentinel.failover)
     print("sentinel failover:", checker.summary())
+    # The old master stays a master until a sentinel converts it (~10 s: the sentinels'
+    # INFO period), then resyncs as a replica (~5 s more, measured idle): the session's next
+    # user of the topology (redis-wait-replicas 2 in the serve test below) needs both back.
+    redis_sentinel.wait_healthy(60)
     assert checker.lost == [] and checker.early == 0, checker.summary()
     assert checker.longest_send_ms < FAILOVER_WINDOW_BOUND_MS, checker.summary()
 
@@ -199,8 +207,9 @@ def test_delayqueue_serve_takes_a_sentinel_url(redis_sentinel, tmp_path):
                 return False
 
         wait_until(answers, 30, interval_s=0.1, message="serve never answered")
-        [pulled] = requests.post(base + "pullMsg", data={"topic": "s"},
-                                 timeout=5).json()["delayMsgList"]
+        reply = requests.post(base + "pullMsg", data={"topic": "s"}, timeout=10).json()
+        assert reply["code"] == 200, reply
+        [pulled] = reply["delayMsgList"]
         assert pulled["msg"] == "x"
         assert requests.post(base + "ackMsg", data={"topic": "s", "msgId": pulled["msgId"]},
                              timeout=10).json()["code"] == 200
@@ -262,8 +271,6 @@ def test_a_cluster_command_whose_reply_timed_out_is_never_run_again(redis_cluste
     """redis-py's Cluster client retried a timed-out command up to its retry count and
     resent a pipeline whole (measured: 5 runs of one slow script each way); a script that
     ran is a transition that must not run twice. Now both fail once (500 to the caller)."""
-    from delayqueue.settings.redis_connection import connect_redis
-
     client = connect_redis(redis_cluster.url, socket_timeout_ms=200, connect_timeout_ms=1000,
                            max_connections=4)
     admin = redis_cluster.client()
@@ -279,3 +286,70 @@ def test_a_cluster_command_whose_reply_timed_out_is_never_run_again(redis_cluste
     assert admin.get(f"{prefix}:single") == "1"
     assert admin.get(f"{prefix}:pipeline") == "1"
     client.close()
+
+
+COUNT_SCRIPT = "return redis.call('INCR', KEYS[1])"
+
+
+@pytest.fixture
+def proxied_sentinel(redis_sentinel, tmp_path):
+    """A master the session's sentinels watch through a ReplyHoldingProxy: (redis-url of the
+    master by that name, the proxy, a direct client of the master). The sentinels wait 60 s
+    before calling it down, so holding its replies for a moment starts no failover."""
+    master = RedisServer(tmp_path / "proxied").start()
+    proxy = ReplyHoldingProxy(master.port).start()
+    name = unique_namespace("proxied")
+    sentinels = [redis.Redis(port=s.port, decode_responses=True, socket_timeout=2)
+                 for s in redis_sentinel.sentinels]
+    admin = redis.Redis(port=master.port, decode_responses=True)
+    try:
+        for sentinel in sentinels:
+            sentinel.sentinel_monitor(name, "127.0.0.1", proxy.port, 2)
+            sentinel.sentinel_set(name, "down-after-milliseconds", 60_000)
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in redis_sentinel.sentinels)
+        yield f"redis-sentinel://{hosts}/{name}", proxy, admin
+    finally:
+        for sentinel in sentinels:
+            sentinel.sentinel_remove(name)
+            sentinel.close()
+        admin.close()
+        proxy.close()
+        master.stop()
+
+
+def held_script_call(proxied_sentinel, key: str):
+    """A client of the proxied master whose call of COUNT_SCRIPT on ``key`` reached Redis and
+    ran, its reply held back past the client's 300 ms socket timeout."""
+    url, proxy, _ = proxied_sentinel
+    client = connect_redis(url, socket_timeout_ms=300, connect_timeout_ms=1000,
+                           max_connections=1)
+    wait_until(lambda: client.ping(), 10, message="the sentinels never named the master")
+    proxy.hold()                 # the pooled connection's next reply stays in the proxy
+    with pytest.raises(redis.TimeoutError):
+        client.eval(COUNT_SCRIPT, 1, key)
+    return client
+
+
+def test_a_sentinel_command_whose_reply_timed_out_is_never_run_again(proxied_sentinel):
+    """As on a Cluster (above) and a standalone Redis (test_redis_retry.py): the script ran,
+    only its reply was lost; running it again would be a second transition."""
+    _, proxy, admin = proxied_sentinel
+    client = held_script_call(proxied_sentinel, "runs")   # a retry would come before this
+    proxy.release()
+    assert wait_until(lambda: admin.get("runs"), 5) == "1"
+    client.close()
+
+
+def test_a_sentinel_connection_whose_reply_timed_out_is_not_reused(proxied_sentinel):
+    """The late reply must never answer the next command: a connection that timed out is
+    closed, not handed out again with a reply still owed (seen before the fix, after a
+    Sentinel failover: a pull handed a WAIT's count, a WAIT given a script's SHA)."""
+    _, proxy, _ = proxied_sentinel
+    client = held_script_call(proxied_sentinel, "owed")
+    releasing = threading.Timer(0.1, proxy.release)  # the owed reply arrives, then the next
+    releasing.start()
+    try:
+        assert client.echo("mine") == "mine"
+    finally:
+        releasing.join()
+        client.close()
