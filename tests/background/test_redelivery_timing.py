@@ -39,9 +39,9 @@ CLOCK_SLACK = 250          # the server's clock may trail Redis TIME by a round 
 # end to end. Seen under stress-ng --cpu 2 with other suites running: a redelivery 72 ms after
 # its due time, an ack timeout processed 113 ms after its deadline (the scheduler defers a
 # topic by `schedule-defer-millis`, 100 by default: "ack timeouts ... may be this much
-# later", README configuration table), a nack -> redelivery gap 356 ms over the delay; bounds
-# of 25, 125 and 200 ms failed there. A redelivery not woken at its due time would instead
-# wait for a fallback below, far beyond this bound.
+# later", docs/operations.md "Configuration"), a nack -> redelivery gap 356 ms over the
+# delay; bounds of 25, 125 and 200 ms failed there. A redelivery not woken at its due time
+# would instead wait for a fallback below, far beyond this bound.
 MARGIN_MS = 1000
 SCHEDULE_DEFER_MS = 100
 # Held polls re-check every 10 s (1 s by default): a poll not woken by a redelivery answers
