@@ -99,15 +99,32 @@ class Scheduler:
                                        CLAIMED_MS)
         if not claim.topics:
             return claim.head if claim.head >= 0 else None
-        next_due = self.visit(claim.topics)
+        try:
+            return self._write_back(self.visit(claim.topics))
+        except Exception:
+            self._release(claim.topics)
+            raise
+
+    def _write_back(self, next_due: dict[str, int]) -> int | None:
+        """Each claimed topic's next due time (compared with the claim); the new head."""
         trip = self.scripts.round_trip()
-        for topic in claim.topics:
-            self.scripts.due_set(self.keys, topic, CLAIMED_MS, next_due[topic], trip=trip)
+        for topic, due in next_due.items():
+            self.scripts.due_set(self.keys, topic, CLAIMED_MS, due, trip=trip)
         # The head among real due times: topics another tick claims are its own to write back.
         trip.command("ZRANGEBYSCORE", self.keys.due, "-inf", f"({CLAIMED_MS}", "LIMIT", 0, 1,
                      "WITHSCORES", withscores=True)
         head = trip.execute(raise_on_error=True)[-1]
         return int(head[0][1]) if head else None
+
+    def _release(self, topics: list[str]) -> None:
+        """A tick that failed after its claim makes its topics due now, so the next tick
+        visits them, instead of leaving them claimed until the repair sweep (which is left
+        to do it when Redis cannot be reached for this either)."""
+        now = self.clock.now_ms()
+        try:
+            self._write_back({topic: now for topic in topics})
+        except Exception as exc:  # noqa: BLE001 - best effort: the tick's own error follows
+            logger.warning("could not release %d claimed topics: %s", len(topics), exc)
 
     def visit(self, topics: list[str]) -> dict[str, int]:
         """Promote, time out and expire these topics; returns each one's next due time (-1:

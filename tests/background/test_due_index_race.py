@@ -81,24 +81,39 @@ def test_the_next_due_time_a_tick_answers_is_never_another_ticks_claim(redis_url
     assert redis_client.zrange(rt.keys.due, 0, -1) == ["claimed-elsewhere"]
 
 
+def test_a_tick_that_fails_after_its_claim_makes_its_topics_due_at_once(redis_url,
+                                                                       redis_client):
+    """A visit that fails (Redis went away mid-tick) leaves no topic claimed: the next tick
+    visits it, without waiting for the repair sweep."""
+    clock = ManualClock()
+    rt = runtime(redis_url, clock)
+    rt.queue.send("t", "x", msg_id="a", delay_ms=1000)
+    clock.advance(1000)
+
+    def fails(topics):
+        raise redis.ConnectionError("connection lost mid-tick")
+
+    rt.scheduler.visit = fails
+    with pytest.raises(redis.ConnectionError):
+        rt.scheduler.run_due()
+    assert redis_client.zscore(rt.keys.due, "t") == clock.now_ms()
+    del rt.scheduler.visit
+    rt.scheduler.run_due()
+    assert rt.queue.get("t", "a").status == 2
+
+
 def test_a_topic_claimed_by_a_tick_that_died_is_due_again_after_the_repair_sweep(
         redis_url, redis_client):
-    """The same bound as a process killed between a script and its due-index write."""
+    """A process killed between its claim and its write-back: the same bound as one killed
+    between a script and its due-index write."""
     clock = ManualClock()
     rt = runtime(redis_url, clock)
     rt.queue.send("t", "x", msg_id="a", delay_ms=1000)
     redis_client.zadd(rt.keys.topics, {"t": clock.now_ms()})
     clock.advance(1000)
-
-    def dies(topics):
-        raise redis.ConnectionError("the tick's process is gone")
-
-    rt.scheduler.visit = dies
-    with pytest.raises(redis.ConnectionError):
-        rt.scheduler.run_due()
-    del rt.scheduler.visit
-    assert rt.scheduler.run_due() is None
-    assert rt.queue.get("t", "a").status == 1                # claimed: not promoted
+    assert rt.scripts.due_claim(rt.keys, clock.now_ms(), 200, CLAIMED_MS).topics == ["t"]
+    assert rt.scheduler.run_due() is None                    # the dead tick's claim stands
+    assert rt.queue.get("t", "a").status == 1
     assert rt.scheduler.repair_due_index() == 1
     assert redis_client.zscore(rt.keys.due, "t") == clock.now_ms()
     rt.scheduler.run_due()
