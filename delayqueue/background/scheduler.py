@@ -7,9 +7,12 @@ visits only topics whose due time has come, so idle topics cost nothing per tick
 returns how long to sleep until the next one. The ticks have no threads in them: ``Loop``
 (loop.py) drives them in each worker, and tests call them directly.
 
-Sends and pulls lower a topic's due time themselves (``DelayQueue.bookkeep``); a tick writes
-back each visited topic's next due time with a compare-and-set (``lua/due_set.lua``), so a
-concurrent send that lowered it is never overwritten.
+Sends and pulls lower a topic's due time themselves (``DelayQueue.bookkeep``, ``ZADD LT``).
+A tick claims the topics it visits (``lua/due_claim.lua``: their scores become
+``CLAIMED_MS``, beyond any real time) and writes back each one's next due time with a
+compare-and-set against the claim (``lua/due_set.lua``): a due time a request lowered
+meanwhile is below the claim, so it is kept, never overwritten by the visit's answer
+computed before it; and a claimed topic is due for no other tick.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ logger = logging.getLogger(__name__)
 TOPICS_PER_TICK = 200         # most due topics one scheduler tick visits
 ROUNDS_PER_TOPIC = 10         # most script rounds for one busy topic per tick
 REGISTRY_CHUNK = 500          # topics per pipelined round trip in the registry sweeps
+CLAIMED_MS = 2**53 - 1        # a claimed topic's due score: after every real time, an exact double
 
 
 class Scheduler:
@@ -88,20 +92,39 @@ class Scheduler:
     def run_due(self) -> int | None:
         """Visit every topic whose due time has come; returns the next due time, if any.
 
-        Two round trips besides the due-index read, however many topics are due: one for the
-        scripts, one for the due-index updates and the new head.
+        One round trip when none is due (the claim answers the head); else three, however
+        many topics are due: the claim, the scripts, the write-backs with the new head.
         """
-        now = self.clock.now_ms()
-        due = self.client.zrangebyscore(self.keys.due, "-inf", now, start=0,
-                                        num=TOPICS_PER_TICK, withscores=True)
+        claim = self.scripts.due_claim(self.keys, self.clock.now_ms(), TOPICS_PER_TICK,
+                                       CLAIMED_MS)
+        if not claim.topics:
+            return claim.head if claim.head >= 0 else None
+        try:
+            return self._write_back(self.visit(claim.topics))
+        except Exception:
+            self._release(claim.topics)
+            raise
+
+    def _write_back(self, next_due: dict[str, int]) -> int | None:
+        """Each claimed topic's next due time (compared with the claim); the new head."""
         trip = self.scripts.round_trip()
-        if due:
-            next_due = self.visit([topic for topic, _ in due])
-            for topic, seen in due:
-                self.scripts.due_set(self.keys, topic, seen, next_due[topic], trip=trip)
-        trip.command("ZRANGE", self.keys.due, 0, 0, "WITHSCORES", withscores=True)
+        for topic, due in next_due.items():
+            self.scripts.due_set(self.keys, topic, CLAIMED_MS, due, trip=trip)
+        # The head among real due times: topics another tick claims are its own to write back.
+        trip.command("ZRANGEBYSCORE", self.keys.due, "-inf", f"({CLAIMED_MS}", "LIMIT", 0, 1,
+                     "WITHSCORES", withscores=True)
         head = trip.execute(raise_on_error=True)[-1]
         return int(head[0][1]) if head else None
+
+    def _release(self, topics: list[str]) -> None:
+        """A tick that failed after its claim makes its topics due now, so the next tick
+        visits them, instead of leaving them claimed until the repair sweep (which is left
+        to do it when Redis cannot be reached for this either)."""
+        now = self.clock.now_ms()
+        try:
+            self._write_back({topic: now for topic in topics})
+        except Exception as exc:  # noqa: BLE001 - best effort: the tick's own error follows
+            logger.warning("could not release %d claimed topics: %s", len(topics), exc)
 
     def visit(self, topics: list[str]) -> dict[str, int]:
         """Promote, time out and expire these topics; returns each one's next due time (-1:

@@ -168,6 +168,11 @@ class MigrateReply(Reply):
     skipped: int
 
 
+class DueClaimReply(Reply):
+    topics: list[str]    # claimed for this tick, earliest due first
+    head: int            # with no topic due: the earliest unclaimed due time, -1 if none
+
+
 def _typed(reply_type: type[Reply]) -> Callable[[list], Reply]:
     """The builder of a reply read in order, its ``outcome`` (where it has one) typed."""
     def build(raw: list) -> Reply:
@@ -217,6 +222,7 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "dead_trim": int,
     "topic_config": Outcome,
     "migrate": _typed(MigrateReply),
+    "due_claim": _typed(DueClaimReply),
     "due_set": Outcome,
     "recycle": Outcome,
     "monitor_flush": int,

@@ -47,6 +47,11 @@ class ReplicaWaitTimeout(Unavailable):
     """WAIT saw fewer replicas than redis-wait-replicas acknowledge the write in time."""
 
 
+# How one call of a round trip run call by call can fail: Redis's answer, the Cluster
+# client's, or ScriptRunner's own (ReplicaWaitTimeout; a slot that kept moving).
+CALL_FAILURES = (redis.RedisError, RedisClusterException, Unavailable)
+
+
 class ScriptRunner:
     def __init__(self, client, wait_replicas: int = 0, wait_timeout_ms: int = 1000) -> None:
         self.client = client
@@ -160,7 +165,8 @@ class RoundTrip:
     counts the writes of its own connection): too few replicas in time, and every write in
     the round trip answers ``ReplicaWaitTimeout``. On a Cluster the calls run as EVAL in a
     Cluster pipeline (redis-py refuses EVALSHA there), and a round trip that must WAIT there
-    runs call by call through ``ScriptRunner``.
+    runs call by call through ``ScriptRunner``, each call answering its own failure (its
+    ``ReplicaWaitTimeout`` too) in its place.
     """
 
     def __init__(self, runner: ScriptRunner, client: Any = None) -> None:
@@ -261,15 +267,18 @@ class RoundTrip:
         return pipe.execute(raise_on_error=False)
 
     def _one_by_one(self) -> list[Any]:
+        """Each call on its own (a Cluster round trip that must WAIT): a call that fails,
+        its WAIT included, answers its error in its place and the calls after it still run,
+        as in one pipeline."""
         answers: list[Any] = []
         for call in self._calls:
             try:
                 answers.append(self.runner.run(call.name, call.script, call.keys, call.args))
-            except redis.RedisError as exc:
+            except CALL_FAILURES as exc:
                 answers.append(exc)
         for args, options in self._commands:
             try:
                 answers.append(self.client.execute_command(*args, **options))
-            except redis.RedisError as exc:
+            except CALL_FAILURES as exc:
                 answers.append(exc)
         return answers

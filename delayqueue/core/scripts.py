@@ -35,6 +35,7 @@ from .replies import (
     DeadPurgeReply,
     DeadRedriveReply,
     DeleteReply,
+    DueClaimReply,
     ExpireReply,
     GetReply,
     MigrateReply,
@@ -269,9 +270,15 @@ class Scripts:
         return self._run("migrate", tk.queues, [tk.legacy_msg_prefix, now_ms, *msg_ids])
 
     # -- namespace scripts (bookkeeping, slot {ns}) ----------------------------------------
-    def due_set(self, nk: NamespaceKeys, topic: str, seen_ms: float, next_ms: int,
+    def due_claim(self, nk: NamespaceKeys, now_ms: int, limit: int,
+                  claim_ms: int) -> DueClaimReply:
+        """Claim the due topics for a tick: their scores become ``claim_ms`` until
+        ``due_set`` writes back each one's next due time (compared with ``claim_ms``)."""
+        return self._run("due_claim", [nk.due], [now_ms, limit, claim_ms])
+
+    def due_set(self, nk: NamespaceKeys, topic: str, claim_ms: int, next_ms: int,
                 trip: RoundTrip | None = None) -> Outcome:
-        return self._run("due_set", [nk.due], [topic, seen_ms, next_ms], trip)
+        return self._run("due_set", [nk.due], [topic, claim_ms, next_ms], trip)
 
     def recycle(self, nk: NamespaceKeys, topic: str, seen_ms: float) -> Outcome:
         return self._run("recycle", [nk.topics, nk.due], [topic, seen_ms])

@@ -21,7 +21,7 @@ NAMED = {
     "change_visibility": replies.ChangeVisibilityReply,
     "reschedule": replies.RescheduleReply, "dead_list": replies.DeadListReply,
     "dead_redrive": replies.DeadRedriveReply, "dead_purge": replies.DeadPurgeReply,
-    "migrate": replies.MigrateReply,
+    "migrate": replies.MigrateReply, "due_claim": replies.DueClaimReply,
 }
 
 

@@ -257,6 +257,30 @@ def test_wait_replicas_covers_every_write_of_a_batch_with_one_wait(redis_db_url)
         runtime.client.close()
 
 
+def test_wait_replicas_on_a_cluster_answers_each_call_of_a_batch_its_own_timeout(
+        redis_cluster):
+    """On a Cluster a round trip that must WAIT runs call by call: one call's WAIT timing out
+    must neither stop the calls after it nor answer the whole batch. Each entry answers its
+    own ReplicaWaitTimeout, as on one Redis, its write done. Each master has 1 replica, so
+    WAIT for 2 always times out."""
+    from delayqueue.core.queue import AckRequest, SendRequest
+
+    wait_serving(redis_cluster.client())
+    runtime = Runtime(Settings(redis_url=redis_cluster.url, namespace=unique_namespace(),
+                               snapshot_dir="", redis_wait_replicas=2,
+                               redis_wait_timeout_millis=200))
+    try:
+        sent = runtime.queue.send_batch("w", [SendRequest("x", "a"), SendRequest("y", "b")])
+        assert sorted(m.msg_id for m in runtime.queue.pull("w", 2).messages) == ["a", "b"]
+        nacked = runtime.queue.ack_batch("w", [   # two nacks: two calls, two WAITs
+            AckRequest("a", ack=False, delay_ms=0), AckRequest("b", ack=False, delay_ms=0)])
+        assert [type(r).__name__ for r in sent + nacked] == ["ReplicaWaitTimeout"] * 4
+        assert all("of 2 replicas confirmed" in r.msg for r in sent + nacked)
+        assert [runtime.queue.get("w", m).status for m in ("a", "b")] == [2, 2]
+    finally:
+        runtime.client.close()
+
+
 # A script that counts its runs, then keeps Redis busy past the client's socket timeout.
 SLOW_SCRIPT = """
 redis.call('INCR', KEYS[1])

@@ -281,7 +281,9 @@ class ClusterTopology:
                     return False
                 for port in masters:
                     info = _direct(port).info("replication")
-                    if info["connected_slaves"] != 1 \
+                    # "online": a replica still waiting for its first sync (wait_bgsave)
+                    # shows offset 0 = a new master's offset, and acknowledges no WAIT.
+                    if info["connected_slaves"] != 1 or info["slave0"]["state"] != "online" \
                             or info["slave0"]["offset"] != info["master_repl_offset"]:
                         return False
                 maps = {str(sorted(_direct(s.port).execute_command("CLUSTER", "SLOTS")))
