@@ -145,8 +145,11 @@ class SentinelTopology:
                 info = _direct(port).info("replication")
                 if info["role"] != "master" or info["connected_slaves"] != 2:
                     return False
-                offsets = {info[f"slave{i}"]["offset"] for i in range(2)}
-                if offsets != {info["master_repl_offset"]}:
+                # "online", as for the Cluster below: a replica waiting for its first sync
+                # shows offset 0 = a new master's offset, and acknowledges no WAIT.
+                replicas = [info[f"slave{i}"] for i in range(2)]
+                if any(r["state"] != "online" or r["offset"] != info["master_repl_offset"]
+                       for r in replicas):
                     return False
                 for s in self.sentinels:
                     state = _direct(s.port).sentinel_master(MASTER_NAME)
