@@ -170,7 +170,8 @@ class ClusterRun:
 
         import pyspark
 
-        from spark_jobs.session import JVM_OPTIONS, LOG_CONFIG, ensure_java
+        from spark_jobs.jvm_options import JVM_OPTIONS, LOG_CONFIG
+        from spark_jobs.session import ensure_java
 
         ensure_java()
         home = Path(pyspark.__file__).resolve().parent
