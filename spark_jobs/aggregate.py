@@ -50,7 +50,6 @@ from spark_jobs.snapshot import (
     BUCKET_COLUMNS,
     COUNTER_NAMES,
     DAY_MS,
-    FALLBACK_STATUS,
     GAUGE_NAMES,
     HOUR_MS,
     LAG_NAMES,
@@ -133,11 +132,7 @@ def _group_columns(one_per_line: bool) -> tuple[list[Column], list[Column], list
     ).otherwise(F.lit(0).cast("long"))
     keyed = [
         col("status"),
-        # A fallback row (a file the Arrow reader left to Spark's JSON source) is a group of
-        # its own, keyed by that file.
-        F.when(ok, col("namespace"))
-        .when(col("status") == FALLBACK_STATUS, col("source_file"))
-        .alias("namespace"),
+        F.when(ok, col("namespace")).alias("namespace"),
         F.when(ok, col("topic")).alias("topic"),
         F.when(ok, hour).alias("hour_start_ms"),
         kind.alias("kind"),

@@ -8,10 +8,10 @@ source's) at a fraction of the cost: each Spark task reads whole files and parse
 JVM. No Python code runs per line.
 
 Exactness. A file takes this path only when Arrow is certain to read every line exactly as
-Spark's JSON source would; otherwise the task returns one *fallback* row for the file
-(``FALLBACK_STATUS``) and the job reads that file with Spark's JSON source itself
-(``monitor_report``), so bad lines are classified, counted and shown exactly as before. A file
-is accepted when all of these hold:
+Spark's JSON source would; otherwise the task leaves the file out and names it in an
+accumulator (``ArrowRead.left_to_spark``), and ``reader.read_groups`` reads it with Spark's
+JSON source, so bad lines are classified, counted and shown exactly as before. A file is
+accepted when all of these hold:
 
 * it is UTF-8 (Arrow does not validate it; Jackson rejects what is not) and has no ``\\r``
   (Hadoop's line reader breaks lines there, JSON does not);
@@ -28,7 +28,7 @@ is accepted when all of these hold:
 schema names (and then drops). The server writes none.
 
 Only local files (``file:`` URIs or plain paths) are read this way; the job keeps Spark's
-JSON source for any other file system (``monitor_report``), where executors may not see the
+JSON source for any other file system (``reader.use_arrow``), where executors may not see the
 same paths.
 """
 
@@ -40,6 +40,7 @@ import sys
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
+from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -53,14 +54,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from spark_jobs.groups import (
-    GROUP_SCHEMA,
-    classify,
-    fallback_row,
-    group_lines,
-    identity_text,
-)
-from spark_jobs.groups import arrow_schema as group_arrow_schema
+from spark_jobs.groups import GROUP_SCHEMA, classify, group_lines, identity_text
 from spark_jobs.histogram import BUCKETS
 from spark_jobs.snapshot import (
     COUNTERS,
@@ -72,7 +66,6 @@ from spark_jobs.snapshot import (
     WAITING_DELAYS,
 )
 
-FALLBACK_COLUMN = "_fallback"
 MAX_STRING = 1_000_000
 """Longest string (characters) a file may hold to be read here; far under Jackson's limit."""
 MAX_FILE_BYTES = 1 << 30
@@ -103,12 +96,10 @@ OUTPUT_SCHEMA = StructType(
         *[StructField(name, LongType(), False) for name in VALUE_COLUMNS],
         StructField("source_file", StringType()),
         StructField("file_day", IntegerType()),
-        StructField(FALLBACK_COLUMN, BooleanType()),
     ]
 )
 """What the tasks return, flat and narrow (``snapshot.flat_snapshot_rows`` reads it): one row per
-line, nulls of the value columns already zero, histogram counts one column per bucket; or one
-fallback row per file left to Spark's JSON source."""
+line, nulls of the value columns already zero, histogram counts one column per bucket."""
 
 
 def is_local(uri: str) -> bool:
@@ -369,7 +360,6 @@ def flatten(lines: LineArrays):
         columns[name] = pa.array(lines.values[name], pa.int64())
     columns["source_file"] = pa.repeat(pa.scalar(lines.source, pa.string()), n)
     columns["file_day"] = pa.repeat(pa.scalar(lines.file_day, pa.int32()), n)
-    columns[FALLBACK_COLUMN] = pa.nulls(n, pa.bool_())
     schema = _output_schema()
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 
@@ -381,21 +371,26 @@ def _local_path(uri: str) -> str:
     return unquote(parsed.path) if parsed.scheme == "file" else uri
 
 
+class _Names(AccumulatorParam):
+    """An accumulator of a set of names (a task run twice adds the same names again)."""
+
+    def zero(self, value: set) -> set:
+        return set()
+
+    def addInPlace(self, first: set, second: set) -> set:  # noqa: N802 -- pyspark's name
+        return first | second
+
+
 def _read_files(
-    assignments: Sequence[Sequence[tuple[str, str, int | None]]], strict: bool, groups: bool
+    assignments: Sequence[Sequence[tuple[str, str, int | None]]],
+    strict: bool,
+    groups: bool,
+    left,
 ):
     """The ``mapInArrow`` function: each input row is a task number; read its files into their
-    groups (``groups.group_lines``) or, with ``groups`` false, one flat row per line."""
-    import pyarrow as pa
-
-    out_schema = group_arrow_schema() if groups else _output_schema()
-
-    def fallback(source: str):
-        if groups:
-            return fallback_row(source)
-        marker = {f.name: [None if f.nullable else 0] for f in OUTPUT_SCHEMA.fields}
-        marker.update(source_file=[source], **{FALLBACK_COLUMN: [True]})
-        return pa.RecordBatch.from_pydict(marker, schema=out_schema)
+    groups (``groups.group_lines``) or, with ``groups`` false, one flat row per line. A file
+    Arrow could read differently from Spark's JSON source is added to ``left`` (an accumulator
+    of names) instead, or fails the task when ``strict``."""
 
     def batches(iterator: Iterator) -> Iterator:
         for batch in iterator:
@@ -410,7 +405,7 @@ def _read_files(
                                 f"{source}: the fast reader accepted this file earlier in the "
                                 "run and not now (was it changed during the run?)"
                             )
-                        yield fallback(source)
+                        left.add({source})
                         continue
                     if not table.num_rows:
                         continue
@@ -506,7 +501,21 @@ def available() -> bool:
     return True
 
 
-def _read(spark, files: Sequence[tuple[str, int]], strict: bool, groups: bool):
+@dataclass
+class ArrowRead:
+    """What the Arrow reader's tasks make of some files, and which files they left out."""
+
+    frame: DataFrame
+    paths: dict[str, str]  # the path of each ``source_file`` name
+    left: object  # the accumulator of the names of the files left to Spark's JSON source
+
+    def left_to_spark(self) -> list[str]:
+        """The paths of the files left to Spark's JSON source: known once ``frame`` has been
+        computed (the tasks report them as they finish)."""
+        return sorted(self.paths[name] for name in self.left.value)
+
+
+def _read(spark, files: Sequence[tuple[str, int]], strict: bool, groups: bool) -> ArrowRead:
     from pyspark import cloudpickle
 
     from spark_jobs import groups as group_module
@@ -526,33 +535,31 @@ def _read(spark, files: Sequence[tuple[str, int]], strict: bool, groups: bool):
     tasks = max(1, min(len(entries), parallelism * rounds))
     bins = assign(entries, tasks)
     schema = GROUP_SCHEMA if groups else OUTPUT_SCHEMA
-    frame = spark.range(0, tasks, 1, tasks).mapInArrow(_read_files(bins, strict, groups), schema)
-    paths = {name: path for (path, _), name in zip(files, names)}
-    return frame, paths
+    left = spark.sparkContext.accumulator(set(), _Names())
+    read = _read_files(bins, strict, groups, left)
+    frame = spark.range(0, tasks, 1, tasks).mapInArrow(read, schema)
+    return ArrowRead(frame, {name: path for (path, _), name in zip(files, names)}, left)
 
 
-def read_groups(spark, files: Sequence[tuple[str, int]]) -> tuple[DataFrame, dict[str, str]]:
+def read_groups(spark, files: Sequence[tuple[str, int]]) -> ArrowRead:
     """(path or ``file:`` URI, size) of local snapshot files -> their groups (``GROUP_SCHEMA``,
     what ``aggregate.line_groups`` makes of Spark's JSON source rows), each file's computed in
-    its task; and the path of each ``source_file`` name. A file left to Spark's JSON source is
-    one group with status ``FALLBACK_STATUS`` and its name in ``namespace``."""
+    its task, but for the files left to Spark's JSON source."""
     return _read(spark, files, strict=False, groups=True)
 
 
-def read_records(
-    spark, files: Sequence[tuple[str, int]], strict: bool = False
-) -> tuple[DataFrame, dict[str, str]]:
+def read_records(spark, files: Sequence[tuple[str, int]], strict: bool = False) -> ArrowRead:
     """(path or ``file:`` URI, size) of local snapshot files -> their records: the columns of
     ``OUTPUT_SCHEMA`` plus ``value`` (null: Arrow only accepts files that parse), ready for
-    ``snapshot.flat_snapshot_rows``; and the path of each ``source_file`` name. A file left to
-    Spark's JSON source is one row with ``_fallback`` true; with ``strict`` it fails the job
-    instead."""
-    records, paths = _read(spark, files, strict, groups=False)
-    return records.select("*", F.lit(None).cast("string").alias("value")), paths
+    ``snapshot.flat_snapshot_rows``, but for the files left to Spark's JSON source; with
+    ``strict`` such a file fails the job instead."""
+    read = _read(spark, files, strict, groups=False)
+    read.frame = read.frame.select("*", F.lit(None).cast("string").alias("value"))
+    return read
 
 
 __all__ = [
-    "FALLBACK_COLUMN",
+    "ArrowRead",
     "OUTPUT_SCHEMA",
     "assign",
     "available",

@@ -66,6 +66,7 @@ class Plan:
     reason: str
     dates: list[str]  # the dates processed (every date with files, in a full run)
     files: list[InputFile]  # the files read
+    roots: list[str]  # directories holding exactly those files: the input, or the dates'
     fingerprints: dict[str, str] = field(default_factory=dict)  # of every dated input date
 
 
@@ -175,7 +176,7 @@ def plan_run(listing: Listing, state: dict | None, args) -> Plan:
     all_dates = list(by_date)
 
     def full(reason: str) -> Plan:
-        return Plan(True, reason, all_dates, listing.files, prints)
+        return Plan(True, reason, all_dates, listing.files, [listing.root], prints)
 
     if args.full:
         return full("--full")
@@ -201,7 +202,9 @@ def plan_run(listing: Listing, state: dict | None, args) -> Plan:
         reason = f"--since {since}"
     else:
         reason = "new or changed dates only"
-    return Plan(False, reason, dates, files, prints)
+    # An incremental run reads whole date directories (every file of a processed date).
+    roots = sorted({f.path.rsplit("/", 1)[0] for f in files})
+    return Plan(False, reason, dates, files, roots, prints)
 
 
 def new_state(listing: Listing, plan: Plan, previous: dict | None, args) -> dict:

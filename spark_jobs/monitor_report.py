@@ -14,9 +14,9 @@ the last run are read, and their partitions of the date-partitioned tables repla
 (``spark_jobs.incremental``); ``--full`` rebuilds everything, ``--since DATE`` reprocesses
 from DATE on. Running twice, or re-running a day, gives the same tables.
 
-Execution: the files read are parsed once, in a single hash aggregate computed partly on
-the map side (``aggregate.line_groups``); everything else derives from its small result.
-Only topic-days holding duplicate intervals are read a second time. See docs/report.md.
+Execution: the files read are parsed once, into groups (``reader.read_groups``); everything
+else derives from that small result. Only topic-days holding duplicate intervals are read a
+second time. See docs/report.md.
 
 Output under ``--output``:
   topic_hour/ topic_day/ namespace_hour/ namespace_day/             Parquet, partitioned by date
@@ -39,7 +39,6 @@ import datetime as dt
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Sequence
 
@@ -47,14 +46,16 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make `spark_jobs
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spark_jobs import incremental, tables  # noqa: E402
-from spark_jobs.snapshot import (  # noqa: E402
-    CORRUPT_COLUMN,
-    FALLBACK_STATUS,
-    SNAPSHOT_SCHEMA,
-    STATUS_CODES,
-    example_metrics,
-    snapshot_rows,
+from spark_jobs.progress import (  # noqa: E402
+    EXIT_EMPTY_INPUT,
+    EXIT_FAILED,
+    EXIT_NO_VALID_LINES,
+    InputError,
+    Progress,
+    dates_text,
+    size_text,
 )
+from spark_jobs.snapshot import SNAPSHOT_SCHEMA, STATUS_CODES  # noqa: E402
 
 __all__ = ["SNAPSHOT_SCHEMA", "main", "parse_args", "run", "InputError"]
 
@@ -62,10 +63,6 @@ LOCAL_SHUFFLE_PARTITIONS = 8
 WRITE_THREADS = int(os.environ.get("DELAYQUEUE_REPORT_WRITE_THREADS", "4"))
 ROLLUPS = ["topic_day", "namespace_hour", "namespace_day", "topic_total", "namespace_total"]
 """The tables rolled up from topic_hour (``aggregate.rollups``)."""
-EXIT_FAILED = 1
-EXIT_EMPTY_INPUT = 2
-EXIT_NO_VALID_LINES = 3
-
 CSV_COLUMNS = (
     "date",
     "namespace",
@@ -111,125 +108,16 @@ CSV_COLUMNS = (
 )
 
 
-class InputError(Exception):
-    """The input cannot produce a report; carries the exit code."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-class Progress:
-    """The job's own progress lines on stderr (Spark's logging is quieted)."""
-
-    def __init__(self, quiet: bool = False) -> None:
-        self.started = time.monotonic()
-        self.step = self.started
-        self.quiet = quiet
-
-    def say(self, text: str) -> None:
-        now = time.monotonic()
-        if not self.quiet:
-            print(f"report: {text} [{now - self.step:.1f}s]", file=sys.stderr, flush=True)
-        self.step = now
-
-    def note(self, text: str) -> None:
-        """A line without a step time."""
-        if not self.quiet:
-            print(text, file=sys.stderr, flush=True)
-
-    def total(self) -> float:
-        return time.monotonic() - self.started
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{n} B"
-
-
-def _dates_text(dates: list[str]) -> str:
-    if not dates:
-        return "no dates"
-    if len(dates) == 1:
-        return dates[0]
-    return f"{len(dates)} dates, {dates[0]} .. {dates[-1]}"
-
-
 # ---- reading --------------------------------------------------------------------------------
 
 
-def read_snapshots(spark, paths: list[str]):
-    """Every line of the given ``*.jsonl`` files or directories (recursively), parsed with
-    ``SNAPSHOT_SCHEMA`` by Spark's JSON source -> ``snapshot_rows`` (one row per line)."""
-    from pyspark.sql import functions as F
-
-    records = (
-        spark.read.schema(SNAPSHOT_SCHEMA)
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
-        .option("recursiveFileLookup", "true")
-        .option("pathGlobFilter", "*.jsonl")
-        .json(paths)
-    )
-    records = records.select(
-        "*", F.col(CORRUPT_COLUMN).alias("value"), F.input_file_name().alias("source_file")
-    )
-    return snapshot_rows(records)
-
-
-def use_arrow(spark, reader: str, files: list[incremental.InputFile]) -> bool:
-    """Whether the files are read by the Arrow reader (``arrow_reader``) or Spark's JSON source.
-
-    ``auto``: Arrow for local files in local mode (where this Python, with pyarrow, runs the
-    tasks); Spark's JSON source for any other file system or master (executors may lack
-    pyarrow, or not see the paths). ``arrow`` forces it for local files on any master (its
-    executors then need Python with pyarrow and the same paths); ``spark`` never uses it."""
-    from spark_jobs import arrow_reader
-
-    if reader == "spark" or not files:
-        return False
-    local = all(arrow_reader.is_local(f.path) for f in files)
-    if reader == "arrow":
-        if not local:
-            raise InputError("--reader arrow reads local files only (file: or a path)", EXIT_FAILED)
-        if not arrow_reader.available():
-            raise InputError(
-                "--reader arrow needs pyarrow and pandas (the report extra)", EXIT_FAILED
-            )
-        return True
-    return local and spark.sparkContext.master.startswith("local") and arrow_reader.available()
-
-
-def _merge_metrics(first: dict, second: dict) -> dict:
-    """Two observations of ``example_metrics`` over disjoint lines -> the one of all lines."""
-    merged = {"input_lines": (first.get("input_lines") or 0) + (second.get("input_lines") or 0)}
+def _least_example(first: dict, second: dict) -> dict:
+    """Two first bad lines (``snapshot.example_metrics``'s keys) -> the least of them."""
+    merged = {}
     for key in ("example_bad_file", "example_bad_line"):
         values = [v for v in (first.get(key), second.get(key)) if v is not None]
         merged[key] = min(values) if values else None
     return merged
-
-
-def _source_rows(spark, files: list[incremental.InputFile], arrow: bool, fallback: set[str]):
-    """``snapshot_rows`` of every line of ``files`` (for the re-read of dates holding
-    duplicates): by the reader the pass used, files it left to Spark's JSON source again so."""
-    from spark_jobs import arrow_reader
-    from spark_jobs.snapshot import flat_snapshot_rows
-
-    if not arrow:
-        return read_snapshots(spark, [f.path for f in files])
-    parts = []
-    fast = [(f.path, f.size) for f in files if f.path not in fallback]
-    slow = [f.path for f in files if f.path in fallback]
-    if fast:
-        parts.append(flat_snapshot_rows(arrow_reader.read_records(spark, fast, strict=True)[0]))
-    if slow:
-        parts.append(read_snapshots(spark, slow))
-    result = parts[0]
-    for part in parts[1:]:
-        result = result.unionByName(part)
-    return result
 
 
 def _day_iso(day: int | None) -> str | None:
@@ -242,11 +130,11 @@ SHARED_HOUR = -2
 """A pass summary row's status: some hour holds several groups."""
 
 
-def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], list[str], dict, bool]:
+def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], dict, bool]:
     """One small query: lines per date and status (valid lines by their own date, bad ones
-    by their file's), the dates holding duplicate intervals, the files the Arrow reader left
-    to Spark's JSON source, the first bad line the Arrow reader met (``example_metrics``'s
-    keys), and whether some hour holds several groups (``aggregate.shared_hours``)."""
+    by their file's), the dates holding duplicate intervals, the first bad line the Arrow
+    reader met (``example_metrics``'s keys), and whether some hour holds several groups
+    (``aggregate.shared_hours``)."""
     from pyspark.sql import functions as F
 
     from spark_jobs.aggregate import shared_hours
@@ -257,10 +145,9 @@ def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], lis
         status == STATUS_CODES["ok"],
         F.floor(F.col("hour_start_ms") / 86_400_000).cast("int"),
     ).otherwise(F.col("bad_file_day"))
-    fallback = F.when(status == FALLBACK_STATUS, F.col("namespace"))
     counted = (
         groups.filter(F.col("kind") != KIND_EVENT)
-        .groupBy(day.alias("day"), "status", fallback.alias("file"))
+        .groupBy(day.alias("day"), "status")
         .agg(
             F.sum("lines").alias("lines"),
             F.min("example_file").alias("example_file"),
@@ -273,7 +160,6 @@ def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], lis
         return frame.select(
             "day",
             F.lit(status).alias("status"),
-            F.lit(None).cast("string").alias("file"),
             F.lit(0).cast("long").alias("lines"),
             F.lit(None).cast("string").alias("example_file"),
             F.lit(None).cast("string").alias("example_line"),
@@ -292,7 +178,6 @@ def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], lis
     }
     result: dict[str | None, dict] = {}
     dirty_days = []
-    fallback_files = []
     examples: dict = {}
     merge = False
     for row in counted.unionByName(flagged).unionByName(shared).collect():
@@ -302,33 +187,14 @@ def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], lis
         if row["status"] == SHARED_HOUR:
             merge = True
             continue
-        if row["status"] == FALLBACK_STATUS:
-            fallback_files.append(row["file"])
-            continue
-        examples = _merge_metrics(
+        examples = _least_example(
             examples,
             {"example_bad_file": row["example_file"], "example_bad_line": row["example_line"]},
         )
         entry = result.setdefault(_day_iso(row["day"]), {name: 0 for name in tables.QUALITY_COUNTS})
         entry[label[names[row["status"]]]] += int(row["lines"])
         entry["input_lines"] += int(row["lines"])
-    return result, sorted(dirty_days), sorted(fallback_files), examples, merge
-
-
-def _observed(observation, timeout_s: float = 30.0) -> dict:
-    """The observation's metrics, or {} if they never come (Spark drops the observation of a
-    plan it proved empty, and ``Observation.get`` would then wait forever)."""
-    import threading
-
-    result: dict = {}
-
-    def fetch() -> None:
-        result.update(observation.get)
-
-    thread = threading.Thread(target=fetch, daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    return dict(result)
+    return result, sorted(dirty_days), examples, merge
 
 
 # ---- the job --------------------------------------------------------------------------------
@@ -351,8 +217,8 @@ def run(spark, args: argparse.Namespace) -> int:
     read_bytes = sum(f.size for f in plan.files)
     progress.say(
         f"{kind} ({plan.reason}): {len(plan.files)} of {len(listing.files)} files, "
-        f"{_size(read_bytes)}, "
-        f"{_dates_text(plan.dates)}"
+        f"{size_text(read_bytes)}, "
+        f"{dates_text(plan.dates)}"
     )
     metrics: dict = {}
     dated: dict | None = None
@@ -394,74 +260,27 @@ def run(spark, args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_paths(listing: incremental.Listing, plan: incremental.Plan) -> list[str]:
-    if plan.full:
-        return [listing.root]
-    # Incremental runs read whole date directories (every file of a processed date).
-    return sorted({f.path.rsplit("/", 1)[0] for f in plan.files})
-
-
 def _process(spark, args, listing, plan, progress) -> tuple:
     """Read the plan's files into the date-partitioned tables of its dates; return the first
     bad line met (``example_metrics``'s keys), the tables' frames and, in a full run, the
     whole-input tables' frames (topic and namespace totals; the input quality as a dict)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
+    from spark_jobs.aggregate import deduplicated_groups, duplicate_keys, valid_groups
+    from spark_jobs.reader import read_groups
 
-    from spark_jobs.aggregate import (
-        deduplicated_groups,
-        duplicate_keys,
-        growth_runs,
-        hour_rows,
-        line_groups,
-        valid_groups,
-    )
-
-    arrow = use_arrow(spark, args.reader, plan.files)
-    # The pass over the input, into its groups (``spark_jobs.groups``). A local checkpoint
-    # keeps the small result and cuts the plan, so the queries after it are planned on a short
-    # lineage.
-    metrics: dict = {}
-    if arrow:
-        from spark_jobs import arrow_reader
-
-        parts, paths_of = arrow_reader.read_groups(spark, [(f.path, f.size) for f in plan.files])
-        groups = parts.localCheckpoint(eager=True)
-    else:
-        observation = Observation("input")
-        rows = read_snapshots(spark, _read_paths(listing, plan)).observe(
-            observation, *example_metrics()
-        )
-        groups = line_groups(rows).localCheckpoint(eager=True)
-        metrics = _observed(observation)
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        # Most runs hold no duplicate interval, no file for Spark's JSON source and no hour of
-        # several groups: the hours, the tables derived from them and the growth runs of the
-        # groups as they are start beside the summary that says so (a run that has some
+    read = read_groups(spark, plan.files, args.reader, plan.roots)
+    groups = read.groups
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        # Most runs hold no duplicate interval and no hour of several groups: the tables of
+        # the groups as they are start beside the summary that says so (a run that has some
         # computes them again).
         valid = valid_groups(groups)
-        soon_hours = pool.submit(_checkpointed, hour_rows, valid, False)
-        soon_derived = pool.submit(_derived, soon_hours, plan.full)
-        soon_runs = pool.submit(_checkpointed, growth_runs, valid, args.growth_min_intervals)
+        hours = pool.submit(_hour_tables, valid, False, plan.full)
+        runs = pool.submit(_growth_runs, valid, args.growth_min_intervals)
         dirty = duplicate_keys(groups)
-        quality, dirty_days, fallback_files, examples, merge = _pass_summary(groups, dirty)
-        metrics = _merge_metrics(metrics, examples)
-        fallback = sorted(paths_of[name] for name in fallback_files) if arrow else []
-        if fallback:
-            # Files the Arrow reader could not read exactly as Spark's JSON source: read them
-            # with it; their groups join the others' (every consumer sums what it reads).
-            second = Observation("fallback")
-            rows = read_snapshots(spark, fallback).observe(second, *example_metrics())
-            groups = (
-                groups.filter(F.col("status") != FALLBACK_STATUS)
-                .unionByName(line_groups(rows))
-                .localCheckpoint(eager=True)
-            )
-            metrics = _merge_metrics(metrics, _observed(second))
-            dirty = duplicate_keys(groups)
-            quality, dirty_days, _, _, merge = _pass_summary(groups, dirty)
+        quality, dirty_days, examples, merge = _pass_summary(groups, dirty)
+        metrics = _least_example(read.examples, examples)
         counts = {k: sum(entry[k] for entry in quality.values()) for k in tables.QUALITY_COUNTS}
         progress.say(
             f"read {counts['input_lines']:,} lines: {counts['valid_lines']:,} valid, "
@@ -469,8 +288,8 @@ def _process(spark, args, listing, plan, progress) -> tuple:
             f"{counts['unsupported_lines']:,} unsupported schemaVersion, "
             f"{counts['misplaced_lines']:,} in another day's directory"
             + (
-                f" (Arrow reader; {len(fallback)} file(s) by Spark's JSON source)"
-                if arrow
+                f" (Arrow reader; {len(read.left_to_spark)} file(s) by Spark's JSON source)"
+                if read.arrow
                 else " (Spark's JSON source)"
             )
         )
@@ -486,47 +305,46 @@ def _process(spark, args, listing, plan, progress) -> tuple:
         if plan.full and not counts["valid_lines"]:
             raise InputError(f"no valid snapshot lines under {args.input}", EXIT_NO_VALID_LINES)
 
-        if merge and not (fallback or dirty_days):
-            # Some hour has several groups: its row is their sum.
-            soon_derived.result()
-            soon_hours = pool.submit(_checkpointed, hour_rows, valid, True)
-            soon_derived = pool.submit(_derived, soon_hours, plan.full)
-        if fallback or dirty_days:
-            # Computed on groups that changed.
-            soon_derived.result(), soon_runs.result()
-            final = valid_groups(groups)
-            if dirty_days:
-                # Re-read only the dates holding duplicates; their flagged topic-days are
-                # rebuilt.
-                dirty = dirty.localCheckpoint(eager=True)
-                by_date = listing.by_date
-                files = [f for day in dirty_days for f in by_date.get(day, [])] + listing.undated
-                source = _source_rows(spark, files, arrow, set(fallback))
-                final = deduplicated_groups(groups, dirty, source).localCheckpoint(eager=True)
-                progress.say(
-                    f"re-read {len(files)} file(s) of {_dates_text(dirty_days)} to drop "
-                    "duplicate intervals"
-                )
-            soon_hours = pool.submit(_checkpointed, hour_rows, final, True)
-            soon_derived = pool.submit(_derived, soon_hours, plan.full)
-            soon_runs = pool.submit(_checkpointed, growth_runs, final, args.growth_min_intervals)
+        if dirty_days:
+            # Re-read only the dates holding duplicates; their flagged topic-days are rebuilt.
+            # The tables begun on the groups as they were are let finish first: they would
+            # only compete for the cores.
+            hours.result(), runs.result()
+            files = [f for day in dirty_days for f in listing.by_date.get(day, [])]
+            files += listing.undated
+            final = deduplicated_groups(
+                groups, dirty.localCheckpoint(eager=True), read.rows(spark, files)
+            ).localCheckpoint(eager=True)
+            progress.say(
+                f"re-read {len(files)} file(s) of {dates_text(dirty_days)} to drop "
+                "duplicate intervals"
+            )
+            hours = pool.submit(_hour_tables, final, True, plan.full)
+            runs = pool.submit(_growth_runs, final, args.growth_min_intervals)
+        elif merge:
+            # Some hour has several groups: its row is their sum (the runs stay as they are).
+            hours.result()
+            hours = pool.submit(_hour_tables, valid, True, plan.full)
         outputs, totals = _tables(
-            spark, args, progress, quality, soon_derived.result(), soon_runs, bool(dirty_days)
+            spark, args, progress, quality, hours.result(), runs, bool(dirty_days)
         )
     return metrics, outputs, totals
 
 
-def _checkpointed(build, *args):
-    """``build(*args)``, kept in a local checkpoint (run in a thread beside other queries)."""
-    return build(*args).localCheckpoint(eager=True)
+def _growth_runs(groups, min_intervals: int):
+    """The growth runs of the groups (``aggregate.growth_runs``), in a local checkpoint."""
+    from spark_jobs.aggregate import growth_runs
+
+    return growth_runs(groups, min_intervals).localCheckpoint(eager=True)
 
 
-def _derived(soon_hours, full: bool) -> dict:
-    """The hours (``soon_hours``, a future) and the tables rolled up from them, with their
-    derived columns (``derive_tables``); in a full run, the whole-input tables too."""
-    from spark_jobs.aggregate import rollups
+def _hour_tables(groups, merge: bool, full: bool) -> dict:
+    """The hours of the groups (``aggregate.hour_rows``; ``merge``: some hour holds several
+    groups) and the tables rolled up from them, with their derived columns
+    (``derive_tables``); in a full run, the whole-input tables too."""
+    from spark_jobs.aggregate import hour_rows, rollups
 
-    hours = soon_hours.result()
+    hours = hour_rows(groups, merge).localCheckpoint(eager=True)
     wanted = [name for name in ROLLUPS if full or name in tables.DATED_TABLES]
     return derive_tables({"topic_hour": hours, **rollups(hours, "topic_hour", wanted)})
 
@@ -535,7 +353,7 @@ def _tables(
     spark, args, progress, quality, derived, soon_runs, duplicates: bool
 ) -> tuple[dict, dict | None]:
     """The date-partitioned tables (and, in a full run, the whole-input ones) from the
-    derived tables (``_derived``) and the growth runs (``soon_runs``, a future);
+    derived tables (``_hour_tables``) and the growth runs (``soon_runs``, a future);
     ``duplicates``: some were dropped."""
     from pyspark.sql import functions as F
 

@@ -125,8 +125,6 @@ SNAPSHOT_SCHEMA = StructType(
 # status codes carried as integers through the aggregates (strings would stop them being
 # hash aggregates)
 STATUS_CODES = {"ok": 0, "malformed": 1, "unsupported": 2, "misplaced": 3}
-FALLBACK_STATUS = 8
-"""Not a line: a file the Arrow reader left to Spark's JSON source (``arrow_reader``)."""
 
 
 def _zero(column: Column) -> Column:
@@ -228,8 +226,7 @@ def flat_snapshot_rows(records: DataFrame) -> DataFrame:
     identity fields as parsed, ``file_day`` (``file_day`` of ``source_file``, computed once per
     file), ``<lag>_size`` (the number of counts, null when absent), and every value column of
     ``snapshot_rows`` under its name, nulls already zero. A queue size read as zero passes the
-    range check as its absent value does, so the status is the same. Rows with ``_fallback``
-    set (a file left to Spark's JSON source) get ``FALLBACK_STATUS``."""
+    range check as its absent value does, so the status is the same."""
     col = F.col
     days = col("file_day")
     histograms_ok = F.lit(True)
@@ -239,7 +236,6 @@ def flat_snapshot_rows(records: DataFrame) -> DataFrame:
     status = _status(
         days, F.lit(None).cast("string"), histograms_ok, [col(name) for name in GAUGE_NAMES]
     )
-    status = F.when(col("_fallback"), F.lit(FALLBACK_STATUS)).otherwise(status)
     return records.select(
         status.alias("status"),
         *_identity_columns(days),
@@ -300,12 +296,11 @@ def _identity_json() -> Column:
 
 
 def example_metrics() -> list[Column]:
-    """Aggregates over parsed lines for ``DataFrame.observe``: the line count and the first bad
-    line (its file and text), for the report and stderr."""
+    """Aggregates over parsed lines for ``DataFrame.observe``: the first bad line (its file and
+    text), for the report and stderr."""
     status = F.col("status")
     bad = status.isin(*[code for name, code in STATUS_CODES.items() if name != "ok"])
     return [
-        F.count(F.when(status != FALLBACK_STATUS, 1)).alias("input_lines"),
         F.min(F.when(bad, F.col("source_file"))).alias("example_bad_file"),
         # The JSON source keeps the raw text of unparseable lines only; a line that parsed but
         # failed a check is shown by its identity fields.

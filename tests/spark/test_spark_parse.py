@@ -108,7 +108,7 @@ def test_schema_is_explicit_and_names_every_contract_field():
 def test_job_reader_classifies_file_lines_like_parse_snapshots_and_skips_blank_lines(
     spark, tmp_path, line
 ):
-    from spark_jobs.monitor_report import read_snapshots
+    from spark_jobs.reader import read_snapshots
 
     no_topic = json.loads(line("c", 0))
     del no_topic["topic"]
