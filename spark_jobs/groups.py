@@ -12,7 +12,7 @@ also in a second one, its *event*:
   intervalStart (``position``);
 * ``KIND_EVENT`` -- an on-grid valid line with readyQueueSize > 0, once more, keyed by its
   intervalStart: the points the backlog-growth rule follows one by one
-  (``aggregate.growth_runs``); every other consumer skips events;
+  (``growth.growth_runs``); every other consumer skips events;
 * ``KIND_BAD`` -- lines that are not ``ok``, per status and file date (``bad_file_day``).
 
 Two implementations give the same rows: ``aggregate.line_groups`` (Spark expressions over
@@ -233,7 +233,7 @@ def _events(keys, on_grid, slot, ready):
     kept only at its ends: an event that grew from the line before it and that the next line
     of its block grew from again lies inside a growth run, starts none and ends none, so it is
     left out and the next line kept carries its step (``steps``, the growth steps from the
-    line kept before it). ``aggregate.growth_runs`` adds steps up, so runs, their ends and
+    line kept before it). ``growth.growth_runs`` adds steps up, so runs, their ends and
     their sizes are those of every line. Returns (line numbers, steps per line)."""
     import numpy as np
 

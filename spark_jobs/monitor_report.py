@@ -62,7 +62,7 @@ __all__ = ["SNAPSHOT_SCHEMA", "main", "parse_args", "run", "InputError"]
 LOCAL_SHUFFLE_PARTITIONS = 8
 WRITE_THREADS = int(os.environ.get("DELAYQUEUE_REPORT_WRITE_THREADS", "4"))
 ROLLUPS = ["topic_day", "namespace_hour", "namespace_day", "topic_total", "namespace_total"]
-"""The tables rolled up from topic_hour (``aggregate.rollups``)."""
+"""The tables rolled up from topic_hour (``rollup.rollups``)."""
 CSV_COLUMNS = (
     "date",
     "namespace",
@@ -332,17 +332,17 @@ def _process(spark, args, listing, plan, progress) -> tuple:
 
 
 def _growth_runs(groups, min_intervals: int):
-    """The growth runs of the groups (``aggregate.growth_runs``), in a local checkpoint."""
-    from spark_jobs.aggregate import growth_runs
+    """The growth runs of the groups (``growth.growth_runs``), in a local checkpoint."""
+    from spark_jobs.growth import growth_runs
 
     return growth_runs(groups, min_intervals).localCheckpoint(eager=True)
 
 
 def _hour_tables(groups, merge: bool, full: bool) -> dict:
-    """The hours of the groups (``aggregate.hour_rows``; ``merge``: some hour holds several
+    """The hours of the groups (``rollup.hour_rows``; ``merge``: some hour holds several
     groups) and the tables rolled up from them, with their derived columns
     (``derive_tables``); in a full run, the whole-input tables too."""
-    from spark_jobs.aggregate import hour_rows, rollups
+    from spark_jobs.rollup import derive_tables, hour_rows, rollups
 
     hours = hour_rows(groups, merge).localCheckpoint(eager=True)
     wanted = [name for name in ROLLUPS if full or name in tables.DATED_TABLES]
@@ -399,51 +399,6 @@ def _tables(
         totals = {name: derived[name] for name in ("topic_total", "namespace_total")}
         totals["input_quality"] = _quality_total(quality)
     return outputs, totals
-
-
-def derive_tables(frames: dict):
-    """Base tables (name -> frame with the table's keys and the base columns) -> the same
-    tables with their derived columns, conformed to their schemas.
-
-    The derived columns (rates, ratios, percentiles) are wide expressions, slow to plan: they
-    are computed once, over the union of every table, and kept in a local checkpoint, so each
-    table's own query is a filter and a projection of it."""
-    from pyspark.sql import functions as F
-
-    from spark_jobs.aggregate import with_derived
-
-    # The union is materialized first: Spark pushes a projection over a union into each of its
-    # branches, which would compile the wide derived expressions once per table.
-    union = _union(frames).localCheckpoint(eager=True)
-    derived = with_derived(union).localCheckpoint(eager=True)
-    return {
-        name: tables.conform(derived.filter(F.col("_table") == tag), name)
-        for tag, name in enumerate(frames)
-    }
-
-
-def _union(frames: dict):
-    """The tables' base columns in one frame, each row tagged with its table (``_table``)."""
-    from spark_jobs.aggregate import TIME_KEY_TYPES
-
-    keys = {"namespace": "string", "topic": "string", **TIME_KEY_TYPES, "topics": "bigint"}
-    union = None
-    for tag, (name, frame) in enumerate(frames.items()):
-        schema = tables.SCHEMAS[name]
-        present = set(frame.columns)
-        # SQL text: one call into the JVM for the whole list, not several per column.
-        columns = [f"{tag} AS _table"]
-        columns += [
-            f"CAST({f'`{k}`' if k in present else 'NULL'} AS {t}) AS `{k}`" for k, t in keys.items()
-        ]
-        columns += [
-            f"CAST(`{f.name}` AS {f.dataType.simpleString()}) AS `{f.name}`"
-            for f in schema.fields
-            if f.name in tables.BASE_NAMES
-        ]
-        part = frame.selectExpr(*columns)
-        union = part if union is None else union.unionByName(part)
-    return union
 
 
 class Writes:
@@ -511,8 +466,8 @@ def _whole_input(
     written: the collects are small queries that would otherwise queue behind the writes."""
     from pyspark.sql import functions as F
 
-    from spark_jobs.aggregate import rollups
     from spark_jobs.report_html import collect_report_data, render_report
+    from spark_jobs.rollup import derive_tables, rollups
 
     if totals is None:
         totals = derive_tables(

@@ -52,13 +52,12 @@ def aggregate_lines(frame, min_intervals: int = 10):
     from spark_jobs.aggregate import (
         deduplicated_groups,
         duplicate_keys,
-        growth_runs,
-        hour_rows,
         line_groups,
         shared_hours,
         valid_groups,
-        with_derived,
     )
+    from spark_jobs.growth import growth_runs
+    from spark_jobs.rollup import hour_rows, with_derived
     from spark_jobs.snapshot import parse_snapshots
 
     rows = parse_snapshots(frame).localCheckpoint()

@@ -225,9 +225,10 @@ def test_events_left_out_inside_growth_runs_give_the_same_runs(spark, tmp_path):
     length, is the one Spark's JSON source gives with an event per line."""
     from pyspark.sql import functions as F
 
-    from spark_jobs.aggregate import growth_runs, line_groups, valid_groups
+    from spark_jobs.aggregate import line_groups, valid_groups
     from spark_jobs.generate_snapshots import Plan, generate
     from spark_jobs.groups import KIND_EVENT
+    from spark_jobs.growth import growth_runs
     from spark_jobs.reader import read_snapshots
 
     generate(Plan(output=tmp_path / "in", topics=11, days=2, interval_s=30))

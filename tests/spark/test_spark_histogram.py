@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.aggregate import rollups, with_derived
+from spark_jobs.rollup import rollups, with_derived
 
 from spark_support import aggregate_lines
 
