@@ -57,6 +57,7 @@ from spark_jobs.progress import (  # noqa: E402
     dates_text,
     size_text,
 )
+from spark_jobs.reader import READERS  # noqa: E402
 from spark_jobs.snapshot import SNAPSHOT_SCHEMA  # noqa: E402
 
 __all__ = ["SNAPSHOT_SCHEMA", "main", "parse_args", "run", "InputError"]
@@ -184,7 +185,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--reader",
-        choices=("auto", "arrow", "spark"),
+        choices=READERS,
         default="auto",
         help="how snapshot files are parsed: auto (Arrow for local files in local mode, "
         "else Spark's JSON source), arrow, spark",

@@ -439,28 +439,19 @@ window.addEventListener('load', function () {
 
 def _quality_section(q: dict) -> str:
     bad = q["malformed_lines"] + q["unsupported_lines"] + q["misplaced_lines"]
-    rows = [
-        ("Input lines", q["input_lines"]),
-        ("Valid lines", q["valid_lines"]),
-        ("Malformed lines (skipped)", q["malformed_lines"]),
-        ("Unsupported schemaVersion (skipped)", q["unsupported_lines"]),
-        ("In another day's date= directory (skipped)", q["misplaced_lines"]),
-        ("Duplicate intervals (counted once)", q["duplicate_lines"]),
-        ("Distinct topic-intervals", q["distinct_intervals"]),
-    ]
-    keys = (
-        "input_lines",
-        "valid_lines",
-        "malformed_lines",
-        "unsupported_lines",
-        "misplaced_lines",
-        "duplicate_lines",
-        "distinct_intervals",
+    rows = (
+        ("Input lines", "input_lines"),
+        ("Valid lines", "valid_lines"),
+        ("Malformed lines (skipped)", "malformed_lines"),
+        ("Unsupported schemaVersion (skipped)", "unsupported_lines"),
+        ("In another day's date= directory (skipped)", "misplaced_lines"),
+        ("Duplicate intervals (counted once)", "duplicate_lines"),
+        ("Distinct topic-intervals", "distinct_intervals"),
     )
     body = "".join(
         f"<tr><th>{html.escape(label)}</th>"
-        f'<td data-col="{key}" data-value="{value}">{value:,}</td></tr>'
-        for (label, value), key in zip(rows, keys)
+        f'<td data-col="{key}" data-value="{q[key]}">{q[key]:,}</td></tr>'
+        for label, key in rows
     )
     note = ""
     if bad:
