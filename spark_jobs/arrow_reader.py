@@ -102,13 +102,6 @@ OUTPUT_SCHEMA = StructType(
 line, nulls of the value columns already zero, histogram counts one column per bucket."""
 
 
-def is_local(uri: str) -> bool:
-    """True for a plain path or a ``file:`` URI."""
-    from urllib.parse import urlparse
-
-    return urlparse(uri).scheme in ("", "file")
-
-
 # ---- on the executors ----------------------------------------------------------------------
 
 
@@ -564,7 +557,6 @@ __all__ = [
     "assign",
     "available",
     "file_days",
-    "is_local",
     "parse_file",
     "read_groups",
     "read_records",

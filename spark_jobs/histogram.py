@@ -36,11 +36,6 @@ def bucket_array(bucket_sums: list[Column]) -> Column:
     return F.array(*[c.cast("long") for c in bucket_sums])
 
 
-def summed_counts(counts: Column) -> Column:
-    """Aggregate expression: the element-wise sum of a histogram ``counts`` column."""
-    return bucket_array(sum_buckets(counts))
-
-
 def cumulative_counts(counts: Column) -> Column:
     """``array<bigint>`` of running sums of a histogram ``counts`` column (plain arithmetic)."""
     running = []

@@ -86,7 +86,8 @@ def _hidden(name: str) -> bool:
     return name.startswith((".", "_"))
 
 
-def _is_local(uri: str) -> bool:
+def is_local(uri: str) -> bool:
+    """True for a plain path or a ``file:`` URI."""
     return urlparse(uri).scheme in ("", "file")
 
 
@@ -97,7 +98,7 @@ def _local_path(uri: str) -> str:
 
 def list_input(spark, root: str) -> Listing:
     """Every ``*.jsonl`` file under ``root`` (recursively; hidden ones skipped)."""
-    if _is_local(root):
+    if is_local(root):
         return _list_local(root)
     return _list_hadoop(spark, root)
 

@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame
 
 from spark_jobs import arrow_reader
 from spark_jobs.aggregate import line_groups
-from spark_jobs.incremental import InputFile
+from spark_jobs.incremental import InputFile, is_local
 from spark_jobs.progress import EXIT_FAILED, InputError
 from spark_jobs.snapshot import (
     CORRUPT_COLUMN,
@@ -131,7 +131,7 @@ def use_arrow(spark, reader: str, files: Sequence[InputFile]) -> bool:
     executors then need Python with pyarrow and the same paths); ``spark`` never uses it."""
     if reader == "spark" or not files:
         return False
-    local = all(arrow_reader.is_local(f.path) for f in files)
+    local = all(is_local(f.path) for f in files)
     if reader == "arrow":
         if not local:
             raise InputError("--reader arrow reads local files only (file: or a path)", EXIT_FAILED)

@@ -7,7 +7,9 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
-from spark_jobs.snapshot import SNAPSHOT_SCHEMA, parse_snapshots, status_name, valid_snapshots
+from spark_jobs.snapshot import SNAPSHOT_SCHEMA
+
+from spark_support import parse_snapshots, status_name, valid_snapshots
 
 pytestmark = pytest.mark.spark
 

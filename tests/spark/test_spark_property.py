@@ -89,9 +89,8 @@ def test_topic_totals_equal_input_sums_and_fast_path_equals_line_by_line(spark, 
     from spark_jobs.aggregate import drop_duplicate_lines, line_groups
     from spark_jobs.growth import growth_runs
     from spark_jobs.rollup import hour_rows, rollups, with_derived
-    from spark_jobs.snapshot import parse_snapshots
 
-    from spark_support import aggregate_lines
+    from spark_support import aggregate_lines, parse_snapshots
 
     lines = [line for lines in sets for line in lines]
     frame = spark.createDataFrame(
