@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs import arrow_reader
-from spark_jobs.arrow_reader import parse_file
+from spark_jobs.arrow_lines import parse_file
 
 from spark_support import BASE_MS, snapshot_line
 
