@@ -1,4 +1,4 @@
-"""Helpers shared by the Spark tests (imported by module name, like tests/server_process.py)."""
+"""Helpers shared by the Spark tests (imported by module name: tests/ has no __init__.py)."""
 
 from __future__ import annotations
 
