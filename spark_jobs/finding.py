@@ -37,7 +37,7 @@ def _finding(df: DataFrame, kind: str, time, figure, unit: str, detail) -> DataF
 
 
 def backlog_growth_findings(runs: DataFrame) -> DataFrame:
-    """One finding per ready-queue growth run (see ``aggregate.growth_runs``)."""
+    """One finding per ready-queue growth run (see ``growth.growth_runs``)."""
     detail = F.format_string(
         "ready queue grew from %d to %d over %d consecutive snapshots (until %s)",
         "from_size",

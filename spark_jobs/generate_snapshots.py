@@ -28,7 +28,8 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Sequence
 
-BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000)
+from spark_jobs.histogram import FINITE_BOUNDS_MS
+
 _MIDPOINTS = (1, 2, 4, 8, 15, 35, 75, 150, 350, 750, 1500, 3500, 7500, 20000, 45000, 90000)
 _SPREAD = (0.15, 0.5, 0.25, 0.1)  # weights of buckets center-1 .. center+2
 
@@ -61,7 +62,7 @@ def _histogram(n: int, center: int) -> str:
         counts[min(15, max(0, center))] += left
     total = sum(c * m for c, m in zip(counts, _MIDPOINTS))
     top = max((i for i, c in enumerate(counts) if c), default=-1)
-    peak = 0 if top < 0 else (_MIDPOINTS[top] if top == 15 else BOUNDS_MS[top])
+    peak = 0 if top < 0 else (_MIDPOINTS[top] if top == 15 else FINITE_BOUNDS_MS[top])
     return f'{{"count":{n},"sum":{total},"max":{peak},"counts":[{",".join(map(str, counts))}]}}'
 
 

@@ -12,7 +12,7 @@ also in a second one, its *event*:
   intervalStart (``position``);
 * ``KIND_EVENT`` -- an on-grid valid line with readyQueueSize > 0, once more, keyed by its
   intervalStart: the points the backlog-growth rule follows one by one
-  (``aggregate.growth_runs``); every other consumer skips events;
+  (``growth.growth_runs``); every other consumer skips events;
 * ``KIND_BAD`` -- lines that are not ``ok``, per status and file date (``bad_file_day``).
 
 Two implementations give the same rows: ``aggregate.line_groups`` (Spark expressions over
@@ -20,8 +20,8 @@ Two implementations give the same rows: ``aggregate.line_groups`` (Spark express
 lines, inside the Arrow reader's tasks: a file of 12,000 lines leaves its task as about 260
 rows). Every value is a sum, minimum, maximum or bit-or, so groups of disjoint sets of lines
 (two files, two readers) merge exactly wherever their keys meet; each consumer aggregates
-what it reads, and no step needs the groups merged first. ``tests/spark/test_spark_groups.py``
-compares the two implementations row for row.
+what it reads, and no step needs the groups merged first.
+``tests/spark/test_spark_arrow_reader.py`` compares the two implementations row for row.
 
 ``example_file`` and ``example_line`` (bad groups read by the Arrow reader only: Spark's JSON
 source reports them through an observation, ``snapshot.example_metrics``) are the least
@@ -34,7 +34,6 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 
 from spark_jobs.snapshot import (
     DAY_MS,
-    FALLBACK_STATUS,
     GAUGE_NAMES,
     HOUR_MS,
     LAG_NAMES,
@@ -152,7 +151,7 @@ def classify(version, version_ok, identity, histogram_sizes, gauges, file_day):
     return status
 
 
-def group_lines(lines, one_per_line: bool = False) -> list:
+def group_lines(lines) -> list:
     """One file's lines -> its groups, as ``pyarrow.RecordBatch`` es of ``GROUP_SCHEMA``.
 
     ``lines`` (``arrow_reader.LineArrays``): ``status``; ``namespace``/``topic`` as dictionary
@@ -176,10 +175,7 @@ def group_lines(lines, one_per_line: bool = False) -> list:
     bit = np.where(on_grid, np.left_shift(np.int64(1), slot % SLOTS), 0).astype(np.int64)
     ready = lines.values["ready_size"]
 
-    if one_per_line:
-        kind = np.where(ok, KIND_LINE, KIND_BAD)
-    else:
-        kind = np.where(on_grid, KIND_BLOCK, np.where(ok, KIND_LINE, KIND_BAD))
+    kind = np.where(on_grid, KIND_BLOCK, np.where(ok, KIND_LINE, KIND_BAD))
     keys = {
         "status": status,
         "namespace": np.where(ok, lines.namespace, -1),
@@ -207,7 +203,7 @@ def group_lines(lines, one_per_line: bool = False) -> list:
         **{f"_packed_{name}": lines.start_ok for name in LAST_COLUMNS},
     }
     batches = [_aggregate(lines, keys, np.arange(len(status)), inputs, validity, hour)]
-    events, steps = ([], None) if one_per_line else _events(keys, on_grid, slot, ready)
+    events, steps = _events(keys, on_grid, slot, ready)
     if len(events):
         # Events carry what the growth rule reads: the ready queue and the growth steps.
         inputs["_steps"] = steps
@@ -237,7 +233,7 @@ def _events(keys, on_grid, slot, ready):
     kept only at its ends: an event that grew from the line before it and that the next line
     of its block grew from again lies inside a growth run, starts none and ends none, so it is
     left out and the next line kept carries its step (``steps``, the growth steps from the
-    line kept before it). ``aggregate.growth_runs`` adds steps up, so runs, their ends and
+    line kept before it). ``growth.growth_runs`` adds steps up, so runs, their ends and
     their sizes are those of every line. Returns (line numbers, steps per line)."""
     import numpy as np
 
@@ -384,17 +380,6 @@ def arrow_schema():
     return pa.schema([pa.field(f.name, kinds[f.dataType]) for f in GROUP_SCHEMA.fields])
 
 
-def fallback_row(source: str):
-    """The one row of a file left to Spark's JSON source: status ``FALLBACK_STATUS``, the file
-    in ``namespace`` (``aggregate.line_groups`` gives the same row for a fallback marker)."""
-    import pyarrow as pa
-
-    row = {f.name: [None] for f in GROUP_SCHEMA.fields}
-    row.update(status=[FALLBACK_STATUS], namespace=[source], kind=[KIND_BAD], lines=[1])
-    row.update(slot_mask=[0], zero_mask=[0])
-    return pa.RecordBatch.from_pydict(row, schema=arrow_schema())
-
-
 def identity_text(version, namespace, topic, start, end) -> str:
     """``to_json(struct(schemaVersion, namespace, topic, intervalStart, intervalEnd))`` as
     Spark writes it (null fields left out, Jackson's escapes)."""
@@ -441,7 +426,6 @@ __all__ = [
     "LAST_COLUMNS",
     "SLOTS",
     "arrow_schema",
-    "fallback_row",
     "VALUE_BITS",
     "VALUE_MASK",
     "classify",

@@ -1,7 +1,10 @@
 """Column expressions for the fixed-bound time-gap histograms of the snapshot contract.
 
-``counts[i]`` holds the samples with ``BOUNDS_MS[i-1] < gap <= BOUNDS_MS[i]``; the bounds are
-fixed, so histograms add element-wise across topics, intervals and nodes.
+``counts[i]`` holds the samples with ``FINITE_BOUNDS_MS[i-1] < gap <= FINITE_BOUNDS_MS[i]``,
+and the last count (``BUCKETS - 1``) those above every finite bound; the bounds are fixed, so
+histograms add element-wise across topics, intervals and nodes. They are the server's
+(``delayqueue.core.histogram.BOUNDS_MS``, whose 16th bound is +inf); the job imports nothing
+from the server, and ``tests/spark/test_spark_histogram.py`` keeps the two equal.
 
 Percentile rule (exact bucket arithmetic on the summed counts): the p-th percentile is the
 upper bound of the first bucket whose cumulative count is >= ceil(p * total); when that bucket
@@ -16,10 +19,11 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000)
-"""Finite upper bounds in ms; a 16th bucket (index 15) is unbounded (+inf)."""
+FINITE_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000)
+"""The 15 finite upper bounds in ms; the 16th bucket (index 15) is unbounded (+inf)."""
 
-BUCKETS = len(BOUNDS_MS) + 1
+BUCKETS = len(FINITE_BOUNDS_MS) + 1
+"""Counts per histogram: one per finite bound, and the unbounded last one."""
 
 
 def sum_buckets(counts: Column) -> list[Column]:
@@ -30,11 +34,6 @@ def sum_buckets(counts: Column) -> list[Column]:
 def bucket_array(bucket_sums: list[Column]) -> Column:
     """Assemble per-bucket aggregates back into one ``array<bigint>`` column."""
     return F.array(*[c.cast("long") for c in bucket_sums])
-
-
-def summed_counts(counts: Column) -> Column:
-    """Aggregate expression: the element-wise sum of a histogram ``counts`` column."""
-    return bucket_array(sum_buckets(counts))
 
 
 def cumulative_counts(counts: Column) -> Column:
@@ -59,6 +58,6 @@ def percentile(cumulative: Column, observed_max: Column, p: float) -> Column:
     target = F.ceil(F.lit(p) * total)
     # Cumulative counts never decrease, so the first bucket reaching target is the answer.
     result = F.when(total.isNull() | (total <= 0), F.lit(None).cast("long"))
-    for i, bound in enumerate(BOUNDS_MS):
+    for i, bound in enumerate(FINITE_BOUNDS_MS):
         result = result.when(cumulative.getItem(i) >= target, F.lit(bound).cast("long"))
     return result.otherwise(observed_max.cast("long"))

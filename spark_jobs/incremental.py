@@ -66,6 +66,7 @@ class Plan:
     reason: str
     dates: list[str]  # the dates processed (every date with files, in a full run)
     files: list[InputFile]  # the files read
+    roots: list[str]  # directories holding exactly those files: the input, or the dates'
     fingerprints: dict[str, str] = field(default_factory=dict)  # of every dated input date
 
 
@@ -85,7 +86,8 @@ def _hidden(name: str) -> bool:
     return name.startswith((".", "_"))
 
 
-def _is_local(uri: str) -> bool:
+def is_local(uri: str) -> bool:
+    """True for a plain path or a ``file:`` URI."""
     return urlparse(uri).scheme in ("", "file")
 
 
@@ -96,7 +98,7 @@ def _local_path(uri: str) -> str:
 
 def list_input(spark, root: str) -> Listing:
     """Every ``*.jsonl`` file under ``root`` (recursively; hidden ones skipped)."""
-    if _is_local(root):
+    if is_local(root):
         return _list_local(root)
     return _list_hadoop(spark, root)
 
@@ -175,7 +177,7 @@ def plan_run(listing: Listing, state: dict | None, args) -> Plan:
     all_dates = list(by_date)
 
     def full(reason: str) -> Plan:
-        return Plan(True, reason, all_dates, listing.files, prints)
+        return Plan(True, reason, all_dates, listing.files, [listing.root], prints)
 
     if args.full:
         return full("--full")
@@ -201,7 +203,9 @@ def plan_run(listing: Listing, state: dict | None, args) -> Plan:
         reason = f"--since {since}"
     else:
         reason = "new or changed dates only"
-    return Plan(False, reason, dates, files, prints)
+    # An incremental run reads whole date directories (every file of a processed date).
+    roots = sorted({f.path.rsplit("/", 1)[0] for f in files})
+    return Plan(False, reason, dates, files, roots, prints)
 
 
 def new_state(listing: Listing, plan: Plan, previous: dict | None, args) -> dict:

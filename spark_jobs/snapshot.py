@@ -4,11 +4,10 @@ Reading is explicit-schema only, so unknown fields are ignored and a line that d
 is counted, never fatal. The job reads files with Spark's JSON source
 (``spark.read.schema(SNAPSHOT_SCHEMA).json``, PERMISSIVE, unparseable lines land in
 ``_corrupt_record``) or, for local files, with the Arrow reader (``arrow_reader``: the same
-rows, flat, through ``flat_snapshot_rows``); ``parse_snapshots`` applies the same schema and
-the same classification to a frame of text lines (``from_json``), which the tests use. All
-classify lines with the same expressions (``_status``). The JSON source skips blank lines, so
-the job neither counts nor reports them (``parse_snapshots`` classifies an empty string as
-malformed).
+rows, flat, through ``flat_snapshot_rows``); the tests apply the same schema and
+``snapshot_rows`` to frames of text lines (``from_json``). All classify lines with the same
+expressions (``_status``). The JSON source skips blank lines, so the job neither counts nor
+reports them.
 
 ``waitingQueueInfo`` is read as a map of numbers rather than a struct: Spark's JSON parser
 pays a fixed cost per nested object, and this one is 12 % of the parse (docs/report.md).
@@ -125,8 +124,6 @@ SNAPSHOT_SCHEMA = StructType(
 # status codes carried as integers through the aggregates (strings would stop them being
 # hash aggregates)
 STATUS_CODES = {"ok": 0, "malformed": 1, "unsupported": 2, "misplaced": 3}
-FALLBACK_STATUS = 8
-"""Not a line: a file the Arrow reader left to Spark's JSON source (``arrow_reader``)."""
 
 
 def _zero(column: Column) -> Column:
@@ -228,8 +225,7 @@ def flat_snapshot_rows(records: DataFrame) -> DataFrame:
     identity fields as parsed, ``file_day`` (``file_day`` of ``source_file``, computed once per
     file), ``<lag>_size`` (the number of counts, null when absent), and every value column of
     ``snapshot_rows`` under its name, nulls already zero. A queue size read as zero passes the
-    range check as its absent value does, so the status is the same. Rows with ``_fallback``
-    set (a file left to Spark's JSON source) get ``FALLBACK_STATUS``."""
+    range check as its absent value does, so the status is the same."""
     col = F.col
     days = col("file_day")
     histograms_ok = F.lit(True)
@@ -239,41 +235,10 @@ def flat_snapshot_rows(records: DataFrame) -> DataFrame:
     status = _status(
         days, F.lit(None).cast("string"), histograms_ok, [col(name) for name in GAUGE_NAMES]
     )
-    status = F.when(col("_fallback"), F.lit(FALLBACK_STATUS)).otherwise(status)
     return records.select(
         status.alias("status"),
         *_identity_columns(days),
         *[col(name) for name in VALUE_COLUMNS],
-    )
-
-
-def parse_snapshots(lines: DataFrame) -> DataFrame:
-    """Text lines (``value``, ``source_file``) -> one flat row per line with ``status``
-    (``from_json`` with ``SNAPSHOT_SCHEMA``, then ``snapshot_rows``)."""
-    s = F.from_json(F.col("value"), SNAPSHOT_SCHEMA, {"mode": "PERMISSIVE"})
-    parsed = lines.select("value", "source_file", s.alias("s"))
-    # A line that is not JSON at all gives a null struct (or, in PERMISSIVE mode, one whose
-    # _corrupt_record is set): its null schemaVersion classifies it as malformed.
-    flat = parsed.select("value", "source_file", "s.*")
-    flat = flat.withColumn(
-        CORRUPT_COLUMN,
-        F.coalesce(F.col(CORRUPT_COLUMN), F.when(F.col("schemaVersion").isNull(), F.col("value"))),
-    )
-    return snapshot_rows(flat)
-
-
-def status_name(code: Column) -> Column:
-    """``STATUS_CODES`` value -> its name."""
-    result = F.when(code.isNull(), F.lit(None).cast("string"))
-    for name, value in STATUS_CODES.items():
-        result = result.when(code == value, name)
-    return result
-
-
-def valid_snapshots(parsed: DataFrame) -> DataFrame:
-    """Only the ``ok`` rows, without the bookkeeping columns."""
-    return parsed.filter(F.col("status") == STATUS_CODES["ok"]).drop(
-        "status", "value", "source_file", "schema_version", "file_day"
     )
 
 
@@ -300,12 +265,11 @@ def _identity_json() -> Column:
 
 
 def example_metrics() -> list[Column]:
-    """Aggregates over parsed lines for ``DataFrame.observe``: the line count and the first bad
-    line (its file and text), for the report and stderr."""
+    """Aggregates over parsed lines for ``DataFrame.observe``: the first bad line (its file and
+    text), for the report and stderr."""
     status = F.col("status")
     bad = status.isin(*[code for name, code in STATUS_CODES.items() if name != "ok"])
     return [
-        F.count(F.when(status != FALLBACK_STATUS, 1)).alias("input_lines"),
         F.min(F.when(bad, F.col("source_file"))).alias("example_bad_file"),
         # The JSON source keeps the raw text of unparseable lines only; a line that parsed but
         # failed a check is shown by its identity fields.

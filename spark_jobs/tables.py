@@ -71,6 +71,16 @@ DERIVED_FIELDS: list[tuple[str, DataType]] = [
     ],
 ]
 BASE_NAMES = frozenset(name for name, _ in BASE_FIELDS)
+QUALITY_COUNTS = (
+    "input_lines",
+    "valid_lines",
+    "malformed_lines",
+    "unsupported_lines",
+    "misplaced_lines",
+    "duplicate_lines",
+    "distinct_intervals",
+)
+"""The input's quality counts, per date (``input_quality_daily``) and in all (``input_quality``)."""
 _NS = [("namespace", STRING)]
 _TOPIC = [("namespace", STRING), ("topic", STRING)]
 _DATE = [("date", DateType())]
@@ -111,34 +121,9 @@ SCHEMAS: dict[str, StructType] = {
             ("detail", STRING),
         ]
     ),
-    "input_quality_daily": _schema(
-        _DATE
-        + [
-            (name, LONG)
-            for name in (
-                "input_lines",
-                "valid_lines",
-                "malformed_lines",
-                "unsupported_lines",
-                "misplaced_lines",
-                "duplicate_lines",
-                "distinct_intervals",
-            )
-        ]
-    ),
+    "input_quality_daily": _schema(_DATE + [(name, LONG) for name in QUALITY_COUNTS]),
     "input_quality": _schema(
-        [
-            (name, LONG)
-            for name in (
-                "input_lines",
-                "valid_lines",
-                "malformed_lines",
-                "unsupported_lines",
-                "misplaced_lines",
-                "duplicate_lines",
-                "distinct_intervals",
-            )
-        ]
+        [(name, LONG) for name in QUALITY_COUNTS]
         + [("example_bad_file", STRING), ("example_bad_line", STRING)]
     ),
 }
@@ -146,7 +131,6 @@ SCHEMAS: dict[str, StructType] = {
 
 DATED_TABLES = tuple(name for name, schema in SCHEMAS.items() if "date" in schema.fieldNames())
 WHOLE_INPUT_TABLES = tuple(name for name in SCHEMAS if name not in DATED_TABLES)
-QUALITY_COUNTS = tuple(f.name for f in SCHEMAS["input_quality_daily"].fields if f.name != "date")
 LARGE_TABLES = ("topic_hour",)
 """One row per topic and hour: the tables whose Parquet encoding is worth several tasks."""
 

@@ -16,8 +16,8 @@ def spark():
         from pyspark.sql import SparkSession
     except ImportError as error:  # the report extra is part of the test environment
         pytest.fail(f"pyspark is not installed (pip install 'delayqueue[report]'): {error}")
-    from spark_jobs import jvm_archive
-    from spark_jobs.session import JVM_OPTIONS, QUIET_LOG_OPTIONS, JavaNotFoundError, ensure_java
+    from spark_jobs.jvm_options import JVM_OPTIONS, QUIET_LOG_OPTIONS, archive_options
+    from spark_jobs.session import JavaNotFoundError, ensure_java
 
     try:
         ensure_java()
@@ -34,7 +34,7 @@ def spark():
         .config("spark.sql.session.timeZone", "UTC")
         .config(
             "spark.driver.extraJavaOptions",
-            f"{JVM_OPTIONS} {QUIET_LOG_OPTIONS} {jvm_archive.java_options()}",
+            f"{JVM_OPTIONS} {QUIET_LOG_OPTIONS} {archive_options()}",
         )
         # Test inputs are tiny: interpreted expressions beat compiling the wide ones (the job
         # leaves a session's own settings alone).

@@ -1,4 +1,4 @@
-"""Helpers shared by the Spark tests (imported by module name, like tests/server_process.py)."""
+"""Helpers shared by the Spark tests (imported by module name: tests/ has no __init__.py)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,49 @@ def histogram(counts: dict[int, int], max_ms: int, sum_ms: int = 0) -> dict:
     return {"count": sum(array), "sum": sum_ms, "max": max_ms, "counts": array}
 
 
+def parse_snapshots(lines):
+    """Text lines (``value``, ``source_file``) -> one flat row per line with ``status``, as the
+    job's readers make them (``from_json`` with ``SNAPSHOT_SCHEMA``, then ``snapshot_rows``;
+    an empty line is malformed here, where Spark's JSON source skips it)."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.snapshot import CORRUPT_COLUMN, SNAPSHOT_SCHEMA, snapshot_rows
+
+    s = F.from_json(F.col("value"), SNAPSHOT_SCHEMA, {"mode": "PERMISSIVE"})
+    parsed = lines.select("value", "source_file", s.alias("s"))
+    # A line that is not JSON at all gives a null struct (or, in PERMISSIVE mode, one whose
+    # _corrupt_record is set): its null schemaVersion classifies it as malformed.
+    flat = parsed.select("value", "source_file", "s.*")
+    flat = flat.withColumn(
+        CORRUPT_COLUMN,
+        F.coalesce(F.col(CORRUPT_COLUMN), F.when(F.col("schemaVersion").isNull(), F.col("value"))),
+    )
+    return snapshot_rows(flat)
+
+
+def status_name(code):
+    """``STATUS_CODES`` value -> its name."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.snapshot import STATUS_CODES
+
+    result = F.when(code.isNull(), F.lit(None).cast("string"))
+    for name, value in STATUS_CODES.items():
+        result = result.when(code == value, name)
+    return result
+
+
+def valid_snapshots(parsed):
+    """Only the ``ok`` rows of ``parse_snapshots``, without the bookkeeping columns."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.snapshot import STATUS_CODES
+
+    return parsed.filter(F.col("status") == STATUS_CODES["ok"]).drop(
+        "status", "value", "source_file", "schema_version", "file_day"
+    )
+
+
 def aggregate_lines(frame, min_intervals: int = 10):
     """Text lines (``lines_frame``) -> (hourly table with derived columns, growth runs), by the
     job's own steps: the grouping pass, duplicate detection and re-grouping, hours (summing an
@@ -52,14 +95,12 @@ def aggregate_lines(frame, min_intervals: int = 10):
     from spark_jobs.aggregate import (
         deduplicated_groups,
         duplicate_keys,
-        growth_runs,
-        hour_rows,
         line_groups,
         shared_hours,
         valid_groups,
-        with_derived,
     )
-    from spark_jobs.snapshot import parse_snapshots
+    from spark_jobs.growth import growth_runs
+    from spark_jobs.rollup import hour_rows, with_derived
 
     rows = parse_snapshots(frame).localCheckpoint()
     groups = line_groups(rows).localCheckpoint()
@@ -170,7 +211,8 @@ class ClusterRun:
 
         import pyspark
 
-        from spark_jobs.session import JVM_OPTIONS, LOG_CONFIG, ensure_java
+        from spark_jobs.jvm_options import JVM_OPTIONS, LOG_CONFIG
+        from spark_jobs.session import ensure_java
 
         ensure_java()
         home = Path(pyspark.__file__).resolve().parent

@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 
-from spark_jobs.aggregate import rollups, with_derived
 from spark_jobs.finding import findings
+from spark_jobs.rollup import rollups, with_derived
 
 from spark_support import aggregate_lines
 

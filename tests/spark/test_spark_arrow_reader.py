@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs import arrow_reader
-from spark_jobs.arrow_reader import parse_file
+from spark_jobs.arrow_lines import parse_file
 
 from spark_support import BASE_MS, snapshot_line
 
@@ -77,10 +77,9 @@ def test_parse_file_accepts_only_what_it_reads_exactly_as_spark():
 
 
 def test_arrow_rows_equal_the_json_source_rows_and_the_rest_falls_back(spark, tmp_path):
-    from pyspark.sql import functions as F
 
-    from spark_jobs.monitor_report import read_snapshots
-    from spark_jobs.snapshot import FALLBACK_STATUS, flat_snapshot_rows
+    from spark_jobs.reader import read_snapshots
+    from spark_jobs.snapshot import flat_snapshot_rows
 
     day = tmp_path / "in" / "date=2025-11-20"
     day.mkdir(parents=True)
@@ -91,15 +90,10 @@ def test_arrow_rows_equal_the_json_source_rows_and_the_rest_falls_back(spark, tm
         files[name] = path
     (day / "empty.jsonl").write_text("")
     paths = sorted(day.iterdir())
-    records, paths_of = arrow_reader.read_records(
-        spark, [(str(p), p.stat().st_size) for p in paths]
-    )
-    fast = flat_snapshot_rows(records)
-    fallback = {
-        paths_of[r["source_file"]]
-        for r in fast.filter(F.col("status") == FALLBACK_STATUS).collect()
-    }
-    assert fallback == {str(files[n]) for n, (_, ok) in AWKWARD.items() if not ok}
+    read = arrow_reader.read_records(spark, [(str(p), p.stat().st_size) for p in paths])
+    fast = flat_snapshot_rows(read.frame).localCheckpoint()
+    left = {str(files[n]) for n, (_, ok) in AWKWARD.items() if not ok}
+    assert read.left_to_spark() == sorted(left)
 
     columns = [c for c in read_snapshots(spark, [str(tmp_path / "in")]).columns]
 
@@ -111,7 +105,7 @@ def test_arrow_rows_equal_the_json_source_rows_and_the_rest_falls_back(spark, tm
 
     accepted = [str(files[n]) for n, (_, ok) in AWKWARD.items() if ok]
     expected = rows(read_snapshots(spark, accepted))
-    assert rows(fast.filter(F.col("status") != FALLBACK_STATUS)) == expected
+    assert rows(fast) == expected
     assert len(expected) == 12
     statuses = {r[0] for r in expected}
     assert statuses == {0, 1, 2, 3}  # ok, malformed, unsupported and misplaced lines alike
@@ -147,7 +141,8 @@ def test_assign_balances_bytes_over_tasks():
 
 def test_reader_choice(spark, tmp_path):
     from spark_jobs.incremental import InputFile
-    from spark_jobs.monitor_report import InputError, use_arrow
+    from spark_jobs.progress import InputError
+    from spark_jobs.reader import use_arrow
 
     local = [InputFile(str(tmp_path / "a.jsonl"), "a.jsonl", 1, 1, None)]
     remote = [InputFile("hdfs://nn/in/a.jsonl", "a.jsonl", 1, 1, None)]
@@ -177,49 +172,51 @@ def _sorted_rows(frame, columns):
     )
 
 
-def test_groups_made_in_the_tasks_equal_line_groups_of_the_json_source(spark, tmp_path):
-    """The per-file aggregate in numpy (``groups.group_lines``), its files' groups summed,
-    gives the rows Spark's ``line_groups`` gives over the same lines (but for events): every
-    accepted awkward file, off-grid lines and a generated day with duplicates and growing
-    ready queues. Its examples of bad lines are those Spark's observation takes."""
-    from pyspark.sql import Observation
+def test_both_readers_give_the_same_groups_and_the_arrow_reader_leaves_what_it_must(
+    spark, tmp_path
+):
+    """``reader.read_groups`` by the Arrow reader (the per-file aggregate in numpy,
+    ``groups.group_lines``, beside Spark's ``line_groups`` of the files it left to Spark's
+    JSON source) and by Spark's JSON source alone give the same groups, summed per key (but
+    for events): every awkward file, off-grid lines and a generated day with duplicates and
+    growing ready queues. The first bad line met is the same too."""
     from pyspark.sql import functions as F
 
-    from spark_jobs.aggregate import line_groups
     from spark_jobs.generate_snapshots import Plan, generate
     from spark_jobs.groups import EXAMPLE_COLUMNS, GROUP_SCHEMA, KIND_EVENT
-    from spark_jobs.monitor_report import read_snapshots
-    from spark_jobs.snapshot import FALLBACK_STATUS, example_metrics
+    from spark_jobs.incremental import list_input
+    from spark_jobs.reader import read_groups
 
     generate(Plan(output=tmp_path / "in", topics=11, days=1, duplicate_rate=0.02))
     day = tmp_path / "in" / "date=2025-11-20"
+    left = []
     for i, (name, (text, ok)) in enumerate(AWKWARD.items()):
-        if ok:
-            _write(day / f"awkward {i:02d}.jsonl", text)
+        _write(day / f"awkward {i:02d}.jsonl", text)
+        if not ok:
+            left.append(str(day / f"awkward {i:02d}.jsonl"))
     off_grid = [  # 70-second intervals (off the hour's grid), one of them written twice
         _good("off", 0, intervalStart=BASE_MS + k * 70_000, intervalEnd=BASE_MS + (k + 1) * 70_000)
         for k in (0, 1, 1, 2)
     ] + [_good("ten", 0, intervalEnd=BASE_MS + 600_000, readyQueueSize=4)]
     _write(day / "off-grid.jsonl", "\n".join(off_grid) + "\n")
-    paths = sorted(p for p in day.iterdir() if p.suffix == ".jsonl")
-    fast, _ = arrow_reader.read_groups(spark, [(str(p), p.stat().st_size) for p in paths])
-    assert fast.schema == GROUP_SCHEMA
-    observation = Observation("awkward")
-    slow = line_groups(read_snapshots(spark, [str(day)]).observe(observation, *example_metrics()))
+    listing = list_input(spark, str(tmp_path / "in"))
+    fast = read_groups(spark, listing.files, "arrow")
+    slow = read_groups(spark, listing.files, "spark", [listing.root])
+    assert (fast.arrow, slow.arrow) == (True, False)
+    assert fast.left_to_spark == sorted(left) and fast.groups.schema == GROUP_SCHEMA
     keys = [f.name for f in GROUP_SCHEMA.fields if f.name not in EXAMPLE_COLUMNS]
     not_events = F.col("kind") != KIND_EVENT  # the tasks leave some out: see the next test
-    fast_rows = _sorted_rows(_merged(fast.filter(not_events)), keys)
-    assert fast_rows == _sorted_rows(_merged(slow.filter(not_events)), keys)
+    fast_rows = _sorted_rows(_merged(fast.groups.filter(not_events)), keys)
+    assert fast_rows == _sorted_rows(_merged(slow.groups.filter(not_events)), keys)
     kinds = {r[4] for r in fast_rows}
     assert {0, 1, 9} <= kinds, kinds  # blocks, off-grid lines, bad lines
-    assert fast.filter(~not_events).take(1)
-    assert not fast.filter(F.col("status") == FALLBACK_STATUS).take(1)
-    observed = observation.get
-    examples = fast.agg(*[F.min(c).alias(c) for c in EXAMPLE_COLUMNS]).first()
-    assert (examples["example_file"], examples["example_line"]) == (
-        observed["example_bad_file"],
-        observed["example_bad_line"],
-    )
+    assert fast.groups.filter(~not_events).take(1)
+    in_groups = fast.groups.agg(*[F.min(c).alias(c) for c in EXAMPLE_COLUMNS]).first()
+    first_bad = {
+        "example_bad_file": min(in_groups["example_file"], fast.examples["example_bad_file"]),
+        "example_bad_line": min(in_groups["example_line"], fast.examples["example_bad_line"]),
+    }
+    assert first_bad == slow.examples and None not in first_bad.values()
 
 
 def test_events_left_out_inside_growth_runs_give_the_same_runs(spark, tmp_path):
@@ -228,10 +225,11 @@ def test_events_left_out_inside_growth_runs_give_the_same_runs(spark, tmp_path):
     length, is the one Spark's JSON source gives with an event per line."""
     from pyspark.sql import functions as F
 
-    from spark_jobs.aggregate import growth_runs, line_groups, valid_groups
+    from spark_jobs.aggregate import line_groups, valid_groups
     from spark_jobs.generate_snapshots import Plan, generate
     from spark_jobs.groups import KIND_EVENT
-    from spark_jobs.monitor_report import read_snapshots
+    from spark_jobs.growth import growth_runs
+    from spark_jobs.reader import read_snapshots
 
     generate(Plan(output=tmp_path / "in", topics=11, days=2, interval_s=30))
     day = tmp_path / "in" / "date=2025-11-20"
@@ -249,7 +247,7 @@ def test_events_left_out_inside_growth_runs_give_the_same_runs(spark, tmp_path):
     ]
     _write(day / "shapes.jsonl", "\n".join(lines) + "\n")
     paths = sorted(p for p in tmp_path.glob("in/date=*/*.jsonl"))
-    fast = arrow_reader.read_groups(spark, [(str(p), p.stat().st_size) for p in paths])[0]
+    fast = arrow_reader.read_groups(spark, [(str(p), p.stat().st_size) for p in paths]).frame
     fast = fast.localCheckpoint()
     slow = line_groups(read_snapshots(spark, [str(tmp_path / "in")])).localCheckpoint()
     columns = ["namespace", "topic", "run_start", "run_end", "intervals", "from_size", "to_size"]

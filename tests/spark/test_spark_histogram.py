@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.aggregate import rollups, with_derived
+from spark_jobs.rollup import rollups, with_derived
 
 from spark_support import aggregate_lines
 
@@ -65,3 +65,15 @@ def test_weighted_mean_is_summed_gap_over_summed_count(lines_frame, line, hist):
     ]
     row = _hourly(lines_frame, lines).first()
     assert row["delivery_lag_mean_ms"] == pytest.approx(80 / 4)
+
+
+def test_the_jobs_bounds_are_the_servers_finite_ones():
+    """The job reads the server's histograms and imports nothing from it: its 15 finite
+    bounds and 16 buckets are the server's 16 bounds, the last of them +inf."""
+    import math
+
+    from delayqueue.core.histogram import BOUNDS_MS
+    from spark_jobs.histogram import BUCKETS, FINITE_BOUNDS_MS
+
+    assert (*FINITE_BOUNDS_MS, math.inf) == BOUNDS_MS
+    assert BUCKETS == len(BOUNDS_MS) == 16

@@ -1,5 +1,6 @@
-"""The JVM class archive (spark_jobs/jvm_archive.py): built by a report run, checked before
-it is put in place, named after what it depends on, and used by the sessions the job starts."""
+"""The JVM class archive (spark_jobs/jvm_archive.py builds it): built by a report run, checked
+before it is put in place, named after what it depends on (spark_jobs/jvm_options.py), and
+used by the sessions the job starts."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs import jvm_archive
+from spark_jobs import jvm_archive, jvm_options
 
 pytestmark = pytest.mark.spark
 
@@ -19,8 +20,8 @@ def test_build_writes_an_archive_that_sessions_then_use(tmp_path, monkeypatch):
     from spark_jobs.session import ensure_java
 
     ensure_java()
-    monkeypatch.setenv(jvm_archive.DIR_ENV, str(tmp_path))
-    assert jvm_archive.java_options() == ""  # none built yet: the job runs without
+    monkeypatch.setenv(jvm_options.DIR_ENV, str(tmp_path))
+    assert jvm_options.archive_options() == ""  # none built yet: the job runs without
     done = subprocess.run(
         [sys.executable, "-m", "spark_jobs.jvm_archive"],
         capture_output=True,
@@ -29,11 +30,11 @@ def test_build_writes_an_archive_that_sessions_then_use(tmp_path, monkeypatch):
         env=dict(os.environ),
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    archive = jvm_archive.archive_path()
+    archive = jvm_options.archive_path()
     assert archive is not None and archive.parent == tmp_path and archive.is_file()
     assert "jvm archive: wrote" in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [archive.name]  # no temporary left
-    assert jvm_archive.java_options().startswith(f"-XX:SharedArchiveFile={archive} ")
+    assert jvm_options.archive_options().startswith(f"-XX:SharedArchiveFile={archive} ")
     jvm_archive._check(archive)
 
     # A damaged archive would crash every JVM that maps it: the check refuses it.
@@ -54,11 +55,11 @@ def test_archive_name_follows_the_java_runtime(tmp_path, monkeypatch):
     java.parent.mkdir(parents=True)
     java.write_text("#!/bin/sh\n")
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
-    monkeypatch.setenv(jvm_archive.DIR_ENV, str(tmp_path / "cache"))
-    first = jvm_archive.archive_path()
+    monkeypatch.setenv(jvm_options.DIR_ENV, str(tmp_path / "cache"))
+    first = jvm_options.archive_path()
     assert first is not None and first.parent == tmp_path / "cache"
     os.utime(java, ns=(1_000_000_000, 1_000_000_000))
-    second = jvm_archive.archive_path()
+    second = jvm_options.archive_path()
     assert second != first  # another runtime (or the same one upgraded in place)
     assert second.name.split("-")[:3] == first.name.split("-")[:3]  # same pyspark prefix
     assert Path(str(second)).suffix == ".jsa"

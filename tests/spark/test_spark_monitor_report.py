@@ -11,7 +11,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from spark_jobs.monitor_report import EXIT_EMPTY_INPUT, EXIT_NO_VALID_LINES, main
+from spark_jobs.monitor_report import main
+from spark_jobs.progress import EXIT_EMPTY_INPUT, EXIT_NO_VALID_LINES
 
 pytestmark = pytest.mark.spark
 

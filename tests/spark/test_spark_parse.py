@@ -7,7 +7,9 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
-from spark_jobs.snapshot import SNAPSHOT_SCHEMA, parse_snapshots, status_name, valid_snapshots
+from spark_jobs.snapshot import SNAPSHOT_SCHEMA
+
+from spark_support import parse_snapshots, status_name, valid_snapshots
 
 pytestmark = pytest.mark.spark
 
@@ -108,7 +110,7 @@ def test_schema_is_explicit_and_names_every_contract_field():
 def test_job_reader_classifies_file_lines_like_parse_snapshots_and_skips_blank_lines(
     spark, tmp_path, line
 ):
-    from spark_jobs.monitor_report import read_snapshots
+    from spark_jobs.reader import read_snapshots
 
     no_topic = json.loads(line("c", 0))
     del no_topic["topic"]

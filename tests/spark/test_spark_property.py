@@ -86,17 +86,11 @@ SETS_PER_EXAMPLE = 3
 )
 @given(sets=st.tuples(*[snapshot_sets(f"ns{i}") for i in range(SETS_PER_EXAMPLE)]))
 def test_topic_totals_equal_input_sums_and_fast_path_equals_line_by_line(spark, sets):
-    from spark_jobs.aggregate import (
-        drop_duplicate_lines,
-        growth_runs,
-        hour_rows,
-        line_groups,
-        rollups,
-        with_derived,
-    )
-    from spark_jobs.snapshot import parse_snapshots
+    from spark_jobs.aggregate import drop_duplicate_lines, line_groups
+    from spark_jobs.growth import growth_runs
+    from spark_jobs.rollup import hour_rows, rollups, with_derived
 
-    from spark_support import aggregate_lines
+    from spark_support import aggregate_lines, parse_snapshots
 
     lines = [line for lines in sets for line in lines]
     frame = spark.createDataFrame(

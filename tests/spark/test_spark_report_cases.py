@@ -234,6 +234,28 @@ def test_awkward_days_one_interval_zero_topic_v2_dead_letters_bad_lines_and_dupl
     )
 
 
+def test_findings_only_before_the_latest_day_are_counted_not_called_healthy(
+    spark, tmp_path, capsys
+):
+    """Two days, the one finding on the first (a topic sent to and never consumed), the
+    second day healthy: the summary counts that finding, none on the latest day."""
+    _day(tmp_path, 0, [snapshot_line("orphan", 0, sendMsg=4)])
+    _day(
+        tmp_path,
+        1,
+        [snapshot_line("steady", 24 * 60 + m, sendMsg=2, pullMsg=2, ackMsg=2) for m in range(3)],
+    )
+    code, err = _run(tmp_path, capsys)
+    assert code == 0, err
+    assert "report.html: 1 finding(s), 0 on the latest day (2025-11-21)" in err
+    assert "healthy" not in err
+    kinds = [
+        (r["kind"], r["date"].day)
+        for r in read_table(spark, str(tmp_path / "out"), "findings").collect()
+    ]
+    assert kinds == [("no_consumer", 20)]
+
+
 def test_unexpected_failure_is_one_line_without_traceback(spark, tmp_path, capsys):
     _write(tmp_path, [snapshot_line("t", 0, sendMsg=1)])
     (tmp_path / "out").write_text("a file where the output directory should be")
