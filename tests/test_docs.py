@@ -172,9 +172,6 @@ NAMED_PATH = re.compile(r"(?<![\w/.<>*-])((?:[\w.-]+/)+[\w-]+\.(?:py|lua))(?![\w
 PLACEHOLDER = re.compile(r"/[A-Z]+\.")
 # Folders at the top of the repository: a path starting with one is read from the root.
 TOP = ("delayqueue", "lua", "tests", "bench", "spark_jobs", "config", "deploy", "docs")
-# The Spark wing's comments are left out while its restructure (issue 22, item 8) is in
-# flight; its markdown is read like every other.
-COMMENTS_SKIPPED = ("spark_jobs/", "tests/spark/")
 
 
 def path_exists(path: str, files: list[str]) -> bool:
@@ -203,9 +200,7 @@ def test_every_module_path_the_docs_and_comments_name_exists():
     """Modules move (issue 22 moved them all); a doc or comment naming the old path would
     send a reader nowhere."""
     files = repo_files()
-    read = [name for name in files if name.endswith(".md") or not name.startswith(
-        COMMENTS_SKIPPED)]
-    found = [hit for name in read for hit in stale_paths(name, files)]
+    found = [hit for name in files for hit in stale_paths(name, files)]
     assert not found, "paths that do not exist:\n" + "\n".join(found)
 
 
@@ -214,7 +209,7 @@ def test_every_module_path_the_docs_and_comments_name_exists():
 SECTION_REF = re.compile(r"\b(README|CONTRIBUTING|docs/[\w.-]+\.md)(?:\.md)?(?:'s)?,?\s*\(?"
                          r"\"([A-Z][^\"]*)\"")
 # This file is skipped for its own examples of stale references.
-SECTIONS_SKIPPED = (*COMMENTS_SKIPPED, "tests/test_docs.py")
+SECTIONS_SKIPPED = ("tests/test_docs.py",)
 
 
 def headings(path: Path) -> list[str]:
