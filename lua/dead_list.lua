@@ -1,7 +1,5 @@
 --[[ Read a page of the topic's dead letters, oldest death first. Read only.
-  KEYS[1] waiting  KEYS[2] ready  KEYS[3] ack  KEYS[4] expire  KEYS[5] dead  (zsets)
-  KEYS[6] config   hash
-  KEYS[7] msgs     hash  slot -> record   KEYS[8] ended  (only dead, config and msgs are read)
+  KEYS: the topic's 12 keys (includes/keys.lua); only dead, config and msgs are read.
   ARGV[1] now_ms  ARGV[2] limit (<= 1000)
   ARGV[3] cursor death time (ms, '' = from the start)  ARGV[4] cursor slot
   ARGV[5..13] the server's default settings
@@ -11,8 +9,9 @@
   Returns: {entries, next_time, next_slot}: entries {msgId, deathTime, m, p, t, e, r, n, s, a,
   c}; next_time / next_slot the cursor of the next page, or -1 / '' at the end. ]]
 --@include settings
+--@include keys
 --@include message
-local dead, config, msgs = KEYS[5], KEYS[6], KEYS[7]
+local dead, config, msgs = tk.dead, tk.config, tk.msgs
 local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local cursor_time, cursor_slot = tonumber(ARGV[3]), ARGV[4]
 local TIE_SCAN = 1000   -- most entries sharing the cursor's death time skipped after it left

@@ -1,12 +1,11 @@
 --[[ Remove dead letters for good: one, or the oldest `limit` (the caller repeats for all).
-  KEYS[1] waiting  KEYS[2] ready  KEYS[3] ack  KEYS[4] expire  KEYS[5] dead  (zsets)
-  KEYS[6] config   hash
-  KEYS[7] msgs     hash  slot -> record   KEYS[8] ended  (only dead, msgs and ended are touched)
+  KEYS: the topic's 12 keys (includes/keys.lua); only dead, msgs and ended are touched.
   ARGV[1] msg_id ('' = the oldest `limit`)  ARGV[2] limit (<= 1000)
   Returns: {outcome, count}; outcome NO_MESSAGE when msg_id is not a dead letter.
   Memory: shrinks (first write ZREM). ]]
+--@include keys
 --@include message
-local dead, msgs, ended = KEYS[5], KEYS[7], KEYS[8]
+local dead, msgs, ended = tk.dead, tk.msgs, tk.ended
 local msg_id, limit = ARGV[1], tonumber(ARGV[2])
 
 local slots

@@ -1,16 +1,10 @@
 --[[ Hand out up to `count` ready messages: ready (2) -> consuming (3), in the order they
-  became ready. Promotes this topic's due messages first, so a consumer arriving at the due
+  became ready (equal times: in acceptance order). Only a group's front is ever ready, so a
+  pull hands out at most one message per group and never looks at blocked ones. Promotes this topic's due messages first, so a consumer arriving at the due
   time never waits for a scheduler. A message past its expireTime, or past its deliveries,
   is never handed out: it ends (5 if never delivered, else 6, a dead letter).
   Each delivery gets a new receipt (field c): only it can ack, nack or extend the delivery.
-  KEYS[1] waiting  zset  slot -> triggerTime
-  KEYS[2] ready    zset  slot -> when it became ready
-  KEYS[3] ack      zset  slot -> ack deadline
-  KEYS[4] expire   zset  slot -> expireTime
-  KEYS[5] dead     zset  slot -> when it died
-  KEYS[6] config   hash  the topic's settings (read only)
-  KEYS[7] msgs     hash  slot -> record
-  KEYS[8] ended    zset  slot -> end of retention
+  KEYS: the topic's 12 keys (includes/keys.lua); config is read only.
   ARGV[1] now_ms  ARGV[2] count (<= 1000; the API's `batch`)
   ARGV[3] ack_timeout_ms (-1: the topic's)
   ARGV[4] end_life_ms  ARGV[5] promote limit  ARGV[6] hint channel  ARGV[7] topic
@@ -24,59 +18,54 @@
     lowered_due  the topic's new due time if this pull brought it forward, else -1
     dead         how many of the ended became dead letters
   Memory: drains (first write ZREM or ZPOPMIN): runs over maxmemory, so a full Redis drains.
-  Publishes "<ready_left> <topic>" when it promoted messages it did not hand out, so
-  consumers held on other processes take them. ]]
+  Publishes "<ready_left> <topic>" when it promoted messages, or made a group's next message
+  ready, and did not hand them all out, so consumers held on other processes take them. ]]
 --@include promote
 --@include dead_letter
-local waiting, ready, ack, expire, dead, config, msgs, ended =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local now, count, ack_timeout = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local end_life, promote_limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 local channel, topic = ARGV[6], ARGV[7]
-local tk = {waiting = waiting, ready = ready, ack = ack, expire = expire, dead = dead,
-  config = config, msgs = msgs, ended = ended}   -- by name, for includes/dead_letter.lua
 
-local s = topic_settings(config)
+local s = topic_settings(tk.config)
 if ack_timeout < 0 then ack_timeout = s.ackTimeoutMillis end
-local before = due_at(waiting, ack, expire, ended)
-local promoted, gaps = promote(waiting, ready, expire, msgs, now, promote_limit)
+local before = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
+local promoted, gaps = promote(now, promote_limit)
 
 local messages, ended_here, dead_lettered = {}, 0, 0
 -- Bounded work: skipping dead entries costs at most `count` extra pops per call.
 local pops_left = count * 2
 while #messages < count and pops_left > 0 do
-  local popped = redis.call('ZPOPMIN', ready)
+  local popped = redis.call('ZPOPMIN', tk.ready)
   if not popped[1] then break end
   pops_left = pops_left - 1
-  local slot = popped[1]
-  local m = load_slot(msgs, slot)
+  local slot = ready_slot(popped[1])
+  local m = load_slot(tk.msgs, slot)
   if not m then
-    redis.call('ZREM', expire, slot)
+    redis.call('ZREM', tk.expire, slot)
   else
     local deliveries, max_retry = tonumber(m[DELIVERIES]), tonumber(m[MAX_RETRY])
     if now >= tonumber(m[EXPIRE_TIME]) or deliveries >= max_retry + 1 then
-      redis.call('ZREM', expire, slot)
       if deliveries == 0 then
-        end_message(msgs, ended, m, Status.EXPIRED, now, end_life)
+        end_message(m, Status.EXPIRED, now, end_life)
       else
-        dead_lettered = dead_lettered + end_exhausted(tk, m, now, end_life, s)
+        dead_lettered = dead_lettered + end_exhausted(m, now, end_life, s)
       end
       ended_here = ended_here + 1
     else
       m[DELIVERIES], m[STATUS], m.dt = deliveries + 1, Status.CONSUMING, now
-      save_message(msgs, m)
-      redis.call('ZADD', ack, now + ack_timeout, slot)
+      save_message(tk.msgs, m)
+      redis.call('ZADD', tk.ack, now + ack_timeout, slot)
       table.insert(m, 1, m.id)
       messages[#messages + 1] = m
     end
   end
 end
 
-local ready_left = redis.call('ZCARD', ready)
-if promoted > 0 and ready_left > 0 then
+local ready_left = redis.call('ZCARD', tk.ready)
+if (promoted > 0 or advanced.readied > 0) and ready_left > 0 then
   redis.call('PUBLISH', channel, ready_left .. ' ' .. topic)
 end
-local head = redis.call('ZRANGE', waiting, 0, 0, 'WITHSCORES')
+local head = redis.call('ZRANGE', tk.waiting, 0, 0, 'WITHSCORES')
 local next_trigger = head[2] and tonumber(head[2]) or -1
 return {messages, promoted, gaps, ended_here, next_trigger, ready_left,
-  lowered_due(before, waiting, ack, expire, ended), dead_lettered}
+  lowered_due(before, tk.waiting, tk.ack, tk.expire, tk.ended), dead_lettered}

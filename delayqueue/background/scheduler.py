@@ -154,7 +154,7 @@ class Scheduler:
                 self.scripts.timeout(tk, now, SCRIPT_LIMIT, self.end_life_ms, channel,
                                      self.defaults, trip=trip)
                 self.scripts.expire(tk, now, SCRIPT_LIMIT, self.end_life_ms, self.defaults,
-                                    trip=trip)
+                                    trip=trip, channel=channel)
             replies = trip.execute(raise_on_error=True)
             still_busy = []
             first_round = busy is topics
@@ -221,18 +221,21 @@ class Scheduler:
 
     def recycle_topics(self) -> list[str]:
         """Forget topics unused for ``topic_inactive_ms`` that hold nothing: every topic key
-        (``TopicKeys.queues``) is gone, so no message, live or retained, is left behind; a
-        topic with retained records waits until the scheduler has purged them."""
+        (``TopicKeys.holdings``) is gone, so no message, live or retained, is left behind; a
+        topic with retained records waits until the scheduler has purged them. Its
+        acceptance sequence is dropped with it (atomically, only while it still holds
+        nothing), so a recycled topic leaves no key behind."""
         cutoff = self.clock.now_ms() - self.topic_inactive_ms
         stale = self.client.zrangebyscore(self.keys.topics, "-inf", f"({cutoff}", start=0,
                                           num=REGISTRY_CHUNK, withscores=True)
         pipe = self.client.pipeline(transaction=False)
         for topic, _ in stale:
-            pipe.exists(*self.keys.topic(topic).queues)
+            pipe.exists(*self.keys.topic(topic).holdings)
         live = pipe.execute() if stale else []
         recycled = []
         for (topic, seen), count in zip(stale, live):
             if count == 0 and self.scripts.recycle(self.keys, topic, seen) == Outcome.OK:
+                self.scripts.drop_sequence(self.keys.topic(topic))
                 self.on_recycle(topic)
                 recycled.append(topic)
         if recycled:

@@ -88,7 +88,9 @@ class TopicKeys:
 
     @property
     def ready(self) -> str:
-        """ZSET slot -> triggerTime (ms): due, waiting for a consumer (FIFO by triggerTime)."""
+        """ZSET <seq><slot> -> when it became ready (ms): due, waiting for a consumer, oldest
+        first and, at equal times, in acceptance order (the member starts with the message's
+        acceptance sequence in 12 hex digits: lua/includes/group.lua)."""
         return f"{self.base}:ready"
 
     @property
@@ -125,13 +127,42 @@ class TopicKeys:
         scheduler purges the record after it."""
         return f"{self.base}:ended"
 
+    @property
+    def seq(self) -> str:
+        """STRING: the last acceptance sequence given (every send takes the next)."""
+        return f"{self.base}:seq"
+
+    @property
+    def groups(self) -> str:
+        """HASH groupId -> slot of the group's front: its one message in waiting, ready or
+        ack (lua/includes/group.lua)."""
+        return f"{self.base}:groups"
+
+    @property
+    def blocked(self) -> str:
+        """ZSET (scores 0) <groupId>\\0<trigger><seq><slot>: the groups' other live messages,
+        each group's in its delivery order (ZRANGEBYLEX)."""
+        return f"{self.base}:blocked"
+
+    @property
+    def held(self) -> str:
+        """ZSET slot -> triggerTime (ms): the blocked messages, by trigger time (due ones are
+        getTopicInfo's groupBlockedSize)."""
+        return f"{self.base}:held"
+
     @functools.cached_property
     def queues(self) -> tuple[str, ...]:
-        """waiting, ready, ack, expire, dead, config, msgs, ended: the KEYS of every topic
-        script, in that order. A topic holding none of them holds nothing. Built once per
+        """waiting, ready, ack, expire, dead, config, msgs, ended, seq, groups, blocked, held:
+        the KEYS of every topic script, in that order (lua/includes/keys.lua). Built once per
         topic: a tuple, so no caller can change it for the others."""
         return (self.waiting, self.ready, self.ack, self.expire, self.dead, self.config,
-                self.msgs, self.ended)
+                self.msgs, self.ended, self.seq, self.groups, self.blocked, self.held)
+
+    @functools.cached_property
+    def holdings(self) -> tuple[str, ...]:
+        """Every key of ``queues`` but ``seq``: a topic holding none of them holds nothing
+        (its sequence is dropped when it is recycled)."""
+        return tuple(key for key in self.queues if key != self.seq)
 
     @property
     def legacy_msg_prefix(self) -> str:

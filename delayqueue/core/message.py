@@ -14,8 +14,9 @@ from .status import Status
 # The message's fields, in the order every script returns them (lua/includes/message.lua
 # decodes them from the record):
 # body, produceTime, triggerTime, expireTime, maxRetry, deliveries (camellia's retry), status,
-# attributes (JSON text, absent when none), receipt of the latest delivery (absent before one).
-MESSAGE_FIELDS = ("m", "p", "t", "e", "r", "n", "s", "a", "c")
+# attributes (JSON text, absent when none), receipt of the latest delivery (absent before one),
+# groupId (absent when none).
+MESSAGE_FIELDS = ("m", "p", "t", "e", "r", "n", "s", "a", "c", "g")
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class DelayMsg:
     attributes: Mapping[str, str] | None = None  # string -> string, as sent
     receipt: str | None = None    # pullMsg / longPollingMsg only: this delivery's receipt
     dead_time: int | None = None  # listDeadMsg only: when it entered the dead-letter queue
+    group_id: str | None = None   # its message group (one consuming at a time, in order)
 
     @classmethod
     def from_fields(cls, topic: str, msg_id: str, fields: Sequence[Any],
@@ -41,12 +43,13 @@ class DelayMsg:
 
         The receipt is shown only where the API hands the delivery out (``with_receipt``).
         """
-        body, produce, trigger, expire, max_retry, retry, status, attributes, receipt = \
+        body, produce, trigger, expire, max_retry, retry, status, attributes, receipt, group = \
             (list(fields) + [None] * len(MESSAGE_FIELDS))[:len(MESSAGE_FIELDS)]
         return cls(topic, msg_id, body, int(produce), int(trigger), int(expire),
                    int(max_retry), int(retry), Status(int(status)),
                    attributes=json.loads(attributes) if attributes else None,
-                   receipt=receipt if with_receipt and receipt else None)
+                   receipt=receipt if with_receipt and receipt else None,
+                   group_id=group or None)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], duplicate: bool = False) -> "DelayMsg":
@@ -60,6 +63,7 @@ class DelayMsg:
             attributes=dict(data["attributes"]) if data.get("attributes") else None,
             receipt=data.get("receipt") or None,
             dead_time=int(data["deadTime"]) if data.get("deadTime") is not None else None,
+            group_id=data.get("groupId") or None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -73,6 +77,7 @@ class DelayMsg:
             "maxRetry": self.max_retry,
             "retry": self.retry,
             "status": int(self.status),
+            **({"groupId": self.group_id} if self.group_id else {}),
             **({"attributes": dict(self.attributes)} if self.attributes else {}),
             **({"receipt": self.receipt} if self.receipt else {}),
             **({"deadTime": self.dead_time} if self.dead_time is not None else {}),

@@ -71,6 +71,7 @@ class SendRequest:
     ttl_ms: int | None = None
     max_retry: int | None = None
     attributes: Mapping[str, str] | None = None
+    group_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,10 +152,12 @@ class DelayQueue:
     def send(self, topic: str, body: str, *, msg_id: str | None = None,
              delay_ms: int | None = None, trigger_time_ms: int | None = None,
              ttl_ms: int | None = None, max_retry: int | None = None,
-             attributes: Mapping[str, str] | None = None) -> SendResult:
+             attributes: Mapping[str, str] | None = None,
+             group_id: str | None = None) -> SendResult:
         """Accept a message; a trigger time in the past means now (its life counts from now)."""
         return _raise(self.send_batch(topic, [SendRequest(
-            body, msg_id, delay_ms, trigger_time_ms, ttl_ms, max_retry, attributes)])[0])
+            body, msg_id, delay_ms, trigger_time_ms, ttl_ms, max_retry, attributes,
+            group_id)])[0])
 
     def send_batch(self, topic: str, requests: Sequence[SendRequest | DelayQueueError]
                    ) -> list[SendResult | DelayQueueError]:
@@ -236,7 +239,8 @@ class DelayQueue:
                     entries = [AckArgs(r.msg_id, r.receipt or "") for r in run]
                     for start in range(0, len(entries), ACK_CHUNK):
                         self.scripts.ack_many(tk, now, self.end_life_ms,
-                                              entries[start:start + ACK_CHUNK], trip=trip)
+                                              entries[start:start + ACK_CHUNK], trip=trip,
+                                              channel=self.keys.hint_channel)
                     continue
                 for r in run:
                     self.scripts.nack(tk, r.msg_id, now, self.end_life_ms,
@@ -310,8 +314,10 @@ class DelayQueue:
             now = self.clock.now_ms()
             trip = self.scripts.round_trip()
             for msg_id in asked:
-                self.scripts.delete(tk, msg_id, now, self.end_life_ms, release, trip=trip)
+                self.scripts.delete(tk, msg_id, now, self.end_life_ms, release, trip=trip,
+                                    channel=self.keys.hint_channel)
             replies = self._execute(topic, now, trip)
+            self.bookkeep(topic, now, _lowest_due(replies))
         answers = [_answer("delete", topic, msg_id, reply)
                    for msg_id, reply in zip(asked, replies)]
         self.monitor.incr(topic, "deleteMsg", sum(isinstance(a, DelayMsg) for a in answers))
@@ -334,7 +340,9 @@ class DelayQueue:
         """Queue sizes and the waiting queue's delay distribution, one round trip for all.
 
         The buckets are half-open and together cover every trigger time, so the waiting size
-        is their sum: never a figure that disagrees with its own buckets.
+        is their sum: never a figure that disagrees with its own buckets. A message blocked
+        behind its group's head counts as waiting until its triggerTime, then in
+        ``groupBlockedSize`` (it is due, not ready: the head holds it back).
         """
         with redis_errors():
             now = self.clock.now_ms()
@@ -344,14 +352,17 @@ class DelayQueue:
                 tk = self.topic_keys(topic)
                 pipe.zcard(tk.ready).zcard(tk.ack)
                 pipe.zcount(tk.dead, now - retention[topic], "+inf")
+                pipe.zcount(tk.held, "-inf", now)
                 for _, lo, hi in WAITING_BUCKETS:
-                    pipe.zcount(tk.waiting, "-inf" if lo is None else now + lo,
-                                "+inf" if hi is None else f"({now + hi}")
+                    upper = "+inf" if hi is None else f"({now + hi}"
+                    pipe.zcount(tk.waiting, "-inf" if lo is None else now + lo, upper)
+                    pipe.zcount(tk.held, f"({now}" if lo is None else now + lo, upper)
             replies = pipe.execute()
-        width = 3 + len(WAITING_BUCKETS)
+        width = 4 + 2 * len(WAITING_BUCKETS)
         infos = []
         for i, topic in enumerate(topics):
-            ready, ack, dead, *buckets = replies[i * width:(i + 1) * width]
+            ready, ack, dead, blocked, *counts = replies[i * width:(i + 1) * width]
+            buckets = [counts[j] + counts[j + 1] for j in range(0, len(counts), 2)]
             infos.append({
                 "topic": topic,
                 "waitingQueueSize": sum(buckets),
@@ -359,6 +370,7 @@ class DelayQueue:
                 "readyQueueSize": ready,
                 "ackQueueSize": ack,
                 "deadQueueSize": dead,
+                "groupBlockedSize": blocked,
             })
         return infos
 
@@ -371,16 +383,23 @@ class DelayQueue:
         default = self.settings.dead_letter_retention_millis
         return {topic: int(value) if value else default for topic, value in zip(topics, own)}
 
-    def queue_sizes(self) -> dict[str, tuple[int, int, int]]:
-        """(waiting, ready, consuming) per registered topic, one pipelined round trip."""
+    def queue_sizes(self) -> dict[str, tuple[int, int, int, int]]:
+        """(waiting, ready, consuming, group blocked) per registered topic, one pipelined
+        round trip (waiting counts blocked messages not yet due, as getTopicInfo does)."""
         topics = self.topics()
         with redis_errors():
+            now = self.clock.now_ms()
             pipe = self.client.pipeline(transaction=False)
             for topic in topics:
                 tk = self.topic_keys(topic)
                 pipe.zcard(tk.waiting).zcard(tk.ready).zcard(tk.ack)
+                pipe.zcount(tk.held, f"({now}", "+inf").zcount(tk.held, "-inf", now)
             counts = pipe.execute()
-        return {t: tuple(counts[3 * i:3 * i + 3]) for i, t in enumerate(topics)}
+        sizes = {}
+        for i, topic in enumerate(topics):
+            waiting, ready, ack, held_waiting, blocked = counts[5 * i:5 * i + 5]
+            sizes[topic] = (waiting + held_waiting, ready, ack, blocked)
+        return sizes
 
 
 # -- helpers of the transitions ------------------------------------------------------------
@@ -393,7 +412,7 @@ def _send_args(request: SendRequest, now_ms: int) -> SendArgs:
     return SendArgs(r.msg_id or uuid.uuid4().hex, r.body, max(trigger, now_ms),
                      r.ttl_ms if r.ttl_ms and r.ttl_ms > 0 else -1,
                      r.max_retry if r.max_retry is not None and r.max_retry >= 0 else -1,
-                     _attributes_json(r.attributes))
+                     _attributes_json(r.attributes), r.group_id or "")
 
 
 def _sent(topic: str, msg_id: str, reply: SendReply | DelayQueueError
@@ -433,7 +452,6 @@ def _attributes_json(attributes: Mapping[str, str] | None) -> str:
 
 
 def _lowest_due(replies: list[Any]) -> int:
-    """The earliest due time the scripts lowered (where a reply says: an ack's does not),
-    or -1."""
+    """The earliest due time the scripts lowered (where a reply says), or -1."""
     lowered = [due for due in (getattr(r, "lowered_due", -1) for r in replies) if due >= 0]
     return min(lowered, default=-1)

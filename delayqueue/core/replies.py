@@ -80,6 +80,7 @@ class AckReply(Reply):
     """One ack of ack.lua: OK, ACKED_LATE, ALREADY_ACKED, or a refusal."""
     outcome: Outcome
     fields: list[str]    # the message after the ack, or [] when there is none
+    lowered_due: int     # triggerTime of its group's next message put into waiting, else -1
 
 
 class NackReply(Reply):
@@ -92,6 +93,7 @@ class NackReply(Reply):
 class DeleteReply(Reply):
     outcome: Outcome
     fields: list[str]    # the message as of the delete, or []
+    lowered_due: int     # triggerTime of its group's next message put into waiting, else -1
 
 
 class GetReply(Reply):
@@ -168,6 +170,11 @@ class MigrateReply(Reply):
     skipped: int
 
 
+class MigrateOrderReply(Reply):
+    converted: int
+    skipped: int
+
+
 class DueClaimReply(Reply):
     topics: list[str]    # claimed for this tick, earliest due first
     head: int            # with no topic due: the earliest unclaimed due time, -1 if none
@@ -222,6 +229,8 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "dead_trim": int,
     "topic_config": Outcome,
     "migrate": _typed(MigrateReply),
+    "migrate_order": _typed(MigrateOrderReply),
+    "drop_sequence": Outcome,
     "due_claim": _typed(DueClaimReply),
     "due_set": Outcome,
     "recycle": Outcome,

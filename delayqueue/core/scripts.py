@@ -7,7 +7,7 @@ load time. redis-py's ``Script`` runs EVALSHA and reloads the script on NOSCRIPT
 Redis restart or a failover), so a restarted Redis needs no action from us.
 
 Every topic script takes the same keys in the same order: waiting, ready, ack, expire, dead,
-config, msgs, ended (``TopicKeys.queues``); a message is a record in the topic's msgs hash,
+config, msgs, ended, seq, groups, blocked, held (``TopicKeys.queues``, lua/includes/keys.lua); a message is a record in the topic's msgs hash,
 read and written only by lua/includes/message.lua. Each call is checked against
 the number of keys its script reads, so a key list that drifts from a script's header fails
 loudly here instead of reading the wrong key in Redis. Each method answers its script's typed
@@ -38,6 +38,7 @@ from .replies import (
     DueClaimReply,
     ExpireReply,
     GetReply,
+    MigrateOrderReply,
     MigrateReply,
     NackReply,
     PromoteReply,
@@ -96,13 +97,14 @@ def key_count(source: str) -> int:
 
 class SendArgs(NamedTuple):
     """One message of a send call, in send.lua's ARGV order (ttl_ms, max_retry: -1 = the
-    topic's setting; attributes: JSON text, '' for none)."""
+    topic's setting; attributes: JSON text, '' for none; group: its groupId, '' for none)."""
     msg_id: str
     body: str
     trigger_ms: int
     ttl_ms: int
     max_retry: int
     attributes: str
+    group: str = ""
 
 
 class AckArgs(NamedTuple):
@@ -157,7 +159,7 @@ class Scripts:
             return None
         return call.build(self.runner.run(name, call.script, call.keys, call.args))
 
-    # -- topic scripts: KEYS = waiting, ready, ack, expire, dead, config, msgs, ended --------
+    # -- topic scripts: KEYS = TopicKeys.queues ---------------------------------------------
     def send_many(self, tk: TopicKeys, now_ms: int, channel: str, defaults: Sequence[str],
                   entries: Sequence[SendArgs], trip: RoundTrip | None = None
                   ) -> list[SendReply | Exception]:
@@ -165,16 +167,16 @@ class Scripts:
         order, or the error an entry's own writes failed with."""
         args: list[Any] = [now_ms, channel, tk.topic, len(entries)]
         for entry in entries:
-            args.extend(entry)
+            args.extend(SendArgs(*entry))   # a plain tuple gets SendArgs' defaults
         args.extend(defaults)
         return self._run("send", tk.queues, args, trip, entries=len(entries))
 
     def send(self, tk: TopicKeys, msg_id: str, body: str, now_ms: int, trigger_ms: int,
              ttl_ms: int, max_retry: int, attributes: str, channel: str,
-             defaults: Sequence[str]) -> SendReply:
+             defaults: Sequence[str], group: str = "") -> SendReply:
         """One message (``send_many`` of one)."""
         return _only(self.send_many(tk, now_ms, channel, defaults, [
-            SendArgs(msg_id, body, trigger_ms, ttl_ms, max_retry, attributes)]))
+            SendArgs(msg_id, body, trigger_ms, ttl_ms, max_retry, attributes, group)]))
 
     def promote(self, tk: TopicKeys, now_ms: int, limit: int, channel: str,
                 trip: RoundTrip | None = None) -> PromoteReply:
@@ -191,19 +193,21 @@ class Scripts:
         )
 
     def ack_many(self, tk: TopicKeys, now_ms: int, end_life_ms: int,
-                 entries: Sequence[AckArgs], trip: RoundTrip | None = None
-                 ) -> list[AckReply | Exception]:
+                 entries: Sequence[AckArgs], trip: RoundTrip | None = None,
+                 channel: str = "") -> list[AckReply | Exception]:
         """Acks, each on its own, in one script call: a reply per entry, in order, or the
-        error an entry's own writes failed with."""
-        args: list[Any] = [now_ms, end_life_ms, len(entries)]
+        error an entry's own writes failed with. ``channel``: where to publish the groups'
+        next messages made ready ('' = nowhere)."""
+        args: list[Any] = [now_ms, end_life_ms, channel, tk.topic, len(entries)]
         for entry in entries:
             args.extend(entry)
         return self._run("ack", tk.queues, args, trip, entries=len(entries))
 
     def ack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int,
-            receipt: str = "") -> AckReply:
+            receipt: str = "", channel: str = "") -> AckReply:
         """One ack (``ack_many`` of one)."""
-        return _only(self.ack_many(tk, now_ms, end_life_ms, [AckArgs(msg_id, receipt)]))
+        return _only(self.ack_many(tk, now_ms, end_life_ms, [AckArgs(msg_id, receipt)],
+                                   channel=channel))
 
     def nack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int, channel: str,
              defaults: Sequence[str], receipt: str = "", delay_ms: int = -1,
@@ -225,9 +229,10 @@ class Scripts:
                          [msg_id, now_ms, trigger_ms, channel, tk.topic])
 
     def delete(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int, release: bool,
-               trip: RoundTrip | None = None) -> DeleteReply:
+               trip: RoundTrip | None = None, channel: str = "") -> DeleteReply:
         return self._run("delete", tk.queues,
-                         [msg_id, now_ms, end_life_ms, 1 if release else 0], trip)
+                         [msg_id, now_ms, end_life_ms, 1 if release else 0, channel, tk.topic],
+                         trip)
 
     def get(self, tk: TopicKeys, msg_id: str, now_ms: int | None) -> GetReply:
         """The message, or an empty reply when there is none (``now_ms`` None: an ended one
@@ -241,8 +246,10 @@ class Scripts:
                          [now_ms, limit, end_life_ms, channel, tk.topic, *defaults], trip)
 
     def expire(self, tk: TopicKeys, now_ms: int, limit: int, end_life_ms: int,
-               defaults: Sequence[str], trip: RoundTrip | None = None) -> ExpireReply:
-        return self._run("expire", tk.queues, [now_ms, limit, end_life_ms, *defaults], trip)
+               defaults: Sequence[str], trip: RoundTrip | None = None,
+               channel: str = "") -> ExpireReply:
+        return self._run("expire", tk.queues,
+                         [now_ms, limit, end_life_ms, channel, tk.topic, *defaults], trip)
 
     def dead_list(self, tk: TopicKeys, now_ms: int, limit: int, cursor_time: int | None,
                   cursor_slot: str, defaults: Sequence[str]) -> DeadListReply:
@@ -268,6 +275,14 @@ class Scripts:
     def migrate(self, tk: TopicKeys, now_ms: int, msg_ids: Sequence[str]) -> MigrateReply:
         """Convert these messages from the per-message hashes of the older storage format."""
         return self._run("migrate", tk.queues, [tk.legacy_msg_prefix, now_ms, *msg_ids])
+
+    def migrate_order(self, tk: TopicKeys, members: Sequence[str]) -> MigrateOrderReply:
+        """Give these members of ``ready`` (records-1: bare slots) their acceptance order."""
+        return self._run("migrate_order", tk.queues, list(members))
+
+    def drop_sequence(self, tk: TopicKeys) -> Outcome:
+        """Drop the acceptance sequence of a topic that holds nothing else (recycling)."""
+        return self._run("drop_sequence", tk.queues, [])
 
     # -- namespace scripts (bookkeeping, slot {ns}) ----------------------------------------
     def due_claim(self, nk: NamespaceKeys, now_ms: int, limit: int,

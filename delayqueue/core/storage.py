@@ -1,12 +1,19 @@
 """The message storage format of a namespace: the mark, the check a node makes before it
-starts, and the migration from the older format.
+starts, and the migration from the older formats.
 
-Since the record format a message is one field of its topic's ``msgs`` hash (a binary record
-written only by lua/includes/message.lua); before it, every message was a HASH of its own at
-``<prefix>:{<ns>:<topic>}:msg:<msgId>`` and the topic's zsets held msgIds. The two cannot be
-read by each other's scripts, so the namespace carries a mark (``NamespaceKeys.storage_format``):
-a node refuses to start on a namespace that has no mark and holds messages of the older
-format, and ``delayqueue migrate-storage`` converts such a namespace and sets it.
+Three formats so far:
+- legacy (no mark): every message a HASH of its own at ``<prefix>:{<ns>:<topic>}:msg:<msgId>``,
+  the topic's zsets holding msgIds;
+- ``records-1``: a message is one field of its topic's ``msgs`` hash (a binary record written
+  only by lua/includes/message.lua), the zsets hold slots;
+- ``records-2`` (this version): records carry an acceptance sequence and a groupId, the
+  ``ready`` zset's members start with the sequence (send order among equal times), and grouped
+  messages wait in the group structures (lua/includes/group.lua).
+No two can be read by each other's scripts, so the namespace carries a mark
+(``NamespaceKeys.storage_format``): a node refuses to start on a namespace marked with another
+format, or unmarked and holding messages of an older one, and ``delayqueue migrate-storage``
+converts such a namespace and sets the mark. A records-1 node refuses a records-2 mark the
+same way, so an old node cannot join a fleet that moved on.
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ import redis
 from .keys import NamespaceKeys, TopicKeys
 from .scripts import Scripts
 
-STORAGE_FORMAT = "records-1"
+STORAGE_FORMAT = "records-2"
+OLDER_FORMATS = ("records-1",)
 MIGRATE_CHUNK = 500          # msgIds per migrate.lua call, keys per read or SCAN
 MIGRATE_COMMAND = "delayqueue migrate-storage"
 
@@ -33,7 +41,8 @@ def check_format(client: redis.Redis, keys: NamespaceKeys) -> None:
     otherwise make sure it carries the ``STORAGE_FORMAT`` mark.
 
     Without a mark, the registered topics are looked at: the head of each zset of each topic
-    is an old msgId when its per-message hash exists. None found (a new namespace, or one
+    is an old msgId when its per-message hash exists, and the head of ``ready`` is a
+    records-1 member when it is a bare slot (a field of ``msgs``). None found (a new namespace, or one
     whose Redis lost the mark, e.g. restarted empty while nodes kept writing) means records:
     the namespace is marked. O(topics) reads, pipelined in chunks, only while the mark is
     missing.
@@ -41,6 +50,10 @@ def check_format(client: redis.Redis, keys: NamespaceKeys) -> None:
     mark = client.get(keys.storage_format)
     if mark == STORAGE_FORMAT:
         return
+    if mark in OLDER_FORMATS:
+        raise StorageFormatError(
+            f"storage: namespace '{keys.namespace}' is marked {mark!r}; this version reads "
+            f"{STORAGE_FORMAT!r}: stop every node and run `{MIGRATE_COMMAND}` first")
     if mark is not None:
         raise StorageFormatError(f"storage: namespace '{keys.namespace}' is marked {mark!r}; "
                                  f"this version reads {STORAGE_FORMAT!r}")
@@ -65,6 +78,8 @@ def _holds_old_format(client: redis.Redis, keys: NamespaceKeys) -> bool:
             for head in heads[4 * i:4 * i + 4]:
                 for member in head:
                     pipe.exists(tk.legacy_msg_prefix + member)
+            for member in heads[4 * i + 1]:           # ready's head
+                pipe.hexists(tk.msgs, member)
         if any(pipe.execute()):
             return True
     return False
@@ -83,12 +98,14 @@ def _migrate_ids(scripts: Scripts, tk: TopicKeys, now_ms: int, ids: list[str]) -
 
 def migrate(client: redis.Redis, keys: NamespaceKeys, now: Callable[[], int],
             progress: Callable[[str], None] = lambda line: None) -> int:
-    """Convert every registered topic of the namespace to records, then set the mark.
+    """Convert every registered topic of the namespace to records-2, then set the mark.
 
-    Per topic: the members of its zsets (ZSCAN, bounded chunks), then the per-message hashes
-    left (ended messages kept for their retention; SCAN MATCH on the topic's old prefix).
-    Idempotent: converted messages have no old hash, and a re-run skips them. Returns how many
-    messages were converted. Every node must be stopped while it runs.
+    Per topic: legacy messages first (the members of its zsets, ZSCAN in bounded chunks, then
+    the per-message hashes left: ended messages kept for their retention, SCAN MATCH on the
+    topic's old prefix), then records-1's ready members (bare slots) get their acceptance
+    sequence (migrate_order.lua). Idempotent: converted messages have no old hash and
+    converted members are no slot, so a re-run skips them. Returns how many messages were
+    converted. Every node must be stopped while it runs.
     """
     scripts = Scripts(client)
     topics = sorted(client.zrange(keys.topics, 0, -1))
@@ -108,12 +125,23 @@ def migrate(client: redis.Redis, keys: NamespaceKeys, now: Callable[[], int],
         for found in _scan_chunks(client, _glob_escape(prefix) + "*"):
             ids = [key[len(prefix):] for key in found if key.startswith(prefix)]
             converted += _migrate_ids(scripts, tk, now(), ids)
+        converted += _migrate_order(client, scripts, tk)
         total += converted
         progress(f"migrate-storage: topic {n}/{len(topics)} {topic!r}: {converted} converted")
     client.set(keys.storage_format, STORAGE_FORMAT)
     progress(f"migrate-storage: done, {total} messages converted; namespace "
              f"'{keys.namespace}' marked {STORAGE_FORMAT}")
     return total
+
+
+def _migrate_order(client: redis.Redis, scripts: Scripts, tk: TopicKeys) -> int:
+    """records-1 -> records-2 for one topic: its ready members, read in full first (the
+    conversion renames them, so a ZSCAN running alongside could see one twice)."""
+    members = [member for member, _ in client.zscan_iter(tk.ready, count=MIGRATE_CHUNK)]
+    converted = 0
+    for start in range(0, len(members), MIGRATE_CHUNK):
+        converted += scripts.migrate_order(tk, members[start:start + MIGRATE_CHUNK]).converted
+    return converted
 
 
 def _scan_chunks(client: redis.Redis, match: str):

@@ -22,7 +22,7 @@ from prometheus_client.utils import floatToGoString
 from delayqueue.core.histogram import BOUNDS_MS
 from delayqueue.core.monitor import COUNTERS, Monitor
 
-QUEUE_STATES = ("waiting", "ready", "consuming")
+QUEUE_STATES = ("waiting", "ready", "consuming", "group_blocked")
 TIME_GAP_KINDS = (("pull", "pullMsgTimeGap"), ("ready", "readyQueueTimeGap"))
 
 
@@ -40,7 +40,7 @@ class MonitorCollector(Collector):
     """Builds the metric families from one read of the monitor totals and queue sizes."""
 
     def __init__(self, monitor: Monitor,
-                 queue_sizes: Callable[[], dict[str, tuple[int, int, int]]]) -> None:
+                 queue_sizes: Callable[[], dict[str, tuple[int, int, int, int]]]) -> None:
         self.monitor = monitor
         self.queue_sizes = queue_sizes
 
@@ -61,7 +61,8 @@ class MonitorCollector(Collector):
         sizes = GaugeMetricFamily(
             "delayqueue_queue_size",
             "Messages per topic in each state: waiting (not yet due), ready (due, not "
-            "delivered), consuming (delivered, awaiting ack).",
+            "delivered), consuming (delivered, awaiting ack), group_blocked (due, waiting "
+            "behind their message group's head).",
             labels=["topic", "state"])
         for topic, values in sorted(self.queue_sizes().items()):
             for state, value in zip(QUEUE_STATES, values):
@@ -99,7 +100,7 @@ class MonitorCollector(Collector):
 
 
 def render_metrics(monitor: Monitor,
-                   queue_sizes: Callable[[], dict[str, tuple[int, int, int]]]) -> tuple[bytes, str]:
+                   queue_sizes: Callable[[], dict[str, tuple[int, int, int, int]]]) -> tuple[bytes, str]:
     """The /metrics body and its content type."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(MonitorCollector(monitor, queue_sizes))

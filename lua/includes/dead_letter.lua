@@ -2,9 +2,8 @@
   A dead letter keeps its record (status 6) and sits in the topic's dead queue, scored by the
   time it died, and in `ended`, scored by the end of its retention (death +
   deadLetterRetentionMillis); at most deadLetterMaxSize are kept.
-  Its functions take the topic's keys as one table by name, tk (TopicKeys in Python):
-  tk.waiting, tk.ready, tk.ack, tk.expire, tk.dead, tk.config, tk.msgs, tk.ended. ]]
---@include message
+  Its functions use the topic's keys by name (includes/keys.lua). ]]
+--@include group
 --@include settings
 local DEAD_TRIM_LIMIT = 100   -- most dead letters one call drops for size or age
 
@@ -33,38 +32,36 @@ end
 
 -- End a message with status 6: into the dead queue when the topic keeps dead letters, else
 -- kept end_life_ms like any ended message. Returns 1 when it became a dead letter, else 0.
-local function end_exhausted(tk, m, now, end_life, s)
+local function end_exhausted(m, now, end_life, s)
   if s.deadLetter ~= 1 then
-    end_message(tk.msgs, tk.ended, m, Status.RETRY_EXHAUSTED, now, end_life)
+    end_message(m, Status.RETRY_EXHAUSTED, now, end_life)
     return 0
   end
-  end_message(tk.msgs, tk.ended, m, Status.RETRY_EXHAUSTED, now, s.deadLetterRetentionMillis)
+  end_message(m, Status.RETRY_EXHAUSTED, now, s.deadLetterRetentionMillis)
   redis.call('ZADD', tk.dead, now, m.slot)
   trim_dead(tk.msgs, tk.ended, tk.dead, now, s, DEAD_TRIM_LIMIT)
   return 1
 end
 
--- Give a delivery back (nack, ack timeout, changeVisibility 0); the caller took it out of
--- ack. Ready again at the tail of the queue when `delay` <= 0, waiting until now + delay
--- otherwise; ended with status 6 when its deliveries are used up or the redelivery would
--- come at or after its expireTime (a redelivery never lengthens a message's life).
+-- Give a delivery back (nack, ack timeout, changeVisibility 0); m is consuming (its ack
+-- entry may be gone already). Ready again at the tail of the queue when `delay` <= 0,
+-- waiting until now + delay otherwise; ended with status 6 when its deliveries are used up
+-- or the redelivery would come at or after its expireTime (a redelivery never lengthens a
+-- message's life). A grouped message stays its group's head either way until it ends.
 -- Updates m and returns (new status, 1 if dead-lettered else 0).
-local function redeliver(tk, m, now, delay, end_life, s)
+local function redeliver(m, now, delay, end_life, s)
   local due = now + math.max(delay, 0)
   if tonumber(m[DELIVERIES]) >= tonumber(m[MAX_RETRY]) + 1
       or due >= tonumber(m[EXPIRE_TIME]) then
-    redis.call('ZREM', tk.expire, m.slot)
-    return Status.RETRY_EXHAUSTED, end_exhausted(tk, m, now, end_life, s)
+    return Status.RETRY_EXHAUSTED, end_exhausted(m, now, end_life, s)
   end
+  redis.call('ZREM', tk.ack, m.slot)
   if delay <= 0 then
-    redis.call('ZADD', tk.ready, now, m.slot)   -- behind the messages already ready
-    m[STATUS] = Status.READY
-    save_message(tk.msgs, m)
-    return Status.READY, 0
+    to_ready(m, now)                          -- behind the messages already ready
+  else
+    m[TRIGGER_TIME] = due
+    to_waiting(m)
   end
-  redis.call('ZREM', tk.expire, m.slot)      -- waiting messages are not in the expiry index
-  redis.call('ZADD', tk.waiting, due, m.slot)
-  m[TRIGGER_TIME], m[STATUS] = due, Status.WAITING
   save_message(tk.msgs, m)
-  return Status.WAITING, 0
+  return tonumber(m[STATUS]), 0
 end

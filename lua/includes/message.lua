@@ -3,18 +3,25 @@
   owns the slot lookup, the record's encoding and every write of a record. A decoded message
   m is a list of the fields in MESSAGE_FIELDS order (delayqueue/core/message.py; a test keeps
   the two equal), read and written by name, m[TRIGGER_TIME] (the index constants below),
-  plus m.id (the msgId, read from the record), m.slot and m.dt (time of the latest delivery).
+  plus m.id (the msgId, read from the record), m.slot, m.dt (time of the latest delivery),
+  m.seq (the acceptance sequence: the topic's order of sends, 0 for a record written before
+  it existed) and m.blocked (true while it waits behind its group's head: includes/group.lua).
   A script replies with m as it is: the fields are its reply, in that order.
   Slot: the first SLOT_HEX hex chars of sha1(msgId); when that slot holds another msgId's
   record, "=" .. msgId. Every zset of the topic (waiting, ready, ack, expire, dead, ended)
-  holds slots, never msgIds. A lookup reads the digest slot, then (on a miss or another id)
+  holds slots, never msgIds (`ready` prefixes each with its sequence: includes/group.lua).
+  A lookup reads the digest slot, then (on a miss or another id)
   "=" .. msgId: two msgIds never share a record.
-  Record: struct '>BBI3I3I6I6I6' status, flags (bit0 attributes, bit1 delivered), maxRetry,
-  deliveries, produceTime, triggerTime, expireTime (26 bytes); msgId ('>H' length + bytes);
-  attributes ('>H' length + JSON) if flagged; the latest delivery time ('>I6') if flagged
-  (the receipt is '%x.%x' of it and the deliveries); then the body to the end.
-  Live statuses 1..3 sit in exactly one of waiting / ready / ack; ready and consuming ones
-  are in the expiry index too. Ended ones (4..7) are in `ended`, scored by the end of their
+  Record: struct '>BBI3I3I6I6I6' status, flags (bit0 attributes, bit1 delivered, bit2 seq,
+  bit3 group, bit4 blocked), maxRetry, deliveries, produceTime, triggerTime, expireTime
+  (26 bytes); msgId ('>H' length + bytes); attributes ('>H' length + JSON) if flagged; the
+  latest delivery time ('>I6') if flagged (the receipt is '%x.%x' of it and the deliveries);
+  the acceptance sequence ('>I6') if flagged; the groupId ('>H' length + bytes) if flagged;
+  then the body to the end. Records of storage format records-1 have no sequence (bits 2..4
+  unset) and read as sequence 0.
+  Live statuses 1..3 sit in exactly one of waiting / ready / ack, or (blocked behind their
+  group's head, stored as status 1) in the group structures; ready, consuming and blocked
+  ones are in the expiry index too. Ended ones (4..7) are in `ended`, scored by the end of their
   retention; a dead letter (6, kept for redrive) is in the dead queue too. ]]
 --@include outcome
 --@include status
@@ -22,7 +29,7 @@ local SLOT_HEX = 14          -- digest chars of a slot (scripts.py can lower it 
 local PURGE_SLACK_MS = 60000 -- ended records wait this much past their retention, so a busy
                              -- topic's purge runs in batches, not once per ended message
 local HEADER = '>BBI3I3I6I6I6'
-local HAS_ATTRIBUTES, DELIVERED = 1, 2
+local HAS_ATTRIBUTES, DELIVERED, HAS_SEQ, HAS_GROUP, BLOCKED = 1, 2, 4, 8, 16
 
 -- The index of each field of a decoded message, with its MESSAGE_FIELDS letter.
 local BODY = 1           -- m  the body
@@ -34,9 +41,14 @@ local DELIVERIES = 6     -- n  deliveries so far (camellia's "retry")
 local STATUS = 7         -- s  status (includes/status.lua)
 local ATTRIBUTES = 8     -- a  attributes (JSON text; false when none)
 local RECEIPT = 9        -- c  receipt of the latest delivery (false: none)
+local GROUP = 10         -- g  groupId (false: none)
 
 local function digest_slot(id)
   return string.sub(redis.sha1hex(id), 1, SLOT_HEX)
+end
+
+local function flagged(flags, bit)
+  return math.floor(flags / bit) % 2 == 1
 end
 
 local function num(x)
@@ -58,13 +70,20 @@ local function decode(record, slot)
     pos = pos + len
   end
   local receipt = false
-  if math.floor(flags / DELIVERED) % 2 == 1 then
+  if flagged(flags, DELIVERED) then
     delivered_at, pos = struct.unpack('>I6', record, pos)
     receipt = string.format('%x.%x', delivered_at, deliveries)
   end
+  local seq, group = 0, false
+  if flagged(flags, HAS_SEQ) then seq, pos = struct.unpack('>I6', record, pos) end
+  if flagged(flags, HAS_GROUP) then
+    len, pos = struct.unpack('>H', record, pos)
+    group = string.sub(record, pos, pos + len - 1)
+    pos = pos + len
+  end
   local m = {string.sub(record, pos), num(produce), num(trigger), num(expire), num(max_retry),
-    num(deliveries), tostring(status), attributes, receipt}   -- BODY .. RECEIPT
-  m.id, m.slot, m.dt = id, slot, delivered_at
+    num(deliveries), tostring(status), attributes, receipt, group}   -- BODY .. GROUP
+  m.id, m.slot, m.dt, m.seq, m.blocked = id, slot, delivered_at, seq, flagged(flags, BLOCKED)
   return m
 end
 
@@ -72,6 +91,9 @@ local function encode(m)
   local flags = 0
   if m[ATTRIBUTES] then flags = flags + HAS_ATTRIBUTES end
   if m.dt then flags = flags + DELIVERED end
+  if m.seq and m.seq > 0 then flags = flags + HAS_SEQ end
+  if m[GROUP] then flags = flags + HAS_GROUP end
+  if m.blocked then flags = flags + BLOCKED end
   local parts = {struct.pack(HEADER, tonumber(m[STATUS]), flags, tonumber(m[MAX_RETRY]),
       tonumber(m[DELIVERIES]), tonumber(m[PRODUCE_TIME]), tonumber(m[TRIGGER_TIME]),
       tonumber(m[EXPIRE_TIME])),
@@ -81,6 +103,11 @@ local function encode(m)
     parts[#parts + 1] = m[ATTRIBUTES]
   end
   if m.dt then parts[#parts + 1] = struct.pack('>I6', m.dt) end
+  if m.seq and m.seq > 0 then parts[#parts + 1] = struct.pack('>I6', m.seq) end
+  if m[GROUP] then
+    parts[#parts + 1] = struct.pack('>H', #m[GROUP])
+    parts[#parts + 1] = m[GROUP]
+  end
   parts[#parts + 1] = m[BODY]
   return table.concat(parts)
 end
@@ -130,14 +157,6 @@ local function drop_message(msgs, ended, dead, slot)
   redis.call('ZREM', ended, slot)
   redis.call('ZREM', dead, slot)
   redis.call('HDEL', msgs, slot)
-end
-
--- Ended messages (4..7) keep their body for end_life_ms so getMsg and dedup can see them:
--- `ended` holds the end of their retention; the scheduler purges them after it.
-local function end_message(msgs, ended, m, status, now, end_life_ms)
-  m[STATUS] = status
-  save_message(msgs, m)
-  redis.call('ZADD', ended, now + end_life_ms, m.slot)
 end
 
 -- Purge at most `limit` records whose retention ended by `now` (a dead letter leaves the

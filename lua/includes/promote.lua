@@ -2,22 +2,22 @@
   Moves at most `limit` slots whose triggerTime <= now; ZREM decides, so two schedulers (or a
   scheduler and a pull) racing never move one message twice. A promoted message enters the
   expiry index here: a waiting message cannot expire (expireTime = triggerTime + ttl), so the
-  index holds only ready and consuming messages and a large waiting backlog costs no entry in
-  it. Returns moved count and a flat list of promotion gaps (now - triggerTime, ms) for the
+  index holds only ready, consuming and blocked messages and a large waiting backlog costs no
+  entry in it. Ready at its triggerTime, in acceptance order among equal times (ready_member).
+  Blocked messages of a group are never in waiting: only its front is.
+  Returns moved count and a flat list of promotion gaps (now - triggerTime, ms) for the
   readyQueueTimeGap histogram. ]]
---@include message
-local function promote(waiting, ready, expire, msgs, now, limit)
-  local due = redis.call('ZRANGEBYSCORE', waiting, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+--@include group
+local function promote(now, limit)
+  local due = redis.call('ZRANGEBYSCORE', tk.waiting, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
   local moved, gaps = 0, {}
   for i = 1, #due, 2 do
     local slot, trigger = due[i], due[i + 1]
-    if redis.call('ZREM', waiting, slot) == 1 then
-      local m = load_slot(msgs, slot)
+    if redis.call('ZREM', tk.waiting, slot) == 1 then
+      local m = load_slot(tk.msgs, slot)
       if m then
-        redis.call('ZADD', ready, trigger, slot)
-        redis.call('ZADD', expire, m[EXPIRE_TIME], slot)
-        m[STATUS] = Status.READY
-        save_message(msgs, m)
+        to_ready(m, trigger)
+        save_message(tk.msgs, m)
         moved = moved + 1
         gaps[#gaps + 1] = now - tonumber(trigger)
       end

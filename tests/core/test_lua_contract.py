@@ -21,7 +21,8 @@ from delayqueue.settings.topic_setting import SETTINGS
 LUA = Path(__file__).resolve().parents[2] / "lua"
 TOPIC_SCRIPTS = ("send", "promote", "pull", "ack", "nack", "delete", "timeout", "expire",
                  "change_visibility", "reschedule", "dead_list", "dead_redrive", "dead_purge",
-                 "dead_trim", "topic_config", "get", "migrate")
+                 "dead_trim", "topic_config", "get", "migrate", "migrate_order",
+                 "drop_sequence")
 
 
 def test_lua_outcome_table_equals_the_python_enum():
@@ -134,13 +135,23 @@ def test_no_lua_file_indexes_a_message_or_the_topic_keys_by_a_bare_number():
         assert bare == [], f"{path.name} indexes by number: {bare}"
 
 
-def test_every_topic_script_names_its_keys_in_the_same_order():
+def test_every_topic_script_takes_the_topic_keys_in_the_order_python_passes_them():
+    """includes/keys.lua names KEYS[1..12] (its header and its tk table) in the order of
+    TopicKeys.queues, and every topic script says it takes them and includes it."""
+    keys_lua = (LUA / "includes" / "keys.lua").read_text()
+    header = keys_lua.split("]]", 1)[0]
+    documented = [re.search(rf"KEYS\[{i}\]\s+(\w+)", header).group(1) for i in range(1, 13)]
+    table = dict(re.findall(r"(\w+) = KEYS\[(\d+)\]", keys_lua))
+    tk = NamespaceKeys("dq", "default").topic("t")
+    in_python = [key.rsplit(":", 1)[1] for key in tk.queues]
+    assert documented == in_python
+    assert sorted(table, key=lambda name: int(table[name])) == in_python
+    assert [int(table[name]) for name in in_python] == list(range(1, 13))
     for name in TOPIC_SCRIPTS:
-        header = (LUA / f"{name}.lua").read_text().split("]]", 1)[0]
-        names = [re.search(rf"KEYS\[{i}\]\s+(\w+)", header).group(1)
-                 for i in range(1, key_count(header) + 1)]
-        assert names == ["waiting", "ready", "ack", "expire", "dead", "config", "msgs",
-                         "ended"], (name, names)
+        text = (LUA / f"{name}.lua").read_text()
+        assert "KEYS: the topic's 12 keys (includes/keys.lua)" in text.split("]]", 1)[0], name
+        assert "local tk = {" in lua_source(name), name
+        assert not re.search(r"KEYS\[\d+\]", text), f"{name}.lua names a key by number"
 
 
 def test_every_script_is_assembled_with_each_include_once():
@@ -179,9 +190,9 @@ def test_a_missing_include_fails_at_load_time(tmp_path):
 
 def test_a_call_with_the_wrong_number_of_keys_is_refused_before_redis(redis_client):
     scripts = Scripts(redis_client)
-    assert scripts.key_counts["send"] == 8 and scripts.key_counts["pull"] == 8
+    assert all(scripts.key_counts[name] == 12 for name in TOPIC_SCRIPTS)
     assert scripts.key_counts["monitor_flush"] == 2 and scripts.key_counts["due_set"] == 1
-    with pytest.raises(TypeError, match="pull.lua reads 8 keys; called with 3"):
+    with pytest.raises(TypeError, match="pull.lua reads 12 keys; called with 3"):
         scripts._run("pull", ["a", "b", "c"], [])
     redis_client.config_resetstat()
     assert "cmdstat_evalsha" not in redis_client.info("commandstats")

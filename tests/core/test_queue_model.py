@@ -202,8 +202,8 @@ class QueueMachine(RuleBasedStateMachine):
     def nothing_waiting_is_due_after_a_tick_or_pull(self) -> None:
         # The zsets hold slots (includes/message.lua), not msgIds: map the model's ids.
         ids = {slot_of(self.client, self.tk, msg_id): msg_id for msg_id in self.model}
-        for slot in self.client.zrangebyscore(self.tk.ready, "-inf", "+inf"):
-            assert self.model[ids[slot]].trigger <= self.now()
+        for member in self.client.zrangebyscore(self.tk.ready, "-inf", "+inf"):
+            assert self.model[ids[member[12:]]].trigger <= self.now()   # <seq><slot>
 
 
 @pytest.fixture

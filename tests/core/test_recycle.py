@@ -19,8 +19,10 @@ def test_empty_topic_unused_past_the_timeout_is_recycled(redis_url, redis_client
     # The acked message's record outlived its retention, but nothing purged it yet: kept.
     assert rt.scheduler.recycle_topics() == []
     rt.scheduler.run_due()                      # the topic's due visit purges the record
-    assert redis_client.exists(*rt.queue.topic_keys("gone").queues) == 0
+    tk = rt.queue.topic_keys("gone")
+    assert redis_client.exists(*tk.holdings) == 0 and redis_client.get(tk.seq) == "1"
     assert rt.scheduler.recycle_topics() == ["gone"]
+    assert redis_client.exists(*tk.queues) == 0           # its sequence went with it
     assert "gone" not in rt.queue.topics()
     assert redis_client.zscore(rt.keys.due, "gone") is None
 

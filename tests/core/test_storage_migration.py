@@ -58,7 +58,7 @@ def write_old_format(client, topic: str) -> dict[str, list]:
         for zset, score in zsets.items():
             client.zadd(zset, {msg_id: score})
         expected[msg_id] = [None if fields.get(f) is None else str(fields[f])
-                            for f in "mpternsac"]
+                            for f in "mpternsacg"]
     client.zadd(NS.topics, {topic: T0})
     return expected
 

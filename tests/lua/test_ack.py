@@ -22,7 +22,7 @@ from support.lua import (
 def test_ack_of_consuming_message_ends_it_acked(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0)
     pull(scripts, tk, T0)
-    outcome, fields = scripts.ack(tk, "a", T0, END_LIFE)
+    outcome, fields, _ = scripts.ack(tk, "a", T0, END_LIFE)
     assert outcome == 1 and fields[6] == "4"
     assert_one_place(redis_client, tk, "a", 4)
     assert scripts.ack(tk, "a", T0, END_LIFE)[0] == Outcome.ALREADY_ACKED       # idempotent
@@ -30,7 +30,7 @@ def test_ack_of_consuming_message_ends_it_acked(scripts, tk, redis_client):
 
 
 def test_ack_of_missing_id_creates_nothing(scripts, tk, redis_client):
-    assert scripts.ack(tk, "ghost", T0, END_LIFE) == [Outcome.NO_MESSAGE, []]
+    assert scripts.ack(tk, "ghost", T0, END_LIFE) == [Outcome.NO_MESSAGE, [], -1]
     assert redis_client.exists(tk.msgs) == 0
     assert redis_client.keys("*ghost*") == []
 

@@ -9,6 +9,7 @@ import pytest
 from delayqueue.core.outcome import Outcome
 
 from support.lua import (
+    ready_score,
     CHANNEL,
     DEFAULTS,
     END_LIFE,
@@ -73,7 +74,7 @@ def test_timeout_zero_gives_the_delivery_back_without_the_topic_backoff(scripts,
         outcome, fields, _, dead = change_visibility(scripts, tk, "a", T0 + 5, 0)
     assert (outcome, fields[6], fields[2], dead) == (Outcome.OK, "2", str(T0), 0)
     assert published == ["1 topic-a"]
-    assert redis_client.zscore(tk.ready, slot_of(redis_client, tk, "a")) == T0 + 5
+    assert ready_score(redis_client, tk, slot_of(redis_client, tk, "a")) == T0 + 5
     assert_one_place(redis_client, tk, "a", 2)
 
 

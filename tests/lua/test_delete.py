@@ -16,7 +16,7 @@ def test_delete_of_live_message_ends_it_deleted_from_every_state(scripts, tk, re
     if state == 3:
         pull(scripts, tk, T0)
     assert_one_place(redis_client, tk, "a", state)
-    outcome, fields = scripts.delete(tk, "a", T0, END_LIFE, False)
+    outcome, fields, _ = scripts.delete(tk, "a", T0, END_LIFE, False)
     assert outcome == 1 and fields[6] == "7"
     assert_one_place(redis_client, tk, "a", 7)
     assert scripts.ack(tk, "a", T0, END_LIFE)[0] == Outcome.NO_MESSAGE
@@ -35,8 +35,8 @@ def test_delete_of_ended_message_is_not_found_but_release_drops_its_body(scripts
     send(scripts, tk, "a", T0, T0)
     pull(scripts, tk, T0)
     scripts.ack(tk, "a", T0, END_LIFE)
-    assert scripts.delete(tk, "a", T0, END_LIFE, False) == [Outcome.NO_MESSAGE, []]
+    assert scripts.delete(tk, "a", T0, END_LIFE, False) == [Outcome.NO_MESSAGE, [], -1]
     assert_one_place(redis_client, tk, "a", 4)
-    assert scripts.delete(tk, "a", T0, END_LIFE, True) == [Outcome.NO_MESSAGE, []]
+    assert scripts.delete(tk, "a", T0, END_LIFE, True) == [Outcome.NO_MESSAGE, [], -1]
     assert redis_client.exists(tk.msgs, tk.ended) == 0
-    assert scripts.delete(tk, "ghost", T0, END_LIFE, False) == [Outcome.NO_MESSAGE, []]
+    assert scripts.delete(tk, "ghost", T0, END_LIFE, False) == [Outcome.NO_MESSAGE, [], -1]

@@ -51,7 +51,7 @@ def test_colliding_msg_ids_never_share_a_record(redis_client, tk):
     assert slot_of(redis_client, tk, second, scripts) == "=" + second
     assert read(redis_client, tk, third, scripts) == (None, None)          # a miss: both slots read
     assert sorted(m[0] for m in pull(scripts, tk, T0, batch=2)[0]) == sorted([first, second])
-    outcome, fields = scripts.ack(tk, second, T0, END_LIFE)
+    outcome, fields, _ = scripts.ack(tk, second, T0, END_LIFE)
     assert outcome == Outcome.OK and fields[0] == f"body of {second}"
     assert_one_place(redis_client, tk, first, 3, scripts)
     assert_one_place(redis_client, tk, second, 4, scripts)
@@ -75,11 +75,12 @@ def test_the_record_gives_back_every_field_as_sent_and_delivered(scripts, tk, re
     body = "héllo \u0000 wörld " + "x" * 300
     _, sent, _ = scripts.send(tk, "a", body, T0, T0, HOUR, 7, attributes, CHANNEL, DEFAULTS)
     assert read(redis_client, tk, "a")[0] == sent
-    assert sent == [body, str(T0), str(T0), str(T0 + HOUR), "7", "0", "2", attributes, None]
+    assert sent == [body, str(T0), str(T0), str(T0 + HOUR), "7", "0", "2", attributes, None,
+                    None]
     (delivered,) = pull(scripts, tk, T0 + 5)[0]
     assert delivered[0] == "a"
     assert delivered[1:] == [body, str(T0), str(T0), str(T0 + HOUR), "7", "1", "3", attributes,
-                             f"{T0 + 5:x}.1"]
+                             f"{T0 + 5:x}.1", None]
     assert read(redis_client, tk, "a")[0] == delivered[1:]
 
 
@@ -95,7 +96,7 @@ def test_an_ended_record_is_purged_after_its_retention(scripts, tk, redis_client
     result = scripts.expire(tk, T0 + 1 + END_LIFE, 1000, END_LIFE, DEFAULTS)
     assert result[3:] == [-1, 0, 1]                               # nothing left: due -1
     assert read(redis_client, tk, "a") == (None, None)
-    assert redis_client.exists(*tk.queues) == 0
+    assert redis_client.exists(*tk.holdings) == 0   # its sequence stays until it is recycled
 
 
 def test_a_dead_letter_is_purged_with_its_retention(scripts, tk, redis_client):

@@ -29,7 +29,7 @@ def write_old(client, tk, msg_id, status, zsets, **fields):
     client.hset(tk.legacy_msg_prefix + msg_id, mapping=old)
     for zset, score in zsets.items():
         client.zadd(getattr(tk, zset), {msg_id: score})
-    return [None if old.get(name) is None else str(old[name]) for name in "mpternsac"]
+    return [None if old.get(name) is None else str(old[name]) for name in "mpternsacg"]
 
 
 def test_an_old_hash_becomes_a_record_with_its_fields_and_its_zset_places(scripts, tk,

@@ -6,6 +6,8 @@ from __future__ import annotations
 from delayqueue.core.outcome import Outcome
 
 from support.lua import (
+    ready_score,
+    ready_slots,
     CHANNEL,
     DEFAULTS,
     END_LIFE,
@@ -30,7 +32,7 @@ def test_nack_returns_consuming_message_to_the_tail_of_ready_keeping_its_trigger
     assert outcome == Outcome.OK and fields[6] == "2" and fields[5] == "1"
     assert fields[2] == str(T0 + 5)                       # triggerTime unchanged
     # queued behind, as of the nack
-    assert redis_client.zscore(tk.ready, slot_of(redis_client, tk, "a")) == T0 + 20
+    assert ready_score(redis_client, tk, slot_of(redis_client, tk, "a")) == T0 + 20
     assert_one_place(redis_client, tk, "a", 2)
     assert pulled_ids(pull(scripts, tk, T0 + 21, batch=2)) == ["older", "a"]
 
@@ -41,7 +43,7 @@ def test_double_nack_answers_not_consuming_and_queues_the_id_once(scripts, tk,
     pull(scripts, tk, T0)
     assert scripts.nack(tk, "a", T0, END_LIFE, CHANNEL, DEFAULTS)[:1] == [Outcome.OK]
     assert scripts.nack(tk, "a", T0, END_LIFE, CHANNEL, DEFAULTS)[0] == Outcome.NOT_CONSUMING
-    assert redis_client.zrange(tk.ready, 0, -1) == [slot_of(redis_client, tk, "a")]
+    assert ready_slots(redis_client, tk) == [slot_of(redis_client, tk, "a")]
     assert_one_place(redis_client, tk, "a", 2)
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import threading
 
-from support.lua import CHANNEL, HOUR, T0, assert_one_place, drop_record, send, slot_of
+from support.lua import (CHANNEL, HOUR, T0, assert_one_place, drop_record, ready_score, send,
+                         slot_of)
 
 
 def test_promote_moves_only_due_messages_and_reports_gaps(scripts, tk, redis_client):
@@ -18,7 +19,7 @@ def test_promote_moves_only_due_messages_and_reports_gaps(scripts, tk, redis_cli
     assert_one_place(redis_client, tk, "due", 2)
     assert_one_place(redis_client, tk, "later", 1)
     # FIFO by triggerTime
-    assert redis_client.zscore(tk.ready, slot_of(redis_client, tk, "due")) == T0 + 100
+    assert ready_score(redis_client, tk, slot_of(redis_client, tk, "due")) == T0 + 100
 
 
 def test_two_promote_calls_move_each_message_once(scripts, tk, redis_client):

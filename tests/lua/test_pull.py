@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from support.lua import (
+    ready_member,
     CHANNEL,
     DEFAULTS,
     END_LIFE,
@@ -54,7 +55,7 @@ def test_pull_skips_expired_messages_and_ends_them(scripts, tk, redis_client):
     send(scripts, tk, "fresh", T0, T0 + 50)
     # Deliver "once", let its ack time out back to ready.
     # make "once" first in line
-    redis_client.zadd(tk.ready, {slot_of(redis_client, tk, "never"): T0 + 1})
+    redis_client.zadd(tk.ready, {ready_member(redis_client, tk, slot_of(redis_client, tk, "never")): T0 + 1})
     assert pulled_ids(pull(scripts, tk, T0, ack_timeout=10)) == ["once"]
     assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)[0] == 1
     result = pull(scripts, tk, T0 + 100, batch=10)
@@ -70,7 +71,7 @@ def test_pull_ends_message_whose_deliveries_are_used_up(scripts, tk, redis_clien
     # Force it back into ready behind the scripts' back, as a stale copy would be.
     slot = set_status_behind_the_scripts(redis_client, tk, "a", 2)
     redis_client.zrem(tk.ack, slot)
-    redis_client.zadd(tk.ready, {slot: T0})
+    redis_client.zadd(tk.ready, {"0" * 12 + slot: T0})   # a ready member: sequence, slot
     result = pull(scripts, tk, T0 + 20)
     assert result[0] == [] and result[3] == 1
     assert_one_place(redis_client, tk, "a", 6)

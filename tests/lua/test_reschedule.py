@@ -9,6 +9,7 @@ import pytest
 from delayqueue.core.outcome import Outcome
 
 from support.lua import (
+    ready_score,
     CHANNEL,
     END_LIFE,
     HOUR,
@@ -49,7 +50,7 @@ def test_a_due_reschedule_queues_ready_at_the_tail_and_publishes_one_hint(script
     assert (outcome, fields[6], fields[2], fields[3]) == \
         (Outcome.OK, "2", str(T0 + 5), str(T0 + 5 + HOUR))
     assert published == ["1 topic-a"]
-    assert redis_client.zscore(tk.ready, slot_of(redis_client, tk, "a")) == T0 + 5
+    assert ready_score(redis_client, tk, slot_of(redis_client, tk, "a")) == T0 + 5
     assert redis_client.zscore(tk.expire, slot_of(redis_client, tk, "a")) == T0 + 5 + HOUR
     assert_one_place(redis_client, tk, "a", 2)
     assert pulled_ids(pull(scripts, tk, T0 + 5, batch=2)) == ["ahead", "a"]

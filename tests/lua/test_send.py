@@ -29,7 +29,7 @@ def test_send_of_future_message_waits_and_reports_its_trigger_as_lowered_due(scr
     outcome, fields, lowered_due = send(scripts, tk, "a", T0, T0 + 5000)
     assert outcome == Outcome.OK
     assert fields == ["body", str(T0), str(T0 + 5000), str(T0 + 5000 + HOUR), "10", "0", "1",
-                      None, None]
+                      None, None, None]
     assert lowered_due == T0 + 5000
     assert_one_place(redis_client, tk, "a", 1)
     # enters the index when promoted
@@ -116,8 +116,8 @@ def test_a_message_whose_redis_call_fails_answers_that_error_and_the_others_stan
     scripts.ack(tk, "ended", T0, END_LIFE)
     redis_client.set(tk.dead, "not a zset")
     first, failed, last = scripts.send_many(tk, T0, CHANNEL, DEFAULTS, [
-        ("first", "b", T0, HOUR, 1, ""), ("ended", "b", T0, HOUR, 1, ""),
-        ("last", "b", T0 + 5, HOUR, 1, "")])
+        ("first", "b", T0, HOUR, 1, "", ""), ("ended", "b", T0, HOUR, 1, "", ""),
+        ("last", "b", T0 + 5, HOUR, 1, "", "")])
     assert isinstance(failed, redis.ResponseError)
     assert str(failed).startswith("WRONGTYPE Operation against a key holding the wrong kind")
     assert (first[0], last[0]) == (Outcome.OK, Outcome.OK)

@@ -4,6 +4,7 @@ topic's backoff, or retry exhausted."""
 from __future__ import annotations
 
 from support.lua import (
+    ready_score,
     CHANNEL,
     DEFAULTS,
     END_LIFE,
@@ -27,7 +28,7 @@ def test_timeout_requeues_at_the_tail_of_ready_keeping_its_trigger_time(scripts,
     requeued, ended, _, _ = scripts.timeout(tk, T0 + 107, 1000, END_LIFE, CHANNEL, DEFAULTS)
     assert (requeued, ended) == (1, 0)
     # the tail, as of the timeout
-    assert redis_client.zscore(tk.ready, slot_of(redis_client, tk, "a")) == T0 + 107
+    assert ready_score(redis_client, tk, slot_of(redis_client, tk, "a")) == T0 + 107
     assert field(redis_client, tk, "a", "t") == str(T0 + 7)   # triggerTime unchanged
     assert_one_place(redis_client, tk, "a", 2)
     again = pull(scripts, tk, T0 + 200)

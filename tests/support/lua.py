@@ -36,7 +36,7 @@ def read(client, tk: TopicKeys, msg_id: str, scripts=None) -> tuple[list | None,
         client.register_script(_GET)(keys=tk.queues, args=[msg_id, ""])
     if not reply:
         return None, None
-    return reply[:9], reply[9]
+    return reply[:-1], reply[-1]
 
 
 def field(client, tk: TopicKeys, msg_id: str, name: str) -> str | None:
@@ -61,8 +61,10 @@ def assert_one_place(client, tk: TopicKeys, msg_id: str, expected_status: int | 
     assert status == expected_status
     if slot is None:
         return
-    places = {name for name in ("waiting", "ready", "ack", "dead", "ended")
+    places = {name for name in ("waiting", "ack", "dead", "ended")
               if client.zscore(getattr(tk, name), slot) is not None}
+    if ready_score(client, tk, slot) is not None:
+        places.add("ready")
     in_expire = client.zscore(tk.expire, slot) is not None
     if status in ZSET_OF_STATUS:
         assert places == {ZSET_OF_STATUS[status]}
@@ -73,6 +75,22 @@ def assert_one_place(client, tk: TopicKeys, msg_id: str, expected_status: int | 
     else:
         assert places == {"ended"}
         assert not in_expire
+
+
+def ready_member(client, tk: TopicKeys, slot: str) -> str | None:
+    """The message's member of `ready` (its acceptance sequence, then its slot), or None."""
+    return next((m for m in client.zrange(tk.ready, 0, -1) if m[12:] == slot), None)
+
+
+def ready_score(client, tk: TopicKeys, slot: str) -> float | None:
+    """When the message became ready (its score in `ready`), or None when it is not ready."""
+    member = ready_member(client, tk, slot)
+    return None if member is None else client.zscore(tk.ready, member)
+
+
+def ready_slots(client, tk: TopicKeys) -> list[str]:
+    """The slots of `ready`, in delivery order."""
+    return [member[12:] for member in client.zrange(tk.ready, 0, -1)]
 
 
 def retention_end(client, tk: TopicKeys, msg_id: str) -> float | None:

@@ -1,0 +1,14 @@
+--[[ Drop the acceptance sequence of a topic that holds nothing else, for the recycler: a
+  sequence orders live messages only, so an empty topic can start again from 1. Atomic with
+  the check, so a send racing the recycler either finds its sequence or starts a new one on an
+  empty topic.
+  KEYS: the topic's 12 keys (includes/keys.lua).
+  Returns: OK dropped (or there was none); KEPT the topic holds something.
+  Memory: shrinks. ]]
+--@include keys
+--@include outcome
+for name, key in pairs(tk) do
+  if name ~= 'seq' and redis.call('EXISTS', key) == 1 then return KEPT end
+end
+redis.call('DEL', tk.seq)
+return OK

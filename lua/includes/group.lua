@@ -1,0 +1,197 @@
+--[[ Where a live message sits, acceptance order, and message groups.
+  Order: every accepted message gets the topic's next acceptance sequence (m.seq, INCR of
+  tk.seq). `ready` holds each message as ready_member(m): its sequence in 12 hex digits, then
+  its slot, so messages ready at the same millisecond leave in acceptance order (a zset
+  orders equal scores by member); the score alone cannot hold the sequence.
+  Groups: a group's messages are delivered one at a time, in order of (triggerTime, seq).
+  Only the group's front sits in waiting / ready / ack: its first message, or, once that was
+  delivered, that message until it ends (its head: a nack, an ack timeout or a reschedule keep
+  it front). tk.groups maps the groupId to the front's slot. The group's other live messages
+  are blocked: status 1 in the record with the blocked flag, in tk.blocked (lex order:
+  groupId \0 trigger seq slot, so a group's next message is one ZRANGEBYLEX), in tk.held
+  (by trigger time, for the counts) and in the expiry index (their ttl runs while blocked).
+  A pull pops `ready` only, so it never sees a blocked message: its cost does not grow with
+  the blocked groups or their backlog. When the front ends (end_message, every ending goes
+  through it) the group's next message becomes front: ready when due, else waiting.
+  A due blocked message is shown with status 2 (shown_status). ]]
+--@include keys
+--@include message
+
+-- What the group changes of this call did, for the caller's hint and due time: readied
+-- messages made ready (publish them), due the earliest triggerTime put into waiting.
+local advanced = {readied = 0, due = false}
+
+local function hex12(x)
+  return string.format('%012x', tonumber(x))
+end
+
+local function ready_member(m)
+  return hex12(m.seq) .. m.slot
+end
+
+local function ready_slot(member)
+  return string.sub(member, 13)
+end
+
+local function blocked_member(m)
+  return m[GROUP] .. '\0' .. hex12(m[TRIGGER_TIME]) .. hex12(m.seq) .. m.slot
+end
+
+local function blocked_slot(member)
+  return string.sub(member, string.find(member, '\0', 1, true) + 25)
+end
+
+-- The next acceptance sequence of the topic.
+local function next_seq()
+  return redis.call('INCR', tk.seq)
+end
+
+-- Whether a comes before b in its group: (triggerTime, seq).
+local function before(a, b)
+  local ta, tb = tonumber(a[TRIGGER_TIME]), tonumber(b[TRIGGER_TIME])
+  return ta < tb or (ta == tb and a.seq < b.seq)
+end
+
+-- A status as getMsg shows it: a blocked message that is due is ready (2), waiting behind
+-- its group's head.
+local function shown_status(m, now)
+  if m.blocked and now and tonumber(m[TRIGGER_TIME]) <= now then m[STATUS] = num(Status.READY) end
+  return m
+end
+
+local function to_ready(m, score)
+  redis.call('ZADD', tk.ready, score, ready_member(m))
+  redis.call('ZADD', tk.expire, m[EXPIRE_TIME], m.slot)
+  m[STATUS] = Status.READY
+end
+
+local function to_waiting(m)
+  redis.call('ZADD', tk.waiting, m[TRIGGER_TIME], m.slot)
+  redis.call('ZREM', tk.expire, m.slot)   -- waiting messages are not in the expiry index
+  m[STATUS] = Status.WAITING
+  if not advanced.due or tonumber(m[TRIGGER_TIME]) < advanced.due then
+    advanced.due = tonumber(m[TRIGGER_TIME])
+  end
+end
+
+-- Block m behind its group's front (the caller saves m).
+local function block(m)
+  m.blocked, m[STATUS] = true, Status.WAITING
+  redis.call('ZADD', tk.blocked, 0, blocked_member(m))
+  redis.call('ZADD', tk.held, m[TRIGGER_TIME], m.slot)
+  redis.call('ZADD', tk.expire, m[EXPIRE_TIME], m.slot)
+end
+
+-- Take a live message out of wherever it sits (a blocked one stays its group's member only
+-- in tk.groups, which it never is).
+local function unqueue(m)
+  if m.blocked then
+    redis.call('ZREM', tk.blocked, blocked_member(m))
+    redis.call('ZREM', tk.held, m.slot)
+    m.blocked = false
+  else
+    local status = tonumber(m[STATUS])
+    if status == Status.WAITING then redis.call('ZREM', tk.waiting, m.slot)
+    elseif status == Status.READY then redis.call('ZREM', tk.ready, ready_member(m))
+    elseif status == Status.CONSUMING then redis.call('ZREM', tk.ack, m.slot) end
+  end
+  redis.call('ZREM', tk.expire, m.slot)
+end
+
+-- Place a live message that is not blocked: ready (scored `ready_score`) when its trigger
+-- time has come, else waiting. Returns 1 when it became ready.
+local function place(m, now, ready_score)
+  if tonumber(m[TRIGGER_TIME]) <= now then
+    to_ready(m, ready_score)
+    return 1
+  end
+  to_waiting(m)
+  return 0
+end
+
+-- The group's next message (by its order), or nil.
+local function group_next(group)
+  local first = redis.call('ZRANGEBYLEX', tk.blocked, '[' .. group .. '\0',
+    '(' .. group .. '\1', 'LIMIT', 0, 1)
+  if not first[1] then return nil end
+  return load_slot(tk.msgs, blocked_slot(first[1]))
+end
+
+-- Make n, a blocked message, its group's front (saved).
+local function make_front(n, now)
+  unqueue(n)
+  redis.call('HSET', tk.groups, n[GROUP], n.slot)
+  advanced.readied = advanced.readied + place(n, now, n[TRIGGER_TIME])
+  save_message(tk.msgs, n)
+end
+
+-- A new or re-timed message m of a group (not yet placed, not blocked, seq set) joins it:
+-- true when it is the group's front (the caller places it), false when it is blocked
+-- behind the front (done here; the caller saves m). A front never delivered steps back
+-- behind m when m comes first; a delivered one stays head until it ends.
+local function join_group(m)
+  local group = m[GROUP]
+  local front_slot = redis.call('HGET', tk.groups, group)
+  if front_slot == m.slot then return true end
+  local front = front_slot and load_slot(tk.msgs, front_slot)
+  if not front then
+    redis.call('HSET', tk.groups, group, m.slot)
+    return true
+  end
+  if tonumber(front[DELIVERIES]) == 0 and before(m, front) then
+    unqueue(front)
+    block(front)
+    save_message(tk.msgs, front)
+    redis.call('HSET', tk.groups, group, m.slot)
+    return true
+  end
+  block(m)
+  return false
+end
+
+-- m, its group's front and never delivered, was re-timed and taken out of its place: it
+-- stays front (true: the caller places it) unless the group's next message now comes first,
+-- which becomes front instead while m is blocked (false; the caller saves m).
+local function settle_front(m, now)
+  local n = group_next(m[GROUP])
+  if not n or before(m, n) then return true end
+  block(m)
+  make_front(n, now)
+  return false
+end
+
+-- m (live, grouped or not) has left its place for good: when it was its group's front, the
+-- group's next message becomes front, or the group is gone.
+local function release_group(m, now)
+  local group = m[GROUP]
+  if not group or redis.call('HGET', tk.groups, group) ~= m.slot then return end
+  local n = group_next(group)
+  if n then make_front(n, now) else redis.call('HDEL', tk.groups, group) end
+end
+
+-- End a live message, wherever it sits, with an ended status (4..7): out of every queue, its
+-- group released. Ended messages keep their body for `retention` ms so getMsg and dedup can
+-- see them: `ended` holds the end of their retention; the scheduler purges them after it.
+local function end_message(m, status, now, retention)
+  local was_live = is_live(m[STATUS])
+  if was_live then unqueue(m) end
+  m[STATUS] = status
+  save_message(tk.msgs, m)
+  redis.call('ZADD', tk.ended, now + retention, m.slot)
+  if was_live then release_group(m, now) end
+end
+
+-- Publish the messages the group changes of this call made ready.
+local function publish_advanced(channel, topic)
+  if advanced.readied > 0 and channel ~= '' then
+    redis.call('PUBLISH', channel, advanced.readied .. ' ' .. topic)
+  end
+end
+
+-- The due time this call's group changes may have brought forward (-1: none), lowered to
+-- `other` when that is lower (the caller's own).
+local function advanced_due(other)
+  local due = advanced.due or -1
+  if other and other >= 0 and (due < 0 or other < due) then return other end
+  return due
+end
