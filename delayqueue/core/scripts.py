@@ -7,8 +7,9 @@ load time. redis-py's ``Script`` runs EVALSHA and reloads the script on NOSCRIPT
 Redis restart or a failover), so a restarted Redis needs no action from us.
 
 Every topic script takes the same keys in the same order: waiting, ready, ack, expire, dead,
-config, msgs, ended, seq, groups, blocked, held (``TopicKeys.queues``, lua/includes/keys.lua); a message is a record in the topic's msgs hash,
-read and written only by lua/includes/message.lua. Each call is checked against
+config, msgs, ended, seq, groups, blocked, held (``TopicKeys.queues``, lua/includes/keys.lua);
+a message is a record in the topic's msgs hash, read and written only by
+lua/includes/message.lua. Each call is checked against
 the number of keys its script reads, so a key list that drifts from a script's header fails
 loudly here instead of reading the wrong key in Redis. Each method answers its script's typed
 reply (replies.py), outcomes as ``outcome.Outcome``; given a ``RoundTrip`` as ``trip``, it
@@ -68,6 +69,12 @@ def lua_dir() -> Path:
 
 def lua_source(name: str, directory: Path | None = None) -> str:
     """The script ``name`` with every ``--@include`` resolved, each include pasted once."""
+    return assemble((directory or lua_dir()) / f"{name}.lua", directory)
+
+
+def assemble(path: Path, directory: Path | None = None) -> str:
+    """The Lua file at ``path`` with every ``--@include`` resolved from ``directory``'s
+    includes/ (tests assemble their own probes of the includes this way)."""
     directory = directory or lua_dir()
     pasted: set[str] = set()
 
@@ -87,7 +94,7 @@ def lua_source(name: str, directory: Path | None = None) -> str:
 
         return _INCLUDE.sub(include, path.read_text())
 
-    return expand(directory / f"{name}.lua")
+    return expand(path)
 
 
 def key_count(source: str) -> int:

@@ -37,15 +37,15 @@ class StorageFormatError(RuntimeError):
 
 
 def check_format(client: redis.Redis, keys: NamespaceKeys) -> None:
-    """Raise ``StorageFormatError`` when the namespace holds messages of the older format;
-    otherwise make sure it carries the ``STORAGE_FORMAT`` mark.
+    """Raise ``StorageFormatError`` when the namespace is marked with an older format or holds
+    messages of one; otherwise make sure it carries the ``STORAGE_FORMAT`` mark.
 
     Without a mark, the registered topics are looked at: the head of each zset of each topic
     is an old msgId when its per-message hash exists, and the head of ``ready`` is a
-    records-1 member when it is a bare slot (a field of ``msgs``). None found (a new namespace, or one
-    whose Redis lost the mark, e.g. restarted empty while nodes kept writing) means records:
-    the namespace is marked. O(topics) reads, pipelined in chunks, only while the mark is
-    missing.
+    records-1 member when it is a bare slot (a field of ``msgs``). None found (a new
+    namespace, or one whose Redis lost the mark, e.g. restarted empty while nodes kept
+    writing) means this format: the namespace is marked. O(topics) reads, pipelined in
+    chunks, only while the mark is missing.
     """
     mark = client.get(keys.storage_format)
     if mark == STORAGE_FORMAT:

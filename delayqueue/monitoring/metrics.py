@@ -99,8 +99,8 @@ class MonitorCollector(Collector):
         yield loops
 
 
-def render_metrics(monitor: Monitor,
-                   queue_sizes: Callable[[], dict[str, tuple[int, int, int, int]]]) -> tuple[bytes, str]:
+def render_metrics(monitor: Monitor, queue_sizes: Callable[[], dict[str, tuple[int, ...]]]
+                   ) -> tuple[bytes, str]:
     """The /metrics body and its content type."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(MonitorCollector(monitor, queue_sizes))

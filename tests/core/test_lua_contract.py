@@ -12,7 +12,7 @@ from redis.crc import key_slot
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.message import MESSAGE_FIELDS, DelayMsg
 from delayqueue.core.outcome import Outcome
-from delayqueue.core.scripts import Scripts, ScriptSourceError, key_count, lua_source
+from delayqueue.core.scripts import Scripts, ScriptSourceError, lua_source
 from delayqueue.core.status import Status
 from delayqueue.core.topic_config import effective, server_defaults, stored
 from delayqueue.settings.config import Settings, load_settings

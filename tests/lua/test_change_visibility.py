@@ -9,7 +9,6 @@ import pytest
 from delayqueue.core.outcome import Outcome
 
 from support.lua import (
-    ready_score,
     CHANNEL,
     DEFAULTS,
     END_LIFE,
@@ -20,6 +19,7 @@ from support.lua import (
     nack,
     pull,
     pulled_ids,
+    ready_score,
     receipt_of,
     send,
     slot_of,

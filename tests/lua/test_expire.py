@@ -5,7 +5,6 @@ from __future__ import annotations
 from delayqueue.core.outcome import Outcome
 
 from support.lua import (
-    ready_member,
     CHANNEL,
     DEFAULTS,
     END_LIFE,
@@ -13,6 +12,7 @@ from support.lua import (
     assert_one_place,
     pull,
     pulled_ids,
+    ready_member,
     send,
     slot_of,
     status_of,
@@ -25,8 +25,8 @@ def test_expire_ends_waiting_and_ready_messages(scripts, tk, redis_client):
     send(scripts, tk, "redelivered", T0, T0, ttl=1010)
     send(scripts, tk, "alive", T0, T0, ttl=5000)
     # "redelivered" first
-    redis_client.zadd(tk.ready, {ready_member(redis_client, tk, slot_of(redis_client, tk, m)): T0 + 1
-                              for m in ("ready", "alive")})
+    redis_client.zadd(tk.ready, {ready_member(redis_client, tk, slot_of(redis_client, tk, m)):
+                                 T0 + 1 for m in ("ready", "alive")})
     assert pulled_ids(pull(scripts, tk, T0, ack_timeout=5)) == ["redelivered"]
     scripts.timeout(tk, T0 + 5, 1000, END_LIFE, CHANNEL, DEFAULTS)
     # The scheduler's round: promote (puts "waiting" in the expiry index), then expire.

@@ -6,8 +6,6 @@ from __future__ import annotations
 from delayqueue.core.outcome import Outcome
 
 from support.lua import (
-    ready_score,
-    ready_slots,
     CHANNEL,
     DEFAULTS,
     END_LIFE,
@@ -18,6 +16,8 @@ from support.lua import (
     pull,
     pulled_ids,
     read,
+    ready_score,
+    ready_slots,
     send,
     slot_of,
 )

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from support.lua import (CHANNEL, HOUR, T0, assert_one_place, drop_record, ready_score, send,
-                         slot_of)
+from support.lua import CHANNEL, HOUR, T0, assert_one_place, drop_record, ready_score, send, slot_of
 
 
 def test_promote_moves_only_due_messages_and_reports_gaps(scripts, tk, redis_client):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 
 from support.lua import (
-    ready_member,
     CHANNEL,
     DEFAULTS,
     END_LIFE,
@@ -16,6 +15,7 @@ from support.lua import (
     field,
     pull,
     pulled_ids,
+    ready_member,
     send,
     set_status_behind_the_scripts,
     slot_of,
@@ -55,7 +55,8 @@ def test_pull_skips_expired_messages_and_ends_them(scripts, tk, redis_client):
     send(scripts, tk, "fresh", T0, T0 + 50)
     # Deliver "once", let its ack time out back to ready.
     # make "once" first in line
-    redis_client.zadd(tk.ready, {ready_member(redis_client, tk, slot_of(redis_client, tk, "never")): T0 + 1})
+    never = ready_member(redis_client, tk, slot_of(redis_client, tk, "never"))
+    redis_client.zadd(tk.ready, {never: T0 + 1})
     assert pulled_ids(pull(scripts, tk, T0, ack_timeout=10)) == ["once"]
     assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)[0] == 1
     result = pull(scripts, tk, T0 + 100, batch=10)

@@ -9,7 +9,6 @@ import pytest
 from delayqueue.core.outcome import Outcome
 
 from support.lua import (
-    ready_score,
     CHANNEL,
     END_LIFE,
     HOUR,
@@ -19,6 +18,7 @@ from support.lua import (
     pull,
     pulled_ids,
     read,
+    ready_score,
     send,
     slot_of,
     snapshot,

@@ -4,7 +4,6 @@ topic's backoff, or retry exhausted."""
 from __future__ import annotations
 
 from support.lua import (
-    ready_score,
     CHANNEL,
     DEFAULTS,
     END_LIFE,
@@ -14,6 +13,7 @@ from support.lua import (
     field,
     pull,
     pulled_ids,
+    ready_score,
     send,
     slot_of,
 )

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import hashlib
 from contextlib import contextmanager
+from pathlib import Path
 
 from delayqueue.core.keys import NamespaceKeys, TopicKeys
 from delayqueue.core.message import MESSAGE_FIELDS
 from delayqueue.core.outcome import Outcome
-from delayqueue.core.scripts import lua_source
+from delayqueue.core.scripts import assemble, lua_source
 from delayqueue.core.topic_config import server_defaults
 from delayqueue.settings.config import load_settings
 
@@ -55,7 +56,10 @@ def assert_one_place(client, tk: TopicKeys, msg_id: str, expected_status: int | 
     """The message's slot is in exactly the zset its status names, and in the expiry index iff
     it is ready or consuming (a waiting message enters the index when promoted); an ended
     one is in `ended` (its retention) and nowhere else, but a dead letter is in its topic's
-    dead-letter queue too, retained until death + its retention."""
+    dead-letter queue too, retained until death + its retention. A message blocked behind its
+    group's head (stored status 1) is in the group structures (`blocked`, `held`) and the
+    expiry index, and in no queue. ``expected_status`` is the stored one (get.lua without a
+    time: a blocked message reads 1)."""
     fields, slot = read(client, tk, msg_id, scripts)
     status = None if fields is None else int(fields[6])
     assert status == expected_status
@@ -66,7 +70,15 @@ def assert_one_place(client, tk: TopicKeys, msg_id: str, expected_status: int | 
     if ready_score(client, tk, slot) is not None:
         places.add("ready")
     in_expire = client.zscore(tk.expire, slot) is not None
-    if status in ZSET_OF_STATUS:
+    group = fields[MESSAGE_FIELDS.index("g")]
+    blocked = [m for m in client.zrange(tk.blocked, 0, -1) if m.endswith(slot)
+               and m.split("\0", 1)[0] == group and m[len(group) + 25:] == slot] if group else []
+    in_held = client.zscore(tk.held, slot) is not None
+    assert len(blocked) == in_held, (msg_id, blocked, in_held)
+    if in_held:
+        assert status == 1 and places == set() and in_expire, (msg_id, places)
+        assert client.hget(tk.groups, group) not in (None, slot)   # behind another message
+    elif status in ZSET_OF_STATUS:
         assert places == {ZSET_OF_STATUS[status]}
         assert in_expire == (status != 1)   # waiting messages are not in the index
     elif status == 6 and "dead" in places:  # a dead letter: its own place, its own retention
@@ -93,14 +105,43 @@ def ready_slots(client, tk: TopicKeys) -> list[str]:
     return [member[12:] for member in client.zrange(tk.ready, 0, -1)]
 
 
+def assert_groups(client, tk: TopicKeys, scripts=None) -> None:
+    """The group structures agree with the records: every group in `groups` has its front
+    live, unblocked and in a queue; every blocked message belongs to a group that has a front;
+    `held` holds exactly the blocked ones; at most one message per group is consuming."""
+    fronts = client.hgetall(tk.groups)
+    for group, slot in fronts.items():
+        assert client.zscore(tk.held, slot) is None, group
+        assert any(client.zscore(key, slot) is not None for key in (tk.waiting, tk.ack)) or \
+            ready_member(client, tk, slot) is not None, (group, slot)
+    members = client.zrange(tk.blocked, 0, -1)
+    assert len(members) == client.zcard(tk.held)
+    for member in members:
+        group = member.split("\0", 1)[0]
+        assert group in fronts, member
+        assert client.zscore(tk.held, member[len(group) + 25:]) is not None, member
+    consuming_groups = [record_group(client, tk, slot) for slot in client.zrange(tk.ack, 0, -1)]
+    grouped = [g for g in consuming_groups if g]
+    assert len(grouped) == len(set(grouped)), grouped
+
+
+def record_group(client, tk: TopicKeys, slot: str) -> str | None:
+    """The groupId of the record at a slot (decoded by lua/includes/message.lua)."""
+    return client.eval(_RECORD_GROUP, len(tk.queues), *tk.queues, slot) or None
+
+
+_RECORD_GROUP = assemble(Path(__file__).with_name("record_group.lua"))
+
+
 def retention_end(client, tk: TopicKeys, msg_id: str) -> float | None:
     """When the ended message's record may be purged (its `ended` score), or None."""
     _, slot = read(client, tk, msg_id)
     return None if slot is None else client.zscore(tk.ended, slot)
 
 
-def send(scripts, tk, msg_id, now, trigger, ttl=HOUR, max_retry=10, body="body"):
-    return scripts.send(tk, msg_id, body, now, trigger, ttl, max_retry, "", CHANNEL, DEFAULTS)
+def send(scripts, tk, msg_id, now, trigger, ttl=HOUR, max_retry=10, body="body", group=""):
+    return scripts.send(tk, msg_id, body, now, trigger, ttl, max_retry, "", CHANNEL, DEFAULTS,
+                        group)
 
 
 def pull(scripts, tk, now, batch=1, ack_timeout=30_000):
