@@ -48,7 +48,7 @@ def send_request(p: Params) -> SendRequest:
     if delay_ms is not None and trigger_ms is not None:
         raise BadRequest("delayMillis, triggerTime: give at most one of them")
     return SendRequest(body, msg_id, delay_ms, trigger_ms, p.duration("ttlMillis"),
-                       p.max_retry(), p.attributes())
+                       p.max_retry(), p.attributes(), p.group_id())
 
 
 def sent(result: SendResult) -> dict[str, Any]:

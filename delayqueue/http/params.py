@@ -94,15 +94,24 @@ class Params:
         return topic
 
     def msg_id(self, required: bool = True) -> str | None:
-        msg_id = self.string("msgId", required=required)
-        if msg_id is None:
+        return self.identifier("msgId", required)
+
+    def group_id(self) -> str | None:
+        """A message's group (optional): the msgId rules."""
+        return self.identifier("groupId", required=False)
+
+    def identifier(self, name: str, required: bool) -> str | None:
+        """An id the client chooses (msgId, groupId): at most max_msg_id_length characters,
+        no control characters; empty counts as absent."""
+        value = self.string(name, required=required)
+        if value is None:
             return None
-        if len(msg_id) > self.max_msg_id_length:
-            raise BadRequest(f"msgId: must be at most {self.max_msg_id_length} characters, "
-                             f"got {len(msg_id)}")
-        if has_control_chars(msg_id):
-            raise BadRequest("msgId: must not contain control characters")
-        return msg_id
+        if len(value) > self.max_msg_id_length:
+            raise BadRequest(f"{name}: must be at most {self.max_msg_id_length} characters, "
+                             f"got {len(value)}")
+        if has_control_chars(value):
+            raise BadRequest(f"{name}: must not contain control characters")
+        return value
 
     def body(self) -> str:
         body = self.string("msg", required=True)
