@@ -1,5 +1,6 @@
 """The storage format: ``delayqueue migrate-storage`` converts a namespace written with a
-hash per message into records, and a node refuses to start on an unconverted namespace."""
+hash per message, or with records-1 (no acceptance order), into records-2, and a node refuses
+to start on an unconverted namespace."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from support.lua import (
     END_LIFE,
     HOUR,
     T0,
+    as_records_1,
     assert_one_place,
     read,
     send,
@@ -132,3 +134,47 @@ def test_the_start_check_marks_a_namespace_of_records_and_refuses_the_old_format
     except StorageFormatError as exc:
         assert "delayqueue migrate-storage" in str(exc)
     assert redis_client.get(NS.storage_format) is None
+
+
+def test_a_records_1_namespace_is_refused_then_migrated_to_send_order(redis_client):
+    scripts, tk = Scripts(redis_client), NS.topic("orders")
+    for msg_id in ("a", "b", "c"):
+        send(scripts, tk, msg_id, T0, T0)
+    send(scripts, tk, "w", T0, T0 + HOUR)
+    redis_client.zadd(NS.topics, {"orders": T0})
+    as_records_1(redis_client, tk)
+    redis_client.set(NS.storage_format, "records-1")
+    try:
+        check_format(redis_client, NS)
+        raise AssertionError("a records-1 namespace was not refused")
+    except StorageFormatError as exc:
+        assert "marked 'records-1'" in str(exc) and "delayqueue migrate-storage" in str(exc)
+    lines: list[str] = []
+    assert migrate(redis_client, NS, ManualClock(T0).now_ms, lines.append) == 3
+    assert redis_client.get(NS.storage_format) == STORAGE_FORMAT
+    check_format(redis_client, NS)
+    for msg_id, status in (("a", 2), ("b", 2), ("c", 2), ("w", 1)):
+        assert_one_place(redis_client, tk, msg_id, status)
+    assert migrate(redis_client, NS, ManualClock(T0).now_ms) == 0        # a re-run: nothing
+    # Messages sent after the migration queue behind the converted ones, in send order.
+    for msg_id in ("d", "e"):
+        send(scripts, tk, msg_id, T0 + 1, T0)
+    pulled = scripts.pull(tk, T0 + 1, 10, 1000, END_LIFE, 1000, CHANNEL, DEFAULTS)[0]
+    assert sorted(m[0] for m in pulled[:3]) == ["a", "b", "c"]
+    assert [m[0] for m in pulled[3:]] == ["d", "e"]
+
+
+def test_an_unmarked_records_1_namespace_and_an_unknown_mark_are_refused(redis_client):
+    scripts, tk = Scripts(redis_client), NS.topic("orders")
+    send(scripts, tk, "a", T0, T0)
+    redis_client.zadd(NS.topics, {"orders": T0})
+    as_records_1(redis_client, tk)                    # records-1, its mark lost
+    for mark in (None, "records-9"):
+        if mark:
+            redis_client.set(NS.storage_format, mark)
+        try:
+            check_format(redis_client, NS)
+            raise AssertionError(f"mark {mark!r} was not refused")
+        except StorageFormatError as exc:
+            assert "storage: namespace 'default'" in str(exc)
+        assert redis_client.get(NS.storage_format) == mark

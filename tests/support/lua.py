@@ -131,6 +131,19 @@ def record_group(client, tk: TopicKeys, slot: str) -> str | None:
 
 
 _RECORD_GROUP = assemble(Path(__file__).with_name("record_group.lua"))
+_RECORDS_1 = assemble(Path(__file__).with_name("records1.lua"))
+
+
+def as_records_1(client, tk: TopicKeys) -> list[str]:
+    """Turn the topic's messages into what storage format records-1 kept: records without a
+    sequence and bare slots in `ready`. Returns the bare ready members."""
+    client.eval(_RECORDS_1, len(tk.queues), *tk.queues, *client.hkeys(tk.msgs))
+    bare = []
+    for member, score in client.zrange(tk.ready, 0, -1, withscores=True):
+        client.zrem(tk.ready, member)
+        client.zadd(tk.ready, {member[12:]: score})
+        bare.append(member[12:])
+    return bare
 
 
 def retention_end(client, tk: TopicKeys, msg_id: str) -> float | None:
