@@ -16,6 +16,7 @@ from support.lua import (
     snapshot,
 )
 
+
 def test_bare_ready_slots_get_a_sequence_and_keep_their_score(scripts, tk, redis_client):
     for msg_id in ("a", "b", "c"):
         send(scripts, tk, msg_id, T0, T0)
