@@ -200,6 +200,11 @@ def _scenario(dq: FakeDelayQueue) -> None:
     _check(dq.call("sendMsg", topic=t, msg="x", msgId="x", attributes='{"k":"v"}'), "send")
     _check(dq.call("sendMsg", topic=t, msg="y", msgId="y", delayMillis=1000), "send later")
     _check(dq.call("pullMsg", topic=t, batch=1), "pull")
+    for msg_id in ("g1", "g2"):                       # a group: g2 waits behind g1
+        _check(dq.call("sendMsg", topic=t, msg=msg_id, msgId=msg_id, groupId="g"), msg_id)
+    _check(dq.call("pullMsg", topic=t, batch=10), "pull group")
+    _check(dq.call("ackMsg", topic=t, msgId="g1"), "ack group head")       # releases g2
+    _check(dq.call("deleteMsg", topic=t, msgId="g2"), "delete group")
     _check(dq.call("sendMsg", topic=t, msg="w", msgId="w", delayMillis=0, ttlMillis=10), "w")
     _check(dq.call("changeVisibility", topic=t, msgId="x", ackTimeoutMillis=50_000), "visibility")
     _check(dq.call("ackMsg", topic=t, msgId="x"), "ack")
@@ -225,6 +230,7 @@ def _scenario(dq: FakeDelayQueue) -> None:
     rt.monitor.flush()
     # migrate-storage's script, on an id with no old per-message hash: converts nothing.
     rt.scripts.migrate(rt.keys.topic(t), rt.clock.now_ms(), ["never-stored"])
+    rt.scripts.migrate_order(rt.keys.topic(t), ["not-a-slot"])
 
 
 @lru_cache(maxsize=1)
