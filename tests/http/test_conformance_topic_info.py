@@ -19,7 +19,8 @@ def test_topic_info_shape_and_sizes(node, topic):
     assert status_code == 200 and reply["code"] == 200
     data = reply["data"]
     assert list(data) == ["topic", "waitingQueueSize", "waitingQueueInfo", "readyQueueSize",
-                          "ackQueueSize", "deadQueueSize"]          # the last one is ours
+                          "ackQueueSize", "deadQueueSize",         # the last two are ours
+                          "groupBlockedSize"]
     assert data["topic"] == topic
     assert list(data["waitingQueueInfo"]) == [
         "sizeOf0To1min", "sizeOf1minTo10min", "sizeOf10minTo30min", "sizeOf30minTo1hour",
