@@ -226,8 +226,8 @@ def memory_breakdown(client: redis.Redis, p: dict[str, Any], per_msg: float,
         live = client.zcard(tk.waiting) + client.zcard(tk.ready) + client.zcard(tk.ack)
         if not live:
             continue
-        for slot in client.zrandmember(tk.waiting, 10) or []:
-            record_bytes.append(client.hstrlen(tk.msgs, slot))
+        for member in client.zrandmember(tk.waiting, 10) or []:   # <seq 12 hex><slot>
+            record_bytes.append(client.hstrlen(tk.msgs, member[12:]))
         for key, out in ((tk.msgs, record_per), (tk.waiting, waiting_per),
                          (tk.expire, expire_per)):
             size = client.memory_usage(key, samples=0) or 0

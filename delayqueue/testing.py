@@ -230,7 +230,7 @@ def _scenario(dq: FakeDelayQueue) -> None:
     rt.monitor.flush()
     # migrate-storage's script, on an id with no old per-message hash: converts nothing.
     rt.scripts.migrate(rt.keys.topic(t), rt.clock.now_ms(), ["never-stored"])
-    rt.scripts.migrate_order(rt.keys.topic(t), ["not-a-slot"])
+    rt.scripts.migrate_order(rt.keys.topic(t), "ready", ["not-a-slot"])
 
 
 @lru_cache(maxsize=1)

@@ -5,7 +5,7 @@
   KEYS: the topic's 12 keys (includes/keys.lua).
   ARGV[1] legacy msg prefix (same hash tag)  ARGV[2] now_ms  ARGV[3..] msgIds (<= 1000)
   Each message takes the topic's next acceptance sequence; its entries in waiting / ready /
-  ack / expire / dead move to its slot (ready: its ready member) with their scores; an ended message's remaining TTL becomes its `ended` score; the old hash is deleted.
+  ack / expire / dead move to its slot (waiting, ready: its queue member) with their scores; an ended message's remaining TTL becomes its `ended` score; the old hash is deleted.
   Returns: {converted, skipped}
   Memory: grows by a record before it frees the old hash, so its first write is HSET
   (deny-oom): over maxmemory the batch is refused whole and can be re-run. ]]
@@ -32,7 +32,8 @@ for i = 3, #ARGV do
       local score = redis.call('ZSCORE', zset, id)
       if score then
         redis.call('ZREM', zset, id)
-        redis.call('ZADD', zset, score, zset == tk.ready and ready_member(m) or m.slot)
+        local queue = zset == tk.waiting or zset == tk.ready
+        redis.call('ZADD', zset, score, queue and queue_member(m) or m.slot)
       end
     end
     if not is_live(m[STATUS]) then

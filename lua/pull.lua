@@ -38,7 +38,7 @@ while #messages < count and pops_left > 0 do
   local popped = redis.call('ZPOPMIN', tk.ready)
   if not popped[1] then break end
   pops_left = pops_left - 1
-  local slot = ready_slot(popped[1])
+  local slot = member_slot(popped[1])
   local m = load_slot(tk.msgs, slot)
   if not m then
     redis.call('ZREM', tk.expire, slot)

@@ -83,7 +83,8 @@ class TopicKeys:
 
     @property
     def waiting(self) -> str:
-        """ZSET slot -> triggerTime (ms): accepted, not yet due."""
+        """ZSET <seq><slot> -> triggerTime (ms): accepted, not yet due (the member starts with
+        the message's acceptance sequence in 12 hex digits, as in ``ready``)."""
         return f"{self.base}:waiting"
 
     @property

@@ -283,9 +283,11 @@ class Scripts:
         """Convert these messages from the per-message hashes of the older storage format."""
         return self._run("migrate", tk.queues, [tk.legacy_msg_prefix, now_ms, *msg_ids])
 
-    def migrate_order(self, tk: TopicKeys, members: Sequence[str]) -> MigrateOrderReply:
-        """Give these members of ``ready`` (records-1: bare slots) their acceptance order."""
-        return self._run("migrate_order", tk.queues, list(members))
+    def migrate_order(self, tk: TopicKeys, zset: str, members: Sequence[str]
+                      ) -> MigrateOrderReply:
+        """Give these members of ``zset`` ("waiting" or "ready"; records-1: bare slots) their
+        acceptance order."""
+        return self._run("migrate_order", tk.queues, [zset, *members])
 
     def drop_sequence(self, tk: TopicKeys) -> Outcome:
         """Drop the acceptance sequence of a topic that holds nothing else (recycling)."""

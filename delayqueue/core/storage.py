@@ -7,8 +7,8 @@ Three formats so far:
 - ``records-1``: a message is one field of its topic's ``msgs`` hash (a binary record written
   only by lua/includes/message.lua), the zsets hold slots;
 - ``records-2`` (this version): records carry an acceptance sequence and a groupId, the
-  ``ready`` zset's members start with the sequence (send order among equal times), and grouped
-  messages wait in the group structures (lua/includes/group.lua).
+  ``waiting`` and ``ready`` members start with the sequence (send order among equal times),
+  and grouped messages wait in the group structures (lua/includes/group.lua).
 No two can be read by each other's scripts, so the namespace carries a mark
 (``NamespaceKeys.storage_format``): a node refuses to start on a namespace marked with another
 format, or unmarked and holding messages of an older one, and ``delayqueue migrate-storage``
@@ -41,8 +41,8 @@ def check_format(client: redis.Redis, keys: NamespaceKeys) -> None:
     messages of one; otherwise make sure it carries the ``STORAGE_FORMAT`` mark.
 
     Without a mark, the registered topics are looked at: the head of each zset of each topic
-    is an old msgId when its per-message hash exists, and the head of ``ready`` is a
-    records-1 member when it is a bare slot (a field of ``msgs``). None found (a new
+    is an old msgId when its per-message hash exists, and the head of ``waiting`` or
+    ``ready`` is a records-1 member when it is a bare slot (a field of ``msgs``). None found (a new
     namespace, or one whose Redis lost the mark, e.g. restarted empty while nodes kept
     writing) means this format: the namespace is marked. O(topics) reads, pipelined in
     chunks, only while the mark is missing.
@@ -78,7 +78,7 @@ def _holds_old_format(client: redis.Redis, keys: NamespaceKeys) -> bool:
             for head in heads[4 * i:4 * i + 4]:
                 for member in head:
                     pipe.exists(tk.legacy_msg_prefix + member)
-            for member in heads[4 * i + 1]:           # ready's head
+            for member in heads[4 * i] + heads[4 * i + 1]:     # waiting's and ready's heads
                 pipe.hexists(tk.msgs, member)
         if any(pipe.execute()):
             return True
@@ -102,8 +102,8 @@ def migrate(client: redis.Redis, keys: NamespaceKeys, now: Callable[[], int],
 
     Per topic: legacy messages first (the members of its zsets, ZSCAN in bounded chunks, then
     the per-message hashes left: ended messages kept for their retention, SCAN MATCH on the
-    topic's old prefix), then records-1's ready members (bare slots) get their acceptance
-    sequence (migrate_order.lua). Idempotent: converted messages have no old hash and
+    topic's old prefix), then records-1's waiting and ready members (bare slots) get their
+    acceptance sequence (migrate_order.lua). Idempotent: converted messages have no old hash and
     converted members are no slot, so a re-run skips them. Returns how many messages were
     converted. Every node must be stopped while it runs.
     """
@@ -135,12 +135,16 @@ def migrate(client: redis.Redis, keys: NamespaceKeys, now: Callable[[], int],
 
 
 def _migrate_order(client: redis.Redis, scripts: Scripts, tk: TopicKeys) -> int:
-    """records-1 -> records-2 for one topic: its ready members, read in full first (the
-    conversion renames them, so a ZSCAN running alongside could see one twice)."""
-    members = [member for member, _ in client.zscan_iter(tk.ready, count=MIGRATE_CHUNK)]
+    """records-1 -> records-2 for one topic: its waiting and ready members, each zset read in
+    full first (the conversion renames them, so a ZSCAN running alongside could see one
+    twice). Waiting ones first, in their order, so equal trigger times keep it."""
     converted = 0
-    for start in range(0, len(members), MIGRATE_CHUNK):
-        converted += scripts.migrate_order(tk, members[start:start + MIGRATE_CHUNK]).converted
+    for name in ("waiting", "ready"):
+        zset = getattr(tk, name)
+        members = [member for member, _ in client.zscan_iter(zset, count=MIGRATE_CHUNK)]
+        for start in range(0, len(members), MIGRATE_CHUNK):
+            converted += scripts.migrate_order(
+                tk, name, members[start:start + MIGRATE_CHUNK]).converted
     return converted
 
 

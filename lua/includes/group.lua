@@ -1,8 +1,10 @@
 --[[ Where a live message sits, acceptance order, and message groups.
   Order: every accepted message gets the topic's next acceptance sequence (m.seq, INCR of
-  tk.seq). `ready` holds each message as ready_member(m): its sequence in 12 hex digits, then
-  its slot, so messages ready at the same millisecond leave in acceptance order (a zset
-  orders equal scores by member); the score alone cannot hold the sequence.
+  tk.seq). `waiting` and `ready` hold each message as queue_member(m): its sequence in 12 hex
+  digits, then its slot, so messages due (or ready) at the same millisecond are promoted and
+  handed out in acceptance order (a zset orders equal scores by member; the score alone
+  cannot hold the sequence). Promotion moves at most its limit a call in that order, so a
+  pull between two calls still finds the earliest accepted ones ready.
   Groups: a group's messages are delivered one at a time, in order of (triggerTime, seq).
   Only the group's front sits in waiting / ready / ack: its first message, or, once that was
   delivered, that message until it ends (its head: a nack, an ack timeout or a reschedule keep
@@ -25,11 +27,11 @@ local function hex12(x)
   return string.format('%012x', tonumber(x))
 end
 
-local function ready_member(m)
+local function queue_member(m)
   return hex12(m.seq) .. m.slot
 end
 
-local function ready_slot(member)
+local function member_slot(member)
   return string.sub(member, 13)
 end
 
@@ -60,13 +62,13 @@ local function shown_status(m, now)
 end
 
 local function to_ready(m, score)
-  redis.call('ZADD', tk.ready, score, ready_member(m))
+  redis.call('ZADD', tk.ready, score, queue_member(m))
   redis.call('ZADD', tk.expire, m[EXPIRE_TIME], m.slot)
   m[STATUS] = Status.READY
 end
 
 local function to_waiting(m)
-  redis.call('ZADD', tk.waiting, m[TRIGGER_TIME], m.slot)
+  redis.call('ZADD', tk.waiting, m[TRIGGER_TIME], queue_member(m))
   redis.call('ZREM', tk.expire, m.slot)   -- waiting messages are not in the expiry index
   m[STATUS] = Status.WAITING
   if not advanced.due or tonumber(m[TRIGGER_TIME]) < advanced.due then
@@ -91,8 +93,8 @@ local function unqueue(m)
     m.blocked = false
   else
     local status = tonumber(m[STATUS])
-    if status == Status.WAITING then redis.call('ZREM', tk.waiting, m.slot)
-    elseif status == Status.READY then redis.call('ZREM', tk.ready, ready_member(m))
+    if status == Status.WAITING then redis.call('ZREM', tk.waiting, queue_member(m))
+    elseif status == Status.READY then redis.call('ZREM', tk.ready, queue_member(m))
     elseif status == Status.CONSUMING then redis.call('ZREM', tk.ack, m.slot) end
   end
   redis.call('ZREM', tk.expire, m.slot)

@@ -1,8 +1,8 @@
 --[[ The topic's keys, by name: every topic script takes the same 12 keys in this order
   (TopicKeys.queues in delayqueue/core/keys.py; a test keeps the two equal).
-  KEYS[1]  waiting  zset  slot -> triggerTime: accepted, not yet due (group heads and
-                          ungrouped messages only)
-  KEYS[2]  ready    zset  seq..slot -> when it became ready (includes/group.lua ready_member)
+  KEYS[1]  waiting  zset  seq..slot -> triggerTime: accepted, not yet due (group fronts and
+                          ungrouped messages only; includes/group.lua queue_member)
+  KEYS[2]  ready    zset  seq..slot -> when it became ready
   KEYS[3]  ack      zset  slot -> ack deadline of the current delivery
   KEYS[4]  expire   zset  slot -> expireTime: ready, consuming and group-blocked messages
   KEYS[5]  dead     zset  slot -> when it died (dead letters kept for redrive)

@@ -9,7 +9,8 @@
   A script replies with m as it is: the fields are its reply, in that order.
   Slot: the first SLOT_HEX hex chars of sha1(msgId); when that slot holds another msgId's
   record, "=" .. msgId. Every zset of the topic (waiting, ready, ack, expire, dead, ended)
-  holds slots, never msgIds (`ready` prefixes each with its sequence: includes/group.lua).
+  holds slots, never msgIds (`waiting` and `ready` prefix each with its sequence:
+  includes/group.lua).
   A lookup reads the digest slot, then (on a miss or another id)
   "=" .. msgId: two msgIds never share a record.
   Record: struct '>BBI3I3I6I6I6' status, flags (bit0 attributes, bit1 delivered, bit2 seq,

@@ -150,7 +150,7 @@ def test_a_records_1_namespace_is_refused_then_migrated_to_send_order(redis_clie
     except StorageFormatError as exc:
         assert "marked 'records-1'" in str(exc) and "delayqueue migrate-storage" in str(exc)
     lines: list[str] = []
-    assert migrate(redis_client, NS, ManualClock(T0).now_ms, lines.append) == 3
+    assert migrate(redis_client, NS, ManualClock(T0).now_ms, lines.append) == 4
     assert redis_client.get(NS.storage_format) == STORAGE_FORMAT
     check_format(redis_client, NS)
     for msg_id, status in (("a", 2), ("b", 2), ("c", 2), ("w", 1)):

@@ -259,3 +259,18 @@ def test_a_pull_does_not_read_blocked_messages(scripts, tk, redis_client):
     plain_topic = type(tk)(tk.prefix, tk.namespace, "plain-topic")
     send(scripts, plain_topic, "plain", T0, T0)
     assert commands_of_one_pull(tk) == commands_of_one_pull(plain_topic)
+
+
+def test_more_equal_trigger_times_than_one_promotion_moves_still_leave_in_send_order(
+        scripts, tk):
+    """2,500 messages due at one millisecond: promotion moves at most 1,000 a call, and a pull
+    between two calls must still find the earliest accepted ones in `ready`."""
+    ids = [f"m{(i * 7919) % 2500}" for i in range(2500)]
+    for start in range(0, 2500, 100):
+        scripts.send_many(tk, T0, CHANNEL, DEFAULTS,
+                          [(m, "b", T0 + 10, HOUR, 3, "") for m in ids[start:start + 100]])
+    delivered = []
+    for _ in range(25):
+        delivered += pulled_ids(scripts.pull(tk, T0 + 10, 100, 30_000, END_LIFE, 1000, CHANNEL,
+                                             DEFAULTS))
+    assert delivered == ids

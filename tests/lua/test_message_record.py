@@ -27,6 +27,7 @@ from support.lua import (
     retention_end,
     send,
     slot_of,
+    waiting_slots,
 )
 
 PURGE_SLACK = 60_000   # includes/message.lua PURGE_SLACK_MS
@@ -35,7 +36,7 @@ PURGE_SLACK = 60_000   # includes/message.lua PURGE_SLACK_MS
 def test_a_slot_is_the_digest_of_the_msg_id(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0 + 10)
     assert slot_of(redis_client, tk, "a") == hashlib.sha1(b"a").hexdigest()[:14]
-    assert redis_client.zrange(tk.waiting, 0, -1) == [slot_of(redis_client, tk, "a")]
+    assert waiting_slots(redis_client, tk) == [slot_of(redis_client, tk, "a")]
 
 
 def test_colliding_msg_ids_never_share_a_record(redis_client, tk):

@@ -20,6 +20,7 @@ from support.lua import (
     ready_slots,
     send,
     slot_of,
+    waiting_score,
 )
 
 
@@ -93,7 +94,7 @@ def test_backoff_grows_by_its_multiplier_up_to_its_max(scripts, tk, redis_client
             assert pull(scripts, tk, now - 1)[0] == []               # never early
         assert pulled_ids(pull(scripts, tk, now)) == ["a"]
         due = int(nack(scripts, tk, "a", now)[1][2])
-        assert redis_client.zscore(tk.waiting, slot_of(redis_client, tk, "a")) == due
+        assert waiting_score(redis_client, tk, slot_of(redis_client, tk, "a")) == due
         gaps.append(due - now)
         now = due
     assert gaps == [100, 200, 400, 800, 1000, 1000]

@@ -16,6 +16,7 @@ from support.lua import (
     ready_score,
     send,
     slot_of,
+    waiting_score,
 )
 
 
@@ -75,5 +76,5 @@ def test_timeout_applies_the_backoff_too(scripts, tk, redis_client):
     send(scripts, tk, "a", T0, T0)
     pull(scripts, tk, T0, ack_timeout=10)
     assert scripts.timeout(tk, T0 + 10, 1000, END_LIFE, CHANNEL, DEFAULTS)[:2] == [1, 0]
-    assert redis_client.zscore(tk.waiting, slot_of(redis_client, tk, "a")) == T0 + 310
+    assert waiting_score(redis_client, tk, slot_of(redis_client, tk, "a")) == T0 + 310
     assert_one_place(redis_client, tk, "a", 1)

@@ -65,10 +65,9 @@ def assert_one_place(client, tk: TopicKeys, msg_id: str, expected_status: int | 
     assert status == expected_status
     if slot is None:
         return
-    places = {name for name in ("waiting", "ack", "dead", "ended")
+    places = {name for name in ("ack", "dead", "ended")
               if client.zscore(getattr(tk, name), slot) is not None}
-    if ready_score(client, tk, slot) is not None:
-        places.add("ready")
+    places |= {name for name in ("waiting", "ready") if queue_member(client, tk, name, slot)}
     in_expire = client.zscore(tk.expire, slot) is not None
     group = fields[MESSAGE_FIELDS.index("g")]
     blocked = [m for m in client.zrange(tk.blocked, 0, -1) if m.endswith(slot)
@@ -89,9 +88,14 @@ def assert_one_place(client, tk: TopicKeys, msg_id: str, expected_status: int | 
         assert not in_expire
 
 
+def queue_member(client, tk: TopicKeys, name: str, slot: str) -> str | None:
+    """The message's member of `waiting` or `ready` (``name``): its acceptance sequence in 12
+    hex digits, then its slot; None when it is not there."""
+    return next((m for m in client.zrange(getattr(tk, name), 0, -1) if m[12:] == slot), None)
+
+
 def ready_member(client, tk: TopicKeys, slot: str) -> str | None:
-    """The message's member of `ready` (its acceptance sequence, then its slot), or None."""
-    return next((m for m in client.zrange(tk.ready, 0, -1) if m[12:] == slot), None)
+    return queue_member(client, tk, "ready", slot)
 
 
 def ready_score(client, tk: TopicKeys, slot: str) -> float | None:
@@ -100,9 +104,20 @@ def ready_score(client, tk: TopicKeys, slot: str) -> float | None:
     return None if member is None else client.zscore(tk.ready, member)
 
 
+def waiting_score(client, tk: TopicKeys, slot: str) -> float | None:
+    """The message's score in `waiting` (its triggerTime), or None when it is not waiting."""
+    member = queue_member(client, tk, "waiting", slot)
+    return None if member is None else client.zscore(tk.waiting, member)
+
+
 def ready_slots(client, tk: TopicKeys) -> list[str]:
     """The slots of `ready`, in delivery order."""
     return [member[12:] for member in client.zrange(tk.ready, 0, -1)]
+
+
+def waiting_slots(client, tk: TopicKeys) -> list[str]:
+    """The slots of `waiting`, in promotion order."""
+    return [member[12:] for member in client.zrange(tk.waiting, 0, -1)]
 
 
 def assert_groups(client, tk: TopicKeys, scripts=None) -> None:
@@ -112,8 +127,8 @@ def assert_groups(client, tk: TopicKeys, scripts=None) -> None:
     fronts = client.hgetall(tk.groups)
     for group, slot in fronts.items():
         assert client.zscore(tk.held, slot) is None, group
-        assert any(client.zscore(key, slot) is not None for key in (tk.waiting, tk.ack)) or \
-            ready_member(client, tk, slot) is not None, (group, slot)
+        assert client.zscore(tk.ack, slot) is not None or \
+            any(queue_member(client, tk, name, slot) for name in ("waiting", "ready")), group
     members = client.zrange(tk.blocked, 0, -1)
     assert len(members) == client.zcard(tk.held)
     for member in members:
@@ -136,14 +151,16 @@ _RECORDS_1 = assemble(Path(__file__).with_name("records1.lua"))
 
 def as_records_1(client, tk: TopicKeys) -> list[str]:
     """Turn the topic's messages into what storage format records-1 kept: records without a
-    sequence and bare slots in `ready`. Returns the bare ready members."""
+    sequence and bare slots in `waiting` and `ready`. Returns the bare ready members."""
     client.eval(_RECORDS_1, len(tk.queues), *tk.queues, *client.hkeys(tk.msgs))
-    bare = []
-    for member, score in client.zrange(tk.ready, 0, -1, withscores=True):
-        client.zrem(tk.ready, member)
-        client.zadd(tk.ready, {member[12:]: score})
-        bare.append(member[12:])
-    return bare
+    bare: dict[str, list[str]] = {"waiting": [], "ready": []}
+    for name, slots in bare.items():
+        zset = getattr(tk, name)
+        for member, score in client.zrange(zset, 0, -1, withscores=True):
+            client.zrem(zset, member)
+            client.zadd(zset, {member[12:]: score})
+            slots.append(member[12:])
+    return bare["ready"]
 
 
 def retention_end(client, tk: TopicKeys, msg_id: str) -> float | None:
