@@ -7,6 +7,8 @@ sends groupId seeing no change."""
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -87,6 +89,24 @@ def test_a_group_delivers_by_trigger_time_then_acceptance_whatever_the_send_orde
     assert delivered == ["early", "tie-1", "tie-2", "late"]
 
 
+def test_a_held_long_poll_gets_the_groups_next_message_when_the_head_is_acked(hint_node,
+                                                                              topic):
+    """hint_node re-checks held polls only every 30 s: the wake-up is the ack's."""
+    api.send(hint_node, topic, msgId="h", groupId="g")
+    api.send(hint_node, topic, msgId="n", groupId="g")
+    head = api.pull_one(hint_node, topic, "h", batch=10)
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(hint_node.call, "longPollingMsg", timeout=30, topic=topic,
+                             batch=10, longPollingTimeoutMillis=20_000)
+        time.sleep(0.5)       # held: the registry cannot tell (see test_conformance_longpoll)
+        assert not future.done(), "the long poll answered while only a blocked message was due"
+        acked_at = time.monotonic()
+        ack_ok(hint_node, topic, head)
+        reply = future.result(timeout=25)
+        assert [(m["msgId"], m["groupId"]) for m in reply["delayMsgList"]] == [("n", "g")]
+        assert time.monotonic() - acked_at < 5
+
+
 # -- what keeps a group waiting ----------------------------------------------------------
 def test_nack_reschedule_and_visibility_zero_keep_the_group_behind_its_head(node, topic):
     api.send(node, topic, msgId="h", groupId="g")
@@ -144,6 +164,16 @@ def test_reschedule_reorders_the_waiting_messages_of_a_group(node, topic):
     assert sizes(node, topic) == (0, 0, 1, 1)
     ack_ok(node, topic, first)
     api.pull_one(node, topic, "r1", batch=10)
+
+
+def test_a_first_message_rescheduled_later_lets_the_next_one_go_first(node, topic):
+    api.send(node, topic, msgId="s1", groupId="g")
+    api.send(node, topic, msgId="s2", groupId="g")
+    moved = api.call(node, "rescheduleMsg", topic=topic, msgId="s1", delayMillis=MINUTE)
+    assert (moved["code"], moved["delayMsg"]["status"]) == (200, 1)
+    assert sizes(node, topic) == (1, 1, 0, 0)
+    api.pull_one(node, topic, "s2", batch=10)
+    assert sizes(node, topic) == (1, 0, 1, 0)     # s1 waits behind the delivered s2
 
 
 # -- what releases a group ---------------------------------------------------------------
@@ -228,13 +258,16 @@ def test_every_answer_about_a_grouped_message_carries_its_group_id(node, topic):
     assert batch_dup["delayMsg"]["groupId"] == "grp-1"
     assert api.call(node, "rescheduleMsg", topic=topic, msgId="m",
                     delayMillis=0)["delayMsg"]["groupId"] == "grp-1"
-    status_code, reply = api.post(node, "longPollingMsg", topic=topic,
-                                  longPollingTimeoutMillis=2000)
-    (polled,) = reply["delayMsgList"]
+    (polled,) = api.call(node, "longPollingMsg", topic=topic,
+                         longPollingTimeoutMillis=2000)["delayMsgList"]
     assert (polled["msgId"], polled["groupId"]) == ("m", "grp-1")
     assert api.get_msg(node, topic, "m")["groupId"] == "grp-1"
     ack_ok(node, topic, polled)
     assert api.get_msg(node, topic, "m")["groupId"] == "grp-1"    # ended: still shown
+    # Its msgId sent again once it ended: a new message, in the new request's group or none.
+    assert api.send(node, topic, msgId="m", groupId="grp-2")["groupId"] == "grp-2"
+    assert api.call(node, "deleteMsg", topic=topic, msgId="m")["code"] == 200
+    assert "groupId" not in api.send(node, topic, msgId="m")
 
 
 # -- the groupId rules -------------------------------------------------------------------
