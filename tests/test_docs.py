@@ -372,6 +372,7 @@ def test_api_doc_names_exactly_the_metrics_the_server_exports():
 WALKTHROUGHS = [
     ("README.md", "### Walk-through with curl"),
     ("docs/api.md", "### Example: a poison message, end to end"),
+    ("docs/api.md", "### Example: a group, end to end"),
 ]
 DOCS_PORT = "localhost:8080"   # the address the examples use; replaced by the test node's
 DOCS_URL = "http://127.0.0.1:8080"
@@ -430,7 +431,8 @@ def run_walkthrough(text: str, base_url: str, cwd: Path) -> list[tuple[str, str,
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
-@pytest.mark.parametrize("page, heading", WALKTHROUGHS, ids=[p for p, _ in WALKTHROUGHS])
+@pytest.mark.parametrize("page, heading", WALKTHROUGHS,
+                         ids=[f"{p}, {h.lstrip('#').strip()}" for p, h in WALKTHROUGHS])
 def test_the_curl_walkthroughs_answer_what_the_docs_show(server, tmp_path, page, heading):
     base_url = server.url.removeprefix("http://")
     results = run_walkthrough(section(ROOT / page, heading), base_url, tmp_path)

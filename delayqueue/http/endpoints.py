@@ -25,6 +25,8 @@ from .schema import (
     EXAMPLE_MSG,
     EXAMPLE_SOURCE,
     EXAMPLE_TOPIC,
+    GROUP_ID,
+    GROUPED_MSG,
     LIMIT_DEAD,
     MSG_ID,
     OPTIONAL_MSG_ID,
@@ -132,7 +134,8 @@ RESET = Param("reset", boolean("Drop every topic value first."))
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     camellia("sendMsg", topic(PRODUCE),
-             "Send a message, due after delayMillis or at triggerTime.",
+             "Send a message, due after delayMillis or at triggerTime; messages due at the same "
+             "time leave in the order they were accepted.",
              "DelayMsgAnswer", ok_example(delayMsg=EXAMPLE_MSG),
              [TOPIC, OPTIONAL_MSG_ID,
               Param("msg", string("The body: at most max-msg-bytes (1 MiB) of UTF-8.",
@@ -143,8 +146,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                                         "default).")),
               Param("attributes", {"type": ["string", "object"], "description":
                                    "A JSON object of string keys to string values (JSON text "
-                                   "in a form); at most 32 keys and 8 KiB."})]),
-    camellia("pullMsg", topic(CONSUME), "Take up to batch ready messages (short poll).",
+                                   "in a form); at most 32 keys and 8 KiB."}),
+              GROUP_ID]),
+    camellia("pullMsg", topic(CONSUME), "Take up to batch ready messages (short poll), in "
+             "the order they became ready, at most one per message group.",
              "DelayMsgListAnswer", ok_example(delayMsgList=[DELIVERED_MSG]),
              [TOPIC, ACK_TIMEOUT, PULL_COUNT]),
     camellia("longPollingMsg", topic(CONSUME), "As pullMsg, holding the request until a "
@@ -212,11 +217,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
           ok_example(results=[{"code": 200, "msg": "success", "delayMsg": EXAMPLE_MSG},
                               {"code": 200, "msg": "success", "delayMsg": EXAMPLE_MSG,
                                "duplicate": True},
+                              {"code": 200, "msg": "success", "delayMsg": GROUPED_MSG},
                               {"code": 400, "msg": "msg: required parameter is missing or "
                                                    "empty"}]),
           batch_body("msgs", SEND_ENTRY),
           {"topic": EXAMPLE_TOPIC, "msgs": [{"msg": "hello", "delayMillis": 5000},
-                                            {"msg": "again", "msgId": "m2"}]}),
+                                            {"msg": "again", "msgId": "m2"},
+                                            {"msg": "paid", "groupId": "order-42"}]}),
     batch("ackMsgBatch", topic(CONSUME), "Ack or nack up to 1000 messages of one topic.",
           ok_example(results=[{"code": 200, "msg": "success"},
                               {"code": 409, "msg": "receipt: stale receipt: the message was "

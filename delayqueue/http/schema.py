@@ -47,6 +47,11 @@ TOPIC = Param("topic", string("Topic name: at most max-topic-length (256) charac
 MSG_ID = Param("msgId", string("Message id, unique within the topic: at most "
                                "max-msg-id-length (256) characters.", minLength=1), True)
 OPTIONAL_MSG_ID = Param("msgId", MSG_ID.schema)
+GROUP_ID = Param("groupId", string(
+    "(ours) The message's group: its messages are delivered one at a time, in order of "
+    "(triggerTime, acceptance), the next only once the one delivered has ended (ack, delete, "
+    "expiry, retries used up). The msgId rules: at most max-msg-id-length (256) characters, "
+    "no control characters; empty counts as absent (no group)."))
 RECEIPT = Param("receipt", string("The receipt of the delivery being answered; a stale one "
                                   "answers 409 and changes nothing."))
 DELAY = Param("delayMillis", integer("Delay in ms from now (<= 0: due now); at most 100 years."))
@@ -65,11 +70,13 @@ EXAMPLE_MSG = {"topic": EXAMPLE_TOPIC, "msgId": EXAMPLE_ID, "msg": "{\"order\":4
                "produceTime": T0, "triggerTime": T0 + 5000, "expireTime": T0 + 3_605_000,
                "maxRetry": 10, "retry": 0, "status": 1}
 DELIVERED_MSG = {**EXAMPLE_MSG, "retry": 1, "status": 3, "receipt": "1-7c2e"}
+GROUPED_MSG = {**EXAMPLE_MSG, "msgId": "5b1e0c9d7a3f4e2b8c6d4a2f0e1b3c5d", "msg": "paid",
+               "groupId": "order-42"}
 WAITING_INFO = {"sizeOf0To1min": 451, "sizeOf1minTo10min": 0, "sizeOf10minTo30min": 0,
                 "sizeOf30minTo1hour": 0, "sizeOf1hourTo6hour": 0, "sizeOf6hourTo1day": 0,
                 "sizeOf1dayTo7day": 0, "sizeOf7dayTo30day": 0, "sizeOf30dayToInfinite": 0}
 EXAMPLE_INFO = {"topic": EXAMPLE_TOPIC, "waitingQueueSize": 451, "waitingQueueInfo": WAITING_INFO,
-                "readyQueueSize": 0, "ackQueueSize": 0, "deadQueueSize": 0}
+                "readyQueueSize": 0, "ackQueueSize": 0, "deadQueueSize": 0, "groupBlockedSize": 0}
 EXAMPLE_CONFIG = {"ttlMillis": 3_600_000, "maxRetry": 2, "ackTimeoutMillis": 30_000,
                   "redeliveryDelayMillis": 500, "redeliveryBackoffMultiplier": 2,
                   "redeliveryMaxDelayMillis": 3_600_000, "deadLetter": True,
@@ -134,6 +141,8 @@ def schemas() -> dict[str, Any]:
                 "triggerTime": {"type": "integer"}, "expireTime": {"type": "integer"},
                 "maxRetry": {"type": "integer", "minimum": 0},
                 "retry": {"type": "integer", "minimum": 0}, "status": status,
+                "groupId": {"type": "string", "description": "(ours) Its group, as sent; absent "
+                                                             "when it has none."},
                 "attributes": {"type": "object", "additionalProperties": {"type": "string"}},
                 "receipt": {"type": "string", "description": "This delivery's receipt."},
                 "deadTime": {"type": "integer", "description": "When it became a dead letter."},
@@ -174,6 +183,10 @@ def schemas() -> dict[str, Any]:
                 "readyQueueSize": {"type": "integer", "minimum": 0},
                 "ackQueueSize": {"type": "integer", "minimum": 0},
                 "deadQueueSize": {"type": "integer", "minimum": 0},
+                "groupBlockedSize": {"type": "integer", "minimum": 0, "description":
+                                     "(ours) Due messages waiting behind their group's head "
+                                     "(getMsg shows them ready, status 2); not counted in "
+                                     "readyQueueSize. Those not yet due count as waiting."},
             },
         },
         "TopicInfoAnswer": ok({"data": ref("TopicInfo")}, ["data"]),
@@ -214,7 +227,8 @@ SEND_ENTRY = {"type": "object", "required": ["msg"], "properties": {
     "triggerTime": TRIGGER.schema, "ttlMillis": {"type": "integer"},
     "maxRetry": {"type": "integer"},
     "attributes": {"type": "object", "additionalProperties": {"type": "string"},
-                   "maxProperties": 32}}}
+                   "maxProperties": 32},
+    "groupId": GROUP_ID.schema}}
 ACK_ENTRY = {"type": "object", "required": ["msgId"], "properties": {
     "msgId": MSG_ID.schema, "receipt": RECEIPT.schema, "ack": {"type": "boolean"},
     "delayMillis": {"type": "integer", "minimum": 0}}}

@@ -126,10 +126,14 @@ def test_real_answers_satisfy_the_documented_schemas(app, spec):
         ("sendMsg", {"topic": topic, "msg": "a", "msgId": "m1", "attributes": '{"k":"v"}'}),
         ("sendMsg", {"topic": topic, "msg": "a", "msgId": "m1"}),           # duplicate
         ("sendMsg", {"topic": topic, "msg": "b", "msgId": "m2", "delayMillis": 60_000}),
+        ("sendMsg", {"topic": topic, "msg": "c", "msgId": "g1", "groupId": "g"}),
+        ("sendMsg", {"topic": topic, "msg": "d", "msgId": "g2", "groupId": "g"}),  # blocked
         ("rescheduleMsg", {"topic": topic, "msgId": "m2", "delayMillis": 120_000}),
         ("pullMsg", {"topic": topic, "batch": 5}),
         ("longPollingMsg", {"topic": topic, "longPollingTimeoutMillis": 1}),
         ("getMsg", {"topic": topic, "msgId": "m1"}),
+        ("getMsg", {"topic": topic, "msgId": "g2"}),                        # blocked: 2
+        ("getTopicInfo", {"topic": topic}),                                 # one blocked
         ("changeVisibility", {"topic": topic, "msgId": "m1", "ackTimeoutMillis": 60_000}),
         ("ackMsg", {"topic": topic, "msgId": "m1", "ack": "false"}),        # -> dead letter
         ("listDeadMsg", {"topic": topic}),
@@ -144,7 +148,7 @@ def test_real_answers_satisfy_the_documented_schemas(app, spec):
         ("getTopicInfoList", {}),
         ("getMonitorData", {}),
     ]
-    seen_codes = set()
+    seen_codes, grouped = set(), 0
     for name, values in calls:
         for method in ("get", "post"):
             if name in ("sendMsg", "pullMsg", "ackMsg", "redriveDeadMsg", "deleteMsg",
@@ -155,10 +159,12 @@ def test_real_answers_satisfy_the_documented_schemas(app, spec):
                         else http.post(base + name, data=values))
             body = response.get_json()
             seen_codes.add(body["code"])
+            grouped += '"groupId"' in response.get_data(as_text=True)
             errors = list(_validator(spec, answer_schema(spec, base + name, method))
                           .iter_errors(body))
             assert not errors, f"{method} {name} {values}: {body}: {errors[0].message}"
     assert seen_codes == {200, 400, 404}
+    assert grouped >= 5       # the grouped sends, their pull and getMsg (twice) carry groupId
     for path in ("/camellia/health/check", "/camellia/health/status"):
         body = http.get(path).get_json()
         assert not list(_validator(spec, answer_schema(spec, path, "get")).iter_errors(body))
