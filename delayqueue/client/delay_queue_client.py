@@ -121,6 +121,8 @@ class DelayQueueClient(Batches):
             params["maxRetry"] = int(max_retry)
         if attributes:
             params["attributes"] = attributes_json(attributes)
+        if group_id:
+            params["groupId"] = group_id
         envelope = self._transport.call("sendMsg", params, idempotent=True)
         return DelayMsg.from_json(envelope["delayMsg"], bool(envelope.get("duplicate")))
 
@@ -358,7 +360,9 @@ class DelayQueueClient(Batches):
         ``batch`` when given). Acks and nacks carry the delivery's receipt and go out in
         batches, each waiting at most ``ack_linger_ms`` (5 ms); with ``heartbeat`` a handler
         running past half of ``ack_timeout_ms`` has its ack deadline extended until it
-        returns. Other ``options``: see ``Consumer``.
+        returns. At most one message of a group runs at a time: one that arrives while
+        another of its group runs waits, in order, until that one returned. Other
+        ``options``: see ``Consumer``.
         """
         consumer = Consumer(self, topic, handler, pull_threads=pull_threads,
                             consume_threads=consume_threads, batch=batch,
