@@ -169,7 +169,7 @@ class Pulls(DelayQueueClient):
 def test_a_redelivery_waits_for_the_run_of_its_earlier_delivery(node, topic):
     """The first run gives its delivery up (changeVisibility 0) and goes on working: the
     message comes again at once, to the other consume thread, and must wait until the first
-    run returned; heartbeats keep its ack deadline (1 s) while it waits 1.5 s."""
+    run returned; heartbeats (every 1 s) keep its ack deadline (2 s) while it waits 2.5 s."""
     with Pulls(node.url, timeout=5) as client:
         client.send(topic, "x", group_id="g", msg_id="m")
         spans: dict[int, tuple[float, float]] = {}
@@ -179,11 +179,11 @@ def test_a_redelivery_waits_for_the_run_of_its_earlier_delivery(node, topic):
             if m.retry == 1:
                 client.change_visibility(m, 0)
                 wait_until(lambda: len(client.pulled) == 2, 5, message="not delivered again")
-                time.sleep(1.5)
+                time.sleep(2.5)
             spans[m.retry] = (start, time.monotonic())
             return True
 
-        with client.listen(topic, handler, consume_threads=2, ack_timeout_ms=1_000,
+        with client.listen(topic, handler, consume_threads=2, ack_timeout_ms=2_000,
                            **FAST) as consumer:
             wait_until(lambda: consumer.acked == 1 and consumer.lost == 1, 10,
                        message=lambda: f"{consumer.acked} acked, {consumer.lost} lost")
