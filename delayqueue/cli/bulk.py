@@ -1,7 +1,8 @@
 """Send a JSON Lines stream of sendMsgBatch entries in batches (``delayqueue send --file``).
 
 Each non-blank line is one JSON object with the fields of a sendMsgBatch entry (``msg``,
-``msgId``, ``delayMillis``, ``triggerTime``, ``ttlMillis``, ``maxRetry``, ``attributes``).
+``msgId``, ``delayMillis``, ``triggerTime``, ``ttlMillis``, ``maxRetry``, ``attributes``,
+``groupId``).
 Lines are read as they are sent, ``batch_size`` valid ones a request, so a file of any size
 takes bounded memory. A line that is not such an object is reported and not sent; every
 other line gets the server's answer for its entry.

@@ -18,7 +18,8 @@ class CommandHandler:
 
     The command also gets the message's metadata in its environment:
     ``DELAYQUEUE_MSG_TOPIC``, ``DELAYQUEUE_MSG_ID``, ``DELAYQUEUE_MSG_RETRY`` (1 on the first
-    delivery), ``DELAYQUEUE_MSG_MAX_RETRY`` and ``DELAYQUEUE_MSG_TRIGGER_TIME`` (epoch ms).
+    delivery), ``DELAYQUEUE_MSG_MAX_RETRY``, ``DELAYQUEUE_MSG_TRIGGER_TIME`` (epoch ms), and
+    ``DELAYQUEUE_MSG_GROUP_ID`` when it is in a group.
     Its stdout and stderr are the consumer's own.
     """
 
@@ -34,6 +35,8 @@ class CommandHandler:
         env = {**self.env, "DELAYQUEUE_MSG_TOPIC": m.topic, "DELAYQUEUE_MSG_ID": m.msg_id,
                "DELAYQUEUE_MSG_RETRY": str(m.retry), "DELAYQUEUE_MSG_MAX_RETRY": str(m.max_retry),
                "DELAYQUEUE_MSG_TRIGGER_TIME": str(m.trigger_time)}
+        if m.group_id:
+            env["DELAYQUEUE_MSG_GROUP_ID"] = m.group_id
         if m.attributes:
             env["DELAYQUEUE_MSG_ATTRIBUTES"] = json.dumps(dict(m.attributes), ensure_ascii=False)
         try:

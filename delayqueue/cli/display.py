@@ -90,18 +90,20 @@ def attributes_text(attributes: Any) -> str:
 
 
 def message_table(messages: Sequence[DelayMsg]) -> str:
-    """The messages, one a row; RECEIPT and ATTRIBUTES columns only when any has them."""
+    """The messages, one a row; GROUP, RECEIPT and ATTRIBUTES columns only when any has them."""
     if not messages:
         return "(no messages)"
     now = int(time.time() * 1000)
+    groups = any(m.group_id for m in messages)
     receipts = any(m.receipt for m in messages)
     attributes = any(m.attributes for m in messages)
-    headers = ["MSG ID", "STATUS", "TRIGGER", "DUE", "RETRY"]
+    headers = ["MSG ID"] + ["GROUP"] * groups + ["STATUS", "TRIGGER", "DUE", "RETRY"]
     headers += ["RECEIPT"] * receipts + ["ATTRIBUTES"] * attributes + ["BODY"]
     rows = []
     for m in messages:
-        row = [m.msg_id, status_label(m.status), iso(m.trigger_time),
-               relative(m.trigger_time, now), f"{m.retry}/{m.max_retry}"]
+        row = [m.msg_id] + [m.group_id or ""] * groups
+        row += [status_label(m.status), iso(m.trigger_time), relative(m.trigger_time, now),
+                f"{m.retry}/{m.max_retry}"]
         row += [m.receipt or ""] * receipts
         row += [short(attributes_text(m.attributes))] * attributes
         rows.append(row + [short(m.msg)])
@@ -113,13 +115,15 @@ def dead_table(messages: Sequence[DelayMsg]) -> str:
     if not messages:
         return "(no dead letters)"
     now = int(time.time() * 1000)
+    groups = any(m.group_id for m in messages)
     attributes = any(m.attributes for m in messages)
-    headers = ["MSG ID", "DIED", "AGO", "RETRY", "TRIGGER"] + ["ATTRIBUTES"] * attributes
+    headers = ["MSG ID"] + ["GROUP"] * groups + ["DIED", "AGO", "RETRY", "TRIGGER"]
+    headers += ["ATTRIBUTES"] * attributes
     rows = []
     for m in messages:
         died = m.dead_time if m.dead_time is not None else m.expire_time
-        row = [m.msg_id, iso(died), relative(died, now), f"{m.retry}/{m.max_retry}",
-               iso(m.trigger_time)]
+        row = [m.msg_id] + [m.group_id or ""] * groups
+        row += [iso(died), relative(died, now), f"{m.retry}/{m.max_retry}", iso(m.trigger_time)]
         row += [short(attributes_text(m.attributes))] * attributes
         rows.append(row + [short(m.msg)])
     return table(headers + ["BODY"], rows)
@@ -149,7 +153,9 @@ def topic_config_table(config: TopicConfig) -> str:
 def message_detail(m: DelayMsg) -> str:
     now = int(time.time() * 1000)
     rows = [
-        ("topic", m.topic), ("msgId", m.msg_id), ("status", status_label(m.status)),
+        ("topic", m.topic), ("msgId", m.msg_id),
+        *([("groupId", m.group_id)] if m.group_id else []),
+        ("status", status_label(m.status)),
         ("produceTime", f"{iso(m.produce_time)}  ({relative(m.produce_time, now)})"),
         ("triggerTime", f"{iso(m.trigger_time)}  ({relative(m.trigger_time, now)})"),
         ("expireTime", f"{iso(m.expire_time)}  ({relative(m.expire_time, now)})"),
@@ -168,18 +174,24 @@ def message_detail(m: DelayMsg) -> str:
 
 
 def topics_table(infos: Sequence[TopicInfo]) -> str:
-    """Queue sizes per topic; a DEAD column only when some topic has dead letters."""
+    """Queue sizes per topic; a GROUP BLOCKED column only when some topic has messages blocked
+    behind their group's head, a DEAD column only when some topic has dead letters."""
     if not infos:
         return "(no topics)"
+    blocked = any(t.group_blocked_size for t in infos)
     dead = any(t.dead_queue_size for t in infos)
-    return table(["TOPIC", "WAITING", "READY", "CONSUMING"] + ["DEAD"] * dead,
+    return table(["TOPIC", "WAITING", "READY", "CONSUMING"] + ["GROUP BLOCKED"] * blocked
+                 + ["DEAD"] * dead,
                  [[t.topic, t.waiting_queue_size, t.ready_queue_size, t.ack_queue_size]
-                  + [t.dead_queue_size] * dead for t in infos])
+                  + [t.group_blocked_size] * blocked + [t.dead_queue_size] * dead
+                  for t in infos])
 
 
 def topic_detail(info: TopicInfo) -> str:
     lines = [f"topic      {info.topic}", f"waiting    {info.waiting_queue_size}",
              f"ready      {info.ready_queue_size}", f"consuming  {info.ack_queue_size}"]
+    if "groupBlockedSize" in info.raw:
+        lines.append(f"blocked    {info.group_blocked_size}  (due, behind their group's head)")
     if "deadQueueSize" in info.raw:
         lines.append(f"dead       {info.dead_queue_size}")
     if info.waiting_buckets:

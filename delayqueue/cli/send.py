@@ -40,9 +40,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--file", metavar="PATH",
                    help="JSON Lines: one sendMsgBatch entry per line ({\"msg\": ..., "
                         "\"msgId\": ..., \"delayMillis\": ..., \"triggerTime\": ..., "
-                        "\"ttlMillis\": ..., \"maxRetry\": ..., \"attributes\": {...}}), "
-                        "'-' for stdin; --delay, --at, --ttl, --max-retry and --attr fill in "
-                        "what a line leaves out")
+                        "\"ttlMillis\": ..., \"maxRetry\": ..., \"attributes\": {...}, "
+                        "\"groupId\": ...}), '-' for stdin; --delay, --at, --ttl, --max-retry, "
+                        "--attr and --group fill in what a line leaves out")
     p.add_argument("--batch-size", type=positive, default=MAX_BATCH, metavar="N",
                    help=f"with --file, entries per request (default and most {MAX_BATCH})")
     when = p.add_mutually_exclusive_group()
@@ -55,6 +55,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-retry", type=int, metavar="N", help="redeliveries allowed")
     p.add_argument("--attr", type=key_value, action="append", default=[],
                    metavar="KEY=VALUE", help="a message attribute (repeatable)")
+    p.add_argument("--group", dest="group_id", metavar="GROUP_ID",
+                   help="its message group (groupId): the group's messages are delivered one "
+                        "at a time, in order")
 
 
 def _msg_json(m: DelayMsg) -> dict[str, Any]:
@@ -69,7 +72,8 @@ def cmd_send(client: DelayQueueClient, args: argparse.Namespace) -> int:
     body = sys.stdin.read() if args.msg == "-" else args.msg
     sent = client.send(args.topic, body, delay_ms=args.delay if args.at is None else 0,
                        trigger_time=args.at, msg_id=args.msg_id, ttl_ms=args.ttl,
-                       max_retry=args.max_retry, attributes=dict(args.attr) or None)
+                       max_retry=args.max_retry, attributes=dict(args.attr) or None,
+                       group_id=args.group_id)
     if args.json:
         print_json(_msg_json(sent))
     else:
@@ -84,7 +88,8 @@ def _send_file(client: DelayQueueClient, args: argparse.Namespace) -> int:
         return fail(f"--batch-size: at most {MAX_BATCH}, got {args.batch_size}", EXIT_USAGE)
     defaults: dict[str, Any] = {"delayMillis": args.delay} if args.delay else {}
     for key, value in (("triggerTime", args.at), ("ttlMillis", args.ttl),
-                       ("maxRetry", args.max_retry), ("attributes", dict(args.attr) or None)):
+                       ("maxRetry", args.max_retry), ("attributes", dict(args.attr) or None),
+                       ("groupId", args.group_id)):
         if value is not None:
             defaults[key] = value
     source: BinaryIO | nullcontext[BinaryIO]

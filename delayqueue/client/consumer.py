@@ -20,6 +20,14 @@ whose delivery timed out and was handed to someone else cannot settle the newer 
 half the ack timeout gets its ack deadline extended (``changeVisibility``) every half ack
 timeout until it returns (``heartbeat=False`` turns that off); a heartbeat that finds the
 delivery lost makes the consumer skip its ack or nack.
+
+Message groups: at most one message of a group runs at a time, whatever the consume threads.
+The server delivers a group's messages one at a time already; a second one that arrives while
+one of its group runs (the running one's delivery timed out and it came again, or a server
+that does not know groups) waits, in the order it arrived, until the running one returned
+(its ack or nack queued), then runs (group_gate.py). It keeps the consume thread it was
+pulled for, and heartbeats extend its ack deadline while it waits. Ungrouped messages and
+other groups are not held back.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from .ack_batcher import ACK_LINGER_MS, AckBatcher, Settlement
 from .backoff import Backoff
 from .batch import MAX_BATCH
 from .errors import DelayQueueError
+from .group_gate import GroupGate
 from .heartbeat import Delivery, Heartbeats
 from .model import DelayMsg
 
@@ -45,6 +54,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[DelayMsg], bool]
+# A pulled message: it, the monotonic time its pull was sent, its heartbeat (None: no beats).
+Pulled = tuple[DelayMsg, float, "Delivery | None"]
 
 ACK_FLUSH_AT_STOP_S = 10.0  # how long stop() keeps trying to send the last acks and nacks
 
@@ -95,8 +106,8 @@ class Consumer:
         self._stopping = threading.Event()
         self._done = threading.Event()
         self._in_handler = threading.local()
-        # token -> (work, (message, monotonic time its pull was sent))
-        self._pending: dict[int, tuple[Future[None], tuple[DelayMsg, float]]] = {}
+        self._pending: dict[int, tuple[Future[None], Pulled]] = {}  # token -> (work, message)
+        self._groups: GroupGate[Pulled] = GroupGate()  # messages blocked behind their head
         self._tokens = itertools.count()
         self._executor = ThreadPoolExecutor(consume_threads,
                                             thread_name_prefix=f"dq-consume-{topic}")
@@ -145,9 +156,13 @@ class Consumer:
                                "settles its message when it returns", self.topic,
                                len(not_done), grace)
         self._executor.shutdown(wait=False, cancel_futures=True)
-        for future, (msg, _) in pending:
+        for future, pulled in pending:
             if future.cancelled():  # pulled but never started
-                self._settle(msg, False, "consumer stopped before handling it")
+                self._drop(pulled)
+        with self._cond:
+            blocked = self._groups.drain()
+        for pulled in blocked:  # waiting behind their group's head
+            self._drop(pulled)
         if self._heartbeats is not None:
             self._heartbeats.close()  # its thread ends when the last running handler returns
         self._acks.close(ACK_FLUSH_AT_STOP_S)  # later settlements are sent one by one
@@ -213,25 +228,65 @@ class Consumer:
             self._give_back(1)
             self._settle(msg, False, "consumer stopping")
             return
-        with self._cond:  # held so _consume cannot pop its token before it is stored
-            token = next(self._tokens)
-            try:
-                future = self._executor.submit(self._consume, msg, token, pulled_at)
-                self._pending[token] = (future, (msg, pulled_at))
-                return
-            except RuntimeError:  # shut down between the check and here
-                pass
+        delivery = None
+        if self._heartbeats is not None and msg.receipt:
+            # Without a receipt the server has no changeVisibility (camellia): no beats.
+            delivery = self._heartbeats.track(msg, pulled_at)
+        pulled: Pulled = (msg, pulled_at, delivery)
+        with self._cond:
+            if not self._stopping.is_set():
+                if not self._groups.enter(msg.group_id, pulled):
+                    return  # blocked: it runs once its group's head has returned
+                if self._submit(pulled):
+                    return
+                self._groups.leave(msg.group_id)  # nothing entered behind it: the lock is held
+        self._drop(pulled, "consumer stopped")
+
+    def _submit(self, pulled: Pulled) -> bool:
+        """Start a message on a consume thread (lock held, so _consume cannot pop its token
+        before it is stored); False when the executor is shut down."""
+        token = next(self._tokens)
+        try:
+            future = self._executor.submit(self._consume, pulled, token)
+        except RuntimeError:  # shut down since the caller's check
+            return False
+        self._pending[token] = (future, pulled)
+        return True
+
+    def _drop(self, pulled: Pulled, reason: str = "consumer stopped before handling it") -> None:
+        """Nack a message pulled but not to be handled, and free its consume thread."""
+        msg, _, delivery = pulled
+        if delivery is not None and self._heartbeats is not None:
+            self._heartbeats.untrack(delivery)
         self._give_back(1)
-        self._settle(msg, False, "consumer stopped")
+        self._settle(msg, False, reason)
+
+    def _next_of_group(self, group_id: str | None) -> None:
+        """The head of ``group_id`` returned: start the next message blocked behind it (or,
+        when stopping, nack every one)."""
+        dropped: list[Pulled] = []
+        with self._cond:
+            pulled = self._groups.leave(group_id)
+            while pulled is not None:
+                if not self._stopping.is_set() and self._submit(pulled):
+                    break
+                dropped.append(pulled)
+                pulled = self._groups.leave(group_id)
+        for pulled in dropped:
+            self._drop(pulled)
 
     # ---- consuming -------------------------------------------------------------------
-    def _consume(self, msg: DelayMsg, token: int, pulled_at: float) -> None:
+    def _consume(self, pulled: Pulled, token: int) -> None:
+        msg, _, delivery = pulled
         self._in_handler.active = True
-        delivery: Delivery | None = None
         try:
-            if self._heartbeats is not None and msg.receipt:
-                # Without a receipt the server has no changeVisibility (camellia): no beats.
-                delivery = self._heartbeats.track(msg, pulled_at)
+            if delivery is not None and delivery.lost:  # while it waited behind its head
+                logger.warning("%s: not handling %s: its delivery was lost while it waited "
+                               "for its group (%s)", self.topic, msg.msg_id, delivery.lost)
+                with self._cond:
+                    self.lost += 1
+                self._count_handled()
+                return
             try:
                 ok = self.handler(msg)
                 reason = "handler returned %r" % (ok,)
@@ -253,6 +308,7 @@ class Consumer:
             if delivery is not None and self._heartbeats is not None:
                 self._heartbeats.untrack(delivery)
             self._in_handler.active = False
+            self._next_of_group(msg.group_id)  # before its thread is given back: one at a time
             self._give_back(1)
             with self._cond:
                 self._pending.pop(token, None)

@@ -96,12 +96,16 @@ class DelayQueueClient(Batches):
              trigger_time: int | datetime | None = None, msg_id: str | None = None,
              ttl_ms: int | timedelta | None = None,
              max_retry: int | None = None,
-             attributes: Mapping[str, str] | None = None) -> DelayMsg:
+             attributes: Mapping[str, str] | None = None,
+             group_id: str | None = None) -> DelayMsg:
         """Send a message due in ``delay_ms`` or at ``trigger_time`` (epoch ms or datetime).
 
         Without ``msg_id`` one is generated here, so a re-send after a lost answer is
         recognised by the server as a duplicate (``DelayMsg.duplicate``) instead of doubling.
         ``attributes`` (str -> str, at most 32 keys and 8 KiB) come back on every delivery.
+        ``group_id`` puts it in a message group: the group's messages are delivered one at a
+        time, in order of (trigger time, acceptance), each after the one before it ended
+        (the msgId rules: at most 256 characters, no control characters; "" is no group).
         """
         if trigger_time is not None and delay_ms:
             raise ValueError("give at most one of delay_ms and trigger_time")
@@ -117,6 +121,8 @@ class DelayQueueClient(Batches):
             params["maxRetry"] = int(max_retry)
         if attributes:
             params["attributes"] = attributes_json(attributes)
+        if group_id:
+            params["groupId"] = group_id
         envelope = self._transport.call("sendMsg", params, idempotent=True)
         return DelayMsg.from_json(envelope["delayMsg"], bool(envelope.get("duplicate")))
 
@@ -354,7 +360,9 @@ class DelayQueueClient(Batches):
         ``batch`` when given). Acks and nacks carry the delivery's receipt and go out in
         batches, each waiting at most ``ack_linger_ms`` (5 ms); with ``heartbeat`` a handler
         running past half of ``ack_timeout_ms`` has its ack deadline extended until it
-        returns. Other ``options``: see ``Consumer``.
+        returns. At most one message of a group runs at a time: one that arrives while
+        another of its group runs waits, in order, until that one returned. Other
+        ``options``: see ``Consumer``.
         """
         consumer = Consumer(self, topic, handler, pull_threads=pull_threads,
                             consume_threads=consume_threads, batch=batch,

@@ -23,6 +23,7 @@ class TopicInfo:
     ack_queue_size: int
     waiting_buckets: dict[str, int] = field(default_factory=dict)
     dead_queue_size: int = 0  # messages in the topic's dead-letter queue
+    group_blocked_size: int = 0  # due messages waiting behind their group's head
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -34,6 +35,7 @@ class TopicInfo:
             ack_queue_size=int(data.get("ackQueueSize", 0)),
             waiting_buckets={k: int(v) for k, v in (data.get("waitingQueueInfo") or {}).items()},
             dead_queue_size=int(data.get("deadQueueSize") or 0),
+            group_blocked_size=int(data.get("groupBlockedSize") or 0),
             raw=dict(data),
         )
 
@@ -157,7 +159,7 @@ def attributes_json(attributes: Mapping[str, str]) -> str:
 # ---- batches (sendMsgBatch, ackMsgBatch, deleteMsgBatch) -----------------------------------
 # The fields a sendMsgBatch entry may carry, as the API names them.
 SEND_FIELDS = ("msg", "msgId", "delayMillis", "triggerTime", "ttlMillis", "maxRetry",
-               "attributes")
+               "attributes", "groupId")
 
 
 def _whole(name: str, value: Any) -> int:
@@ -178,6 +180,7 @@ class SendEntry:
     ttl_ms: int | timedelta | None = None
     max_retry: int | None = None
     attributes: Mapping[str, str] | None = None
+    group_id: str | None = None
 
     @classmethod
     def from_json(cls, data: Any) -> "SendEntry":
@@ -195,9 +198,9 @@ class SendEntry:
         if not isinstance(data.get("msg"), str):
             raise ValueError("msg: required, a string" + (
                 f", got {data['msg']!r}" if "msg" in data else ""))
-        msg_id = data.get("msgId")
-        if msg_id is not None and not isinstance(msg_id, str):
-            raise ValueError(f"msgId: must be a string, got {msg_id!r}")
+        for api in ("msgId", "groupId"):
+            if data.get(api) is not None and not isinstance(data[api], str):
+                raise ValueError(f"{api}: must be a string, got {data[api]!r}")
         attributes = data.get("attributes")
         if attributes is not None:
             if not isinstance(attributes, Mapping) or not all(
@@ -207,10 +210,11 @@ class SendEntry:
         ints = {api: _whole(api, data[api]) for api in
                 ("delayMillis", "triggerTime", "ttlMillis", "maxRetry")
                 if data.get(api) is not None}
-        return cls(msg=data["msg"], msg_id=msg_id, delay_ms=ints.get("delayMillis", 0),
+        return cls(msg=data["msg"], msg_id=data.get("msgId"), delay_ms=ints.get("delayMillis", 0),
                    trigger_time=ints.get("triggerTime"), ttl_ms=ints.get("ttlMillis"),
                    max_retry=ints.get("maxRetry"),
-                   attributes=dict(attributes) if attributes else None)
+                   attributes=dict(attributes) if attributes else None,
+                   group_id=data.get("groupId") or None)
 
     def to_json(self) -> dict[str, Any]:
         """The sendMsgBatch entry (fields left at their default are left out)."""
@@ -229,6 +233,8 @@ class SendEntry:
             entry["maxRetry"] = int(self.max_retry)
         if self.attributes:
             entry["attributes"] = dict(self.attributes)
+        if self.group_id:
+            entry["groupId"] = self.group_id
         return entry
 
 

@@ -59,18 +59,22 @@ def test_fleet_page_sorts_by_backlog_and_matches_get_topic_info(http):
     send(http, "small", 1)
     send(http, "big", 3)
     send(http, "later", 2, delayMillis=600_000)
+    send(http, "grouped", 3, groupId="g")       # one ready, two blocked behind it
     make_dead(http, "dead")
     html = http.get("/dashboard/").get_data(as_text=True)
     order = re.findall(r'<tr data-topic="([^"]+)">', html)
-    assert order == ["big", "later", "small", "dead"]
+    assert order == ["big", "grouped", "later", "small", "dead"]
     infos = {i["topic"]: i for i in http.get(Q + "getTopicInfoList").get_json()["data"]}
     for topic, info in infos.items():
         shown = cells(html, f'data-topic="{topic}"')
-        for field in ("waitingQueueSize", "readyQueueSize", "ackQueueSize", "deadQueueSize"):
+        for field in ("waitingQueueSize", "readyQueueSize", "ackQueueSize",
+                      "groupBlockedSize", "deadQueueSize"):
             assert int(shown[field]) == info[field], (topic, field)
         assert int(shown["backlog"]) == (info["waitingQueueSize"] + info["readyQueueSize"]
-                                         + info["ackQueueSize"])
+                                         + info["ackQueueSize"] + info["groupBlockedSize"])
     assert cells(html, 'data-topic="dead"')["deadQueueSize"] == "1"
+    assert [cells(html, 'data-topic="grouped"')[f] for f in
+            ("readyQueueSize", "groupBlockedSize", "backlog")] == ["1", "2", "3"]
 
 
 def test_fleet_rates_and_lag_come_from_the_monitor_intervals(app, http):
@@ -158,6 +162,24 @@ def test_cross_site_writes_are_refused_and_change_nothing(http, headers):
     assert config["data"]["maxRetry"] == 0
 
 
+def test_topic_page_counts_group_blocked_messages_and_shows_the_group_of_dead_letters(http):
+    make_dead(http, "jobs", "poison-1")
+    http.post(Q + "sendMsg", data={"topic": "jobs", "msg": "x", "msgId": "dies",
+                                   "groupId": "g-7", "maxRetry": 0})
+    http.post(Q + "pullMsg", data={"topic": "jobs"})
+    http.post(Q + "ackMsg", data={"topic": "jobs", "msgId": "dies", "ack": "false"})
+    send(http, "jobs", 3, groupId="g-8")
+    html = http.get("/dashboard/topic?topic=jobs").get_data(as_text=True)
+    info = http.get(Q + "getTopicInfo", query_string={"topic": "jobs"}).get_json()["data"]
+    shown = cells(html, "data-sizes")
+    assert int(shown["groupBlockedSize"]) == info["groupBlockedSize"] == 2
+    assert int(shown["readyQueueSize"]) == info["readyQueueSize"] == 1
+    assert int(shown["backlog"]) == 3 and info["deadQueueSize"] == 2
+    dead = {row[0]: row[1] for row in re.findall(
+        r'<tr data-msg-id="([^"]+)">\s*<td>.*?</td>\s*<td>([^<]*)</td>', html, re.DOTALL)}
+    assert dead == {"poison-1": "", "dies": "g-7"}
+
+
 def test_writes_are_post_only(http):
     assert http.get("/dashboard/topic/redrive?topic=t").status_code == 405
 
@@ -168,6 +190,11 @@ def test_message_lookup_shows_state_and_fields(http):
     html = http.get("/dashboard/message?topic=look&msgId=m-1").get_data(as_text=True)
     assert "1 (waiting)" in html
     assert "&lt;b&gt;hi&lt;/b&gt;" in html and "<b>hi</b>" not in html   # escaped
+    assert "groupId" not in html                         # not in a group: no such field
+    http.post(Q + "sendMsg", data={"topic": "look", "msg": "x", "msgId": "m-2",
+                                   "groupId": "<g>"})
+    grouped = http.get("/dashboard/message?topic=look&msgId=m-2").get_data(as_text=True)
+    assert '<dt>groupId</dt><dd data-field="groupId">&lt;g&gt;</dd>' in grouped
     missing = http.get("/dashboard/message?topic=look&msgId=nope").get_data(as_text=True)
     assert 'id="lookup-error"' in missing and "no message" in missing
 
@@ -201,12 +228,13 @@ def test_fleet_page_is_fast_with_10000_topics(app, http, redis_client):
         timings.append(time.perf_counter() - started)
         shown = len(re.findall(r"<tr data-topic=", html))
         assert shown == (50 if page < 201 else 30)
-        # The work is paged: three ZCARDs and two ZCOUNTs (blocked messages of groups, due
-        # and not) per topic to sort, the rest for the page alone.
+        # The work is paged: three ZCARDs and two ZCOUNTs (group blocked, before and after
+        # due) per topic to sort, the rest for the page alone.
         calls = commands(redis_client)
         assert calls["zcard"] == 3 * 10_030 + 2 * shown      # + ready/ack of the page's infos
         assert calls["hmget"] == RECENT_INTERVALS * shown
-        # + dead, group-blocked, and nine waiting buckets of waiting and of held messages
+        # + the page's infos: dead, group blocked, and nine waiting buckets of the waiting
+        # and of the group blocked messages
         assert calls["zcount"] == 2 * 10_030 + 20 * shown
     first = http.get("/dashboard/?page=1&size=50").get_data(as_text=True)
     order = re.findall(r'<tr data-topic="([^"]+)">', first)

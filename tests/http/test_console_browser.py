@@ -96,7 +96,7 @@ def test_console_pages_in_headless_chromium(node, browser):
     node.call("sendMsg", topic="web-orders", msg="later", delayMillis=600_000)
     node.call("pullMsg", topic="web-orders", batch=1)
     node.call("setTopicConfig", topic="web-poison", maxRetry=0)
-    node.call("sendMsg", topic="web-poison", msg="bad", msgId="poison-1")
+    node.call("sendMsg", topic="web-poison", msg="bad", msgId="poison-1", groupId="cart-9")
     node.call("pullMsg", topic="web-poison")
     assert node.call("ackMsg", topic="web-poison", msgId="poison-1", ack="false")["code"] == 200
 
@@ -106,7 +106,8 @@ def test_console_pages_in_headless_chromium(node, browser):
     infos = {i["topic"]: i for i in node.call("getTopicInfoList")["data"]}
     assert set(rows) == set(infos) == {"web-orders", "web-poison"}
     for topic, info in infos.items():
-        for field in ("waitingQueueSize", "readyQueueSize", "ackQueueSize", "deadQueueSize"):
+        for field in ("waitingQueueSize", "readyQueueSize", "ackQueueSize",
+                      "groupBlockedSize", "deadQueueSize"):
             assert int(rows[topic][field]) == info[field], (topic, field)
     assert [rows["web-orders"][f] for f in
             ("waitingQueueSize", "readyQueueSize", "ackQueueSize")] == ["1", "3", "1"]
@@ -145,5 +146,6 @@ def test_console_pages_in_headless_chromium(node, browser):
                         10, message=lambda: browser.page_source[-3000:])
     assert status[0].text == "2 (ready)"
     assert browser.find_element(By.CSS_SELECTOR, '[data-field="msg"]').text == "bad"
+    assert browser.find_element(By.CSS_SELECTOR, '[data-field="groupId"]').text == "cart-9"
     screenshot(browser, "message")
     assert console_errors(browser) == []

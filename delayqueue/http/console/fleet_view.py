@@ -1,10 +1,11 @@
 """What the console shows: topics by backlog, with recent rates and lag; one topic's last hour.
 
 Reads only, and only what a page needs. The fleet page sorts every registered topic by
-backlog (waiting + ready + consuming: three ZCARDs per topic, one pipelined round trip), then
-reads the sizes (``DelayQueue.topic_infos``) and the monitor counters of the page's topics
-alone: HMGET of their fields in the last ``RECENT_INTERVALS`` complete intervals' hashes. So a
-page costs the same with 10 topics or 10,000, apart from the ZCARDs.
+backlog (waiting + ready + consuming + group blocked: ``DelayQueue.queue_sizes``, a few counts
+per topic in one pipelined round trip), then reads the sizes (``DelayQueue.topic_infos``) and
+the monitor counters of the page's topics alone: HMGET of their fields in the last
+``RECENT_INTERVALS`` complete intervals' hashes. So a page costs the same with 10 topics or
+10,000, apart from those counts.
 
 Backlog history is not stored: the topic page walks back from the current backlog through
 each interval's counters (sends in, acks / deletes / ends out, redrives in). It is an estimate,
@@ -71,6 +72,13 @@ def merge(stats: list[IntervalStats]) -> IntervalStats:
     return IntervalStats(counters, counts, max((s.gap_max for s in stats), default=0.0))
 
 
+def backlog(info: dict[str, Any]) -> int:
+    """Live messages not yet consumed: waiting, ready, consuming, and blocked behind their
+    group's head (due, not ready)."""
+    return (info["waitingQueueSize"] + info["readyQueueSize"] + info["ackQueueSize"]
+            + info.get("groupBlockedSize", 0))
+
+
 @dataclass(frozen=True)
 class TopicRow:
     info: dict[str, Any]            # getTopicInfo's data
@@ -83,8 +91,7 @@ class TopicRow:
 
     @property
     def backlog(self) -> int:
-        return (self.info["waitingQueueSize"] + self.info["readyQueueSize"]
-                + self.info["ackQueueSize"])
+        return backlog(self.info)
 
     @property
     def send_rate(self) -> float:
