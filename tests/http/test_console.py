@@ -69,8 +69,20 @@ def test_fleet_page_sorts_by_backlog_and_matches_get_topic_info(http):
         for field in ("waitingQueueSize", "readyQueueSize", "ackQueueSize", "deadQueueSize"):
             assert int(shown[field]) == info[field], (topic, field)
         assert int(shown["backlog"]) == (info["waitingQueueSize"] + info["readyQueueSize"]
-                                         + info["ackQueueSize"])
+                                         + info["ackQueueSize"] + info["groupBlockedSize"])
     assert cells(html, 'data-topic="dead"')["deadQueueSize"] == "1"
+
+
+def test_backlog_counts_the_messages_behind_their_group_head(http):
+    send(http, "grouped", 4, groupId="g")      # one ready front, three due behind it
+    send(http, "plain", 3)
+    info = http.get(Q + "getTopicInfo", query_string={"topic": "grouped"}).get_json()["data"]
+    assert (info["readyQueueSize"], info["groupBlockedSize"]) == (1, 3)
+    html = http.get("/dashboard/").get_data(as_text=True)
+    assert re.findall(r'<tr data-topic="([^"]+)">', html) == ["grouped", "plain"]
+    assert cells(html, 'data-topic="grouped"')["backlog"] == "4"
+    page = http.get("/dashboard/topic?topic=grouped").get_data(as_text=True)
+    assert cells(page, "data-sizes")["backlog"] == "4"
 
 
 def test_fleet_rates_and_lag_come_from_the_monitor_intervals(app, http):
@@ -201,11 +213,13 @@ def test_fleet_page_is_fast_with_10000_topics(app, http, redis_client):
         timings.append(time.perf_counter() - started)
         shown = len(re.findall(r"<tr data-topic=", html))
         assert shown == (50 if page < 201 else 30)
-        # The work is paged: three ZCARDs per topic to sort, the rest for the page alone.
+        # The work is paged: three ZCARDs and two ZCOUNTs (of the messages behind a group's
+        # head, not yet due and due) per topic to sort, the rest for the page alone.
         calls = commands(redis_client)
         assert calls["zcard"] == 3 * 10_030 + 2 * shown      # + ready/ack of the page's infos
         assert calls["hmget"] == RECENT_INTERVALS * shown
-        assert calls["zcount"] == 10 * shown                 # dead + nine waiting buckets
+        # + the page's infos: dead, due blocked, and nine waiting buckets of waiting and blocked
+        assert calls["zcount"] == 2 * 10_030 + 20 * shown
     first = http.get("/dashboard/?page=1&size=50").get_data(as_text=True)
     order = re.findall(r'<tr data-topic="([^"]+)">', first)
     assert order[:5] == ["busy-06", "busy-13", "busy-20", "busy-27", "busy-05"]
