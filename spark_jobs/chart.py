@@ -85,7 +85,10 @@ def charts(data: dict) -> list[tuple[str, str]]:
                 f"Backlog — namespace {ns}",
                 line_chart(
                     f"Backlog (average queue size) — namespace {ns}",
-                    {k: (t, col(f"{k}_size_avg")) for k in ("waiting", "ready", "consuming")},
+                    {
+                        k.replace("_", " "): (t, col(f"{k}_size_avg"))
+                        for k in ("waiting", "ready", "consuming", "group_blocked")
+                    },
                     "messages",
                 ),
             )

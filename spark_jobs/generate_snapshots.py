@@ -3,6 +3,8 @@
 Layout and line format follow docs/design.md ("Monitoring and the snapshot contract"):
 ``<dir>/date=YYYY-MM-DD/<namespace>-<HH>.jsonl``, one JSON line per topic per interval.
 Traffic follows a daily cycle; by topic index:
+  * i % 10 == 1  -- messages in groups: a third of each interval's sends wait behind their
+                    group's head (groupBlockedSize; 0 on every other topic)
   * i % 10 == 3  -- consumers fall behind from 08:00 to 20:00 UTC: the ready backlog grows
   * i % 10 == 5  -- delivery-lag spike from 14:00 to 16:00 UTC (p99 well above 1000 ms)
   * i % 10 == 7  -- some messages end by expiry / exhausted retries every hour
@@ -109,6 +111,7 @@ def _day_lines(plan: Plan, day_index: int) -> dict[str, dict]:
             waiting[i] = max(0, waiting[i] + sent - promoted + rng.randint(-2, 2))
             lag_center = 10 if role == 5 and 14 <= hour < 16 else 3
             w = waiting[i]
+            blocked = sent // 3 if role == 1 else 0
             failure = ""
             if plan.schema_version >= 2:
                 failure = f'"deadLettered":{ended // 2},"redriven":{ended // 4},'
@@ -122,7 +125,7 @@ def _day_lines(plan: Plan, day_index: int) -> dict[str, dict]:
                 f'"pullMsgTimeGap":{_histogram(delivered, lag_center)},'
                 f'"readyQueueTimeGap":{_histogram(promoted, 1)},'
                 f'"waitingQueueSize":{w},"readyQueueSize":{ready[i]},'
-                f'"ackQueueSize":{timed_out + nacked},'
+                f'"ackQueueSize":{timed_out + nacked},"groupBlockedSize":{blocked},'
                 f'"waitingQueueInfo":{{"sizeOf0To1min":{w // 2},"sizeOf1minTo10min":{w - w // 2},'
                 f'"sizeOf10minTo30min":0,"sizeOf30minTo1hour":0,"sizeOf1hourTo6hour":0,'
                 f'"sizeOf6hourTo1day":0,"sizeOf1dayTo7day":0,"sizeOf7dayTo30day":0,'

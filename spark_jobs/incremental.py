@@ -23,8 +23,9 @@ import os
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-STATE_VERSION = 2
-"""Bumped whenever the tables' layout or meaning changes: older state forces a full run."""
+STATE_VERSION = 3
+"""Bumped whenever the tables' layout or meaning changes: older state forces a full run
+(3: the group_blocked_size columns)."""
 STATE_PATH = "_state/manifest.json"
 
 

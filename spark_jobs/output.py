@@ -56,6 +56,9 @@ CSV_COLUMNS = (
     "consuming_size_avg",
     "consuming_size_max",
     "consuming_size_last",
+    "group_blocked_size_avg",
+    "group_blocked_size_max",
+    "group_blocked_size_last",
 )
 
 

@@ -43,6 +43,7 @@ NAMESPACE_COLUMNS = (
     ("waiting_size_last", "Waiting"),
     ("ready_size_last", "Ready"),
     ("consuming_size_last", "Consuming"),
+    ("group_blocked_size_last", "Group-blocked"),
 )
 TOPIC_COLUMNS = (("topic", "Topic"),) + tuple(
     c for c in NAMESPACE_COLUMNS if c[0] not in ("namespace", "topics")
@@ -71,6 +72,7 @@ SERIES_COLUMNS = (
     "waiting_size_avg",
     "ready_size_avg",
     "consuming_size_avg",
+    "group_blocked_size_avg",
 )
 COMPARED = (
     ("sent_per_s", "Sent/s"),

@@ -14,6 +14,8 @@ pays a fixed cost per nested object, and this one is 12 % of the parse (docs/rep
 
 Schema versions 1 and 2 are read alike: version 2 adds the optional counters
 ``deadLettered`` and ``redriven`` (absent -> 0, so version-1 lines read as zero).
+``groupBlockedSize`` (due messages behind their message group's head) was added within
+version 1; lines written before it read as 0.
 
 A line is classified into ``status``:
   * ``ok``          -- schemaVersion 1 or 2 with namespace, topic, intervalStart <
@@ -72,6 +74,8 @@ GAUGES = (
     ("waitingQueueSize", "waiting_size"),
     ("readyQueueSize", "ready_size"),
     ("ackQueueSize", "consuming_size"),
+    # added within version 1 (message groups): absent in older lines -> 0
+    ("groupBlockedSize", "group_blocked_size"),
 )
 WAITING_DELAYS = (
     ("sizeOf0To1min", "waiting_0_1min"),

@@ -27,7 +27,9 @@ from delayqueue.core.monitor import COUNTERS, HISTOGRAMS, Monitor, empty_topic_s
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1  # deadLettered and redriven were added in place: readers ignore new fields
+# deadLettered, redriven and groupBlockedSize were added in place: readers ignore new fields
+# and read a missing one as 0
+SCHEMA_VERSION = 1
 WAITING_QUEUE_INFO_KEYS = (
     "sizeOf0To1min", "sizeOf1minTo10min", "sizeOf10minTo30min", "sizeOf30minTo1hour",
     "sizeOf1hourTo6hour", "sizeOf6hourTo1day", "sizeOf1dayTo7day", "sizeOf7dayTo30day",
@@ -61,6 +63,7 @@ def snapshot_line(namespace: str, topic: str, interval_start_ms: int, interval_e
     line["waitingQueueSize"] = int(info.get("waitingQueueSize", 0))
     line["readyQueueSize"] = int(info.get("readyQueueSize", 0))
     line["ackQueueSize"] = int(info.get("ackQueueSize", 0))
+    line["groupBlockedSize"] = int(info.get("groupBlockedSize", 0))
     line["waitingQueueInfo"] = {key: int(waiting_info.get(key, 0))
                                 for key in WAITING_QUEUE_INFO_KEYS}
     return line

@@ -77,6 +77,18 @@ def test_fleet_page_sorts_by_backlog_and_matches_get_topic_info(http):
             ("readyQueueSize", "groupBlockedSize", "backlog")] == ["1", "2", "3"]
 
 
+def test_backlog_counts_the_messages_behind_their_group_head(http):
+    send(http, "grouped", 4, groupId="g")      # one ready front, three due behind it
+    send(http, "plain", 3)
+    info = http.get(Q + "getTopicInfo", query_string={"topic": "grouped"}).get_json()["data"]
+    assert (info["readyQueueSize"], info["groupBlockedSize"]) == (1, 3)
+    html = http.get("/dashboard/").get_data(as_text=True)
+    assert re.findall(r'<tr data-topic="([^"]+)">', html) == ["grouped", "plain"]
+    assert cells(html, 'data-topic="grouped"')["backlog"] == "4"
+    page = http.get("/dashboard/topic?topic=grouped").get_data(as_text=True)
+    assert cells(page, "data-sizes")["backlog"] == "4"
+
+
 def test_fleet_rates_and_lag_come_from_the_monitor_intervals(app, http):
     rt = app.extensions["delayqueue"]
     send(http, "rated", 10)

@@ -16,6 +16,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from delayqueue.http.app import create_app
+from delayqueue.monitoring.metrics import QUEUE_STATES
 
 from support import wait_until
 
@@ -144,3 +145,14 @@ def test_the_dashboard_is_well_formed():
         assert panel["targets"] and all(t["refId"] for t in panel["targets"])
     names = {v["name"] for v in board["templating"]["list"]}
     assert {"datasource", "topic"} <= names
+
+
+def test_the_dashboard_shows_every_queue_state_group_blocked_too(exported):
+    assert exported["delayqueue_queue_size"]["state"] == set(QUEUE_STATES)
+    exprs = [target["expr"] for panel in dashboard()["panels"] for target in panel["targets"]
+             if "delayqueue_queue_size" in target["expr"]]
+    by_state = [e for e in exprs if "state=" not in e
+                and any("state" in group.split(",") for group in
+                        (g.replace(" ", "") for g in GROUPING.findall(e)))]
+    assert by_state, "no panel shows the queue sizes by state"
+    assert any('state="group_blocked"' in e for e in exprs), "no panel of group_blocked alone"

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import math
 
+import redis
 from prometheus_client.parser import text_string_to_metric_families
 
+from delayqueue.background.runtime import Runtime
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.histogram import BOUNDS_MS
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.monitor import COUNTERS, Monitor
 from delayqueue.core.scripts import Scripts
-from delayqueue.monitoring.metrics import render_metrics
+from delayqueue.monitoring.metrics import QUEUE_STATES, render_metrics
+from delayqueue.settings.config import load_settings
 
 START_MS = 1_763_596_800_000
 
@@ -51,7 +54,7 @@ def test_metrics_report_fleet_counters_sizes_and_histograms(redis_client):
     b.flush()
 
     body, content_type = render_metrics(
-        a, lambda: {"t1": (451, 3, 1), "t2": (0, 0, 0)})
+        a, lambda: {"t1": (451, 3, 1, 7), "t2": (0, 0, 0, 0)})
     assert content_type.startswith("text/plain")
     families, samples = samples_by_name(body)
 
@@ -65,7 +68,9 @@ def test_metrics_report_fleet_counters_sizes_and_histograms(redis_client):
     assert value(samples, "delayqueue_queue_size", topic="t1", state="waiting") == 451
     assert value(samples, "delayqueue_queue_size", topic="t1", state="ready") == 3
     assert value(samples, "delayqueue_queue_size", topic="t1", state="consuming") == 1
+    assert value(samples, "delayqueue_queue_size", topic="t1", state="group_blocked") == 7
     assert value(samples, "delayqueue_queue_size", topic="t2", state="ready") == 0
+    assert {s.labels["state"] for s in samples["delayqueue_queue_size"]} == set(QUEUE_STATES)
 
     gaps = families["delayqueue_time_gap_milliseconds"]
     assert gaps.type == "histogram"
@@ -94,6 +99,47 @@ def test_metrics_report_fleet_counters_sizes_and_histograms(redis_client):
                  loop="promote", le="1.0") == 1
     assert value(samples, "delayqueue_scheduler_loop_duration_milliseconds_bucket",
                  loop="promote", le="50.0") == 2
+
+
+def queue_size_gauge(rt: Runtime, topic: str) -> dict[str, float]:
+    """The topic's delayqueue_queue_size samples, state -> value, from a fresh render."""
+    body, _ = render_metrics(rt.monitor, rt.queue.queue_sizes)
+    _, samples = samples_by_name(body)
+    return {s.labels["state"]: s.value for s in samples["delayqueue_queue_size"]
+            if s.labels["topic"] == topic}
+
+
+def test_group_blocked_is_exported_exactly_and_waiting_holds_the_blocked_not_yet_due(
+        redis_url):
+    clock = ManualClock(START_MS)
+    settings = load_settings(overrides={"redis_url": redis_url, "snapshot_dir": ""})
+    rt = Runtime(settings, client=redis.Redis.from_url(redis_url, decode_responses=True),
+                 clock=clock)
+    queue = rt.queue
+    queue.send("t", "b", msg_id="g1", group_id="g")
+    queue.send("t", "b", msg_id="g2", group_id="g")                      # due, behind g1
+    queue.send("t", "b", msg_id="g3", group_id="g", delay_ms=60_000)     # behind, not due
+    queue.send("t", "b", msg_id="h1", group_id="h")                      # another group's front
+    queue.send("t", "b", msg_id="u1")                                    # ungrouped
+    queue.send("t", "b", msg_id="u2", delay_ms=120_000)
+    assert queue_size_gauge(rt, "t") == {
+        "waiting": 2, "ready": 3, "consuming": 0, "group_blocked": 1}
+
+    pulled = queue.pull("t", count=10).messages
+    assert [m.msg_id for m in pulled] == ["g1", "h1", "u1"]   # one per group, send order
+    assert queue_size_gauge(rt, "t") == {
+        "waiting": 2, "ready": 0, "consuming": 3, "group_blocked": 1}
+
+    clock.advance(60_000)   # g3 falls due behind g1: waiting -> group_blocked, no promotion
+    assert queue_size_gauge(rt, "t") == {
+        "waiting": 1, "ready": 0, "consuming": 3, "group_blocked": 2}
+
+    queue.ack("t", "g1", pulled[0].receipt)     # the head ends: g2 is the group's front
+    assert queue_size_gauge(rt, "t") == {
+        "waiting": 1, "ready": 1, "consuming": 2, "group_blocked": 1}
+    info = queue.topic_info("t")
+    assert (info["waitingQueueSize"], info["readyQueueSize"], info["ackQueueSize"],
+            info["groupBlockedSize"]) == (1, 1, 2, 1)
 
 
 def test_metrics_with_no_activity_still_render(redis_client):

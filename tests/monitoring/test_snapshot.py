@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 import redis
 
+from delayqueue.background.runtime import Runtime
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.monitor import Monitor
 from delayqueue.core.scripts import Scripts
 from delayqueue.monitoring.snapshot import SnapshotWriter
+from delayqueue.settings.config import load_settings
 
 INTERVAL_S = 60
 INTERVAL_MS = INTERVAL_S * 1000
@@ -30,7 +32,8 @@ def topic_info(topic: str) -> dict:
     waiting["sizeOf0To1min"] = 451 if topic == "t1" else 0
     return {"topic": topic, "waitingQueueSize": waiting["sizeOf0To1min"],
             "waitingQueueInfo": waiting, "readyQueueSize": 3 if topic == "t1" else 0,
-            "ackQueueSize": 1 if topic == "t1" else 0}
+            "ackQueueSize": 1 if topic == "t1" else 0,
+            "groupBlockedSize": 2 if topic == "t1" else 0}
 
 
 class Fleet:
@@ -81,7 +84,7 @@ def test_line_matches_design_format_field_for_field(fleet, tmp_path):
     path = tmp_path / "snap" / "date=2025-11-20" / "default-00.jsonl"
     lines = read_lines(path)
     assert [line["intervalStart"] for line in lines] == [START_MS, START_MS]
-    assert lines[0] == {
+    expected = {
         "schemaVersion": 1, "namespace": "default", "topic": "t1",
         "intervalStart": START_MS, "intervalEnd": START_MS + INTERVAL_MS,
         "sendMsg": 35, "pullMsg": 12, "ackMsg": 12, "nackMsg": 1, "getMsg": 0, "deleteMsg": 0,
@@ -90,15 +93,16 @@ def test_line_matches_design_format_field_for_field(fleet, tmp_path):
         "pullMsgTimeGap": {"count": 3, "sum": 91, "max": 84,
                            "counts": [0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]},
         "readyQueueTimeGap": ZERO_HIST,
-        "waitingQueueSize": 451, "readyQueueSize": 3, "ackQueueSize": 1,
+        "waitingQueueSize": 451, "readyQueueSize": 3, "ackQueueSize": 1, "groupBlockedSize": 2,
         "waitingQueueInfo": {"sizeOf0To1min": 451, "sizeOf1minTo10min": 0,
                              "sizeOf10minTo30min": 0, "sizeOf30minTo1hour": 0,
                              "sizeOf1hourTo6hour": 0, "sizeOf6hourTo1day": 0,
                              "sizeOf1dayTo7day": 0, "sizeOf7dayTo30day": 0,
                              "sizeOf30dayToInfinite": 0},
     }
+    assert lines[0] == expected and list(lines[0]) == list(expected)   # the documented order
     assert lines[1]["topic"] == "t9" and lines[1]["getMsg"] == 1
-    assert lines[1]["waitingQueueSize"] == 0
+    assert lines[1]["waitingQueueSize"] == 0 and lines[1]["groupBlockedSize"] == 0
     # Compact separators, one object per line.
     raw = path.read_text().splitlines()[0]
     assert ", " not in raw and ": " not in raw
@@ -173,3 +177,27 @@ def test_empty_directory_disables_the_writer(redis_client):
     fleet.clock.advance(5 * INTERVAL_MS)
     assert fleet.writer.tick() == 0
     assert fleet.mark() is None
+
+
+def test_a_line_counts_messages_behind_their_group_head_as_the_topic_info_does(
+        redis_url, tmp_path):
+    """The server's own writer and sizes: a due message behind its group's head is in
+    groupBlockedSize, one not yet due is waiting (and in its delay bucket)."""
+    clock = ManualClock(START_MS + 5_000)
+    settings = load_settings(overrides={"redis_url": redis_url, "snapshot_dir": str(tmp_path),
+                                        "monitor_interval_seconds": INTERVAL_S})
+    rt = Runtime(settings, client=redis.Redis.from_url(redis_url, decode_responses=True),
+                 clock=clock)
+    rt.queue.send("t", "b", msg_id="g1", group_id="g")
+    rt.queue.send("t", "b", msg_id="g2", group_id="g")
+    rt.queue.send("t", "b", msg_id="g3", group_id="g", delay_ms=1_800_000)
+    assert [m.msg_id for m in rt.queue.pull("t", count=10).messages] == ["g1"]
+    rt.monitor.flush()
+    clock.advance(INTERVAL_MS - 5_000 + GRACE_MS)
+    assert rt.snapshots.tick() == 1
+    (line,) = read_lines(tmp_path / "date=2025-11-20" / "default-00.jsonl")
+    assert line["intervalStart"] == START_MS and line["topic"] == "t"
+    assert (line["waitingQueueSize"], line["readyQueueSize"], line["ackQueueSize"],
+            line["groupBlockedSize"]) == (1, 0, 1, 1)
+    assert line["waitingQueueInfo"]["sizeOf10minTo30min"] == 1    # g3: due in 29 min 3 s
+    assert line["sendMsg"] == 3 and line["pullMsg"] == 1

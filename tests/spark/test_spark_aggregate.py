@@ -114,6 +114,29 @@ def test_queue_sizes_give_average_max_and_last_of_the_hour(lines_frame, line):
     )  # the last snapshot's distribution
 
 
+def test_group_blocked_size_gives_average_max_and_last_and_older_lines_count_zero(
+    lines_frame, line
+):
+    lines = [
+        line("a", 0, readyQueueSize=1),  # before the server wrote groupBlockedSize
+        line("a", 1, readyQueueSize=1, groupBlockedSize=6),
+        line("a", 2, readyQueueSize=1, groupBlockedSize=2),
+        line("b", 0, groupBlockedSize=5),
+        line("b", 1, groupBlockedSize=1),
+    ]
+    hourly = _hourly(lines_frame, lines)
+    rows = {r["topic"]: r for r in hourly.collect()}
+    a, b = rows["a"], rows["b"]
+    assert (a["group_blocked_size_sum"], a["group_blocked_size_max"]) == (8, 6)
+    assert (a["group_blocked_size_last"], a["group_blocked_size_avg"]) == (2, 8 / 3)
+    assert (a["ready_size_last"], b["group_blocked_size_last"]) == (1, 1)
+    spaces = rollups(hourly, "topic_hour", ["namespace_hour", "topic_day"])
+    namespace = with_derived(spaces["namespace_hour"]).first()
+    assert (namespace["group_blocked_size_max"], namespace["group_blocked_size_last"]) == (11, 3)
+    day = {r["topic"]: r for r in with_derived(spaces["topic_day"]).collect()}
+    assert (day["a"]["group_blocked_size_max"], day["a"]["group_blocked_size_last"]) == (6, 2)
+
+
 def test_hour_without_snapshots_has_no_row_and_day_rollup_skips_it(lines_frame, line):
     lines = [
         line("a", 10, sendMsg=5),

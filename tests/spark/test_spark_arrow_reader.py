@@ -22,7 +22,11 @@ def _good(topic: str = "a", minute: int = 0, **fields) -> str:
 
 # file content -> whether Arrow may read it (else: Spark's JSON source reads it)
 AWKWARD = {
-    "clean": ("\n".join([_good("a"), _good("b", readyQueueSize=3)]) + "\n", True),
+    "clean": (
+        "\n".join([_good("a"), _good("b", readyQueueSize=3), _good("c", groupBlockedSize=4)])
+        + "\n",
+        True,
+    ),
     "no final newline": (_good("a") + "\n" + _good("b"), True),
     "bad lines that parse": (  # classified by the same Spark expressions either way
         "\n".join(
@@ -30,6 +34,7 @@ AWKWARD = {
                 _good("v9", schemaVersion=9),
                 json.dumps({k: v for k, v in json.loads(_good("nt")).items() if k != "topic"}),
                 _good("neg", readyQueueSize=-1),
+                _good("neg-blocked", groupBlockedSize=-1),
                 _good("short", pullMsgTimeGap={"count": 1, "sum": 1, "max": 1, "counts": [1]}),
                 _good("nulls", sendMsg=None, pullMsgTimeGap=None),
                 _good("next-day", 1440),  # misplaced in a date=2025-11-20 directory
@@ -106,7 +111,7 @@ def test_arrow_rows_equal_the_json_source_rows_and_the_rest_falls_back(spark, tm
     accepted = [str(files[n]) for n, (_, ok) in AWKWARD.items() if ok]
     expected = rows(read_snapshots(spark, accepted))
     assert rows(fast) == expected
-    assert len(expected) == 12
+    assert len(expected) == 14
     statuses = {r[0] for r in expected}
     assert statuses == {0, 1, 2, 3}  # ok, malformed, unsupported and misplaced lines alike
 

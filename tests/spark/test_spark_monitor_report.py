@@ -117,12 +117,26 @@ def test_report_figures_match_the_tables_and_csv(report, spark):
     assert len(latest) == 12
     for row in latest:
         expected = csv_rows[("2025-11-21", row["topic"])]
-        for column in ("sent", "delivered", "acked", "delivery_lag_p99_ms", "ready_size_last"):
+        for column in (
+            "sent",
+            "delivered",
+            "acked",
+            "delivery_lag_p99_ms",
+            "ready_size_last",
+            "group_blocked_size_last",
+        ):
             assert row[column] == expected[column], (row["topic"], column)
         if expected["ack_ratio"]:
             assert math.isclose(float(row["ack_ratio"]), float(expected["ack_ratio"]), rel_tol=1e-9)
         else:  # nothing delivered (the no-consumer topic): no ratio in either
             assert row["ack_ratio"] == "" and row["delivered"] == "0"
+
+    # The generator's grouped topics (index % 10 == 1) have messages behind their group heads.
+    blocked = spark.read.parquet(str(out / "topic_day")).filter("group_blocked_size_max > 0")
+    assert {row["topic"] for row in blocked.select("topic").distinct().collect()} == {
+        "topic-0001",
+        "topic-0011",
+    }
 
     findings = spark.read.parquet(str(out / "findings"))
     kinds = {row["kind"] for row in findings.select("kind").distinct().collect()}

@@ -89,6 +89,30 @@ def test_missing_counters_and_queue_sizes_read_as_zero(lines_frame):
         0,
         0,
     )
+    assert row["group_blocked_size"] == 0
+
+
+def test_group_blocked_size_is_read_checked_like_every_queue_size_and_absent_reads_zero(
+    lines_frame, line
+):
+    lines = [
+        line("before-groups", 0, readyQueueSize=2),  # written before the field existed
+        line("grouped", 0, readyQueueSize=1, groupBlockedSize=7),
+        line("negative", 0, groupBlockedSize=-1),
+        line("huge", 0, groupBlockedSize=1 << 41),
+    ]
+    parsed = parse_snapshots(lines_frame(lines))
+    named = parsed.select("topic", status_name(F.col("status")).alias("s")).collect()
+    assert {r["topic"]: r["s"] for r in named} == {
+        "before-groups": "ok",
+        "grouped": "ok",
+        "negative": "malformed",
+        "huge": "malformed",
+    }
+    rows = {r["topic"]: r for r in valid_snapshots(parsed).collect()}
+    old, new = rows["before-groups"], rows["grouped"]
+    assert (old["group_blocked_size"], old["ready_size"]) == (0, 2)
+    assert (new["group_blocked_size"], new["ready_size"]) == (7, 1)
 
 
 def test_schema_is_explicit_and_names_every_contract_field():
@@ -101,6 +125,7 @@ def test_schema_is_explicit_and_names_every_contract_field():
         "waitingQueueInfo",
         "triggerMsgTimeout",
         "ackQueueSize",
+        "groupBlockedSize",
         "deadLettered",
         "redriven",
     ):

@@ -4,6 +4,8 @@ failure that must stay one line."""
 
 from __future__ import annotations
 
+import csv
+import re
 from pathlib import Path
 
 import pytest
@@ -254,6 +256,69 @@ def test_findings_only_before_the_latest_day_are_counted_not_called_healthy(
         for r in read_table(spark, str(tmp_path / "out"), "findings").collect()
     ]
     assert kinds == [("no_consumer", 20)]
+
+
+def _shown(page: str, table_id: str, key: str, column: str) -> str:
+    """The data-value of ``column`` in the row of table ``table_id`` whose cells hold ``key``."""
+    table = re.search(rf'<table id="{table_id}">(.*?)</table>', page, re.DOTALL).group(1)
+    (row,) = [r for r in re.findall(r"<tr>(.*?)</tr>", table) if f'data-value="{key}"' in r]
+    return re.search(rf'data-col="{column}" data-value="([^"]*)"', row).group(1)
+
+
+def test_group_blocked_sizes_reach_tables_csv_and_page_and_older_lines_read_zero(
+    spark, tmp_path, capsys
+):
+    """A day whose first lines predate groupBlockedSize (the server was upgraded at 00:02)."""
+    sizes = [None, None, 5, 9, 4]
+    lines = []
+    for minute, blocked in enumerate(sizes):
+        extra = {} if blocked is None else {"groupBlockedSize": blocked}
+        lines.append(snapshot_line("ordered", minute, sendMsg=3, pullMsg=1, **extra))
+        lines.append(snapshot_line("plain", minute, sendMsg=1, pullMsg=1, ackMsg=1))
+    _write(tmp_path, lines)
+    code, err = _run(tmp_path, capsys)
+    assert code == 0, err
+    out = tmp_path / "out"
+    found = _tables(spark, out)
+    day = {r["topic"]: r for r in found["topic_day"].collect()}
+    ordered, plain = day["ordered"], day["plain"]
+    assert (ordered["group_blocked_size_sum"], ordered["group_blocked_size_max"]) == (18, 9)
+    assert (ordered["group_blocked_size_last"], ordered["group_blocked_size_avg"]) == (4, 3.6)
+    assert (plain["group_blocked_size_max"], plain["group_blocked_size_last"]) == (0, 0)
+    total = found["namespace_total"].first()
+    assert (total["group_blocked_size_max"], total["group_blocked_size_last"]) == (9, 4)
+
+    with (out / "topic_daily.csv").open() as handle:
+        rows = {r["topic"]: r for r in csv.DictReader(handle)}
+    assert [rows["ordered"][f"group_blocked_size_{s}"] for s in ("avg", "max", "last")] == [
+        "3.6",
+        "9",
+        "4",
+    ]
+    page = (out / "report.html").read_text()
+    assert "<th>Group-blocked</th>" in page
+    assert _shown(page, "latest-topics", "ordered", "group_blocked_size_last") == "4"
+    assert _shown(page, "latest-topics", "plain", "group_blocked_size_last") == "0"
+    assert _shown(page, "namespace-totals", "default", "group_blocked_size_last") == "4"
+
+
+def test_the_backlog_charts_draw_group_blocked_beside_the_other_queues(monkeypatch):
+    from spark_jobs import chart
+    from spark_jobs.report_html import SERIES_COLUMNS
+
+    drawn = {}
+
+    def record(title, series, *args, **kwargs):
+        drawn[title] = series
+        return ""
+
+    monkeypatch.setattr(chart, "line_chart", record)
+    row = {name: 1.0 for name in SERIES_COLUMNS}  # the columns the page collects for charts
+    row.update(namespace="default", topic="t", time=BASE_MS)
+    chart.charts({"namespace_series": [row], "topic_series": []})
+    (backlog,) = [series for title, series in drawn.items() if title.startswith("Backlog")]
+    assert list(backlog) == ["waiting", "ready", "consuming", "group blocked"]
+    assert backlog["group blocked"] == ([BASE_MS], [1.0])
 
 
 def test_unexpected_failure_is_one_line_without_traceback(spark, tmp_path, capsys):

@@ -1,11 +1,11 @@
 """What the console shows: topics by backlog, with recent rates and lag; one topic's last hour.
 
 Reads only, and only what a page needs. The fleet page sorts every registered topic by
-backlog (waiting + ready + consuming + group blocked: ``DelayQueue.queue_sizes``, a few counts
-per topic in one pipelined round trip), then reads the sizes (``DelayQueue.topic_infos``) and
-the monitor counters of the page's topics alone: HMGET of their fields in the last
-``RECENT_INTERVALS`` complete intervals' hashes. So a page costs the same with 10 topics or
-10,000, apart from those counts.
+backlog (``backlog_of``: waiting + ready + consuming + blocked behind a group's head, the sum
+of ``DelayQueue.queue_sizes``: three ZCARDs and two ZCOUNTs per topic, one pipelined round
+trip), then reads the sizes (``DelayQueue.topic_infos``) and the monitor counters of the page's
+topics alone: HMGET of their fields in the last ``RECENT_INTERVALS`` complete intervals'
+hashes. So a page costs the same with 10 topics or 10,000, apart from the sizes.
 
 Backlog history is not stored: the topic page walks back from the current backlog through
 each interval's counters (sends in, acks / deletes / ends out, redrives in). It is an estimate,
@@ -72,11 +72,12 @@ def merge(stats: list[IntervalStats]) -> IntervalStats:
     return IntervalStats(counters, counts, max((s.gap_max for s in stats), default=0.0))
 
 
-def backlog(info: dict[str, Any]) -> int:
-    """Live messages not yet consumed: waiting, ready, consuming, and blocked behind their
-    group's head (due, not ready)."""
+def backlog_of(info: dict[str, Any]) -> int:
+    """A topic's live messages from getTopicInfo's data: waiting, ready, consuming and due ones
+    blocked behind their group's head (the sum of its ``queue_sizes``, which the fleet page
+    sorts by; dead letters are apart)."""
     return (info["waitingQueueSize"] + info["readyQueueSize"] + info["ackQueueSize"]
-            + info.get("groupBlockedSize", 0))
+            + info["groupBlockedSize"])
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class TopicRow:
 
     @property
     def backlog(self) -> int:
-        return backlog(self.info)
+        return backlog_of(self.info)
 
     @property
     def send_rate(self) -> float:

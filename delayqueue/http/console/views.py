@@ -29,8 +29,7 @@ from delayqueue.http.request import params, runtime
 from delayqueue.settings.topic_setting import BY_NAME
 
 from .charts import Series, line_chart
-from .fleet_view import PAGE_SIZES, FleetView
-from .fleet_view import backlog as topic_backlog
+from .fleet_view import PAGE_SIZES, FleetView, backlog_of
 
 console = Blueprint("console", __name__, template_folder="templates")
 
@@ -105,7 +104,7 @@ def topic() -> str:
     name = params().topic()
     rt = runtime()
     info = rt.queue.topic_info(name)
-    backlog = topic_backlog(info)
+    backlog = backlog_of(info)
     history = view().topic_history(name, backlog)
     seconds = rt.monitor.interval_ms / 1000
     starts = history.starts
