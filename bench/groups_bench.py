@@ -58,10 +58,10 @@ GROUP = 9                   # index of the groupId in a script's message fields
 
 DEFAULTS: dict[str, Any] = {
     "groups": 100_000, "behind": 10, "pulls": 20_000, "rounds": 20, "chunk": 1000,
-    "messages": 20_000, "tp_groups": 1000, "memory": 100_000, "memory_groups": 1000,
+    "messages": 10_000, "tp_groups": 1000, "memory": 100_000, "memory_groups": 1000,
     "body_bytes": 64,
 }
-QUICK: dict[str, Any] = {"groups": 10_000, "pulls": 5000, "rounds": 10, "messages": 4000,
+QUICK: dict[str, Any] = {"groups": 10_000, "pulls": 5000, "rounds": 10, "messages": 3000,
                          "memory": 20_000}
 
 
@@ -230,16 +230,24 @@ def phase_throughput(p: dict[str, Any], body: str) -> dict[str, Any]:
                     for i, m in enumerate(msg_ids(f"{run}-{name}-", count, start))]
 
         def measure(label: str, step: Callable[[str, int], None]) -> None:
+            """msgs/s of each topic, and the scripts' time in Redis per message (EVALSHA's
+            usec: the part a busy machine moves least)."""
             took = {"grouped": 0.0, "plain": 0.0}
+            script_usec = {"grouped": 0.0, "plain": 0.0}
 
             def timed(name: str, r: int) -> None:
+                s.client.config_resetstat()
                 t0 = time.perf_counter()
                 step(name, r)
                 took[name] += time.perf_counter() - t0
+                script_usec[name] += float(s.commandstats().get("evalsha", {}).get("usec", 0))
 
             alternate(rounds, ["grouped", "plain"], timed)
             rates = {name: round(n / took[name], 1) for name in took}
-            figures[label] = {**rates, "ratio": ratio(rates["grouped"], rates["plain"])}
+            redis_us = {name: round(script_usec[name] / n, 1) for name in took}
+            figures[label] = {**rates, "ratio": ratio(rates["grouped"], rates["plain"]),
+                              "redis_us_per_msg": redis_us,
+                              "redis_us_ratio": ratio(redis_us["grouped"], redis_us["plain"])}
             progress(f"B: {label}: grouped {rates['grouped']:,.0f}/s, plain "
                      f"{rates['plain']:,.0f}/s")
 
@@ -377,9 +385,12 @@ def print_figures(f: dict[str, Any], p: dict[str, Any]) -> None:
     b = f["throughput"]
     print_table(f"B. throughput, {b['messages']:,} messages each, {b['groups']:,} groups "
                 f"(msg/s)", [
-        (f"{label}: grouped / plain (ratio)",
-         f"{b[label]['grouped']:,.0f} / {b[label]['plain']:,.0f} ({b[label]['ratio']})")
-        for label in b if isinstance(b[label], dict)])
+        row for label in b if isinstance(b[label], dict) for row in (
+            (f"{label}: grouped / plain (ratio)",
+             f"{b[label]['grouped']:,.0f} / {b[label]['plain']:,.0f} ({b[label]['ratio']})"),
+            ("  Redis time per message (us): grouped / plain (ratio)",
+             f"{b[label]['redis_us_per_msg']['grouped']} / "
+             f"{b[label]['redis_us_per_msg']['plain']} ({b[label]['redis_us_ratio']})"))])
     c = f["memory"]
     print_table(f"C. Redis bytes per waiting message, {c['messages']:,} each, "
                 f"{c['body_bytes']}-byte bodies", [
