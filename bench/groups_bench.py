@@ -14,16 +14,18 @@ A. pull under blocked groups: topic ``grouped`` gets ``--groups`` groups, each a
    (each counts in groupBlockedSize), loaded through the send script (calls of 100 entries,
    ``--chunk`` entries a round trip). Then ``--pulls`` ungrouped due messages go to it and as
    many to ``plain`` (nothing else). Pulls of one (one ``pull`` script call a round trip, timed
-   client-side) take them, in ``--rounds`` slices alternating between the topics (ABBA), so
-   both see the same machine noise; ``CONFIG RESETSTAT`` before each slice and ``INFO
-   commandstats`` after it give the Redis commands per pull (every command the script ran,
-   plus its EVALSHA) and the Redis time per pull (EVALSHA's usec per call: the whole script).
+   client-side) take them, in slices of ``--slice`` alternating between the topics (ABBA), so
+   a burst of another job's load lands on both. Around each slice, ``CONFIG RESETSTAT`` and
+   ``INFO commandstats`` give the Redis commands per pull (every command the script ran, plus
+   its EVALSHA) and the Redis time per pull (EVALSHA's usec), and the SLOWLOG (every command
+   logged) each pull's own time in Redis: its percentiles beside the client's.
 B. throughput through the service (``DelayQueue``): ``--messages`` messages to
    ``tp-grouped`` (spread round robin over ``--tp-groups`` groups) and as many to
    ``tp-plain``: single sends, then pull + ack of one at a time; then sendMsgBatch-sized
-   batches (100), then pulls of 100 acked by one ackMsgBatch. Slices alternate between the
-   topics as in A; msgs/s each and the ratio. Every message is delivered once, each group's in
-   its send order, the plain topic's in send order, at most one per group a pull.
+   batches (100), then pulls of 100 acked by one ackMsgBatch. ``--rounds`` slices alternate
+   between the topics as in A; msgs/s each and the ratio, and the scripts' time in Redis per
+   message. Every message is delivered once, each group's in its send order, the plain
+   topic's in send order, at most one per group a pull.
 C. memory: ``--memory`` ungrouped messages waiting one day (the reference), then as many
    messages blocked (status 1) behind the waiting fronts of ``--memory-groups`` groups, both
    loaded as in A; ``INFO memory`` used_memory before and after each gives bytes per message;
@@ -57,7 +59,8 @@ BATCH = 100                 # sendMsgBatch / pullMsg batch of the batched throug
 GROUP = 9                   # index of the groupId in a script's message fields
 
 DEFAULTS: dict[str, Any] = {
-    "groups": 100_000, "behind": 10, "pulls": 20_000, "rounds": 20, "chunk": 1000,
+    "groups": 100_000, "behind": 10, "pulls": 20_000, "slice": 200, "rounds": 20,
+    "chunk": 1000,
     "messages": 10_000, "tp_groups": 1000, "memory": 100_000, "memory_groups": 1000,
     "body_bytes": 64,
 }
@@ -160,7 +163,14 @@ def phase_pull(p: dict[str, Any], body: str) -> dict[str, Any]:
         latency: dict[str, list[float]] = {"grouped": [], "plain": []}
         calls: dict[str, dict[str, int]] = {"grouped": {}, "plain": {}}
         script_usec = {"grouped": 0.0, "plain": 0.0}
-        per_slice = max(1, p["pulls"] // p["rounds"])
+        in_redis: dict[str, list[float]] = {"grouped": [], "plain": []}
+        per_slice = min(p["slice"], p["pulls"])
+        rounds = max(2, p["pulls"] // per_slice // 2 * 2)
+        # Every command into the SLOWLOG (a script's own commands too): each pull's time in
+        # Redis, beside the client's.
+        slowlog_len = per_slice * 20 + 100
+        s.client.config_set("slowlog-log-slower-than", 0)
+        s.client.config_set("slowlog-max-len", slowlog_len)
 
         def pulls(topic: str, count: int, out: list[float] | None) -> None:
             tk = q.topic_keys(topic)
@@ -176,17 +186,23 @@ def phase_pull(p: dict[str, Any], body: str) -> dict[str, Any]:
 
         def slice_(topic: str, _round: int) -> None:
             s.client.config_resetstat()
+            s.client.slowlog_reset()
             pulls(topic, per_slice, latency[topic])
+            scripts = [e["duration"] / 1000.0 for e in s.client.slowlog_get(slowlog_len)
+                       if e["command"][:8].upper() in (b"EVALSHA ", "EVALSHA ")]
+            if len(scripts) != per_slice:
+                raise RuntimeError(f"SLOWLOG kept {len(scripts)} of {per_slice} pulls")
+            in_redis[topic].extend(scripts)
             for name, stat in s.commandstats().items():
-                if name.startswith(("config", "info")) or name == "time":
-                    continue    # the stats' own commands; TIME: the clock's re-sync
+                if name.startswith(("config", "info", "slowlog")) or name == "time":
+                    continue    # the bench's own commands; TIME: the clock's re-sync
                 calls[topic][name] = calls[topic].get(name, 0) + int(stat["calls"])
                 if name == "evalsha":
                     script_usec[topic] += float(stat["usec"])
 
         for topic in ("grouped", "plain"):
             pulls(topic, warmup, None)
-        alternate(p["rounds"], ["grouped", "plain"], slice_)
+        alternate(rounds, ["grouped", "plain"], slice_)
         after = q.topic_info("grouped")
         rt.client.close()
     if after["groupBlockedSize"] != p["groups"] * p["behind"]:
@@ -196,6 +212,7 @@ def phase_pull(p: dict[str, Any], body: str) -> dict[str, Any]:
         n = len(latency[topic])
         figures[topic] = {
             "pulls": n, "latency_ms": summary(latency[topic]),
+            "in_redis_ms": summary(in_redis[topic]),
             "commands_per_pull": round(sum(calls[topic].values()) / n, 2),
             "commands": {k: round(v / n, 2) for k, v in sorted(calls[topic].items())},
             "redis_us_per_pull": round(script_usec[topic] / n, 2),
@@ -205,6 +222,8 @@ def phase_pull(p: dict[str, Any], body: str) -> dict[str, Any]:
         **{q_: ratio(g["latency_ms"][q_], pl["latency_ms"][q_]) for q_ in ("p50", "p90", "p99")},
         "commands": ratio(g["commands_per_pull"], pl["commands_per_pull"]),
         "redis_us": ratio(g["redis_us_per_pull"], pl["redis_us_per_pull"]),
+        **{f"in_redis_{q_}": ratio(g["in_redis_ms"][q_], pl["in_redis_ms"][q_])
+           for q_ in ("p50", "p99")},
     }
     r = figures["ratio"]
     figures["bar_met"] = all(r[k] <= BAR_RATIO for k in ("p50", "p99", "commands"))
@@ -376,6 +395,11 @@ def print_figures(f: dict[str, Any], p: dict[str, Any]) -> None:
         (f"plain: {lat}", " / ".join(str(pl["latency_ms"][k])
                                      for k in ("p50", "p90", "p99", "max"))),
         ("ratio p50 / p90 / p99", f"{r['p50']} / {r['p90']} / {r['p99']}"),
+        (f"in Redis (SLOWLOG), grouped: {lat}", " / ".join(
+            str(g["in_redis_ms"][k]) for k in ("p50", "p90", "p99", "max"))),
+        (f"in Redis (SLOWLOG), plain: {lat}", " / ".join(
+            str(pl["in_redis_ms"][k]) for k in ("p50", "p90", "p99", "max"))),
+        ("in Redis, ratio p50 / p99", f"{r['in_redis_p50']} / {r['in_redis_p99']}"),
         ("Redis commands per pull, grouped / plain",
          f"{g['commands_per_pull']} / {pl['commands_per_pull']} (ratio {r['commands']})"),
         ("Redis time per pull (us), grouped / plain",
@@ -416,8 +440,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     params = {k: (getattr(args, k) if getattr(args, k) is not None
                   else QUICK.get(k, v) if args.quick else v) for k, v in DEFAULTS.items()}
-    limits = {"groups": 1_000_000, "behind": 100, "pulls": 1_000_000, "rounds": 1000,
-              "chunk": 1000, "messages": 1_000_000, "tp_groups": 1_000_000,
+    limits = {"groups": 1_000_000, "behind": 100, "pulls": 1_000_000, "slice": 100_000,
+              "rounds": 1000, "chunk": 1000, "messages": 1_000_000, "tp_groups": 1_000_000,
               "memory": 2_000_000, "memory_groups": 1_000_000, "body_bytes": 1_048_576}
     for key, top in limits.items():
         if not 1 <= params[key] <= top:
