@@ -64,6 +64,14 @@ DEFAULTS: dict[str, Any] = {
     "messages": 10_000, "tp_groups": 1000, "memory": 100_000, "memory_groups": 1000,
     "body_bytes": 64,
 }
+HELP = {
+    "groups": "A: blocked groups on the grouped topic", "behind": "A: messages blocked per group",
+    "pulls": "A: timed pulls of each topic", "slice": "A: pulls per alternating slice",
+    "rounds": "B: alternating slices (even)", "chunk": "entries per round trip when loading",
+    "messages": "B: messages per topic and run", "tp_groups": "B: groups of the grouped topic",
+    "memory": "C: messages per kind", "memory_groups": "C: groups the blocked ones wait in",
+    "body_bytes": "body size",
+}
 QUICK: dict[str, Any] = {"groups": 10_000, "pulls": 5000, "rounds": 10, "messages": 3000,
                          "memory": 20_000}
 
@@ -430,13 +438,13 @@ def print_figures(f: dict[str, Any], p: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--quick", action="store_true",
                         help="scaled down (" + ", ".join(f"--{k.replace('_', '-')} {v}"
                                                          for k, v in QUICK.items()) + ")")
     for key, value in DEFAULTS.items():
         parser.add_argument(f"--{key.replace('_', '-')}", type=int, default=None,
-                            help=f"default {value:,}")
+                            help=f"{HELP[key]} (default {value:,})")
     args = parser.parse_args(argv)
     params = {k: (getattr(args, k) if getattr(args, k) is not None
                   else QUICK.get(k, v) if args.quick else v) for k, v in DEFAULTS.items()}
