@@ -3,7 +3,7 @@ VENV := .venv
 PY := python3
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps lint run test ha chaos fuzz wheel report bench bench-deps bench-report clean
+.PHONY: install system-deps lint run test ha chaos fuzz wheel report bench bench-deps bench-report bench-groups clean
 
 # The venv is rebuilt whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -108,6 +108,14 @@ bench: install bench-deps $(BENCH_VENV)/.installed
 # The report's throughput benchmark (1M and 10M snapshot lines); figures go to docs/benchmarks.md.
 bench-report: install
 	$(VENV)/bin/python bench/spark_report_bench.py --work /tmp/spark-bench --days 4 35
+
+# Message groups against plain topics, same run (bench/groups_bench.py, ~4 min): a pull's
+# latency and Redis commands under 100,000 blocked groups (1.1M messages), send and pull + ack
+# throughput, Redis bytes per blocked message; figures go to docs/benchmarks.md.
+# GROUPS_ARGS='--quick' scales it down (under a minute).
+GROUPS_ARGS ?=
+bench-groups: install
+	$(VENV)/bin/python bench/groups_bench.py $(GROUPS_ARGS)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) build dist *.egg-info .pytest_cache
