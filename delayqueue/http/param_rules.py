@@ -11,8 +11,8 @@ as absent, HTTP 400.
 
 params.py answers the empty case from this table; docs/api.md ("Parameter errors") is
 ``markdown_table()``, and /openapi.json describes each operation's answers from ``CASES``.
-tests/http/test_param_rules.py holds the server to the table, endpoint by endpoint, and the
-document to ``markdown_table()``.
+tests/http/test_param_rules.py holds the server and /openapi.json to the table, endpoint by
+endpoint; tests/test_docs.py holds docs/api.md's copy to ``markdown_table()``.
 """
 
 from __future__ import annotations
