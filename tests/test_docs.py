@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from delayqueue.http.endpoints import ENDPOINTS, FORM, PAGE
+from delayqueue.http.endpoints import CAMELLIA, ENDPOINTS, FORM, HEALTH, PAGE
+from delayqueue.http.param_rules import markdown_table
 from delayqueue.settings.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -494,3 +495,17 @@ def test_the_role_table_names_exactly_the_routes_each_role_may_call():
                     "not so": sorted(documented[role] - actual[role])}
              for role in actual if actual[role] != documented[role]}
     assert not wrong, f"docs/api.md's role table differs from the access rules: {wrong}"
+
+
+# -- parameter errors ------------------------------------------------------------------------
+def test_the_parameter_error_table_is_the_servers():
+    """api.md's table is param_rules.py's, which tests/http/test_param_rules.py holds every
+    endpoint to; the endpoints it calls camellia's are the table's."""
+    text = section(ROOT / "docs" / "api.md", "### Parameter errors")
+    table = "\n".join(line for line in text.splitlines() if line.startswith("|"))
+    assert table == markdown_table()
+    named = text.split("|")[0].split("Every other endpoint")[0]
+    camellias = {e.name for e in ENDPOINTS if e.origin == CAMELLIA and e.kind != HEALTH}
+    assert set(re.findall(r"`(\w+)`", named)) == camellias
+    health = sum(e.kind == HEALTH and e.origin == CAMELLIA for e in ENDPOINTS)
+    assert health == 4 and "the four health endpoints" in " ".join(named.split())

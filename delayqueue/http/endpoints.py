@@ -1,10 +1,12 @@
-"""Every endpoint of the server, once: its path and methods, who may call it, and how
-/openapi.json describes it.
+"""Every endpoint of the server, once: its path and methods, who may call it, whose it is
+(camellia's or ours), and how /openapi.json describes it.
 
 Routing (``route`` registers each view at its row's path and methods), the access check
-(access.py reads the row's ``rule``) and the OpenAPI document (openapi.py) all read
-``ENDPOINTS``. Adding an endpoint is a row here and a view decorated with ``@route``;
-a route registered any other way is refused to every token while ``auth-tokens`` is set.
+(access.py reads the row's ``rule``), the parameters (request.py reads the row's ``origin``:
+an empty required text parameter answers as param_rules.py says for it) and the OpenAPI
+document (openapi.py) all read ``ENDPOINTS``. Adding an endpoint is a row here and a view
+decorated with ``@route``; a route registered any other way is refused to every token while
+``auth-tokens`` is set.
 """
 
 from __future__ import annotations
@@ -74,6 +76,11 @@ PLAIN = "plain"         # a body of its own: text, or a JSON document
 PAGE = "page"           # a console page: HTML
 FORM = "form"           # a console form's POST: 303 back to a page
 
+# Whose endpoint it is. camellia's (its server's paths: what its SDK calls) answer an empty
+# required text parameter as camellia does; ours keep our own rule (params.py, docs/api.md
+# "Parameter errors").
+CAMELLIA, OURS = "camellia", "ours"
+
 Q = "/camellia/delayQueue/"
 GET_POST = ("GET", "POST")
 
@@ -96,14 +103,20 @@ class Endpoint:
     body: dict[str, Any] | None = None    # BATCH: the JSON body's schema
     body_example: dict[str, Any] | None = None
     media: str = "application/json"  # PLAIN: the body's content type
+    origin: str = OURS               # CAMELLIA: an endpoint camellia's server has
 
 
 def camellia(name: str, rule: Rule, summary: str, answer: str, example: dict[str, Any],
              params: Sequence[Param] = (), codes: tuple[int, ...] = (400,),
-             tag: str = "messages") -> Endpoint:
-    """An endpoint of camellia's API (or one of ours beside them, called the same way)."""
+             tag: str = "messages", origin: str = CAMELLIA) -> Endpoint:
+    """An endpoint of camellia's API (``ours``: one of ours beside them, called the same
+    way)."""
     return Endpoint(name, Q + name, GET_POST, rule, ENVELOPE, tag, summary, tuple(params),
-                    answer, example, codes)
+                    answer, example, codes, origin=origin)
+
+
+def ours(*args: Any, **kwargs: Any) -> Endpoint:
+    return camellia(*args, **kwargs, origin=OURS)
 
 
 def batch(name: str, rule: Rule, summary: str, example: dict[str, Any],
@@ -115,7 +128,8 @@ def batch(name: str, rule: Rule, summary: str, example: dict[str, Any],
 
 def health(name: str, rule: Rule, summary: str, codes: tuple[int, ...] = ()) -> Endpoint:
     return Endpoint(name, "/camellia/health/" + name, GET_POST, rule, HEALTH, "health",
-                    summary, answer="Health", example={"code": 200}, codes=codes)
+                    summary, answer="Health", example={"code": 200}, codes=codes,
+                    origin=CAMELLIA)
 
 
 # The console shows and changes every topic: admin only. A browser sends no bearer token,
@@ -163,40 +177,40 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              [TOPIC, MSG_ID, Param("ack", boolean("true: ack; false: nack. Default true.")),
               RECEIPT, Param("delayMillis", integer("Nack only: back to waiting for this "
                                                     "long.", 0))], (400, 404, 409)),
-    camellia("changeVisibility", topic(CONSUME), "Move a delivery's ack deadline (0 releases "
-             "it).", "DelayMsgAnswer", ok_example(delayMsg=DELIVERED_MSG),
-             [TOPIC, MSG_ID, RECEIPT,
-              Param("ackTimeoutMillis", integer("New deadline from now in ms.", 0), True)],
-             (400, 404, 409)),
-    camellia("rescheduleMsg", topic(PRODUCE), "Give a waiting or ready message a new "
-             "triggerTime.", "DelayMsgAnswer", ok_example(delayMsg=EXAMPLE_MSG),
-             [TOPIC, MSG_ID, DELAY, TRIGGER], (400, 404)),
+    ours("changeVisibility", topic(CONSUME), "Move a delivery's ack deadline (0 releases "
+         "it).", "DelayMsgAnswer", ok_example(delayMsg=DELIVERED_MSG),
+         [TOPIC, MSG_ID, RECEIPT,
+          Param("ackTimeoutMillis", integer("New deadline from now in ms.", 0), True)],
+         (400, 404, 409)),
+    ours("rescheduleMsg", topic(PRODUCE), "Give a waiting or ready message a new "
+         "triggerTime.", "DelayMsgAnswer", ok_example(delayMsg=EXAMPLE_MSG),
+         [TOPIC, MSG_ID, DELAY, TRIGGER], (400, 404)),
     camellia("getMsg", topic(PRODUCE, CONSUME), "A message with its true current status.",
              "DelayMsgAnswer", ok_example(delayMsg=EXAMPLE_MSG), [TOPIC, MSG_ID], (400, 404)),
     camellia("deleteMsg", topic(PRODUCE, CONSUME), "Delete a live message (release=true "
              "drops its body too).", "Success", ok_example(),
              [TOPIC, MSG_ID, Param("release", boolean("Also remove the body now."))],
              (400, 404)),
-    camellia("listDeadMsg", topic(CONSUME), "A page of the topic's dead letters, oldest "
-             "death first.", "DeadPageAnswer",
-             ok_example(delayMsgList=[{**DELIVERED_MSG, "status": 6, "deadTime": T0 + 90_000}],
-                        nextCursor="1763800090000:" + EXAMPLE_ID),
-             [TOPIC, LIMIT_DEAD, Param("cursor", string("nextCursor of the previous page."))],
-             tag="dead letters"),
-    camellia("redriveDeadMsg", topic(ADMIN), "Dead letters back to ready (one, or up to "
-             "limit).", "CountAnswer", ok_example(count=1),
-             [TOPIC, OPTIONAL_MSG_ID, LIMIT_DEAD], tag="dead letters"),
-    camellia("purgeDeadMsg", topic(ADMIN), "Remove one dead letter, or all of the topic's.",
-             "CountAnswer", ok_example(count=3), [TOPIC, OPTIONAL_MSG_ID],
-             tag="dead letters"),
-    camellia("setTopicConfig", topic(ADMIN), "Set (or reset=true: drop) the topic's own "
-             "settings.", "TopicConfigAnswer",
-             ok_example(data=EXAMPLE_CONFIG, source=EXAMPLE_SOURCE),
-             [TOPIC, *SETTING_PARAMS, RESET], tag="topic settings"),
-    camellia("getTopicConfig", topic(PRODUCE, CONSUME), "The effective settings of a topic "
-             "and their source.", "TopicConfigAnswer",
-             ok_example(data=EXAMPLE_CONFIG, source=EXAMPLE_SOURCE), [TOPIC],
-             tag="topic settings"),
+    ours("listDeadMsg", topic(CONSUME), "A page of the topic's dead letters, oldest "
+         "death first.", "DeadPageAnswer",
+         ok_example(delayMsgList=[{**DELIVERED_MSG, "status": 6, "deadTime": T0 + 90_000}],
+                    nextCursor="1763800090000:" + EXAMPLE_ID),
+         [TOPIC, LIMIT_DEAD, Param("cursor", string("nextCursor of the previous page."))],
+         tag="dead letters"),
+    ours("redriveDeadMsg", topic(ADMIN), "Dead letters back to ready (one, or up to "
+         "limit).", "CountAnswer", ok_example(count=1),
+         [TOPIC, OPTIONAL_MSG_ID, LIMIT_DEAD], tag="dead letters"),
+    ours("purgeDeadMsg", topic(ADMIN), "Remove one dead letter, or all of the topic's.",
+         "CountAnswer", ok_example(count=3), [TOPIC, OPTIONAL_MSG_ID],
+         tag="dead letters"),
+    ours("setTopicConfig", topic(ADMIN), "Set (or reset=true: drop) the topic's own "
+         "settings.", "TopicConfigAnswer",
+         ok_example(data=EXAMPLE_CONFIG, source=EXAMPLE_SOURCE),
+         [TOPIC, *SETTING_PARAMS, RESET], tag="topic settings"),
+    ours("getTopicConfig", topic(PRODUCE, CONSUME), "The effective settings of a topic "
+         "and their source.", "TopicConfigAnswer",
+         ok_example(data=EXAMPLE_CONFIG, source=EXAMPLE_SOURCE), [TOPIC],
+         tag="topic settings"),
     camellia("getMonitorData", namespace(ADMIN), "The last complete monitoring interval, "
              "fleet-wide.", "MonitorDataAnswer",
              ok_example(data={
@@ -250,7 +264,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "topic's sizes, as aligned plain-text tables.", answer="Plain text.",
              example="delayqueue monitor, namespace default: interval 2025-11-22T08:00:00Z "
                      "+ 60s, every node\n\n== request stats ==\ntopic   sendMsg  pullMsg"
-                     "  ...\norders       35       12  ...\n", media="text/plain"),
+                     "  ...\norders       35       12  ...\n", media="text/plain",
+             origin=CAMELLIA),
     page("fleet", "/dashboard/", "Every topic by backlog: sizes, rates, lag; refreshes itself.",
          [Param("page", integer("Page number, from 1.", 1)),
           Param("size", {"type": "integer", "enum": [25, 50, 100, 200]}),

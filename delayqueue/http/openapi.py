@@ -16,7 +16,16 @@ from typing import Any, Sequence
 from delayqueue import __version__
 from delayqueue.settings.value import MAX_DURATION_MS
 
-from .endpoints import BATCH, ENDPOINTS, FORM, HEALTH, PAGE, PLAIN, Endpoint
+from .endpoints import BATCH, CAMELLIA, ENDPOINTS, FORM, HEALTH, OURS, PAGE, PLAIN, Endpoint
+from .param_rules import (
+    BATCH_BODY,
+    BROKEN,
+    REFUSED,
+    Answer,
+    cases_answered,
+    column,
+    markdown_table,
+)
 from .schema import Param, ref, schemas
 
 # gunicorn refuses a request line (method, path and query string) over limit_request_line
@@ -25,11 +34,25 @@ REQUEST_LINE_TOO_LONG = {
     "description": "The request line (path and query string) is longer than 4094 bytes.",
     "content": {"application/json": {"schema": ref("Error"), "examples": {"too-long": {
         "value": {"code": 414, "msg": "request line: longer than 4094 bytes"}}}}}}
-MISSING = {
-    "description": "A required parameter is missing or cannot be converted.",
-    "content": {"application/json": {"schema": ref("Error"), "examples": {
-        "missing": {"value": {"code": 400, "msg": "topic: required parameter is missing or "
-                                                  "empty"}}}}}}
+# An example of each parameter error (param_rules.py), as each column answers it.
+ERROR_EXAMPLES = {
+    "absent": {"code": 400, "msg": "topic: required parameter is missing or empty"},
+    "empty": {"code": 400, "msg": "topic: required parameter is missing or empty"},
+    "unconvertible": {"code": 400, "msg": "topic: must be a string"},
+    "out of range": {"code": 400, "msg": "topic: must not contain '{' or '}' (they would "
+                                         "break Redis Cluster hash tags)"},
+    "malformed body": {"code": 400, "msg": "body: a JSON body must be an object of "
+                                           "parameters"},
+}
+EXAMPLES = {
+    CAMELLIA: {**ERROR_EXAMPLES,
+               "absent": {"code": 400, "msg": "topic: required parameter is missing"},
+               "empty": {"code": 400, "msg": "topic: must not be empty"}},
+    OURS: ERROR_EXAMPLES,
+    BATCH_BODY: {**ERROR_EXAMPLES,
+                 "malformed body": {"code": 400, "msg": "body: a batch must be a JSON object "
+                                                        "(Content-Type: application/json)"}},
+}
 TOO_LARGE = {"description": "The body is larger than 4 x max-msg-bytes + 64 KiB.",
              "content": {"application/json": {"schema": ref("Error")}}}
 HEALTH_DOWN = {"description": "Offline, or Redis does not answer.",
@@ -45,6 +68,14 @@ CROSS_SITE = {"description": "A cross-site request, or no Origin / Sec-Fetch-Sit
                                                                "only from its own pages"}}}}}}
 
 
+PARAMETER_ERRORS = (
+    "**Parameter errors.** How a wrong parameter is answered, by whose endpoint it is: each "
+    "operation's `x-origin` says whether it is one of camellia's (`camellia`) or ours "
+    "(`ours`); the batch endpoints answer by the last column (an entry's own parameters "
+    "answer code 400 in that entry's result). Optional parameters sent empty count as "
+    "absent.\n\n" + markdown_table())
+
+
 def _form_schema(params: Sequence[Param]) -> dict[str, Any]:
     return {"type": "object", "properties": {p.name: p.schema for p in params},
             "required": [p.name for p in params if p.required]}
@@ -55,8 +86,18 @@ def _query(params: Sequence[Param]) -> list[dict[str, Any]]:
             for p in params]
 
 
+WHERE = "the table of parameter errors in info.description"
+
+
+def _parameter_errors(of: str, answered: Answer) -> dict[str, Any]:
+    """An example of each parameter error column ``of`` answers ``answered``."""
+    return {f"parameter {name}": {"value": EXAMPLES[of][name]}
+            for name in cases_answered(of, answered)}
+
+
 def _envelope_responses(endpoint: Endpoint) -> dict[str, Any]:
-    """The envelope's answers: 200 (the success or error envelope), 400 and 413."""
+    """The envelope's answers: 200 (the success or error envelope), 400 and 413. The
+    parameter errors are the table's (param_rules.py) for the endpoint's column."""
     health = endpoint.kind == HEALTH
     answer = {"description": "An envelope: code 200, or an error code listed below (HTTP 200 "
                              "unless noted).",
@@ -69,8 +110,19 @@ def _envelope_responses(endpoint: Endpoint) -> dict[str, Any]:
     codes = sorted({*endpoint.codes, 500})
     answer["description"] += " Envelope codes: " + ", ".join(map(str, codes)) + "."
     responses: dict[str, Any] = {"200": answer}
-    if any(p.required for p in endpoint.params) or endpoint.kind == BATCH:
-        responses["400"] = MISSING
+    if endpoint.params or endpoint.kind == BATCH:     # without parameters, none can be wrong
+        of = column(endpoint)
+        if cases_answered(of, BROKEN):
+            answer["description"] += (" Code 400 with HTTP 200 for these parameter errors "
+                                      f"({WHERE}): " + ", ".join(cases_answered(of, BROKEN)) +
+                                      ".")
+            answer["content"]["application/json"]["examples"].update(
+                _parameter_errors(of, BROKEN))
+        responses["400"] = {
+            "description": f"Parameter errors ({WHERE}): " +
+                           ", ".join(cases_answered(of, REFUSED)) + ".",
+            "content": {"application/json": {"schema": ref("Error"),
+                                             "examples": _parameter_errors(of, REFUSED)}}}
     responses["413"] = TOO_LARGE
     return responses
 
@@ -147,6 +199,7 @@ def _operation(endpoint: Endpoint, method: str) -> dict[str, Any]:
         op = _envelope_operation(endpoint, method)
     if method == "get":
         op["responses"]["414"] = REQUEST_LINE_TOO_LONG
+    op["x-origin"] = endpoint.origin      # camellia's endpoint or ours (the table above)
     return op
 
 
@@ -157,10 +210,10 @@ def _document() -> dict[str, Any]:
         "info": {"title": "delayqueue", "version": __version__,
                  "description": "camellia-delay-queue's HTTP API and delayqueue's additions. "
                                 "Every answer is a JSON envelope {code, msg, ...}; codes other "
-                                "than 200 come with HTTP 200 except a missing or unconvertible "
-                                "parameter (HTTP 400) and an oversized body (HTTP 413). Times "
+                                "than 200 come with HTTP 200 except some parameter errors "
+                                "(HTTP 400, below) and an oversized body (HTTP 413). Times "
                                 f"are ms since the epoch; durations ms, at most "
-                                f"{MAX_DURATION_MS}."},
+                                f"{MAX_DURATION_MS}.\n\n" + PARAMETER_ERRORS},
         "servers": [{"url": "/"}],
         "paths": {e.path: {m.lower(): _operation(e, m.lower()) for m in e.methods}
                   for e in ENDPOINTS},

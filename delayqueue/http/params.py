@@ -2,7 +2,9 @@
 
 Parameters come from the query string, a form body, or (ours) a JSON object body. A missing
 or unconvertible required parameter is HTTP 400 (as camellia); a value that breaks a rule is
-code 400 in an HTTP 200 envelope. Every message names the parameter and the rule.
+code 400 in an HTTP 200 envelope. A required text parameter sent empty answers by whose
+endpoint it is (param_rules.py): on camellia's, as camellia does (code 400, HTTP 200); on
+ours, as a missing one. Every message names the parameter and the rule.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from delayqueue.core.errors import BadRequest, MissingParameter
+from delayqueue.core.errors import BadRequest, DelayQueueError, MissingParameter
 from delayqueue.settings.value import (
     BOOLEAN_RULE,
     MAX_DURATION_MS,
@@ -19,6 +21,9 @@ from delayqueue.settings.value import (
     parse_bool,
     parse_int,
 )
+
+from .endpoints import OURS
+from .param_rules import BROKEN, answer
 
 MAX_ATTRIBUTES = 32               # keys of a message's attributes
 MAX_ATTRIBUTES_BYTES = 8192       # their keys and values in all, UTF-8
@@ -36,8 +41,11 @@ def has_control_chars(text: str) -> bool:
 class Params:
     def __init__(self, values: Mapping[str, Any], *, max_topic_length: int,
                  max_msg_id_length: int, max_msg_bytes: int, max_batch: int,
-                 max_long_polling_timeout_ms: int) -> None:
+                 max_long_polling_timeout_ms: int, origin: str = OURS) -> None:
         self.values = values
+        # Whose endpoint reads them (endpoints.py): an empty required text parameter is a
+        # value that breaks a rule where the table answers it so (camellia's), else missing.
+        self.empty_is_a_value = answer("empty", origin) == BROKEN
         self.max_topic_length = max_topic_length
         self.max_msg_id_length = max_msg_id_length
         self.max_msg_bytes = max_msg_bytes
@@ -54,13 +62,21 @@ class Params:
         value = self._raw(name)
         if value is None:
             if required:
-                raise MissingParameter(f"{name}: required parameter is missing or empty")
+                raise self.required_error(name)
             return None
         if not isinstance(value, str):
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 return str(value)
             raise MissingParameter(f"{name}: must be a string")
         return value
+
+    def required_error(self, name: str) -> DelayQueueError:
+        """A required text parameter not sent, or sent empty (param_rules.py)."""
+        if not self.empty_is_a_value:
+            return MissingParameter(f"{name}: required parameter is missing or empty")
+        if self.values.get(name) == "":
+            return BadRequest(f"{name}: must not be empty")
+        return MissingParameter(f"{name}: required parameter is missing")
 
     def integer(self, name: str) -> int | None:
         value = self._raw(name)

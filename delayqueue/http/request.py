@@ -14,6 +14,7 @@ from flask import Response, current_app, jsonify, request
 from delayqueue.background.runtime import Runtime
 from delayqueue.core.errors import BadRequest, DelayQueueError, MissingParameter, OutOfMemory
 
+from .endpoints import BY_PATH, OURS
 from .params import Params
 
 
@@ -32,11 +33,15 @@ def params() -> Params:
         values.update(body)
     else:
         values.update(req.form.to_dict())
-    return params_of(values)
+    endpoint = BY_PATH.get(req.url_rule.rule) if req.url_rule is not None else None
+    return params_of(values, origin=endpoint.origin if endpoint is not None else OURS)
 
 
-def params_of(values: dict[str, Any], limits: dict[str, int] | None = None) -> Params:
-    return Params(values, **(limits or runtime().param_limits))
+def params_of(values: dict[str, Any], limits: dict[str, int] | None = None,
+              origin: str = OURS) -> Params:
+    """``origin``: whose endpoint reads them (endpoints.py), which says how an empty required
+    text parameter is answered (param_rules.py)."""
+    return Params(values, **(limits or runtime().param_limits), origin=origin)
 
 
 def read_batch(entries_name: str) -> tuple[str, Params, list[Any]]:

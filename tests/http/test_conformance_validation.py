@@ -75,13 +75,19 @@ def test_long_polling_timeout_over_60000_is_code_400(node, topic, raw_redis):
     ({"msg": "x", "maxRetry": "many"}, "maxRetry"),
     ({"msg": "x", "triggerTime": "soon"}, "triggerTime"),
     ({}, "msg"),
-    ({"msg": ""}, "msg"),
 ])
 def test_unconvertible_or_missing_send_parameter_is_http_400(node, topic, raw_redis, params,
                                                             name):
     status_code, reply = api.post(node, "sendMsg", topic=topic, **params)
     assert status_code == 400 and reply["code"] == 400
     assert reply["msg"].startswith(name), reply["msg"]
+    api.assert_nothing_written(raw_redis, topic)
+
+
+def test_an_empty_msg_is_code_400_in_http_200_as_camellia_answers_it(node, topic, raw_redis):
+    """Every case of camellia's SDK: tests/http/test_conformance_camellia_params.py."""
+    assert api.post(node, "sendMsg", topic=topic, msg="") == \
+        (200, {"code": 400, "msg": "msg: must not be empty"})
     api.assert_nothing_written(raw_redis, topic)
 
 

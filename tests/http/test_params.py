@@ -1,7 +1,9 @@
 """Parameter validation: every rule of docs/api.md, through Params and through the Flask app.
 
 Rule violations answer code 400 in an HTTP 200 envelope; a missing or unconvertible
-parameter answers HTTP 400. Either way the message names the parameter and nothing is written.
+parameter answers HTTP 400; a required text parameter sent empty answers as camellia does on
+camellia's endpoints (code 400, HTTP 200) and as a missing one on ours (the whole table:
+test_param_rules.py). Either way the message names the parameter and nothing is written.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import pytest
 
 from delayqueue.core.errors import BadRequest, MissingParameter
 from delayqueue.http.app import create_app
+from delayqueue.http.endpoints import CAMELLIA
 from delayqueue.http.params import MAX_DURATION_MS, Params
 
 BASE = "/camellia/delayQueue/"
@@ -21,6 +24,11 @@ LIMITS = dict(max_topic_length=256, max_msg_id_length=256, max_msg_bytes=1_048_5
 
 def params(**values) -> Params:
     return Params(values, **LIMITS)
+
+
+def camellias(**values) -> Params:
+    """As one of camellia's endpoints reads them."""
+    return Params(values, **LIMITS, origin=CAMELLIA)
 
 
 @pytest.fixture
@@ -92,6 +100,31 @@ def test_msg_id_rules():
         params(msgId="i" * 257).msg_id()
     with pytest.raises(BadRequest, match="^msgId: must not contain control"):
         params(msgId="a\rb").msg_id()
+
+
+@pytest.mark.parametrize("name,read", [("topic", Params.topic), ("msgId", Params.msg_id),
+                                       ("msg", Params.body)])
+def test_on_camellias_endpoints_an_empty_required_text_is_a_broken_rule(name, read):
+    with pytest.raises(BadRequest) as caught:
+        read(camellias(**{name: ""}))
+    assert type(caught.value) is BadRequest                   # code 400 in HTTP 200
+    assert caught.value.msg == f"{name}: must not be empty"
+    with pytest.raises(MissingParameter) as caught:           # absent: HTTP 400
+        read(camellias())
+    assert caught.value.msg == f"{name}: required parameter is missing"
+    with pytest.raises(MissingParameter) as caught:           # a JSON null is absent
+        read(camellias(**{name: None}))
+    assert caught.value.msg == f"{name}: required parameter is missing"
+    with pytest.raises(MissingParameter) as caught:           # ours: empty is missing
+        read(params(**{name: ""}))
+    assert caught.value.msg == f"{name}: required parameter is missing or empty"
+
+
+def test_on_camellias_endpoints_an_empty_optional_parameter_is_still_absent():
+    p = camellias(msgId="", groupId="", delayMillis="", ack="", receipt="")
+    assert p.msg_id(required=False) is None and p.group_id() is None
+    assert p.duration("delayMillis") is None and p.receipt() is None
+    assert p.boolean("ack", default=True) is True
 
 
 def test_body_limit_counts_utf8_bytes():
@@ -207,6 +240,8 @@ def registry_and_keys(app, topic):
     ({"topic": "ok", "msg": "x", "attributes": '{"a\\u0000": "v"}'}, "attributes", 200),
     ({"topic": "ok"}, "msg", 400),
     ({"msg": "x"}, "topic", 400),
+    ({"topic": "ok", "msg": ""}, "msg", 200),                 # camellia's endpoint: as camellia
+    ({"topic": "", "msg": "x"}, "topic", 200),
 ])
 def test_send_rule_violations_answer_400_and_write_nothing(app, client, form, name,
                                                           http_status):
@@ -229,6 +264,12 @@ def test_send_rule_violations_answer_400_and_write_nothing(app, client, form, na
     ("deleteMsg", {"topic": "ok", "msgId": "m", "release": "2"}, "release", 400),
     ("getMsg", {"topic": "ok"}, "msgId", 400),
     ("getTopicInfo", {"topic": "a{b}"}, "topic", 200),
+    ("getMsg", {"topic": "ok", "msgId": ""}, "msgId", 200),   # camellia's: empty, as camellia
+    ("ackMsg", {"topic": "ok", "msgId": ""}, "msgId", 200),
+    ("pullMsg", {"topic": ""}, "topic", 200),
+    ("changeVisibility", {"topic": "ok", "msgId": "", "ackTimeoutMillis": "0"}, "msgId",
+     400),                                                    # ours: empty is missing
+    ("rescheduleMsg", {"topic": "", "msgId": "m", "delayMillis": "0"}, "topic", 400),
 ])
 def test_other_endpoint_rule_violations_answer_400_and_write_nothing(app, client, endpoint,
                                                                     form, name, http_status):
