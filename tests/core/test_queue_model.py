@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import hypothesis.strategies as st
 import pytest
 import redis
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
@@ -454,9 +454,11 @@ def machine(redis_client):
 
 
 def test_the_queue_follows_its_model_through_any_sequence_of_transitions(machine):
+    # No explain phase: its line tracing of every Redis call makes a failure take minutes.
     run_state_machine_as_test(machine, settings=settings(
         max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, database=None,
-        suppress_health_check=list(HealthCheck)))
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.explicit, Phase.generate, Phase.shrink]))
 
 
 # -- shrunk failures, and group walks, kept ------------------------------------------------------
