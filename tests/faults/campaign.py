@@ -1,16 +1,27 @@
-"""One fault run: a workload, a nemesis cycling under it, a drain, and the checker's verdict."""
+"""One fault run: a workload, a nemesis cycling under it, a drain, and the checker's verdict.
+
+The drain waits until every send answered 200 was delivered and the topics hold nothing live:
+every message ended, so no queue and no group structure (groups, blocked, held) may hold an
+entry; what is left when the drain times out is the run's ``left``."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import redis
+
+from delayqueue.core.keys import NamespaceKeys
 
 from faults.checker import Verdict, check
 from faults.history import OK, History, now_ms
 from faults.nemesis import Nemesis
 from faults.workload import Workload
 from faults.world import World
+
+KEYS = NamespaceKeys("dq", "default")
+STRUCTURES = ("waiting", "ready", "ack", "blocked", "held", "groups")
 
 
 @dataclass
@@ -22,6 +33,28 @@ class Run:
     sent_after_last_fault: int       # sends answered 200 after the last heal: it recovered
     verdict: Verdict
     notes: list[str]
+    left: dict[str, int] = field(default_factory=dict)   # "topic structure" -> entries
+
+
+def leftovers(world: World, topics: list[str]) -> dict[str, int] | None:
+    """Each topic's non-empty queue or group structure (None: Redis cannot answer)."""
+    client = world.client()
+    try:
+        pipe = client.pipeline(transaction=False)
+        for topic in topics:
+            tk = KEYS.topic(topic)
+            for name in STRUCTURES:
+                if name == "groups":
+                    pipe.hlen(tk.groups)
+                else:
+                    pipe.zcard(getattr(tk, name))
+        counts = pipe.execute()
+    except redis.RedisError:
+        return None
+    finally:
+        client.close()
+    places = [f"{topic} {name}" for topic in topics for name in STRUCTURES]
+    return {place: n for place, n in zip(places, counts) if n}
 
 
 def run(world: World, nemesis: Nemesis, *, cycles: int, period_s: float, rate: float = 40,
@@ -33,6 +66,7 @@ def run(world: World, nemesis: Nemesis, *, cycles: int, period_s: float, rate: f
     names = [f"fault-{tag}-{i}" for i in range(topics)]
     workload = Workload(history, world.bases, names, rate=rate, max_delay_ms=max_delay_ms,
                         producers=producers)
+    ack_timeout_ms = world.settings["ack-timeout-millis"]
     began = time.monotonic()
     notes: list[str] = []
     workload.start()
@@ -46,9 +80,9 @@ def run(world: World, nemesis: Nemesis, *, cycles: int, period_s: float, rate: f
             history.fault(start, last_heal, nemesis.name)
         workload.stopping.wait(period_s)
         workload.stop_producing()
-        drained = workload.drain(drain_s)
+        drained = workload.drain(drain_s, lambda: leftovers(world, names) == {})
     finally:
         workload.stop()
     after = sum(1 for op in history.of("send") if op.outcome == OK and op.start_ms > last_heal)
     return Run(nemesis.name, nemesis.cycles, time.monotonic() - began, drained, after,
-               check(history), notes)
+               check(history, ack_timeout_ms), notes, leftovers(world, names) or {})

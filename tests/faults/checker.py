@@ -8,15 +8,29 @@
 - http 5xx: an HTTP status >= 500 (camellia's error envelope is code 500 at HTTP 200, what a
   Redis outage answers; an HTTP 5xx is a crash the error handlers did not catch);
 - hangs: a request still unanswered past its own timeout plus a margin;
+- group, two outstanding: two deliveries of one group outstanding at once. A delivery is
+  outstanding from its pull until its ack or nack, or until its ack deadline passed; for sure
+  from its receipt until the start of the first ack or nack of the message that may have
+  taken effect (answered 200, or unknown), or until the pull's start + the ack timeout;
+- group, out of order: a message's first delivery (retry 1) received before an earlier
+  message of its group (by triggerTime, then acceptance) ended, the earlier one's send
+  answered 200 before that pull was sent (it existed: once delivered, a message is its
+  group's head however early a later send comes). Acceptance order is known for sends that
+  did not overlap; "ended" is the start of its first ack that may have taken effect (the
+  workload's grouped messages cannot expire or run out of deliveries within a run);
 - lag: receive time - triggerTime of each message's first delivery, in and out of faults.
+Every verdict claims only what the history proves: an unknown outcome counts both ways.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 
-from faults.history import FAIL, OK, History
+from faults.history import FAIL, OK, Delivery, History, Op
 from support.fleet import percentile
+
+GroupKey = tuple[str, str]                 # (topic, groupId)
 
 
 @dataclass
@@ -30,6 +44,10 @@ class Verdict:
     unexpected: list[str] = field(default_factory=list)
     early: list[tuple[str, float, int]] = field(default_factory=list)
     again_after_ack: list[str] = field(default_factory=list)
+    # (topic, groupId, msgId, msgId, at ms): the earlier message first
+    two_outstanding: list[tuple] = field(default_factory=list)
+    out_of_order: list[tuple] = field(default_factory=list)
+    grouped: int = 0                                        # distinct grouped messages delivered
     http_5xx: list[str] = field(default_factory=list)
     hangs: list[str] = field(default_factory=list)
     lag_ms: dict[str, float] = field(default_factory=dict)          # p50, p99, max: all
@@ -40,12 +58,15 @@ class Verdict:
     def violations(self) -> dict[str, list]:
         return {name: values for name, values in (
             ("lost", self.lost), ("unexpected", self.unexpected), ("early", self.early),
-            ("again after ack", self.again_after_ack), ("http 5xx", self.http_5xx),
-            ("hangs", self.hangs)) if values}
+            ("again after ack", self.again_after_ack),
+            ("group: two outstanding at once", self.two_outstanding),
+            ("group: delivered before an earlier one ended", self.out_of_order),
+            ("http 5xx", self.http_5xx), ("hangs", self.hangs)) if values}
 
     def summary(self) -> str:
         return (f"sends {self.sends}, pulls {self.pulls}, acks {self.acks}, delivered "
-                f"{self.delivered} (+{self.redelivered} again), lag {self.lag_ms}, "
+                f"{self.delivered} (+{self.redelivered} again, {self.grouped} grouped), "
+                f"lag {self.lag_ms}, "
                 f"in fault {self.lag_in_fault_ms}, violations "
                 f"{ {k: v[:5] for k, v in self.violations.items()} }, traces {self.traces}")
 
@@ -64,7 +85,78 @@ def _lag(values: list[float]) -> dict[str, float]:
             "max": round(max(values))}
 
 
-def check(history: History) -> Verdict:
+def _may_have_acted(ops: list[Op]) -> dict[str, list[Op]]:
+    """Per message, its calls that may have taken effect (answered 200, or unknown)."""
+    acted: dict[str, list[Op]] = defaultdict(list)
+    for op in ops:
+        if op.outcome != FAIL:
+            acted[op.msg_id].append(op)
+    return acted
+
+
+def _by_group(deliveries: list[Delivery]) -> dict[GroupKey, list[Delivery]]:
+    grouped: dict[GroupKey, list[Delivery]] = defaultdict(list)
+    for d in deliveries:
+        if d.group:
+            grouped[(d.topic, d.group)].append(d)
+    return grouped
+
+
+def _two_outstanding(deliveries: list[Delivery], ends: dict[str, list[Op]],
+                     ack_timeout_ms: float) -> list[tuple]:
+    """Pairs of one group's deliveries outstanding for sure at one moment."""
+    found = []
+    for (topic, group), ds in _by_group(deliveries).items():
+        spans = []
+        for d in ds:
+            until = min([d.pull_start_ms + ack_timeout_ms] + [
+                op.start_ms for op in ends.get(d.msg_id, ()) if op.end_ms > d.pull_start_ms])
+            if until > d.received_ms:
+                spans.append((d.received_ms, until, d.msg_id))
+        latest: tuple[float, str] | None = None    # the latest end among earlier spans
+        for start, until, msg_id in sorted(spans):
+            if latest and start < latest[0]:
+                found.append((topic, group, latest[1], msg_id, round(start)))
+            if latest is None or until > latest[0]:
+                latest = (until, msg_id)
+    return found
+
+
+def _out_of_order(sends: list[Op], deliveries: list[Delivery], acks: dict[str, list[Op]]
+                  ) -> list[tuple]:
+    """First deliveries received before an earlier message of their group ended."""
+    send_of = {op.msg_id: op for op in sends}
+    earlier: dict[GroupKey, list[Op]] = defaultdict(list)   # sent for sure, by answer time
+    for op in sorted(sends, key=lambda op: op.end_ms):
+        if op.outcome == OK and op.group:
+            earlier[(op.topic, op.group)].append(op)
+    found = []
+    for key, ds in _by_group(deliveries).items():
+        candidates, taken, live = earlier.get(key, []), 0, []
+        for d in sorted((d for d in ds if d.retry == 1), key=lambda d: d.pull_start_ms):
+            while taken < len(candidates) and candidates[taken].end_ms < d.pull_start_ms:
+                live.append(candidates[taken])
+                taken += 1
+            # An earlier message whose ack may have acted before this pull stays ended.
+            live = [a for a in live if _ended_from(a, acks) > d.pull_start_ms]
+            accepted_from = send_of[d.msg_id].start_ms if d.msg_id in send_of else None
+            for a in live:
+                comes_first = a.trigger_ms < d.trigger_ms or (
+                    a.trigger_ms == d.trigger_ms and accepted_from is not None
+                    and a.end_ms < accepted_from)
+                if a.msg_id != d.msg_id and comes_first and \
+                        _ended_from(a, acks) > d.received_ms:
+                    found.append((*key, a.msg_id, d.msg_id, round(d.received_ms)))
+    return found
+
+
+def _ended_from(op: Op, acks: dict[str, list[Op]]) -> float:
+    """The earliest time the sent message may have ended: its first ack that may have acted."""
+    return min((a.start_ms for a in acks.get(op.msg_id, ())), default=float("inf"))
+
+
+def check(history: History, ack_timeout_ms: float) -> Verdict:
+    """``ack_timeout_ms``: the ack timeout of the pulls (the topics' setting)."""
     sends, acks, pulls = history.of("send"), history.of("ack"), history.of("pull")
     v = Verdict(sends=_count(sends), acks=_count(acks), pulls=_count(pulls))
     sent_ok = {op.msg_id for op in sends if op.outcome == OK}
@@ -98,7 +190,15 @@ def check(history: History) -> Verdict:
                   if op.http_status is not None and op.http_status >= 500]
     v.hangs = [f"{op.kind} {op.topic} {op.end_ms - op.start_ms:.0f} ms" for op in history.hangs]
     v.lag_ms, v.lag_in_fault_ms = _lag(lags), _lag(lags_in_fault)
+    with history.lock:
+        deliveries = list(history.deliveries)
+    v.grouped = len({d.msg_id for d in deliveries if d.group})
+    v.two_outstanding = _two_outstanding(
+        deliveries, _may_have_acted(acks + history.of("nack")), ack_timeout_ms)
+    v.out_of_order = _out_of_order(sends, deliveries, _may_have_acted(acks))
     for msg_id in {*v.lost[:5], *v.unexpected[:5], *(e[0] for e in v.early[:5]),
-                   *v.again_after_ack[:5]}:
+                   *v.again_after_ack[:5],
+                   *(m for pair in v.two_outstanding[:3] + v.out_of_order[:3]
+                     for m in pair[2:4])}:
         v.traces[msg_id] = history.trace(msg_id)
     return v

@@ -22,7 +22,7 @@ def now_ms() -> float:
 
 @dataclass(frozen=True)
 class Op:
-    kind: str                  # send, pull, ack
+    kind: str                  # send, pull, ack, nack
     topic: str
     msg_id: str | None         # None for a pull
     start_ms: float
@@ -30,6 +30,8 @@ class Op:
     outcome: str
     http_status: int | None = None
     detail: str = ""
+    group: str | None = None        # a send's groupId
+    trigger_ms: int | None = None   # a send answered 200: the triggerTime it was given
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class Delivery:
     trigger_ms: int
     pull_start_ms: float       # when the pull that returned it was sent
     received_ms: float
+    group: str | None = None
 
 
 @dataclass
@@ -75,8 +78,11 @@ class History:
     def trace(self, msg_id: str) -> list[str]:
         """Every call and delivery about one message, in time order: what a violation shows."""
         with self.lock:
-            rows = [(op.start_ms, f"{op.kind} {op.outcome} {op.start_ms:.0f}-{op.end_ms:.0f} "
-                     f"{op.detail}".strip()) for op in self.ops if op.msg_id == msg_id]
+            rows = [(op.start_ms, (f"{op.kind} {op.outcome} {op.start_ms:.0f}-{op.end_ms:.0f} "
+                                   + (f"group {op.group} " if op.group else "")
+                                   + (f"trigger {op.trigger_ms} " if op.trigger_ms else "")
+                                   + op.detail).strip())
+                    for op in self.ops if op.msg_id == msg_id]
             rows += [(d.pull_start_ms, f"delivered retry={d.retry} pull "
                       f"{d.pull_start_ms:.0f}-{d.received_ms:.0f} trigger {d.trigger_ms}")
                      for d in self.deliveries if d.msg_id == msg_id]

@@ -1,8 +1,10 @@
-"""The clients of a fault run: producers at a fixed rate over some topics, and one long-poll
-consumer per topic that acks what it gets; every call goes into the History."""
+"""The clients of a fault run: producers at a fixed rate over some topics, about half of the
+sends in a few message groups per topic, and long-poll consumers (two per topic) that ack what
+they get, giving some first deliveries back with a nack; every call goes into the History."""
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
@@ -18,6 +20,13 @@ from support.wait import wait_until
 LONG_POLL_MS = 1000
 HANG_MARGIN_S = 10.0       # an answer later than the call's own timeout + this is a hang
 CALL_TIMEOUT_S = 5.0       # what the server may take for a send or an ack (socket timeouts)
+GROUPS = 3                 # message groups per topic (g0, g1, ...)
+GROUP_SHARE = 0.5          # of the sends
+TRIGGER_GRID_MS = 250      # grouped sends are due on this grid: equal triggerTimes are common,
+                           # so a group's order rests on acceptance order too
+GROUP_MAX_RETRY = 1000     # a grouped message never runs out of deliveries in a run: the
+                           # checker ends one at its ack only
+NACK_SHARE = 0.1           # of first deliveries, given back with a nack (a head holds its group)
 
 
 def _outcome(answer: dict) -> str:
@@ -41,7 +50,8 @@ class Client:
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def call(self, kind: str, endpoint: str, topic: str, msg_id: str | None,
-             server_time_s: float, **params) -> tuple[Op, dict | None]:
+             server_time_s: float, group: str | None = None, **params
+             ) -> tuple[Op, dict | None]:
         bases = self.bases()
         self.turn += 1
         base = bases[self.turn % len(bases)]
@@ -60,7 +70,9 @@ class Client:
         except (requests.RequestException, ValueError) as exc:
             outcome, detail = UNKNOWN, exc.__class__.__name__
             self.session = requests.Session()
-        op = Op(kind, topic, msg_id, start, now_ms(), outcome, status, detail)
+        trigger = answer["delayMsg"]["triggerTime"] if kind == "send" and outcome == OK \
+            else None
+        op = Op(kind, topic, msg_id, start, now_ms(), outcome, status, detail, group, trigger)
         self.history.add(op)
         if detail.startswith("hang"):
             self.history.hang(op)
@@ -68,10 +80,11 @@ class Client:
 
 
 class Workload:
-    """``rate`` sends per second over ``topics``, each due in 0..``max_delay_ms``."""
+    """``rate`` sends per second over ``topics``, each due in 0..``max_delay_ms``;
+    ``consumers`` per topic."""
 
     def __init__(self, history: History, bases: Callable[[], list[str]], topics: list[str], *,
-                 rate: float, max_delay_ms: int = 1000, producers: int = 2,
+                 rate: float, max_delay_ms: int = 1000, producers: int = 2, consumers: int = 2,
                  token: str = "") -> None:
         self.history = history
         self.bases = bases
@@ -79,6 +92,7 @@ class Workload:
         self.rate = rate
         self.max_delay_ms = max_delay_ms
         self.producers = producers
+        self.consumers = consumers
         self.token = token
         self.producing = threading.Event()
         self.stopping = threading.Event()
@@ -89,7 +103,8 @@ class Workload:
         for i in range(self.producers):
             self._spawn(self._produce, i)
         for i, topic in enumerate(self.topics):
-            self._spawn(self._consume, topic, i)
+            for j in range(self.consumers):
+                self._spawn(self._consume, topic, i * self.consumers + j)
         return self
 
     def _spawn(self, target, *args) -> None:
@@ -105,14 +120,21 @@ class Workload:
         while self.producing.is_set():
             topic = rng.choice(self.topics)
             msg_id = uuid.uuid4().hex
-            client.call("send", "sendMsg", topic, msg_id, CALL_TIMEOUT_S, msgId=msg_id,
-                        msg="x", delayMillis=rng.randint(0, self.max_delay_ms))
+            delay = rng.randint(0, self.max_delay_ms)
+            group, timing = None, {"delayMillis": delay}
+            if rng.random() < GROUP_SHARE:
+                group = f"g{rng.randrange(GROUPS)}"
+                due = math.ceil((now_ms() + delay) / TRIGGER_GRID_MS) * TRIGGER_GRID_MS
+                timing = {"triggerTime": due, "groupId": group, "maxRetry": GROUP_MAX_RETRY}
+            client.call("send", "sendMsg", topic, msg_id, CALL_TIMEOUT_S, group, msgId=msg_id,
+                        msg="x", **timing)
             next_at += interval
             self.stopping.wait(max(0.0, next_at - time.monotonic()))
             next_at = max(next_at, time.monotonic() - 1.0)  # no burst after a stall
 
     def _consume(self, topic: str, index: int) -> None:
         client = Client(self.history, self.bases, self.token, index)
+        rng = random.Random(index)
         while not self.stopping.is_set():
             start = now_ms()
             op, answer = client.call("pull", "longPollingMsg", topic, None,
@@ -123,21 +145,25 @@ class Workload:
                 continue
             for message in answer["delayMsgList"]:
                 self.history.deliver(Delivery(topic, message["msgId"], message["retry"],
-                                              message["triggerTime"], start, op.end_ms))
+                                              message["triggerTime"], start, op.end_ms,
+                                              message.get("groupId")))
             for message in answer["delayMsgList"]:
-                client.call("ack", "ackMsg", topic, message["msgId"], CALL_TIMEOUT_S,
-                            msgId=message["msgId"], receipt=message.get("receipt", ""))
+                nack = message["retry"] == 1 and rng.random() < NACK_SHARE
+                client.call("nack" if nack else "ack", "ackMsg", topic, message["msgId"],
+                            CALL_TIMEOUT_S, msgId=message["msgId"],
+                            receipt=message.get("receipt", ""), ack="false" if nack else "true")
 
     def stop_producing(self) -> None:
         self.producing.clear()
 
-    def drain(self, timeout_s: float) -> bool:
-        """Wait until every send answered 200 has been delivered; True if it was."""
+    def drain(self, timeout_s: float, settled: Callable[[], bool] = lambda: True) -> bool:
+        """Wait until every send answered 200 has been delivered and ``settled()``; True if
+        it was."""
         def all_delivered() -> bool:
             sent = {op.msg_id for op in self.history.of("send") if op.outcome == OK}
             with self.history.lock:
                 delivered = {d.msg_id for d in self.history.deliveries}
-            return sent <= delivered
+            return sent <= delivered and settled()
 
         try:
             return wait_until(all_delivered, timeout_s, interval_s=0.1)

@@ -52,14 +52,16 @@ def status_of(client, tk: TopicKeys, msg_id: str) -> int | None:
 
 
 def assert_one_place(client, tk: TopicKeys, msg_id: str, expected_status: int | None,
-                     scripts=None) -> None:
+                     scripts=None, left_index: bool = False) -> None:
     """The message's slot is in exactly the zset its status names, and in the expiry index iff
     it is ready or consuming (a waiting message enters the index when promoted); an ended
     one is in `ended` (its retention) and nowhere else, but a dead letter is in its topic's
     dead-letter queue too, retained until death + its retention. A message blocked behind its
     group's head (stored status 1) is in the group structures (`blocked`, `held`) and the
     expiry index, and in no queue. ``expected_status`` is the stored one (get.lua without a
-    time: a blocked message reads 1)."""
+    time: a blocked message reads 1). ``left_index``: a consuming message past its
+    expireTime that lua/expire.lua has visited, so out of the expiry index (its ack
+    timeout ends it)."""
     fields, slot = read(client, tk, msg_id, scripts)
     status = None if fields is None else int(fields[6])
     assert status == expected_status
@@ -79,7 +81,8 @@ def assert_one_place(client, tk: TopicKeys, msg_id: str, expected_status: int | 
         assert client.hget(tk.groups, group) not in (None, slot)   # behind another message
     elif status in ZSET_OF_STATUS:
         assert places == {ZSET_OF_STATUS[status]}
-        assert in_expire == (status != 1)   # waiting messages are not in the index
+        # Waiting messages are not in the index; a consuming one leaves it when it expires.
+        assert in_expire == (status != 1 and not left_index)
     elif status == 6 and "dead" in places:  # a dead letter: its own place, its own retention
         assert places == {"dead", "ended"} and not in_expire
         assert client.zscore(tk.ended, slot) == client.zscore(tk.dead, slot) + DEAD_RETENTION

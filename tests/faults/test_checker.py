@@ -1,0 +1,123 @@
+"""The checker's group verdicts on histories written by hand: each violation it must find, and
+each history it must not blame (an unknown outcome counts both ways; a deadline passed ends a
+delivery; acceptance order is known only for sends that did not overlap)."""
+
+from __future__ import annotations
+
+from faults.checker import check
+from faults.history import FAIL, OK, UNKNOWN, Delivery, History, Op
+
+ACK_TIMEOUT_MS = 2000
+TOPIC = "t"
+
+
+def history(*items) -> History:
+    h = History()
+    for item in items:
+        if isinstance(item, Delivery):
+            h.deliver(item)
+        else:
+            h.add(item)
+    return h
+
+
+def sent(msg_id, start, end, trigger, group="g", outcome=OK) -> Op:
+    return Op("send", TOPIC, msg_id, start, end, outcome, 200, "", group,
+              trigger if outcome == OK else None)
+
+
+def acked(msg_id, start, end, outcome=OK, kind="ack") -> Op:
+    return Op(kind, TOPIC, msg_id, start, end, outcome, 200)
+
+
+def delivered(msg_id, pulled, received, trigger, retry=1, group="g") -> Delivery:
+    return Delivery(TOPIC, msg_id, retry, trigger, pulled, received, group)
+
+
+def verdicts(*items) -> tuple[list, list]:
+    v = check(history(*items), ACK_TIMEOUT_MS)
+    return v.two_outstanding, v.out_of_order
+
+
+# -- two deliveries of one group outstanding at once ---------------------------------------------
+def test_a_groups_next_delivered_while_its_head_is_unacked_is_two_outstanding():
+    two, _ = verdicts(sent("a", 0, 5, 10), sent("b", 6, 8, 10),
+                      delivered("a", 10, 12, 10), delivered("b", 300, 302, 10),
+                      acked("a", 500, 510), acked("b", 600, 610))
+    assert two == [(TOPIC, "g", "a", "b", 302)]
+
+
+def test_one_pull_with_two_messages_of_a_group_is_two_outstanding():
+    two, _ = verdicts(sent("a", 0, 5, 10), sent("b", 6, 8, 10),
+                      delivered("a", 10, 12, 10), delivered("b", 10, 12, 10),
+                      acked("a", 20, 30), acked("b", 20, 30))
+    assert [(first, second) for _, _, first, second, _ in two] == [("a", "b")]
+
+
+def test_a_redelivery_before_the_ack_deadline_is_two_outstanding_but_not_after_it():
+    early = verdicts(sent("a", 0, 5, 10), delivered("a", 10, 12, 10),
+                     delivered("a", 10 + ACK_TIMEOUT_MS - 50, 10 + ACK_TIMEOUT_MS - 40, 10, 2))
+    late = verdicts(sent("a", 0, 5, 10), delivered("a", 10, 12, 10),
+                    delivered("a", 10 + ACK_TIMEOUT_MS, 10 + ACK_TIMEOUT_MS + 5, 10, 2))
+    assert [(p[2], p[3]) for p in early[0]] == [("a", "a")]
+    assert late == ([], [])
+
+
+def test_an_ack_or_nack_that_may_have_acted_ends_the_delivery_a_refused_one_does_not():
+    for ending, blamed in ((acked("a", 100, 400, UNKNOWN), False),
+                           (acked("a", 100, 110, OK, kind="nack"), False),
+                           (acked("a", 100, 110, FAIL), True)):
+        two, _ = verdicts(sent("a", 0, 5, 10), sent("b", 6, 8, 10),
+                          delivered("a", 10, 12, 10), ending,
+                          delivered("b", 200, 202, 10))
+        assert bool(two) == blamed, ending
+
+
+def test_ungrouped_deliveries_are_not_a_groups():
+    assert verdicts(sent("a", 0, 5, 10, None), sent("b", 6, 8, 10, None),
+                    delivered("a", 10, 12, 10, group=None),
+                    delivered("b", 10, 12, 10, group=None)) == ([], [])
+
+
+# -- delivered before an earlier message of its group ended ---------------------------------------
+def test_a_message_delivered_while_an_earlier_one_of_its_group_lives_is_out_of_order():
+    _, order = verdicts(sent("a", 0, 5, 100), sent("b", 6, 8, 100),    # tie: acceptance
+                        delivered("b", 100, 103, 100), acked("b", 110, 115))
+    assert order == [(TOPIC, "g", "a", "b", 103)]
+
+
+def test_the_earlier_trigger_time_comes_first_even_from_overlapping_sends():
+    _, order = verdicts(sent("a", 0, 9, 90), sent("b", 5, 8, 100),
+                        delivered("b", 100, 103, 100))
+    assert [(p[2], p[3]) for p in order] == [("a", "b")]
+
+
+def test_nothing_is_blamed_where_the_history_does_not_prove_the_order():
+    cases = {
+        "overlapping sends of one triggerTime": (
+            sent("a", 0, 7, 100), sent("b", 5, 8, 100), delivered("b", 100, 103, 100)),
+        "the earlier one acked (may have acted) before": (
+            sent("a", 0, 5, 100), sent("b", 6, 8, 100), delivered("a", 100, 101, 100),
+            acked("a", 101, 150, UNKNOWN), delivered("b", 102, 160, 100)),
+        "the earlier one sent after the pull began": (
+            sent("b", 0, 5, 100), sent("a", 95, 101, 50), delivered("b", 100, 103, 100)),
+        "the earlier one's send unknown": (
+            sent("a", 0, 5, 100, outcome=UNKNOWN), sent("b", 6, 8, 100),
+            delivered("b", 100, 103, 100)),
+        "a redelivery: the head was delivered before": (
+            sent("a", 0, 5, 100), sent("b", 6, 8, 100), delivered("b", 100, 103, 100, 2)),
+        "another group": (
+            sent("a", 0, 5, 100, "h"), sent("b", 6, 8, 100), delivered("b", 100, 103, 100)),
+    }
+    for name, items in cases.items():
+        assert verdicts(*items)[1] == [], name
+
+
+def test_a_group_delivered_in_order_one_at_a_time_is_clean():
+    v = check(history(sent("a", 0, 5, 100), sent("b", 6, 8, 100), sent("c", 9, 10, 50),
+                      delivered("c", 100, 102, 50), acked("c", 103, 104),
+                      delivered("a", 105, 106, 100), acked("a", 107, 108, kind="nack"),
+                      delivered("a", 109, 110, 100, 2), acked("a", 111, 112),
+                      delivered("b", 113, 114, 100), acked("b", 115, 116)), ACK_TIMEOUT_MS)
+    assert (v.two_outstanding, v.out_of_order, v.grouped) == ([], [], 3)
+    assert "group: two outstanding at once" not in v.violations
