@@ -61,7 +61,13 @@ FINDINGS = """\
   `delayqueue/settings/redis_connection.py`: retry on connection errors only; a timed-out command
   answers 500 (its outcome unknown to the caller), never runs twice. Held by
   `tests/settings/test_redis_retry.py` (a proxy holds one reply back; the old code answered
-  `duplicate: true` to the send's own first run).
+  `duplicate: true` to the send's own first run). redis-py's Cluster client had the same
+  habit, worse: a slow script that outlived the socket timeout ran 5 times, and a Cluster
+  pipeline was resent whole. Its retried errors are narrowed to exclude timeouts too
+  (`never_rerun_after_a_timeout`; in `tests/settings/test_redis_failover.py`,
+  `test_a_cluster_command_whose_reply_timed_out_is_never_run_again` counts one run each
+  way, five before); redirections, `CLUSTERDOWN` and connection errors
+  are still retried, so failovers and resharding behave as below.
 - Lag under SIGSTOP of the lease holder is mostly the stop itself: each topic has one
   consumer, and a consumer whose long poll (or ack) sits on the stopped worker waits for
   SIGCONT. Another worker takes the schedule lease over within its TTL (1.5 s) in every
