@@ -26,7 +26,6 @@ if timeout > 0 then
   return {OK, m, lowered_due(before, tk.waiting, tk.ack, tk.expire, tk.ended), 0}
 end
 local s = topic_settings(tk.config)
-local new_status, dead_lettered = redeliver(m, now, 0, end_life, s)
-if new_status == Status.READY then advanced.readied = advanced.readied + 1 end
+local _, dead_lettered = redeliver(m, now, 0, end_life, s)
 publish_advanced(channel, topic)
 return {OK, m, lowered_due(before, tk.waiting, tk.ack, tk.expire, tk.ended), dead_lettered}

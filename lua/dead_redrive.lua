@@ -37,7 +37,7 @@ for _, slot in ipairs(slots) do
     m[TRIGGER_TIME], m[EXPIRE_TIME], m[DELIVERIES] = now, now + s.ttlMillis, 0
     m.dt, m.seq, m.blocked = nil, next_seq(), false
     if not m[GROUP] or join_group(m) then
-      advanced.readied = advanced.readied + place(m, now, now)
+      place(m, now, now)
     end
     save_message(tk.msgs, m)
     count = count + 1

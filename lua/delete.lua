@@ -20,7 +20,12 @@ if not m or not is_live(m[STATUS]) then
   if m and release then drop_message(tk.msgs, tk.ended, tk.dead, m.slot) end
   return {NO_MESSAGE, {}, -1}
 end
-end_message(m, Status.DELETED, now, end_life)
-if release then drop_message(tk.msgs, tk.ended, tk.dead, m.slot) end
+if release then
+  leave(m, now)
+  drop_message(tk.msgs, tk.ended, tk.dead, m.slot)
+  m[STATUS] = num(Status.DELETED)   -- the answer, as a saved record's field reads
+else
+  end_message(m, Status.DELETED, now, end_life)
+end
 publish_advanced(channel, topic)
 return {OK, m, advanced_due()}

@@ -29,7 +29,6 @@ if refused then return {refused, m and shown_status(m, now) or {}, -1, 0} end
 local s = topic_settings(tk.config)
 if delay < 0 then delay = backoff(s, tonumber(m[DELIVERIES])) end
 local before = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
-local new_status, dead_lettered = redeliver(m, now, delay, end_life, s)
-if new_status == Status.READY then advanced.readied = advanced.readied + 1 end
+local _, dead_lettered = redeliver(m, now, delay, end_life, s)
 publish_advanced(channel, topic)
 return {OK, m, lowered_due(before, tk.waiting, tk.ack, tk.expire, tk.ended), dead_lettered}

@@ -10,7 +10,5 @@ local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local channel, topic = ARGV[3], ARGV[4]
 
 local moved, gaps = promote(now, limit)
-if moved > 0 then
-  redis.call('PUBLISH', channel, moved .. ' ' .. topic)
-end
+publish_advanced(channel, topic)
 return {moved, gaps, due_at(tk.waiting, tk.ack, tk.expire, tk.ended) or -1}

@@ -62,7 +62,7 @@ while #messages < count and pops_left > 0 do
 end
 
 local ready_left = redis.call('ZCARD', tk.ready)
-if (promoted > 0 or advanced.readied > 0) and ready_left > 0 then
+if advanced.readied > 0 and ready_left > 0 then   -- promoted, or a group's next released
   redis.call('PUBLISH', channel, ready_left .. ' ' .. topic)
 end
 local head = redis.call('ZRANGE', tk.waiting, 0, 0, 'WITHSCORES')

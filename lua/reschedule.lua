@@ -32,7 +32,7 @@ if m[GROUP] and was_blocked then
 elseif m[GROUP] and tonumber(m[DELIVERIES]) == 0 then
   front = settle_front(m, now)
 end
-if front then advanced.readied = advanced.readied + place(m, now, now) end
+if front then place(m, now, now) end
 save_message(tk.msgs, m)
 publish_advanced(channel, topic)
 return {OK, shown_status(m, now), lowered_due(before, tk.waiting, tk.ack, tk.expire, tk.ended)}

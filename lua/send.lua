@@ -31,7 +31,6 @@ local ENTRY = 7
 local s = topic_settings(tk.config)
 -- The due time before each message: read once, then lowered by the messages accepted.
 local due = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
-local readied = 0
 
 local function send_one(at)
   local msg_id, body = ARGV[at], ARGV[at + 1]
@@ -59,7 +58,7 @@ local function send_one(at)
   -- The entry that counts for the due time: waiting, its trigger; ready or blocked, its expiry.
   local entry = expire_at
   if not m[GROUP] or join_group(m) then
-    readied = readied + place(m, now, trigger)
+    place(m, now, trigger)
     if m[STATUS] == Status.WAITING then entry = trigger end
   end
   save_message(tk.msgs, m)
@@ -72,5 +71,5 @@ local function send_one(at)
 end
 
 local replies = each_on_its_own(n, function(i) return send_one(5 + (i - 1) * ENTRY) end)
-if readied > 0 then redis.call('PUBLISH', channel, readied .. ' ' .. topic) end
+publish_advanced(channel, topic)
 return replies

@@ -28,7 +28,6 @@ for _, slot in ipairs(late) do
         ended_here, dead_lettered = ended_here + 1, dead_lettered + d
       else
         requeued = requeued + 1
-        if status == Status.READY then advanced.readied = advanced.readied + 1 end
       end
     end
   end

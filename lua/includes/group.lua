@@ -19,8 +19,9 @@
 --@include keys
 --@include message
 
--- What the group changes of this call did, for the caller's hint and due time: readied
--- messages made ready (publish them), due the earliest triggerTime put into waiting.
+-- What this call moved, for its hint and due time: readied the messages it made ready
+-- (to_ready counts every one: publish_advanced announces them), due the earliest
+-- triggerTime it put into waiting.
 local advanced = {readied = 0, due = false}
 
 local function hex12(x)
@@ -65,6 +66,7 @@ local function to_ready(m, score)
   redis.call('ZADD', tk.ready, score, queue_member(m))
   redis.call('ZADD', tk.expire, m[EXPIRE_TIME], m.slot)
   m[STATUS] = Status.READY
+  advanced.readied = advanced.readied + 1
 end
 
 local function to_waiting(m)
@@ -101,14 +103,9 @@ local function unqueue(m)
 end
 
 -- Place a live message that is not blocked: ready (scored `ready_score`) when its trigger
--- time has come, else waiting. Returns 1 when it became ready.
+-- time has come, else waiting.
 local function place(m, now, ready_score)
-  if tonumber(m[TRIGGER_TIME]) <= now then
-    to_ready(m, ready_score)
-    return 1
-  end
-  to_waiting(m)
-  return 0
+  if tonumber(m[TRIGGER_TIME]) <= now then to_ready(m, ready_score) else to_waiting(m) end
 end
 
 -- The group's next message (by its order), or nil.
@@ -123,7 +120,7 @@ end
 local function make_front(n, now)
   unqueue(n)
   redis.call('HSET', tk.groups, n[GROUP], n.slot)
-  advanced.readied = advanced.readied + place(n, now, n[TRIGGER_TIME])
+  place(n, now, n[TRIGGER_TIME])
   save_message(tk.msgs, n)
 end
 
@@ -171,19 +168,23 @@ local function release_group(m, now)
   if n then make_front(n, now) else redis.call('HDEL', tk.groups, group) end
 end
 
--- End a live message, wherever it sits, with an ended status (4..7): out of every queue, its
--- group released. Ended messages keep their body for `retention` ms so getMsg and dedup can
--- see them: `ended` holds the end of their retention; the scheduler purges them after it.
+-- A live message leaves for good: out of every queue, its group released.
+local function leave(m, now)
+  unqueue(m)
+  release_group(m, now)
+end
+
+-- End a live message, wherever it sits, with an ended status (4..7). Ended messages keep
+-- their body for `retention` ms so getMsg and dedup can see them: `ended` holds the end of
+-- their retention; the scheduler purges them after it.
 local function end_message(m, status, now, retention)
-  local was_live = is_live(m[STATUS])
-  if was_live then unqueue(m) end
+  if is_live(m[STATUS]) then leave(m, now) end
   m[STATUS] = status
   save_message(tk.msgs, m)
   redis.call('ZADD', tk.ended, now + retention, m.slot)
-  if was_live then release_group(m, now) end
 end
 
--- Publish the messages the group changes of this call made ready.
+-- Publish "<k> <topic>" when this call made k messages ready.
 local function publish_advanced(channel, topic)
   if advanced.readied > 0 and channel ~= '' then
     redis.call('PUBLISH', channel, advanced.readied .. ' ' .. topic)
