@@ -39,7 +39,7 @@ import redis
 
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.outcome import Outcome
-from delayqueue.core.scripts import Scripts
+from delayqueue.core.scripts import Scripts, SendArgs
 from delayqueue.core.topic_config import server_defaults
 from delayqueue.settings.config import load_settings
 
@@ -185,7 +185,7 @@ def load_backlog(client: redis.Redis, p: dict[str, Any], body: str,
             if trigger < head.get(tk.topic, trigger + 1):
                 head[tk.topic] = trigger
             scripts.send_many(tk, now, nk.hint_channel, SERVER_DEFAULTS,
-                              [(hex_id(rng), body, trigger, TTL_MS, MAX_RETRY, "")],
+                              [SendArgs(hex_id(rng), body, trigger, TTL_MS, MAX_RETRY, "")],
                               trip=trip)
         rejected += sum(1 for reply in trip.execute() if reply.outcome != Outcome.OK)
         done += n

@@ -174,7 +174,7 @@ class Scripts:
         order, or the error an entry's own writes failed with."""
         args: list[Any] = [now_ms, channel, tk.topic, len(entries)]
         for entry in entries:
-            args.extend(SendArgs(*entry))   # a plain tuple gets SendArgs' defaults
+            args.extend(entry)
         args.extend(defaults)
         return self._run("send", tk.queues, args, trip, entries=len(entries))
 

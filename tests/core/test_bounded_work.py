@@ -8,6 +8,7 @@ from delayqueue.background.runtime import Runtime
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.queue import SCRIPT_LIMIT
+from delayqueue.core.scripts import SendArgs
 from delayqueue.settings.config import load_settings
 
 
@@ -23,7 +24,7 @@ def fill_waiting(client: redis.Redis, rt: Runtime, topic: str, count: int, trigg
     trip = rt.scripts.round_trip(client)
     for start in range(0, count, 100):
         rt.scripts.send_many(tk, trigger_ms - 1, rt.keys.hint_channel, rt.queue.defaults,
-                             [(f"m{i}", "body", trigger_ms, 3_600_000, 3, "")
+                             [SendArgs(f"m{i}", "body", trigger_ms, 3_600_000, 3, "")
                               for i in range(start, min(start + 100, count))], trip=trip)
     trip.execute(raise_on_error=True)
 

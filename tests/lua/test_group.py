@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from delayqueue.core.outcome import Outcome
+from delayqueue.core.scripts import SendArgs
 
 from support.lua import (
     CHANNEL,
@@ -45,7 +46,7 @@ def test_equal_trigger_times_leave_in_send_order_single_and_batched(scripts, tk)
     for msg_id in ids[:8]:
         send(scripts, tk, msg_id, T0, T0 + 100)
     scripts.send_many(tk, T0, CHANNEL, DEFAULTS,
-                      [(msg_id, "b", T0 + 100, HOUR, 3, "") for msg_id in ids[8:]])
+                      [SendArgs(msg_id, "b", T0 + 100, HOUR, 3, "") for msg_id in ids[8:]])
     assert pulled_ids(pull(scripts, tk, T0 + 100, batch=1000)) == ids
 
 
@@ -53,7 +54,7 @@ def test_a_batch_of_a_thousand_with_one_trigger_time_is_delivered_in_entry_order
     ids = [f"m{(i * 7919) % 1000}" for i in range(1000)]     # ids in no sorted order
     for start in range(0, 1000, 100):
         scripts.send_many(tk, T0, CHANNEL, DEFAULTS,
-                          [(m, "b", T0, HOUR, 3, "") for m in ids[start:start + 100]])
+                          [SendArgs(m, "b", T0, HOUR, 3, "") for m in ids[start:start + 100]])
     delivered = []
     for _ in range(10):
         delivered += pulled_ids(pull(scripts, tk, T0, batch=100))
@@ -243,10 +244,10 @@ def test_the_group_structures_are_empty_when_every_message_ended(scripts, tk, re
 def test_a_pull_does_not_read_blocked_messages(scripts, tk, redis_client):
     """The cost promise: with 200 groups each holding a consuming head and 10 blocked
     messages behind it, a pull runs the same Redis commands as on a topic without them."""
-    scripts.send_many(tk, T0, CHANNEL, DEFAULTS, [
-        (f"g{g}-{i}", "b", T0, HOUR, 3, "", f"g{g}") for g in range(100) for i in range(11)])
-    scripts.send_many(tk, T0, CHANNEL, DEFAULTS, [
-        (f"h{g}-{i}", "b", T0, HOUR, 3, "", f"h{g}") for g in range(100) for i in range(11)])
+    for prefix in "gh":
+        scripts.send_many(tk, T0, CHANNEL, DEFAULTS, [
+            SendArgs(f"{prefix}{g}-{i}", "b", T0, HOUR, 3, "", f"{prefix}{g}")
+            for g in range(100) for i in range(11)])
     assert len(pull(scripts, tk, T0, batch=1000)[0]) == 200
     send(scripts, tk, "plain", T0, T0)
 
@@ -268,7 +269,7 @@ def test_more_equal_trigger_times_than_one_promotion_moves_still_leave_in_send_o
     ids = [f"m{(i * 7919) % 2500}" for i in range(2500)]
     for start in range(0, 2500, 100):
         scripts.send_many(tk, T0, CHANNEL, DEFAULTS,
-                          [(m, "b", T0 + 10, HOUR, 3, "") for m in ids[start:start + 100]])
+                          [SendArgs(m, "b", T0 + 10, HOUR, 3, "") for m in ids[start:start + 100]])
     delivered = []
     for _ in range(25):
         delivered += pulled_ids(scripts.pull(tk, T0 + 10, 100, 30_000, END_LIFE, 1000, CHANNEL,

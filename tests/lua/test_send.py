@@ -8,6 +8,7 @@ import pytest
 import redis
 
 from delayqueue.core.outcome import Outcome
+from delayqueue.core.scripts import SendArgs
 
 from support.lua import (
     CHANNEL,
@@ -116,8 +117,8 @@ def test_a_message_whose_redis_call_fails_answers_that_error_and_the_others_stan
     scripts.ack(tk, "ended", T0, END_LIFE)
     redis_client.set(tk.dead, "not a zset")
     first, failed, last = scripts.send_many(tk, T0, CHANNEL, DEFAULTS, [
-        ("first", "b", T0, HOUR, 1, "", ""), ("ended", "b", T0, HOUR, 1, "", ""),
-        ("last", "b", T0 + 5, HOUR, 1, "", "")])
+        SendArgs("first", "b", T0, HOUR, 1, ""), SendArgs("ended", "b", T0, HOUR, 1, ""),
+        SendArgs("last", "b", T0 + 5, HOUR, 1, "")])
     assert isinstance(failed, redis.ResponseError)
     assert str(failed).startswith("WRONGTYPE Operation against a key holding the wrong kind")
     assert (first[0], last[0]) == (Outcome.OK, Outcome.OK)

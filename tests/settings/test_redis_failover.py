@@ -25,6 +25,7 @@ from delayqueue.background.runtime import Runtime
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.outcome import Outcome
 from delayqueue.core.script_runner import ReplicaWaitTimeout
+from delayqueue.core.scripts import SendArgs
 from delayqueue.settings.config import Settings
 from delayqueue.settings.redis_connection import connect_redis
 
@@ -98,7 +99,7 @@ def test_ten_thousand_random_topics_touch_one_slot_per_script(redis_cluster):
             trip = runtime.scripts.round_trip()
             for topic in chunk:
                 runtime.scripts.send_many(queue.topic_keys(topic), now, queue.keys.hint_channel,
-                                          queue.defaults, [("m", "x", now, -1, -1, "")],
+                                          queue.defaults, [SendArgs("m", "x", now, -1, -1, "")],
                                           trip=trip)
             assert [reply.outcome for reply in trip.execute()] == [Outcome.OK] * len(chunk)
         queue.client.zadd(queue.keys.topics, {topic: now for topic in topics})
