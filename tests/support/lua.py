@@ -72,8 +72,8 @@ def assert_one_place(client, tk: TopicKeys, msg_id: str, expected_status: int | 
     places |= {name for name in ("waiting", "ready") if queue_member(client, tk, name, slot)}
     in_expire = client.zscore(tk.expire, slot) is not None
     group = fields[MESSAGE_FIELDS.index("g")]
-    blocked = [m for m in client.zrange(tk.blocked, 0, -1) if m.endswith(slot)
-               and m.split("\0", 1)[0] == group and m[len(group) + 25:] == slot] if group else []
+    blocked = [m for m in client.zrange(tk.blocked, 0, -1)
+               if m.startswith(group + "\0") and m[len(group) + 25:] == slot] if group else []
     in_held = client.zscore(tk.held, slot) is not None
     assert len(blocked) == in_held, (msg_id, blocked, in_held)
     if in_held:
