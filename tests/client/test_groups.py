@@ -94,6 +94,24 @@ class Runs:
     spans: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
     overlaps: list[str] = field(default_factory=list)
     handled: list[str] = field(default_factory=list)
+    held_back: list[str] = field(default_factory=list)
+
+    def handler_meeting(self, firsts: set[str], work_s: float = 0.01):
+        """A handler in which the messages ``firsts`` wait for each other (up to 10 s) before
+        they run: one that had to give up was held back by another (``held_back``)."""
+        met = threading.Event()
+
+        def handler(m: DelayMsg) -> bool:
+            if m.msg_id in firsts:
+                with self.lock:
+                    self.started["first"].append(m.msg_id)
+                    if len(self.started["first"]) == len(firsts):
+                        met.set()
+                if not met.wait(10):
+                    self.held_back.append(m.msg_id)
+            self.run(m, work_s)
+            return True
+        return handler
 
     def run(self, m: DelayMsg, work_s: float) -> None:
         group = m.group_id or "-"
@@ -120,25 +138,13 @@ def test_a_listener_with_8_threads_runs_each_group_in_order_one_at_a_time(client
         client.send(topic, "x", msg_id=ungrouped[2 * i])
         client.send(topic, "x", msg_id=ungrouped[2 * i + 1])
     runs = Runs()
-    heads = threading.Event()   # every group's first message and an ungrouped one are running
-    held_back: list[str] = []
-
-    def handler(m: DelayMsg) -> bool:
-        if m.msg_id.endswith("-0"):
-            with runs.lock:
-                runs.started["first"].append(m.msg_id)
-                if len(runs.started["first"]) == 6:
-                    heads.set()
-            if not heads.wait(10):
-                held_back.append(m.msg_id)
-        runs.run(m, 0.01)
-        return True
-
+    # every group's first message and an ungrouped one must be running at once
+    handler = runs.handler_meeting({f"{g}-0" for g in groups} | {"u-0"})
     with client.listen(topic, handler, pull_threads=2, consume_threads=8,
                        **FAST) as consumer:
         wait_until(lambda: consumer.acked == 70, 30,
                    message=lambda: f"{consumer.acked} acked, {len(runs.handled)} handled")
-    assert held_back == []      # the groups and the ungrouped ran side by side
+    assert runs.held_back == []      # the groups and the ungrouped ran side by side
     assert runs.overlaps == []
     for g in groups:
         assert runs.started[g] == sent[g], g
@@ -212,25 +218,12 @@ def test_several_of_a_group_in_one_pull_run_one_at_a_time_in_the_order_pulled(no
                 client.send(topic, "x", msg_id=sent[g][i], attributes={"g": g})
             client.send(topic, "x", msg_id=f"u{i}")
         runs = Runs()
-        heads = threading.Event()
-        held_back: list[str] = []
-
-        def handler(m: DelayMsg) -> bool:
-            if m.msg_id in ("a0", "b0", "c0"):
-                with runs.lock:
-                    runs.started["first"].append(m.msg_id)
-                    if len(runs.started["first"]) == 3:
-                        heads.set()
-                if not heads.wait(10):
-                    held_back.append(m.msg_id)
-            runs.run(m, 0.01)
-            return True
-
+        handler = runs.handler_meeting({"a0", "b0", "c0"})
         with client.listen(topic, handler, consume_threads=8, **FAST) as consumer:
             wait_until(lambda: consumer.acked == 32, 30, message=lambda: f"{consumer.acked}")
         first = [m.group_id for m in client.pulled[0][1]]
         assert first.count("a") >= 2     # the case at hand: a pull brought two of a group
-        assert held_back == [] and runs.overlaps == []
+        assert runs.held_back == [] and runs.overlaps == []
         for g in groups:
             assert runs.started[g] == sent[g], g
         assert sorted(runs.handled) == sorted([f"u{i}" for i in range(8)]

@@ -156,7 +156,9 @@ def test_expiry_of_a_ready_head_releases_its_group_and_a_blocked_message_expires
     send(scripts, tk, "next", T0, T0, ttl=HOUR, group="g")
     scripts.expire(tk, T0 + 50, 1000, END_LIFE, DEFAULTS, channel=CHANNEL)
     check(redis_client, tk, {"head": 2, "short": 5, "next": 1})
-    scripts.expire(tk, T0 + 100, 1000, END_LIFE, DEFAULTS, channel=CHANNEL)
+    with hints(redis_client) as seen:
+        scripts.expire(tk, T0 + 100, 1000, END_LIFE, DEFAULTS, channel=CHANNEL)
+    assert seen == ["1 topic-a"]                                # "next" became ready
     check(redis_client, tk, {"head": 5, "next": 2})
     assert pulled_ids(pull(scripts, tk, T0 + 100, batch=10)) == ["next"]
 
