@@ -293,15 +293,10 @@ class QueueMachine(RuleBasedStateMachine):
     def nack(self, msg_id, delay) -> None:
         msg_id = self._aim(msg_id)
         m = self.model.get(msg_id)
-        try:
-            message = self.queue.nack(TOPIC, msg_id, m.receipt if m else "", delay)
-        except NotFound:
-            assert m is None or m.status > Status.CONSUMING
+        message = self._change_delivery(
+            m, lambda: self.queue.nack(TOPIC, msg_id, m.receipt if m else "", delay))
+        if message is None:
             return
-        except BadRequest:
-            assert m is not None and m.status != Status.CONSUMING
-            return
-        assert m is not None and m.status == Status.CONSUMING
         self._give_back(msg_id, delay or 0)
         assert message.status == m.status
 
@@ -310,21 +305,31 @@ class QueueMachine(RuleBasedStateMachine):
     def change_visibility(self, msg_id, timeout) -> None:
         msg_id = self._aim(msg_id)
         m = self.model.get(msg_id)
-        try:
-            message = self.queue.change_visibility(TOPIC, msg_id, timeout,
-                                                   m.receipt if m else "")
-        except NotFound:
-            assert m is None or m.status > Status.CONSUMING
+        message = self._change_delivery(m, lambda: self.queue.change_visibility(
+            TOPIC, msg_id, timeout, m.receipt if m else ""))
+        if message is None:
             return
-        except BadRequest:
-            assert m is not None and m.status != Status.CONSUMING
-            return
-        assert m is not None and m.status == Status.CONSUMING
         if timeout:
             m.deadline = self.now() + timeout
         else:
             self._give_back(msg_id, 0)
         assert message.status == m.status
+
+    @staticmethod
+    def _change_delivery(m, call):
+        """Nack or changeVisibility with the model's receipt: the answer, or None when it
+        was refused as the model says it must be (unknown or ended: 404; not consuming:
+        400); a call the model expected to be refused that was not fails."""
+        try:
+            message = call()
+        except NotFound:
+            assert m is None or m.status > Status.CONSUMING
+            return None
+        except BadRequest:
+            assert m is not None and m.status != Status.CONSUMING
+            return None
+        assert m is not None and m.status == Status.CONSUMING
+        return message
 
     @precondition(lambda self: self.model)
     @rule(msg_id=IDS)
