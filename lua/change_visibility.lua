@@ -4,7 +4,7 @@
   KEYS: the topic's 12 keys (includes/keys.lua).
   ARGV[1] msg_id  ARGV[2] now_ms  ARGV[3] timeout_ms (>= 0)
   ARGV[4] receipt ('' = none)  ARGV[5] end_life_ms  ARGV[6] hint channel  ARGV[7] topic
-  ARGV[8..16] the server's default settings
+  ARGV[8..18] the server's default settings
   Returns: {outcome, fields, lowered_due, dead}
     outcome  OK (fields as after the change); NO_MESSAGE unknown or ended (404);
              NOT_CONSUMING waiting or ready (400); STALE_RECEIPT (409)

@@ -2,7 +2,7 @@
   KEYS: the topic's 12 keys (includes/keys.lua); only dead, config and msgs are read.
   ARGV[1] now_ms  ARGV[2] limit (<= 1000)
   ARGV[3] cursor death time (ms, '' = from the start)  ARGV[4] cursor slot
-  ARGV[5..13] the server's default settings
+  ARGV[5..15] the server's default settings
   The cursor is the last entry of the previous page; if it left the queue meanwhile, the
   page starts after its place (entries with the same death time are ordered by slot).
   Entries past the retention, or whose record is gone, are skipped.

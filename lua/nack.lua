@@ -4,7 +4,7 @@
   KEYS: the topic's 12 keys (includes/keys.lua).
   ARGV[1] msg_id  ARGV[2] now_ms  ARGV[3] end_life_ms
   ARGV[4] receipt ('' = none)  ARGV[5] delay_ms (-1: the topic's redelivery backoff)
-  ARGV[6] hint channel  ARGV[7] topic  ARGV[8..16] the server's default settings
+  ARGV[6] hint channel  ARGV[7] topic  ARGV[8..18] the server's default settings
   Returns: {outcome, fields, lowered_due, dead}
     outcome  OK: the status in fields says where it went (1, 2 or 6);
              NO_MESSAGE no such message, or it has ended (404);

@@ -8,7 +8,7 @@
   ARGV[1] now_ms  ARGV[2] count (<= 1000; the API's `batch`)
   ARGV[3] ack_timeout_ms (-1: the topic's)
   ARGV[4] end_life_ms  ARGV[5] promote limit  ARGV[6] hint channel  ARGV[7] topic
-  ARGV[8..16] the server's default settings
+  ARGV[8..18] the server's default settings
   Returns: {messages, promoted, gaps, ended, next_trigger, ready_left, lowered_due, dead}
     messages     list of {msgId, m, p, t, e, r, n, s, a, c} as stored after the pull
     promoted     moved waiting -> ready by this call; gaps: their promotion gaps (ms)
@@ -17,6 +17,8 @@
     ready_left   ready messages still queued after this pull
     lowered_due  the topic's new due time if this pull brought it forward, else -1
     dead         how many of the ended became dead letters
+  A paused topic (pauseTopic) hands nothing out: the pull still promotes and answers the
+  counts, but pops nothing and publishes nothing.
   Memory: drains (first write ZREM or ZPOPMIN): runs over maxmemory, so a full Redis drains.
   Publishes "<ready_left> <topic>" when it promoted messages, or made a group's next message
   ready, and did not hand them all out, so consumers held on other processes take them. ]]
@@ -33,7 +35,7 @@ local promoted, gaps = promote(now, promote_limit)
 
 local messages, ended_here, dead_lettered = {}, 0, 0
 -- Bounded work: skipping dead entries costs at most `count` extra pops per call.
-local pops_left = count * 2
+local pops_left = s.paused and 0 or count * 2
 while #messages < count and pops_left > 0 do
   local popped = redis.call('ZPOPMIN', tk.ready)
   if not popped[1] then break end
@@ -62,7 +64,7 @@ while #messages < count and pops_left > 0 do
 end
 
 local ready_left = redis.call('ZCARD', tk.ready)
-if advanced.readied > 0 and ready_left > 0 then   -- promoted, or a group's next released
+if advanced.readied > 0 and ready_left > 0 and not s.paused then   -- promoted, or a group's next released
   redis.call('PUBLISH', channel, ready_left .. ' ' .. topic)
 end
 local head = redis.call('ZRANGE', tk.waiting, 0, 0, 'WITHSCORES')

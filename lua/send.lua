@@ -1,23 +1,32 @@
 --[[ Accept messages, each on its own: -> waiting (1), or -> ready (2) when already due, or,
   for a grouped message behind its group's front, blocked (includes/group.lua).
   One call takes one message or many (sendMsg is a batch of one, sendMsgBatch sends its
-  entries in calls of up to 100): the keys, the time and the settings are passed once.
+  entries in calls of up to 100, or an atomic batch in one call): the keys, the time and the
+  settings are passed once.
   KEYS: the topic's 12 keys (includes/keys.lua); config is read only.
   ARGV[1] now_ms  ARGV[2] hint channel  ARGV[3] topic  ARGV[4] n, the number of messages
+  ARGV[5] atomic (1: every message is written or none, see below; 0: each on its own)
   then n times 7 ARGV, one message each:
-    msg_id, body, trigger_ms (>= now_ms), ttl_ms (-1: the topic's),
-    max_retry (-1: the topic's), attributes (JSON text, '' = none), group ('' = none)
-  then the server's 9 default settings (includes/settings.lua)
+    msg_id, body, trigger_ms (>= now_ms; -1: now + the topic's delayMillis), ttl_ms (-1: the
+    topic's), max_retry (-1: the topic's), attributes (JSON text, '' = none), group ('' = none)
+  then the server's 11 default settings (includes/settings.lua)
   Each accepted message takes the topic's next acceptance sequence, in entry order: equal
   trigger times are handed out in that order.
   Returns one reply per message, in order: {outcome, fields, lowered_due}
     outcome      OK accepted; DUPLICATE a live message (1..3) has this id: nothing written,
                  its stored fields returned. An ended (4..7) one is replaced. A message of
                  the same call counts: the second of two equal msgIds is a DUPLICATE.
-    fields       {m, p, t, e, r, n, s, a, c, g} of the message now stored
+                 BACKLOG refused, nothing written: the topic already holds maxBacklog live
+                 messages (every message of waiting and of the expiry index: ready, consuming
+                 and blocked ones; a DUPLICATE adds none). NOT_WRITTEN (atomic only) refused
+                 because another message of the call was.
+    fields       {m, p, t, e, r, n, s, a, c, g} of the message now stored ({} if refused)
     lowered_due  the topic's new due time if this message brought it forward, else -1
   or, for a message whose own writes failed (a Lua error: a bug), that error reply in its
   place; the other messages stand, as if each had been its own call.
+  Atomic: every check (duplicates, the backlog) runs for the whole call before its first
+  write, so a refusal writes nothing; then every message is written (no pcall: a Lua error,
+  a bug, fails the whole call).
   Memory: grows Redis (one record, one zset entry per message), so the first write is INCR
   of the sequence, a deny-oom command: over maxmemory Redis refuses the whole call (OOM) before anything is
   written, and once a call has written it is not stopped halfway. Keep it first.
@@ -26,22 +35,42 @@
 --@include settings
 --@include group
 local now, channel, topic, n = tonumber(ARGV[1]), ARGV[2], ARGV[3], tonumber(ARGV[4])
-local ENTRY = 7
+local atomic = ARGV[5] == '1'
+local FIRST, ENTRY = 6, 7
 
 local s = topic_settings(tk.config)
 -- The due time before each message: read once, then lowered by the messages accepted.
 local due = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
+-- The topic's live messages, counted once when it has a backlog limit, then kept up to date.
+local live = s.maxBacklog > 0 and
+  redis.call('ZCARD', tk.waiting) + redis.call('ZCARD', tk.expire) or 0
+
+local function entry_at(i)
+  return FIRST + (i - 1) * ENTRY
+end
+
+-- What the message at `at` meets before any write: DUPLICATE (a live namesake), BACKLOG (the
+-- topic is full) or nil (it can be written); then the message with its msgId (live, or ended
+-- and replaced by this one), and the slot it takes.
+local function check(at)
+  local existing, slot = find_message(tk.msgs, ARGV[at])
+  local verdict = nil
+  if existing and is_live(existing[STATUS]) then verdict = DUPLICATE
+  elseif s.maxBacklog > 0 and live >= s.maxBacklog then verdict = BACKLOG end
+  return verdict, existing, slot
+end
 
 local function send_one(at)
   local msg_id, body = ARGV[at], ARGV[at + 1]
   local trigger, ttl, max_retry = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]),
     tonumber(ARGV[at + 4])
   local attributes, group = ARGV[at + 5], ARGV[at + 6]
-  local existing, slot = find_message(tk.msgs, msg_id)
-  if existing and is_live(existing[STATUS]) then
-    return {DUPLICATE, shown_status(existing, now), -1}
-  end
+  local verdict, existing, slot = check(at)
+  if verdict == DUPLICATE then return {DUPLICATE, shown_status(existing, now), -1} end
+  if verdict == BACKLOG then return {BACKLOG, {}, -1} end
   local seq = next_seq()   -- first: the deny-oom write (see Memory above)
+  live = live + 1
+  if trigger < 0 then trigger = now + s.delayMillis end
   if ttl < 0 then ttl = s.ttlMillis end
   if max_retry < 0 then max_retry = s.maxRetry end
   local expire_at = trigger + ttl
@@ -70,6 +99,39 @@ local function send_one(at)
   return {OK, shown_status(m, now), entry}
 end
 
-local replies = each_on_its_own(n, function(i) return send_one(5 + (i - 1) * ENTRY) end)
+-- Atomic: refused entries answer their refusal, the others NOT_WRITTEN, when any is refused.
+-- The checks count the call's own messages: a msgId given twice is a DUPLICATE the second
+-- time, and each new message takes one place of the backlog.
+local function refusals()
+  local seen, verdicts, refused = {}, {}, false
+  for i = 1, n do
+    local at = entry_at(i)
+    local verdict = check(at)
+    if verdict == DUPLICATE or seen[ARGV[at]] then
+      verdicts[i] = NOT_WRITTEN
+    elseif verdict == BACKLOG then
+      verdicts[i], refused = BACKLOG, true
+    else
+      verdicts[i], seen[ARGV[at]] = NOT_WRITTEN, true
+      live = live + 1
+    end
+  end
+  if not refused then return nil end
+  local replies = {}
+  for i = 1, n do replies[i] = {verdicts[i], {}, -1} end
+  return replies
+end
+
+local replies
+if atomic then
+  local counted = live
+  replies = refusals()
+  if replies then return replies end
+  live = counted
+  replies = {}
+  for i = 1, n do replies[i] = send_one(entry_at(i)) end
+else
+  replies = each_on_its_own(n, function(i) return send_one(entry_at(i)) end)
+end
 publish_advanced(channel, topic)
 return replies

@@ -1,6 +1,6 @@
 --[[ Set a topic's own settings (validated by the caller): reset drops every topic value
-  first; the given ones are then written. One script, so a reset and the new values land
-  together.
+  first (not the topic's pause, which is state, not a setting: pause.lua); the given ones are
+  then written. One script, so a reset and the new values land together.
   KEYS: the topic's 12 keys (includes/keys.lua); only config is written.
   ARGV[1] reset (1 / 0)  ARGV[2..] setting, value pairs
   Returns: OK; BAD_ARGUMENT (nothing written) if ARGV[2..] is not pairs.
@@ -11,7 +11,11 @@ local config = tk.config
 local reset = ARGV[1] == '1'
 
 if (#ARGV - 1) % 2 ~= 0 then return BAD_ARGUMENT end
-if reset then redis.call('DEL', config) end
+if reset then
+  local paused = redis.call('HGET', config, 'paused')
+  redis.call('DEL', config)
+  if paused then redis.call('HSET', config, 'paused', paused) end
+end
 for i = 2, #ARGV, 2 do
   redis.call('HSET', config, ARGV[i], ARGV[i + 1])
 end

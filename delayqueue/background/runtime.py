@@ -21,6 +21,7 @@ from delayqueue.core.queue import DelayQueue
 from delayqueue.core.script_runner import ScriptRunner
 from delayqueue.core.scripts import Scripts
 from delayqueue.core.topic_admin import TopicAdmin
+from delayqueue.core.topic_controls import TopicControls
 from delayqueue.monitoring.snapshot import SnapshotWriter
 from delayqueue.settings.config import ConfigError, Settings
 from delayqueue.settings.redis_connection import connect_redis
@@ -65,6 +66,7 @@ class Runtime:
                                settings.monitor_interval_seconds, self.scripts)
         self.queue = DelayQueue(self.client, self.scripts, self.clock, self.monitor, settings)
         self.admin = TopicAdmin(self.queue)
+        self.controls = TopicControls(self.queue)
         self.scheduler = Scheduler(
             self.client, self.scripts, self.clock, self.monitor, self.keys,
             end_life_ms=settings.end_life_msg_expire_millis,

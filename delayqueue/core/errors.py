@@ -64,6 +64,13 @@ class TooManyRequests(DelayQueueError):
     http_status = 429
 
 
+class BacklogExceeded(DelayQueueError):
+    """A send to a topic holding its maxBacklog live messages: code 429 in HTTP 200 (a
+    camellia SDK takes any HTTP status but 200 for a sick node and would try another)."""
+
+    code = 429
+
+
 class Unavailable(DelayQueueError):
     """Redis is unreachable or a script failed."""
 

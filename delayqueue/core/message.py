@@ -32,9 +32,11 @@ class DelayMsg:
     status: Status
     duplicate: bool = False  # sendMsg only (client side): the msgId was live, nothing enqueued
     attributes: Mapping[str, str] | None = None  # string -> string, as sent
-    receipt: str | None = None    # pullMsg / longPollingMsg only: this delivery's receipt
-    dead_time: int | None = None  # listDeadMsg only: when it entered the dead-letter queue
+    receipt: str | None = None    # a delivery (pull, long poll), or getMsg / listMsg of a
+    #                               consuming message: the latest delivery's receipt
+    dead_time: int | None = None  # a dead letter (listDeadMsg, getMsg): when it died
     group_id: str | None = None   # its message group (one consuming at a time, in order)
+    ack_deadline: int | None = None   # consuming (getMsg, listMsg): when its delivery times out
 
     @classmethod
     def from_fields(cls, topic: str, msg_id: str, fields: Sequence[Any],
@@ -64,6 +66,8 @@ class DelayMsg:
             receipt=data.get("receipt") or None,
             dead_time=int(data["deadTime"]) if data.get("deadTime") is not None else None,
             group_id=data.get("groupId") or None,
+            ack_deadline=int(data["ackDeadline"]) if data.get("ackDeadline") is not None
+            else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -80,8 +84,19 @@ class DelayMsg:
             **({"groupId": self.group_id} if self.group_id else {}),
             **({"attributes": dict(self.attributes)} if self.attributes else {}),
             **({"receipt": self.receipt} if self.receipt else {}),
+            **({"ackDeadline": self.ack_deadline} if self.ack_deadline is not None else {}),
             **({"deadTime": self.dead_time} if self.dead_time is not None else {}),
         }
 
     def with_dead_time(self, dead_time_ms: int) -> "DelayMsg":
         return replace(self, dead_time=dead_time_ms)
+
+    def with_place(self, receipt: str | None, ack_deadline_ms: int, dead_time_ms: int
+                   ) -> "DelayMsg":
+        """As getMsg and listMsg show it: a consuming message with its latest receipt and
+        ack deadline, a dead letter with its death time (-1: none)."""
+        consuming = self.status == Status.CONSUMING
+        return replace(self, receipt=receipt if consuming else None,
+                       ack_deadline=ack_deadline_ms if consuming and ack_deadline_ms >= 0
+                       else None,
+                       dead_time=dead_time_ms if dead_time_ms >= 0 else None)

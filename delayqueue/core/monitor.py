@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 COUNTERS = ("sendMsg", "pullMsg", "ackMsg", "nackMsg", "getMsg", "deleteMsg",
             "triggerMsgReady", "triggerMsgEndLife", "triggerMsgTimeout",
-            "deadLettered", "redriven")
+            "deadLettered", "redriven", "purged", "backlogRefused")
 HISTOGRAMS = ("pullMsgTimeGap", "readyQueueTimeGap")
 # Fleet-wide counts of server events, not of any topic.
 EVENTS = ("redisOutOfMemory",)

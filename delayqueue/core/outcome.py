@@ -23,3 +23,6 @@ class Outcome(IntEnum):
     BAD_ARGUMENT = -4   # ARGV malformed: a bug in the caller, never a client's mistake
     STALE_RECEIPT = -5  # the receipt given is not the latest delivery's (409)
     CONSUMING = -6      # reschedule: being consumed, cannot move (400)
+    BACKLOG = -7        # send: the topic holds maxBacklog live messages (429)
+    NOT_WRITTEN = -8    # send, atomic batch: another entry was refused, so none was written
+    NO_TOPIC = -9       # pause, purge: the topic holds nothing and has no settings (404)

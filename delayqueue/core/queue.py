@@ -159,26 +159,38 @@ class DelayQueue:
             body, msg_id, delay_ms, trigger_time_ms, ttl_ms, max_retry, attributes,
             group_id)])[0])
 
-    def send_batch(self, topic: str, requests: Sequence[SendRequest | DelayQueueError]
-                   ) -> list[SendResult | DelayQueueError]:
+    def send_batch(self, topic: str, requests: Sequence[SendRequest | DelayQueueError],
+                   atomic: bool = False) -> list[SendResult | DelayQueueError]:
         """Accept each message on its own (each atomic), in one round trip to Redis. An entry
-        given as an error (it failed validation) is answered with that error, untouched."""
+        given as an error (it failed validation) is answered with that error, untouched.
+
+        ``atomic``: every message is written or none, in one script call whose checks all
+        run before its first write (send.lua). An entry that failed validation makes no
+        call at all; either way the entries not refused answer ``Conflict`` ("not written").
+        """
+        if atomic and any(isinstance(r, DelayQueueError) for r in requests):
+            return [r if isinstance(r, DelayQueueError) else refusal(
+                "send", Outcome.NOT_WRITTEN, topic, None) for r in requests]
         with redis_errors():
             now = self.clock.now_ms()
             tk = self.topic_keys(topic)
             entries = [_send_args(r, now) for r in requests
                        if not isinstance(r, DelayQueueError)]
             trip = self.scripts.round_trip()
-            # One script call per SEND_CHUNK messages, so no call holds Redis for long.
-            for start in range(0, len(entries), SEND_CHUNK):
+            # One script call per SEND_CHUNK messages, so no call holds Redis for long; an
+            # atomic batch (at most max-batch) is one call.
+            chunk = len(entries) if atomic else SEND_CHUNK
+            for start in range(0, len(entries), max(chunk, 1)):
                 self.scripts.send_many(tk, now, self.keys.hint_channel, self.defaults,
-                                       entries[start:start + SEND_CHUNK], trip=trip)
+                                       entries[start:start + chunk], trip=trip, atomic=atomic)
             replies = self._execute(topic, now, trip)
             self.bookkeep(topic, now, _lowest_due(replies))
         answers = [_sent(topic, entry.msg_id, reply)
                    for entry, reply in zip(entries, replies)]
         self.monitor.incr(topic, "sendMsg", sum(
             1 for a in answers if isinstance(a, SendResult) and not a.duplicate))
+        self.monitor.incr(topic, "backlogRefused", sum(
+            1 for r in replies if isinstance(r, SendReply) and r.outcome == Outcome.BACKLOG))
         return _in_place(requests, answers)
 
     def _execute(self, topic: str, now_ms: int, trip: RoundTrip) -> list[Any]:
@@ -300,7 +312,8 @@ class DelayQueue:
         self.monitor.incr(topic, "getMsg")
         if not reply:
             raise refusal("get", Outcome.NO_MESSAGE, topic, msg_id)
-        return DelayMsg.from_fields(topic, msg_id, reply.fields)
+        message = DelayMsg.from_fields(topic, msg_id, reply.fields, with_receipt=True)
+        return message.with_place(message.receipt, reply.ack_deadline, reply.dead_time)
 
     def delete(self, topic: str, msg_id: str, release: bool = False) -> DelayMsg:
         return _raise(self.delete_batch(topic, [msg_id], release)[0])
@@ -353,15 +366,16 @@ class DelayQueue:
                 pipe.zcard(tk.ready).zcard(tk.ack)
                 pipe.zcount(tk.dead, now - retention[topic], "+inf")
                 pipe.zcount(tk.held, "-inf", now)
+                pipe.hget(tk.config, "paused")
                 for _, lo, hi in WAITING_BUCKETS:
                     upper = "+inf" if hi is None else f"({now + hi}"
                     pipe.zcount(tk.waiting, "-inf" if lo is None else now + lo, upper)
                     pipe.zcount(tk.held, f"({now}" if lo is None else now + lo, upper)
             replies = pipe.execute()
-        width = 4 + 2 * len(WAITING_BUCKETS)
+        width = 5 + 2 * len(WAITING_BUCKETS)
         infos = []
         for i, topic in enumerate(topics):
-            ready, ack, dead, blocked, *counts = replies[i * width:(i + 1) * width]
+            ready, ack, dead, blocked, paused, *counts = replies[i * width:(i + 1) * width]
             buckets = [counts[j] + counts[j + 1] for j in range(0, len(counts), 2)]
             infos.append({
                 "topic": topic,
@@ -371,6 +385,7 @@ class DelayQueue:
                 "ackQueueSize": ack,
                 "deadQueueSize": dead,
                 "groupBlockedSize": blocked,
+                "paused": paused == "1",
             })
         return infos
 
@@ -404,12 +419,16 @@ class DelayQueue:
 
 # -- helpers of the transitions ------------------------------------------------------------
 def _send_args(request: SendRequest, now_ms: int) -> SendArgs:
-    """A request as the send script takes it: its trigger time (never before now), a msgId
-    made up where none was given, -1 where the topic's setting applies."""
+    """A request as the send script takes it: its trigger time (never before now; -1, the
+    topic's delayMillis, when it gives neither a delay nor a time), a msgId made up where none
+    was given, -1 where the topic's setting applies."""
     r = request
-    trigger = r.trigger_time_ms if r.trigger_time_ms is not None \
-        else now_ms + max(r.delay_ms or 0, 0)
-    return SendArgs(r.msg_id or uuid.uuid4().hex, r.body, max(trigger, now_ms),
+    if r.trigger_time_ms is None and r.delay_ms is None:
+        trigger = -1
+    else:
+        trigger = max(r.trigger_time_ms if r.trigger_time_ms is not None
+                      else now_ms + max(r.delay_ms or 0, 0), now_ms)
+    return SendArgs(r.msg_id or uuid.uuid4().hex, r.body, trigger,
                      r.ttl_ms if r.ttl_ms and r.ttl_ms > 0 else -1,
                      r.max_retry if r.max_retry is not None and r.max_retry >= 0 else -1,
                      _attributes_json(r.attributes), r.group_id or "")
@@ -419,6 +438,9 @@ def _sent(topic: str, msg_id: str, reply: SendReply | DelayQueueError
           ) -> SendResult | DelayQueueError:
     if isinstance(reply, DelayQueueError):
         return reply
+    refused = refusal("send", reply.outcome, topic, msg_id)
+    if refused is not None:
+        return refused
     return SendResult(DelayMsg.from_fields(topic, msg_id, reply.fields),
                       reply.outcome == Outcome.DUPLICATE)
 

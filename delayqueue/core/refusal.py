@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .errors import BadRequest, Conflict, DelayQueueError, NotFound, Unavailable
+from .errors import BacklogExceeded, BadRequest, Conflict, DelayQueueError, NotFound, Unavailable
 from .message import DelayMsg
 from .outcome import Outcome
 
@@ -52,6 +52,14 @@ REFUSALS: dict[tuple[str, Outcome], Refusal] = {
     # get.lua answers no outcome: an empty reply is its NO_MESSAGE.
     ("get", Outcome.NO_MESSAGE): Refusal(NotFound, "msgId: no message '{msg_id}' in topic "
                                                    "'{topic}'"),
+    ("send", Outcome.BACKLOG): Refusal(
+        BacklogExceeded, "topic: backlog quota exceeded: topic '{topic}' holds its maxBacklog "
+                         "live messages; nothing was written"),
+    ("send", Outcome.NOT_WRITTEN): Refusal(
+        Conflict, "not written: another entry of this atomic batch was refused"),
+    # purge answers it from Python (purge.lua is never called for an unknown topic).
+    ("pause", Outcome.NO_TOPIC): Refusal(NotFound, "topic: no topic '{topic}': it holds no "
+                                                   "message and has no settings"),
     ("dead_redrive", Outcome.NO_MESSAGE): _NOT_DEAD,
     ("dead_purge", Outcome.NO_MESSAGE): _NOT_DEAD,
 }

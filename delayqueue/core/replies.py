@@ -97,15 +97,24 @@ class DeleteReply(Reply):
 
 
 class GetReply(Reply):
-    """The message's fields, then its slot (where its record is, for tests and tools); empty
-    (false) when there is no such message."""
+    """The message's fields, then its slot (where its record is, for tests and tools), its
+    ack deadline (consuming) and its death time (a dead letter), each -1 when it has none;
+    empty (false) when there is no such message."""
 
     @property
     def fields(self) -> list[str]:
-        return self[:-1]
+        return self[:-3]
 
     @property
     def slot(self) -> str:
+        return self[-3]
+
+    @property
+    def ack_deadline(self) -> int:
+        return self[-2]
+
+    @property
+    def dead_time(self) -> int:
         return self[-1]
 
 
@@ -160,6 +169,38 @@ class DeadRedriveReply(Reply):
     lowered_due: int
 
 
+class ListEntry(Reply):
+    """One message of list.lua: its msgId, its place in the view (triggerTime, ready time,
+    ack deadline) and its member there, then its fields."""
+    msg_id: str
+    score: int
+    member: str
+
+    @property
+    def fields(self) -> list[str]:
+        return self[3:]
+
+
+class ListReply(Reply):
+    entries: list[ListEntry]
+    next_score: int      # the next page's cursor: next_score and next_member; -1 at the end
+    next_member: str
+
+
+class PurgeReply(Reply):
+    ended: int           # messages ended (status 7) by this slice
+    next_cursor: str     # the next slice's HSCAN cursor; "0" when every record was visited
+    cutoff: int          # the last acceptance sequence purged (pass it to the next slice)
+    lowered_due: int
+    live: int            # the topic's live messages after this slice
+
+
+class PauseReply(Reply):
+    outcome: Outcome     # OK, or NO_TOPIC (nothing written)
+    changed: int         # 1 when the pause state changed
+    ready: int           # ready messages now (announced on resume)
+
+
 class DeadPurgeReply(Reply):
     outcome: Outcome
     count: int
@@ -209,6 +250,11 @@ def _dead_list(raw: list) -> DeadListReply:
     return DeadListReply([[DeadEntry(e) for e in entries], *cursor])
 
 
+def _list(raw: list) -> ListReply:
+    entries, *cursor = raw
+    return ListReply([[ListEntry(e) for e in entries], *cursor])
+
+
 # Script name -> the builder of its typed reply. Scripts answering a single number give an
 # Outcome (due_set, recycle, topic_config) or a count (dead_trim, monitor_flush).
 BUILDERS: dict[str, Callable[[Any], Any]] = {
@@ -224,6 +270,9 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "change_visibility": _typed(ChangeVisibilityReply),
     "reschedule": _typed(RescheduleReply),
     "dead_list": _dead_list,
+    "list": _list,
+    "purge": _typed(PurgeReply),
+    "pause": _typed(PauseReply),
     "dead_redrive": _typed(DeadRedriveReply),
     "dead_purge": _typed(DeadPurgeReply),
     "dead_trim": int,

@@ -39,11 +39,14 @@ from .replies import (
     DueClaimReply,
     ExpireReply,
     GetReply,
+    ListReply,
     MigrateOrderReply,
     MigrateReply,
     NackReply,
+    PauseReply,
     PromoteReply,
     PullReply,
+    PurgeReply,
     RescheduleReply,
     SendReply,
     TimeoutReply,
@@ -168,11 +171,12 @@ class Scripts:
 
     # -- topic scripts: KEYS = TopicKeys.queues ---------------------------------------------
     def send_many(self, tk: TopicKeys, now_ms: int, channel: str, defaults: Sequence[str],
-                  entries: Sequence[SendArgs], trip: RoundTrip | None = None
-                  ) -> list[SendReply | Exception]:
+                  entries: Sequence[SendArgs], trip: RoundTrip | None = None,
+                  atomic: bool = False) -> list[SendReply | Exception]:
         """Accept messages, each on its own, in one script call: a reply per entry, in
-        order, or the error an entry's own writes failed with."""
-        args: list[Any] = [now_ms, channel, tk.topic, len(entries)]
+        order, or the error an entry's own writes failed with. ``atomic``: all or none
+        (send.lua's header)."""
+        args: list[Any] = [now_ms, channel, tk.topic, len(entries), 1 if atomic else 0]
         for entry in entries:
             args.extend(entry)
         args.extend(defaults)
@@ -257,6 +261,24 @@ class Scripts:
                channel: str = "") -> ExpireReply:
         return self._run("expire", tk.queues,
                          [now_ms, limit, end_life_ms, channel, tk.topic, *defaults], trip)
+
+    def list(self, tk: TopicKeys, now_ms: int, view: str, limit: int, max_bytes: int,
+             cursor: tuple[int, str] | None) -> ListReply:
+        """A page of the view's live messages ("waiting", "ready", "ack", "blocked") after
+        ``cursor`` (score, member), as list.lua's header says."""
+        score, member = cursor if cursor is not None else ("", "")
+        return self._run("list", tk.queues, [now_ms, view, limit, max_bytes, score, member])
+
+    def purge(self, tk: TopicKeys, now_ms: int, end_life_ms: int, cutoff: int, cursor: str,
+              count: int, channel: str, budget: int) -> PurgeReply:
+        """One slice of a topic's purge (cutoff -1: the topic's sequence now)."""
+        return self._run("purge", tk.queues,
+                         [now_ms, end_life_ms, cutoff, cursor, count, channel, tk.topic,
+                          budget])
+
+    def pause(self, tk: TopicKeys, paused: bool, known: bool, channel: str) -> PauseReply:
+        return self._run("pause", tk.queues,
+                         [1 if paused else 0, 1 if known else 0, channel, tk.topic])
 
     def dead_list(self, tk: TopicKeys, now_ms: int, limit: int, cursor_time: int | None,
                   cursor_slot: str, defaults: Sequence[str]) -> DeadListReply:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from delayqueue.settings.config import Settings
-from delayqueue.settings.topic_setting import BY_NAME, SETTINGS, TopicSetting
+from delayqueue.settings.topic_setting import BY_NAME, SCRIPT_SETTINGS, SETTINGS, TopicSetting
 from delayqueue.settings.value import ValueProblem
 
 from .errors import BadRequest, MissingParameter
@@ -30,12 +30,15 @@ def stored(value: Any) -> str:
 
 def loaded(setting: TopicSetting, text: str) -> Any:
     """A value as the config hash holds it, back to its kind."""
-    return text == "1" if setting.kind is bool else setting.parse(text)
+    if setting.kind is bool:
+        return text == "1"
+    return text if setting.kind is str else setting.parse(text)
 
 
 def server_defaults(settings: Settings) -> list[str]:
-    """The server's value of every setting, in ``SETTINGS`` order: the scripts' last ARGV."""
-    return [stored(getattr(settings, s.field)) for s in SETTINGS]
+    """The server's value of every setting the scripts read, in ``SCRIPT_SETTINGS`` order:
+    the scripts' last ARGV."""
+    return [stored(getattr(settings, s.field)) for s in SCRIPT_SETTINGS]
 
 
 def parse_values(raw: Mapping[str, Any], others: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from flask import Blueprint, Response, jsonify
 from delayqueue.background.longpoll import long_poll
 from delayqueue.core.errors import BadRequest, DelayQueueError, MissingParameter, redis_errors
 from delayqueue.core.queue import AckRequest, SendRequest, SendResult
+from delayqueue.core.topic_controls import BLOCKED, PURGE_LIMIT, PURGE_MAX, VIEWS
 from delayqueue.monitoring.metrics import render_metrics
 from delayqueue.monitoring.monitor_text import monitor_string
 
@@ -58,11 +59,20 @@ def sent(result: SendResult) -> dict[str, Any]:
 
 @route(api, "sendMsgBatch")
 def send_msg_batch() -> Response:
-    topic, _, entries = read_batch("msgs")
+    topic, p, entries = read_batch("msgs")
+    atomic = p.boolean("atomic", default=False)
     rt = runtime()
     requests = [parse_entry("msgs", i, lambda i=i, e=e: send_request(
         entry_params("msgs", i, e, rt.param_limits))) for i, e in enumerate(entries)]
-    results = rt.queue.send_batch(topic, requests)
+    results = rt.queue.send_batch(topic, requests, atomic=atomic)
+    if atomic and any(isinstance(r, DelayQueueError) for r in results):
+        failed = next((r for r in results if isinstance(r, DelayQueueError) and r.code == 500),
+                      None)
+        if failed is not None:
+            raise failed    # Redis or the script failed: the whole call did
+        # All or nothing, and it was nothing: the answer says so, each entry says why.
+        return entry_answers(results, sent, code=400,
+                             msg="msgs: atomic batch refused, nothing was written")
     return entry_answers(results, sent)
 
 
@@ -170,6 +180,49 @@ def redrive_dead_msg() -> Response:
 def purge_dead_msg() -> Response:
     p = params()
     return success(count=runtime().admin.purge(p.topic(), p.msg_id(required=False)))
+
+
+@route(api, "pauseTopic")
+def pause_topic() -> Response:
+    changed = runtime().controls.pause(params().topic())
+    return success(paused=True, changed=changed)
+
+
+@route(api, "resumeTopic")
+def resume_topic() -> Response:
+    changed = runtime().controls.resume(params().topic())
+    return success(paused=False, changed=changed)
+
+
+@route(api, "purgeTopic")
+def purge_topic() -> Response:
+    p = params()
+    topic, limit = p.topic(), p.integer("limit")
+    if limit is not None and not 1 <= limit <= PURGE_MAX:
+        raise BadRequest(f"limit: must be between 1 and {PURGE_MAX}, got {limit}")
+    result = runtime().controls.purge(topic, limit or PURGE_LIMIT)
+    return success(count=result.count, remaining=result.remaining)
+
+
+@route(api, "listMsg")
+def list_msg() -> Response:
+    p = params()
+    topic, status, blocked = p.topic(), p.integer("status"), p.boolean("groupBlocked", False)
+    if blocked:
+        if status is not None:
+            raise BadRequest("status, groupBlocked: give one of them, not both")
+        view = BLOCKED
+    elif status is None:
+        raise MissingParameter("status: required (1 waiting, 2 ready, 3 consuming) unless "
+                               "groupBlocked=true")
+    elif status not in VIEWS:
+        raise BadRequest(f"status: must be 1 (waiting), 2 (ready) or 3 (consuming), got "
+                         f"{status}")
+    else:
+        view = VIEWS[status]
+    page = runtime().controls.list(topic, view, p.limit(100), p.string("cursor") or None)
+    extra = {"nextCursor": page.next_cursor} if page.next_cursor else {}
+    return success(delayMsgList=[m.to_json() for m in page.messages], **extra)
 
 
 @route(api, "setTopicConfig")

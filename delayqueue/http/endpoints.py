@@ -203,6 +203,31 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     ours("purgeDeadMsg", topic(ADMIN), "Remove one dead letter, or all of the topic's.",
          "CountAnswer", ok_example(count=3), [TOPIC, OPTIONAL_MSG_ID],
          tag="dead letters"),
+    ours("pauseTopic", topic(ADMIN), "Pause a topic: nothing is handed out (pulls answer "
+         "empty, long polls wait) until resumeTopic; sends, promotion, ack timeouts and ttl "
+         "go on. An unknown topic answers 404 and is not created.", "PauseAnswer",
+         ok_example(paused=True, changed=True), [TOPIC], (400, 404), tag="topic controls"),
+    ours("resumeTopic", topic(ADMIN), "Resume a paused topic: long polls held meanwhile "
+         "answer at once.", "PauseAnswer", ok_example(paused=False, changed=True), [TOPIC],
+         (400, 404), tag="topic controls"),
+    ours("purgeTopic", topic(ADMIN), "End every live message accepted before the call with "
+         "status 7, at most limit per call, in bounded slices. An unknown topic answers 404.",
+         "PurgeAnswer", ok_example(count=232, remaining=0),
+         [TOPIC, Param("limit", integer("Most messages to end (1..1000000; default 10000).",
+                                        1))], (400, 404), tag="topic controls"),
+    ours("listMsg", topic(CONSUME), "A page of a topic's live messages: status 1 by "
+         "triggerTime, 2 in delivery order, 3 by ack deadline; or groupBlocked=true, the "
+         "messages waiting behind their group's head. Pages have no gaps or repeats among "
+         "the messages that stayed in place.", "MessagePageAnswer",
+         ok_example(delayMsgList=[EXAMPLE_MSG], nextCursor="WzE3NjM4MDAwMDUwMDAsIi4uLiJd"),
+         [TOPIC, Param("status", {"type": "integer", "enum": [1, 2, 3], "description":
+                                  "1 waiting, 2 ready, 3 consuming; required unless "
+                                  "groupBlocked=true."}),
+          Param("groupBlocked", boolean("List the messages blocked behind their group's "
+                                        "head instead (each group in its order).")),
+          Param("limit", integer("Most messages (1..max-batch; default 100).", 1)),
+          Param("cursor", string("nextCursor of the previous page."))],
+         tag="topic controls"),
     ours("setTopicConfig", topic(ADMIN), "Set (or reset=true: drop) the topic's own "
          "settings.", "TopicConfigAnswer",
          ok_example(data=EXAMPLE_CONFIG, source=EXAMPLE_SOURCE),
@@ -234,7 +259,11 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                               {"code": 200, "msg": "success", "delayMsg": GROUPED_MSG},
                               {"code": 400, "msg": "msg: required parameter is missing or "
                                                    "empty"}]),
-          batch_body("msgs", SEND_ENTRY),
+          batch_body("msgs", SEND_ENTRY, {"atomic": {
+              "type": "boolean", "description": "(ours) Every entry is written or none (one "
+              "script call, every check before its first write). A refused entry (400, 409, "
+              "429) makes the answer code 400, with each refused entry's own code and every "
+              "other entry code 409 \"not written\"; a live duplicate is not a refusal."}}),
           {"topic": EXAMPLE_TOPIC, "msgs": [{"msg": "hello", "delayMillis": 5000},
                                             {"msg": "again", "msgId": "m2"},
                                             {"msg": "paid", "groupId": "order-42"}]}),

@@ -84,14 +84,16 @@ def parse_entry(entries_name: str, index: int, parse: Callable[[], Any]) -> Any:
         return error
 
 
-def entry_answers(results: list[Any], answer: Callable[[Any], dict[str, Any]]) -> Response:
-    """A batch's answer: each entry's result or error, in order. A batch refused because
-    Redis was over its maxmemory counts once, as a refused single request does."""
+def entry_answers(results: list[Any], answer: Callable[[Any], dict[str, Any]],
+                  code: int = 200, msg: str = "success") -> Response:
+    """A batch's answer: each entry's result or error, in order (``code``, ``msg``: the
+    envelope's, when the batch as a whole was refused). A batch refused because Redis was
+    over its maxmemory counts once, as a refused single request does."""
     if any(isinstance(r, OutOfMemory) for r in results):
         runtime().monitor.count_event("redisOutOfMemory")
-    return success(results=[{"code": r.code, "msg": r.msg} if isinstance(r, DelayQueueError)
-                            else {"code": 200, "msg": "success", **answer(r)}
-                            for r in results])
+    return jsonify({"code": code, "msg": msg, "results": [
+        {"code": r.code, "msg": r.msg} if isinstance(r, DelayQueueError)
+        else {"code": 200, "msg": "success", **answer(r)} for r in results]})
 
 
 def success(**fields: Any) -> Response:

@@ -80,12 +80,13 @@ EXAMPLE_INFO = {"topic": EXAMPLE_TOPIC, "waitingQueueSize": 451, "waitingQueueIn
 EXAMPLE_CONFIG = {"ttlMillis": 3_600_000, "maxRetry": 2, "ackTimeoutMillis": 30_000,
                   "redeliveryDelayMillis": 500, "redeliveryBackoffMultiplier": 2,
                   "redeliveryMaxDelayMillis": 3_600_000, "deadLetter": True,
-                  "deadLetterRetentionMillis": 604_800_000, "deadLetterMaxSize": 100_000}
+                  "deadLetterRetentionMillis": 604_800_000, "deadLetterMaxSize": 100_000,
+                  "delayMillis": 0, "maxBacklog": 0, "description": ""}
 EXAMPLE_SOURCE = {name: "server" for name in EXAMPLE_CONFIG} | {
     "maxRetry": "topic", "redeliveryDelayMillis": "topic", "redeliveryBackoffMultiplier": "topic"}
 
 
-JSON_TYPES = {int: "integer", float: "number", bool: "boolean"}
+JSON_TYPES = {int: "integer", float: "number", bool: "boolean", str: "string"}
 
 
 def setting_type(setting: TopicSetting) -> str:
@@ -126,7 +127,8 @@ def schemas() -> dict[str, Any]:
                              "sendMsg", "pullMsg", "deleteMsg", "ackMsg", "getMsg",
                              "triggerMsgReady", "triggerMsgEndLife", "triggerMsgTimeout")}}}
     batch_entry = {"type": "object", "required": ["code"],
-                   "properties": {"code": {"type": "integer", "enum": [200, 400, 404, 409, 500]},
+                   "properties": {"code": {"type": "integer",
+                                           "enum": [200, 400, 404, 409, 429, 500]},
                                   "msg": {"type": ["string", "null"]},
                                   "delayMsg": ref("DelayMsg"),
                                   "duplicate": {"type": "boolean"}}}
@@ -144,8 +146,12 @@ def schemas() -> dict[str, Any]:
                 "groupId": {"type": "string", "description": "(ours) Its group, as sent; absent "
                                                              "when it has none."},
                 "attributes": {"type": "object", "additionalProperties": {"type": "string"}},
-                "receipt": {"type": "string", "description": "This delivery's receipt."},
-                "deadTime": {"type": "integer", "description": "When it became a dead letter."},
+                "receipt": {"type": "string", "description": "The latest delivery's receipt: "
+                            "of a delivery, and of a consuming message in getMsg / listMsg."},
+                "ackDeadline": {"type": "integer", "description": "(ours) getMsg / listMsg of "
+                                "a consuming message: when its delivery times out."},
+                "deadTime": {"type": "integer", "description": "When it became a dead letter "
+                             "(listDeadMsg, getMsg)."},
             },
             "additionalProperties": False,
         },
@@ -165,6 +171,21 @@ def schemas() -> dict[str, Any]:
         "DeadPageAnswer": ok({"delayMsgList": {"type": "array", "items": ref("DelayMsg")},
                               "nextCursor": {"type": "string"}}, ["delayMsgList"]),
         "CountAnswer": ok({"count": {"type": "integer", "minimum": 0}}, ["count"]),
+        "PurgeAnswer": ok({"count": {"type": "integer", "minimum": 0, "description":
+                                     "Messages ended (status 7) by this call."},
+                           "remaining": {"type": "integer", "minimum": 0, "description":
+                                         "0 when every message accepted before the call has "
+                                         "ended; else (the call stopped at its limit) the "
+                                         "topic's live messages: call again."}},
+                          ["count", "remaining"]),
+        "PauseAnswer": ok({"paused": {"type": "boolean"},
+                           "changed": {"type": "boolean", "description":
+                                       "false when the topic already was so."}},
+                          ["paused", "changed"]),
+        "MessagePageAnswer": ok({"delayMsgList": {"type": "array", "items": ref("DelayMsg")},
+                                 "nextCursor": {"type": "string", "description":
+                                                "The next page's cursor; absent at the end."}},
+                                ["delayMsgList"]),
         "TopicConfigAnswer": ok({
             "data": {"type": "object", "properties": setting_values,
                      "required": [s.name for s in SETTINGS]},
@@ -187,6 +208,8 @@ def schemas() -> dict[str, Any]:
                                      "(ours) Due messages waiting behind their group's head "
                                      "(getMsg shows them ready, status 2); not counted in "
                                      "readyQueueSize. Those not yet due count as waiting."},
+                "paused": {"type": "boolean", "description": "(ours) pauseTopic: nothing is "
+                           "handed out until resumeTopic."},
             },
         },
         "TopicInfoAnswer": ok({"data": ref("TopicInfo")}, ["data"]),

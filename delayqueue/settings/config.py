@@ -101,6 +101,12 @@ def _boolean() -> Check:
     return _parsed(parse_bool)
 
 
+def _text(setting: Any) -> Check:
+    """A free-text topic setting: ``None`` (an empty YAML value) is the empty text."""
+    parse = _parsed(setting.parse)
+    return lambda key, raw: "" if raw is None else parse(key, raw)
+
+
 def _string(*, empty_ok: bool) -> Check:
     rule = "must be a string" if empty_ok else "must be a non-empty string"
 
@@ -214,7 +220,8 @@ def _topic(name: str, default: Any, doc: str) -> Any:
     configuration never capped these keys, and its messages ("must be an integer > 0") stay."""
     setting = BY_NAME[name]
     check = (_boolean() if setting.kind is bool else _number(setting.low)
-             if setting.kind is float else _integer(setting.low))
+             if setting.kind is float else _text(setting) if setting.kind is str
+             else _integer(setting.low))
     return field(default=default, metadata={"doc": doc, "check": check, "topic": setting})
 
 
@@ -256,6 +263,12 @@ class Settings:
                                                "how long a dead letter is kept")
     dead_letter_max_size: int = _topic("deadLetterMaxSize", 100_000,
                                        "most dead letters kept per topic (oldest dropped first)")
+    delay_millis: int = _topic("delayMillis", 0, "delay of a send that gives neither "
+                               "delayMillis nor triggerTime")
+    max_backlog: int = _topic("maxBacklog", 0, "most live messages per topic; a send over it "
+                              "is refused with code 429 (0: no limit)")
+    topic_description: str = _topic("description", "", "description of a topic that has none "
+                                    "of its own")
     # Redis.
     redis_url: str = _setting(
         "", "redis://, rediss://, unix://, redis-sentinel:// or redis-cluster:// URL; "

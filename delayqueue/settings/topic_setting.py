@@ -1,11 +1,12 @@
-"""The nine topic settings: one table that every place naming them reads.
+"""The topic settings: one table that every place naming them reads.
 
 A topic setting has three spellings: its name in the API and in the topic's config hash
 (``ttlMillis``), its keyword in the SDK (``ttl_ms``), and the key of the server's
 configuration whose value is the default of every topic (``ttl-millis``, the Settings field
 ``ttl_millis``). core/topic_config.py checks requests by this table, settings/config.py
 declares the defaults by it, the SDK and the CLI name settings by it. Lua cannot import it:
-lua/includes/settings.lua lists the names again, in this order (the order of the defaults
+lua/includes/settings.lua lists the names of the scripts' settings (``SCRIPT_SETTINGS``: all
+but ``description``, which no script reads) again, in this order (the order of the defaults
 the scripts receive as their last ARGV), and tests/core/test_lua_contract.py keeps the two
 equal. Like value.py, this module imports nothing of the package but value.py, so the SDK
 may use it.
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .value import MAX_DURATION_MS, parse_bool, parse_int, parse_number
+from .value import MAX_DURATION_MS, ValueProblem, parse_bool, parse_int, parse_number
 
 
 @dataclass(frozen=True)
@@ -24,9 +25,9 @@ class TopicSetting:
     name: str                    # the API's name, and the field of the topic's config hash
     sdk: str                     # the SDK's keyword (snake_case, ``_ms`` for milliseconds)
     key: str                     # the configuration key giving the server's default
-    kind: type                   # int, float or bool: what a value is once parsed
+    kind: type                   # int, float, bool or str: what a value is once parsed
     low: int | None = None       # the bounds of a number, both inclusive
-    high: int | None = None
+    high: int | None = None      # (str: the most UTF-8 bytes)
 
     @property
     def field(self) -> str:
@@ -38,6 +39,9 @@ class TopicSetting:
         """What a valid value is, as a request's 400 message and the OpenAPI document say."""
         if self.kind is bool:
             return "true or false"
+        if self.kind is str:
+            return f"text of at most {self.high} bytes (UTF-8) without control characters " \
+                   "other than tab and newline"
         if self.kind is float:
             return f"a number from {self.low:g} to {self.high:g}"
         years = " (100 years)" if self.high == MAX_DURATION_MS else ""
@@ -51,9 +55,25 @@ class TopicSetting:
         """
         if self.kind is bool:
             return parse_bool(raw, self.rule)
+        if self.kind is str:
+            return self._parse_text(raw)
         if self.kind is float:
             return parse_number(raw, self.low, self.high, self.rule)
         return parse_int(raw, self.low, self.high, self.rule)
+
+    def _parse_text(self, raw: Any) -> str:
+        if not isinstance(raw, str):
+            raise ValueProblem(self.rule, raw)
+        if len(raw.encode("utf-8", "surrogatepass")) > (self.high or 0) or any(
+                (ord(c) < 32 and c not in "\t\n\r") or ord(c) == 127 for c in raw):
+            raise ValueProblem(self.rule, raw if len(raw) <= 40 else raw[:40] + "...",
+                               out_of_range=True)
+        return raw
+
+    @property
+    def in_scripts(self) -> bool:
+        """Whether the Lua scripts read it (every setting but the free text)."""
+        return self.kind is not str
 
 
 SETTINGS: tuple[TopicSetting, ...] = (
@@ -72,5 +92,12 @@ SETTINGS: tuple[TopicSetting, ...] = (
                  "dead-letter-retention-millis", int, 1, MAX_DURATION_MS),
     TopicSetting("deadLetterMaxSize", "dead_letter_max_size", "dead-letter-max-size", int,
                  1, 10_000_000),
+    # The delay of a send that gives neither delayMillis nor triggerTime (EMQ's queue delay).
+    TopicSetting("delayMillis", "delay_ms", "delay-millis", int, 0, MAX_DURATION_MS),
+    # Most live messages (1..3) of the topic; a send over it is refused (429). 0: no limit.
+    TopicSetting("maxBacklog", "max_backlog", "max-backlog", int, 0, 1_000_000_000),
+    # Free text for operators (the console shows it); no script reads it.
+    TopicSetting("description", "description", "topic-description", str, 0, 1024),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
+SCRIPT_SETTINGS: tuple[TopicSetting, ...] = tuple(s for s in SETTINGS if s.in_scripts)

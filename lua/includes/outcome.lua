@@ -11,6 +11,9 @@ local NOT_CONSUMING = -3
 local BAD_ARGUMENT = -4
 local STALE_RECEIPT = -5
 local CONSUMING = -6
+local BACKLOG = -7
+local NOT_WRITTEN = -8
+local NO_TOPIC = -9
 
 -- The replies of a call that handles n entries each on its own: one(i) for i = 1..n, each
 -- under pcall, so an entry whose Lua fails (a bug) answers that error in its place and the

@@ -1,17 +1,20 @@
 --[[ The topic's effective settings: its config hash (setTopicConfig) over the server's
-  defaults, which the caller passes as the last 9 ARGV in SETTING_NAMES order. The names are
+  defaults, which the caller passes as the last 11 ARGV in SETTING_NAMES order. The names are
   the table delayqueue/settings/topic_setting.py SETTINGS, in its order (Lua cannot read it;
   tests/core/test_lua_contract.py keeps the two equal). Booleans are 1 / 0. ]]
 local SETTING_NAMES = {'ttlMillis', 'maxRetry', 'ackTimeoutMillis', 'redeliveryDelayMillis',
   'redeliveryBackoffMultiplier', 'redeliveryMaxDelayMillis', 'deadLetter',
-  'deadLetterRetentionMillis', 'deadLetterMaxSize'}
+  'deadLetterRetentionMillis', 'deadLetterMaxSize', 'delayMillis', 'maxBacklog'}
+-- Not a setting but the topic's state, kept in the same hash (pauseTopic): read in the same
+-- HMGET, never reset by setTopicConfig's reset.
+local PAUSED = 'paused'
 
 local function topic_settings(config)
-  local values = redis.call('HMGET', config, unpack(SETTING_NAMES))
+  local values = redis.call('HMGET', config, PAUSED, unpack(SETTING_NAMES))
   local first = #ARGV - #SETTING_NAMES
-  local s = {}
+  local s = {paused = values[1] == '1'}
   for i, name in ipairs(SETTING_NAMES) do
-    s[name] = tonumber(values[i] or ARGV[first + i])
+    s[name] = tonumber(values[i + 1] or ARGV[first + i])
   end
   return s
 end

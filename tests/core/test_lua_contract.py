@@ -16,7 +16,7 @@ from delayqueue.core.scripts import Scripts, ScriptSourceError, lua_source
 from delayqueue.core.status import Status
 from delayqueue.core.topic_config import effective, server_defaults, stored
 from delayqueue.settings.config import Settings, load_settings
-from delayqueue.settings.topic_setting import SETTINGS
+from delayqueue.settings.topic_setting import SCRIPT_SETTINGS, SETTINGS
 
 LUA = Path(__file__).resolve().parents[2] / "lua"
 TOPIC_SCRIPTS = ("send", "promote", "pull", "ack", "nack", "delete", "timeout", "expire",
@@ -85,7 +85,8 @@ def test_scripts_return_named_outcomes_not_bare_numbers():
 def test_lua_setting_names_are_the_python_topic_settings_in_order():
     text = (LUA / "includes" / "settings.lua").read_text()
     (names,) = re.findall(r"SETTING_NAMES = \{(.*?)\}", text, re.S)
-    assert tuple(re.findall(r"'(\w+)'", names)) == tuple(s.name for s in SETTINGS)
+    assert tuple(re.findall(r"'(\w+)'", names)) == tuple(s.name for s in SCRIPT_SETTINGS)
+    assert [s.name for s in SETTINGS if s not in SCRIPT_SETTINGS] == ["description"]
 
 
 def test_lua_reads_a_topic_value_over_the_server_default_from_the_argv_tail(redis_client):
@@ -94,7 +95,8 @@ def test_lua_reads_a_topic_value_over_the_server_default_from_the_argv_tail(redi
     server = Settings(ttl_millis=11, max_retry=12, ack_timeout_millis=13,
                       redelivery_delay_millis=14, redelivery_backoff_multiplier=1.5,
                       redelivery_max_delay_millis=16, dead_letter=False,
-                      dead_letter_retention_millis=18, dead_letter_max_size=19)
+                      dead_letter_retention_millis=18, dead_letter_max_size=19,
+                      delay_millis=20, max_backlog=21)
     own = {"maxRetry": "7", "deadLetter": "1", "redeliveryBackoffMultiplier": "2.5"}
     redis_client.hset("contract:config", mapping=own)
     probe = (LUA / "includes" / "settings.lua").read_text() + """
@@ -105,8 +107,8 @@ return out"""
     read = redis_client.eval(probe, 1, "contract:config", "other", "argv",
                              *server_defaults(server))
     values, _ = effective(own, server)
-    assert [float(v) for v in read] == [float(stored(values[s.name])) for s in SETTINGS]
-    assert [float(v) for v in read] == [11, 7, 13, 14, 2.5, 16, 1, 18, 19]
+    assert [float(v) for v in read] == [float(stored(values[s.name])) for s in SCRIPT_SETTINGS]
+    assert [float(v) for v in read] == [11, 7, 13, 14, 2.5, 16, 1, 18, 19, 20, 21]
 
 
 def test_lua_message_fields_are_in_python_field_order(redis_client):

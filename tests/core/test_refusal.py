@@ -11,6 +11,7 @@ from test_bounded_work import make_runtime
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.errors import DelayQueueError, Unavailable
 from delayqueue.core.outcome import Outcome
+from delayqueue.core.queue import SendRequest
 from delayqueue.core.refusal import REFUSALS, refusal
 from delayqueue.core.scripts import lua_dir
 
@@ -36,11 +37,15 @@ def test_every_refusal_a_script_header_names_has_one_row_and_no_row_is_dead():
 @pytest.mark.parametrize("script, outcome", sorted(REFUSALS))
 def test_each_refusal_has_a_client_error_code_and_names_its_parameter(script, outcome):
     row = REFUSALS[(script, outcome)]
-    assert row.error.code in (400, 404, 409)
+    assert row.error.code in (400, 404, 409, 429)
     error = refusal(script, outcome, "orders", "m1")
     assert type(error) is row.error
-    assert error.msg.split(":")[0] in ("msgId", "receipt")
-    assert "'m1'" in error.msg
+    if outcome == Outcome.NOT_WRITTEN:    # about the batch, not the entry: it was fine
+        assert error.msg.startswith("not written: ")
+        return
+    about_topic = outcome in (Outcome.BACKLOG, Outcome.NO_TOPIC)
+    assert error.msg.split(":")[0] in (("topic",) if about_topic else ("msgId", "receipt"))
+    assert ("'orders'" if about_topic else "'m1'") in error.msg
 
 
 def test_an_outcome_that_is_not_a_refusal_answers_no_error():
@@ -102,7 +107,24 @@ TRANSITIONS = {
         lambda rt: rt.admin.redrive("t", "c"), "msgId: no dead letter 'c' in topic 't'"),
     ("dead_purge", Outcome.NO_MESSAGE): (
         lambda rt: rt.admin.purge("t", "c"), "msgId: no dead letter 'c' in topic 't'"),
+    ("send", Outcome.BACKLOG): (
+        lambda rt: (rt.admin.set_config("t", {"maxBacklog": "2"}),
+                    rt.queue.send("t", "body")),
+        "topic: backlog quota exceeded: topic 't' holds its maxBacklog live messages; nothing "
+        "was written"),
+    ("send", Outcome.NOT_WRITTEN): (
+        lambda rt: (rt.admin.set_config("t", {"maxBacklog": "3"}), _raise_first(
+            rt.queue.send_batch("t", [SendRequest("a"), SendRequest("b")], atomic=True))),
+        "not written: another entry of this atomic batch was refused"),
+    ("pause", Outcome.NO_TOPIC): (
+        lambda rt: rt.controls.pause("ghost-topic"),
+        "topic: no topic 'ghost-topic': it holds no message and has no settings"),
 }
+
+
+def _raise_first(results):
+    """The first entry's error, raised (an atomic batch answers one per entry)."""
+    raise results[0]
 
 
 def test_every_refusal_is_met_by_a_transition_below():

@@ -84,7 +84,8 @@ def test_an_unknown_name_is_refused_naming_it_before_any_value_is_read():
     assert caught.value.msg == (
         "maxRetries: not a topic setting; the settings are ttlMillis, maxRetry, "
         "ackTimeoutMillis, redeliveryDelayMillis, redeliveryBackoffMultiplier, "
-        "redeliveryMaxDelayMillis, deadLetter, deadLetterRetentionMillis, deadLetterMaxSize")
+        "redeliveryMaxDelayMillis, deadLetter, deadLetterRetentionMillis, deadLetterMaxSize, "
+        "delayMillis, maxBacklog, description")
 
 
 def test_the_other_parameters_of_the_request_are_not_settings():

@@ -12,7 +12,20 @@ from support.lua import CHANNEL, DEFAULTS, END_LIFE, HOUR, T0, pull, send, snaps
 def test_a_message_reads_as_its_fields_then_its_slot(scripts, tk):
     _, sent, _ = scripts.send(tk, "a", "body", T0, T0 + 5, HOUR, 3, '{"k":"v"}', CHANNEL,
                               DEFAULTS)
-    assert scripts.get(tk, "a", T0) == [*sent, hashlib.sha1(b"a").hexdigest()[:14]]
+    # Then its ack deadline and its death time: -1, it has neither.
+    assert scripts.get(tk, "a", T0) == [*sent, hashlib.sha1(b"a").hexdigest()[:14], -1, -1]
+
+
+def test_a_consuming_message_reads_with_its_ack_deadline_and_a_dead_letter_with_its_death(
+        scripts, tk):
+    send(scripts, tk, "a", T0, T0, max_retry=0)
+    scripts.pull(tk, T0, 1, 700, END_LIFE, 1000, CHANNEL, DEFAULTS)
+    consuming = scripts.get(tk, "a", T0 + 1)
+    assert (consuming.fields[6], consuming.ack_deadline, consuming.dead_time) == \
+        ("3", T0 + 700, -1)
+    scripts.timeout(tk, T0 + 700, 100, END_LIFE, CHANNEL, DEFAULTS)   # out of deliveries
+    dead = scripts.get(tk, "a", T0 + 701)
+    assert (dead.fields[6], dead.ack_deadline, dead.dead_time) == ("6", -1, T0 + 700)
 
 
 def test_an_unknown_message_reads_as_nothing_and_nothing_is_written(scripts, tk,

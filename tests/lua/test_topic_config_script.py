@@ -8,7 +8,7 @@ from __future__ import annotations
 from delayqueue.core.outcome import Outcome
 from delayqueue.core.topic_config import server_defaults
 from delayqueue.settings.config import load_settings
-from delayqueue.settings.topic_setting import SETTINGS
+from delayqueue.settings.topic_setting import SCRIPT_SETTINGS, SETTINGS
 
 from support.lua import (
     CHANNEL,
@@ -37,7 +37,7 @@ def test_topic_settings_override_the_server_defaults_in_the_scripts(scripts, tk,
 def test_server_defaults_are_passed_in_setting_order():
     settings = load_settings(env={})
     defaults = server_defaults(settings)
-    assert len(defaults) == len(SETTINGS)
+    assert len(defaults) == len(SCRIPT_SETTINGS) == len(SETTINGS) - 1   # not description
     assert defaults[[s.name for s in SETTINGS].index("deadLetter")] == "1"
 
 def test_values_land_over_the_topic_settings_and_a_reset_drops_the_others(scripts, tk,

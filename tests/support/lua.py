@@ -37,7 +37,7 @@ def read(client, tk: TopicKeys, msg_id: str, scripts=None) -> tuple[list | None,
         client.register_script(_GET)(keys=tk.queues, args=[msg_id, ""])
     if not reply:
         return None, None
-    return reply[:-1], reply[-1]
+    return reply[:-3], reply[-3]    # then the ack deadline and the death time
 
 
 def field(client, tk: TopicKeys, msg_id: str, name: str) -> str | None:
