@@ -1,7 +1,8 @@
 """A Hypothesis state machine drives DelayQueue (the Lua scripts) on a real Redis against a
-model of the queue: send (one or a batch, with or without a groupId), pull, ack, nack,
-changeVisibility, timeout, expiry, delete, reschedule, redrive, clock advances and SCRIPT
-FLUSH in any order, with every invariant of docs/design.md checked after every step.
+model of the queue: send (one or a batch, atomic or not, with or without a groupId), pull,
+ack, nack, changeVisibility, timeout, expiry, delete, reschedule, redrive, pause and resume,
+purge, a backlog limit, clock advances and SCRIPT FLUSH in any order, with every invariant of
+docs/design.md checked after every step, and listMsg's pages compared with the model's queues.
 
 The model knows the acceptance order (each accepted send, and each redrive, takes the next
 sequence), so it predicts each pull's answer exactly, in order: ready messages leave by
@@ -30,7 +31,7 @@ from hypothesis.stateful import (
 
 from delayqueue.background.runtime import Runtime
 from delayqueue.core.clock import ManualClock
-from delayqueue.core.errors import BadRequest, Conflict, NotFound
+from delayqueue.core.errors import BacklogExceeded, BadRequest, Conflict, NotFound
 from delayqueue.core.queue import SendRequest
 from delayqueue.core.status import Status
 from delayqueue.settings.config import load_settings
@@ -97,6 +98,8 @@ class QueueMachine(RuleBasedStateMachine):
         self.fronts: dict[str, str] = {}     # groupId -> its front's msgId
         self.seq = 0
         self.last_pull: list[str] = []
+        self.paused = False
+        self.backlog = 0                      # maxBacklog (0: none)
 
     @initialize()
     def start(self) -> None:
@@ -199,12 +202,28 @@ class QueueMachine(RuleBasedStateMachine):
         consuming = sorted(i for i, m in self.model.items() if m.status == Status.CONSUMING)
         return consuming[target % len(consuming)] if consuming else "a"
 
+    def _live(self) -> int:
+        return sum(m.status in LIVE for m in self.model.values())
+
+    def _verdict(self, msg_id: str, added: int = 0) -> str:
+        """What a send of ``msg_id`` meets: "duplicate", "backlog" or "new" (``added``: new
+        messages of the same call before it)."""
+        old = self.model.get(msg_id)
+        if old is not None and old.status in LIVE:
+            return "duplicate"
+        if self.backlog and self._live() + added >= self.backlog:
+            return "backlog"
+        return "new"
+
     def _accept(self, msg_id: str, delay: int, max_retry: int, group: str | None,
                 ttl: int | None, result) -> None:
         old = self.model.get(msg_id)
         if old is not None and old.status in LIVE:
             assert result.duplicate
             assert result.message.status == self.shown(old), (msg_id, old)
+            return
+        if self._verdict(msg_id) == "backlog":
+            assert isinstance(result, BacklogExceeded), result
             return
         assert not result.duplicate
         trigger = self.now() + delay
@@ -221,8 +240,8 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(msg_id=IDS, delay=DELAYS, max_retry=st.sampled_from([0, 1, 3]), group=GROUPS,
           ttl=TTLS)
     def send(self, msg_id, delay, max_retry, group, ttl=None) -> None:
-        result = self.queue.send(TOPIC, "body", msg_id=msg_id, delay_ms=delay,
-                                 max_retry=max_retry, group_id=group, ttl_ms=ttl)
+        [result] = self.queue.send_batch(TOPIC, [SendRequest(
+            "body", msg_id, delay, max_retry=max_retry, group_id=group, ttl_ms=ttl)])
         self._accept(msg_id, delay, max_retry, group, ttl, result)
 
     @rule(entries=st.lists(st.tuples(IDS, DELAYS, GROUPS), min_size=2, max_size=4))
@@ -234,12 +253,59 @@ class QueueMachine(RuleBasedStateMachine):
         for (msg_id, delay, group), result in zip(entries, results, strict=True):
             self._accept(msg_id, delay, 1, group, None, result)
 
+    @rule(entries=st.lists(st.tuples(IDS, DELAYS, GROUPS), min_size=1, max_size=4))
+    def send_atomic(self, entries) -> None:
+        """All or nothing: refused whole when any new message would pass the backlog."""
+        results = self.queue.send_batch(TOPIC, [
+            SendRequest("body", msg_id, delay, max_retry=1, group_id=group)
+            for msg_id, delay, group in entries], atomic=True)
+        added, seen, refused = 0, set(), False
+        for msg_id, _, _ in entries:
+            verdict = "duplicate" if msg_id in seen else self._verdict(msg_id, added)
+            if verdict == "backlog":
+                refused = True
+            elif verdict == "new":
+                added, seen = added + 1, seen | {msg_id}
+        if refused:
+            assert all(isinstance(r, (BacklogExceeded, Conflict)) for r in results), results
+            assert any(isinstance(r, BacklogExceeded) for r in results)
+            return
+        for (msg_id, delay, group), result in zip(entries, results, strict=True):
+            self._accept(msg_id, delay, 1, group, None, result)
+
+    @rule(backlog=st.sampled_from([0, 2, 4]))
+    def set_backlog(self, backlog) -> None:
+        self.rt.admin.set_config(TOPIC, {"maxBacklog": backlog})
+        self.backlog = backlog
+
+    @rule(paused=st.booleans())
+    def pause(self, paused) -> None:
+        """Pause or resume; an unknown topic (nothing sent yet) answers 404."""
+        try:
+            changed = (self.rt.controls.pause if paused else self.rt.controls.resume)(TOPIC)
+        except NotFound:
+            assert not self.model and not self.backlog
+            return
+        assert changed == (paused != self.paused)
+        self.paused = paused
+
+    @precondition(lambda self: self.model)
+    @rule()
+    def purge(self) -> None:
+        """Every live message ends deleted, a group's next messages too."""
+        result = self.rt.controls.purge(TOPIC)
+        live = [i for i, m in self.model.items() if m.status in LIVE]
+        assert (result.count, result.remaining) == (len(live), 0)
+        for msg_id in live:
+            if self.model[msg_id].status in LIVE:
+                self._end(msg_id, Status.DELETED)
+
     @rule(batch=st.sampled_from([1, 2, 5]))
     def pull(self, batch) -> None:
         """The exact answer, in order: ready by (ready time, acceptance); an expired message
         met on the way ends (its group's next may come in this very pull)."""
         self._promote_due()
-        expected, pops_left = [], 2 * batch
+        expected, pops_left = [], 0 if self.paused else 2 * batch
         while len(expected) < batch and pops_left > 0:
             ready = [(m.ready_at, m.seq, i) for i, m in self.model.items()
                      if m.status == Status.READY and not m.blocked]
@@ -435,6 +501,32 @@ class QueueMachine(RuleBasedStateMachine):
         assert len(consuming) == len(set(consuming)), consuming
 
     @invariant()
+    def list_msg_pages_are_the_models_queues_in_order(self) -> None:
+        """Each view, read in pages of two, is the model's queue in its own order."""
+        def pages(view: str) -> list[str]:
+            seen, cursor = [], None
+            for _ in range(20):
+                page = self.rt.controls.list(TOPIC, view, 2, cursor)
+                seen += [message.msg_id for message in page.messages]
+                if page.next_cursor is None:
+                    return seen
+                cursor = page.next_cursor
+            raise AssertionError("no last page")
+
+        unblocked = {i: m for i, m in self.model.items() if not m.blocked}
+        assert pages("waiting") == [i for _, _, i in sorted(
+            (m.trigger, m.seq, i) for i, m in unblocked.items() if m.status == Status.WAITING)]
+        assert pages("ready") == [i for _, _, i in sorted(
+            (m.ready_at, m.seq, i) for i, m in unblocked.items() if m.status == Status.READY)]
+        consuming = pages("ack")
+        deadlines = [self.model[i].deadline for i in consuming]
+        assert deadlines == sorted(deadlines)
+        assert sorted(consuming) == sorted(i for i, m in self.model.items()
+                                           if m.status == Status.CONSUMING)
+        assert pages("blocked") == [i for _, _, _, i in sorted(
+            (m.group, m.trigger, m.seq, i) for i, m in self.model.items() if m.blocked)]
+
+    @invariant()
     def topic_info_counts_what_the_model_holds(self) -> None:
         """A due blocked message counts in groupBlockedSize, not readyQueueSize; one not yet
         due counts as waiting."""
@@ -448,6 +540,7 @@ class QueueMachine(RuleBasedStateMachine):
             sum(m.status == Status.READY for m in live),
             sum(m.status == Status.CONSUMING for m in live),
             sum(m.trigger <= self.now() for m in blocked)), (info, self.model)
+        assert info["paused"] == self.paused
 
 
 @pytest.fixture

@@ -17,11 +17,15 @@ from support.lua import (
     HOUR,
     T0,
     assert_one_place,
+    configure,
     make_dead_letter,
     pull,
+    pulled_ids,
+    ready_slots,
     retention_end,
     send,
     slot_of,
+    snapshot,
 )
 
 
@@ -132,3 +136,64 @@ def test_a_send_replacing_a_dead_letter_takes_it_out_of_the_queue(scripts, tk, r
     outcome, fields, _ = send(scripts, tk, "a", T0 + 1, T0 + 1)
     assert outcome == Outcome.OK and fields[8] is None          # no receipt carried over
     assert_one_place(redis_client, tk, "a", 2)
+
+
+def test_a_send_without_a_time_is_delayed_by_the_topics_delay(scripts, tk, redis_client):
+    configure(scripts, tk, delayMillis=7000)
+    outcome, fields, lowered = send(scripts, tk, "a", T0, -1)
+    assert outcome == Outcome.OK and fields[2] == str(T0 + 7000) and lowered == T0 + 7000
+    assert fields[3] == str(T0 + 7000 + HOUR)                   # its life starts then
+    assert send(scripts, tk, "b", T0, T0)[1][2] == str(T0)      # an explicit time is kept
+    assert_one_place(redis_client, tk, "a", 1)
+    assert_one_place(redis_client, tk, "b", 2)
+
+
+def live(redis_client, tk) -> int:
+    return redis_client.zcard(tk.waiting) + redis_client.zcard(tk.expire)
+
+
+def test_sends_over_the_backlog_are_refused_and_write_nothing(scripts, tk, redis_client):
+    configure(scripts, tk, maxBacklog=3)
+    send(scripts, tk, "waiting", T0, T0 + 60_000)
+    send(scripts, tk, "g1", T0, T0, group="g")
+    send(scripts, tk, "g2", T0, T0, group="g")                  # blocked: counts
+    before = snapshot(redis_client)
+    assert send(scripts, tk, "over", T0, T0) == [Outcome.BACKLOG, [], -1]
+    assert snapshot(redis_client) == before
+    # A live duplicate is not a new message: answered as ever.
+    assert send(scripts, tk, "waiting", T0, T0)[0] == Outcome.DUPLICATE
+    # An ended message makes room.
+    assert pulled_ids(pull(scripts, tk, T0)) == ["g1"]
+    assert scripts.ack(tk, "g1", T0, END_LIFE)[0] == Outcome.OK
+    replies = scripts.send_many(tk, T0, CHANNEL, DEFAULTS, [
+        SendArgs("in", "b", T0, HOUR, 1, ""), SendArgs("out", "b", T0, HOUR, 1, "")])
+    assert [r[0] for r in replies] == [Outcome.OK, Outcome.BACKLOG]
+    assert live(redis_client, tk) == 3
+
+
+def test_an_atomic_call_writes_every_message_or_none(scripts, tk, redis_client):
+    configure(scripts, tk, maxBacklog=4)
+    send(scripts, tk, "old", T0, T0)
+    entries = [SendArgs(f"m{i}", "b", T0, HOUR, 1, "") for i in range(4)]
+    before = snapshot(redis_client)
+    replies = scripts.send_many(tk, T0, CHANNEL, DEFAULTS, entries, atomic=True)
+    assert replies == [[Outcome.NOT_WRITTEN, [], -1]] * 3 + [[Outcome.BACKLOG, [], -1]]
+    assert snapshot(redis_client) == before
+    # A live duplicate (and a msgId given twice) takes no room and is not a refusal.
+    entries = [SendArgs("old", "b", T0, HOUR, 1, ""), SendArgs("m0", "b", T0, HOUR, 1, ""),
+               SendArgs("m0", "b", T0, HOUR, 1, ""), SendArgs("m1", "b", T0, HOUR, 1, ""),
+               SendArgs("m2", "b", T0 + 5, HOUR, 1, "")]
+    replies = scripts.send_many(tk, T0, CHANNEL, DEFAULTS, entries, atomic=True)
+    assert [r[0] for r in replies] == [Outcome.DUPLICATE, Outcome.OK, Outcome.DUPLICATE,
+                                       Outcome.OK, Outcome.OK]
+    assert live(redis_client, tk) == 4
+    for msg_id, status in (("m0", 2), ("m1", 2), ("m2", 1)):
+        assert_one_place(redis_client, tk, msg_id, status)
+
+
+def test_an_atomic_call_without_a_backlog_limit_is_a_plain_send(scripts, tk, redis_client):
+    entries = [SendArgs(f"m{i}", "b", T0, HOUR, 1, "") for i in range(100)]
+    replies = scripts.send_many(tk, T0, CHANNEL, DEFAULTS, entries, atomic=True)
+    assert {r[0] for r in replies} == {Outcome.OK}
+    assert ready_slots(redis_client, tk) == [slot_of(redis_client, tk, f"m{i}")
+                                             for i in range(100)]
