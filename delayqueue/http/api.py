@@ -208,6 +208,7 @@ def purge_topic() -> Response:
 def list_msg() -> Response:
     p = params()
     topic, status, blocked = p.topic(), p.integer("status"), p.boolean("groupBlocked", False)
+    limit, cursor = p.limit(100), p.string("cursor") or None
     if blocked:
         if status is not None:
             raise BadRequest("status, groupBlocked: give one of them, not both")
@@ -220,7 +221,7 @@ def list_msg() -> Response:
                          f"{status}")
     else:
         view = VIEWS[status]
-    page = runtime().controls.list(topic, view, p.limit(100), p.string("cursor") or None)
+    page = runtime().controls.list(topic, view, limit, cursor)
     extra = {"nextCursor": page.next_cursor} if page.next_cursor else {}
     return success(delayMsgList=[m.to_json() for m in page.messages], **extra)
 

@@ -83,6 +83,7 @@ CAMELLIA, OURS = "camellia", "ours"
 
 Q = "/camellia/delayQueue/"
 GET_POST = ("GET", "POST")
+POST = ("POST",)
 
 
 @dataclass(frozen=True)
@@ -108,10 +109,11 @@ class Endpoint:
 
 def camellia(name: str, rule: Rule, summary: str, answer: str, example: dict[str, Any],
              params: Sequence[Param] = (), codes: tuple[int, ...] = (400,),
-             tag: str = "messages", origin: str = CAMELLIA) -> Endpoint:
+             tag: str = "messages", origin: str = CAMELLIA,
+             methods: tuple[str, ...] = GET_POST) -> Endpoint:
     """An endpoint of camellia's API (``ours``: one of ours beside them, called the same
-    way)."""
-    return Endpoint(name, Q + name, GET_POST, rule, ENVELOPE, tag, summary, tuple(params),
+    way; our new write routes take POST only)."""
+    return Endpoint(name, Q + name, methods, rule, ENVELOPE, tag, summary, tuple(params),
                     answer, example, codes, origin=origin)
 
 
@@ -206,15 +208,17 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     ours("pauseTopic", topic(ADMIN), "Pause a topic: nothing is handed out (pulls answer "
          "empty, long polls wait) until resumeTopic; sends, promotion, ack timeouts and ttl "
          "go on. An unknown topic answers 404 and is not created.", "PauseAnswer",
-         ok_example(paused=True, changed=True), [TOPIC], (400, 404), tag="topic controls"),
+         ok_example(paused=True, changed=True), [TOPIC], (400, 404), tag="topic controls",
+         methods=POST),
     ours("resumeTopic", topic(ADMIN), "Resume a paused topic: long polls held meanwhile "
          "answer at once.", "PauseAnswer", ok_example(paused=False, changed=True), [TOPIC],
-         (400, 404), tag="topic controls"),
+         (400, 404), tag="topic controls", methods=POST),
     ours("purgeTopic", topic(ADMIN), "End every live message accepted before the call with "
          "status 7, at most limit per call, in bounded slices. An unknown topic answers 404.",
          "PurgeAnswer", ok_example(count=232, remaining=0),
          [TOPIC, Param("limit", integer("Most messages to end (1..1000000; default 10000).",
-                                        1))], (400, 404), tag="topic controls"),
+                                        1))], (400, 404), tag="topic controls",
+         methods=POST),
     ours("listMsg", topic(CONSUME), "A page of a topic's live messages: status 1 by "
          "triggerTime, 2 in delivery order, 3 by ack deadline; or groupBlocked=true, the "
          "messages waiting behind their group's head. Pages have no gaps or repeats among "

@@ -99,6 +99,8 @@ def _setting_param(setting: TopicSetting) -> Param:
     description = f"Topic setting {setting.name}: {setting.rule}."
     if setting_type(setting) == "boolean":
         return Param(setting.name, boolean(description))
+    if setting_type(setting) == "string":
+        return Param(setting.name, string(description, maxLength=setting.high))
     return Param(setting.name, {"type": [setting_type(setting), "string"],
                                 "description": description})
 
@@ -224,7 +226,10 @@ def schemas() -> dict[str, Any]:
                 "pullMsgTimeGapStatsList": {"type": "array", "items": time_gap},
                 "readyQueueTimeGapStatsList": {"type": "array", "items": time_gap},
             }}}, ["data"]),
-        "BatchAnswer": ok({"results": {"type": "array", "items": batch_entry}}, ["results"]),
+        "BatchAnswer": ok({"code": {"type": "integer", "enum": [200, 400], "description":
+                                    "400 only for an atomic sendMsgBatch that was refused: "
+                                    "nothing was written, results say why."},
+                           "results": {"type": "array", "items": batch_entry}}, ["results"]),
         "Health": {"type": "object", "required": ["code"],
                    "properties": {"code": {"type": "integer", "enum": [200, 500]}}},
     }

@@ -57,6 +57,11 @@ CASES = {
     Q + "getTopicInfo": ({}, "consumer", None, 200, 200),
     Q + "redriveDeadMsg": ({}, "admin", "both", 200, 200),
     Q + "purgeDeadMsg": ({}, "admin", "both", 200, 200),
+    # A topic nothing ever used: 404, past the access check, and it is not created.
+    Q + "pauseTopic": ({"topic": "t-unused"}, "admin", "both", 200, 404),
+    Q + "resumeTopic": ({"topic": "t-unused"}, "admin", "both", 200, 404),
+    Q + "purgeTopic": ({"topic": "t-unused"}, "admin", "both", 200, 404),
+    Q + "listMsg": ({"status": 1}, "consumer", "producer", 200, 200),
     Q + "setTopicConfig": ({"maxRetry": 3}, "admin", "both", 200, 200),
     Q + "getTopicInfoList": ({}, "admin", "both", 200, 200),
     Q + "getMonitorData": ({}, "admin", "both", 200, 200),
@@ -131,7 +136,8 @@ def expected(route: str, kind: str) -> tuple[int, int | None, str | None, str | 
         if rule.scope == "namespace":
             return 403, 403, (f"token 'narrow': {name} covers every topic; the token is "
                               f"limited to topics ['orders-*']"), bearer["narrow"]
-        return 403, 403, "topic: 't-1' is outside token 'narrow''s topics", bearer["narrow"]
+        topic = params.get("topic", "t-1")
+        return 403, 403, f"topic: '{topic}' is outside token 'narrow''s topics", bearer["narrow"]
     return (*ok, bearer[right])
 
 
