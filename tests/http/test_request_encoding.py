@@ -26,6 +26,7 @@ from delayqueue.core.errors import PayloadTooLarge
 from delayqueue.http import body_encoding
 from delayqueue.http.app import create_app
 from delayqueue.http.body_encoding import decode_gzip
+from delayqueue.http.openapi import document
 
 from support.conformance import API
 
@@ -296,3 +297,20 @@ def test_gunicorn_answers_a_bomb_413_and_another_coding_415(node, topic, bomb):
                            headers={**headers, "Content-Encoding": "deflate"}, timeout=15)
     assert answer.status_code == 415 and answer.json()["code"] == 415, answer.text
     assert answer.headers["Accept-Encoding"] == "gzip, identity"
+
+
+# -- /openapi.json -------------------------------------------------------------------------
+def test_openapi_gives_every_envelope_operation_the_413_and_415_the_server_answers(client):
+    spec = document()
+    assert "**Compressed bodies.**" in spec["info"]["description"]
+    assert 415 in spec["components"]["schemas"]["Error"]["properties"]["code"]["enum"]
+    answer = post(client, "sendMsg", form(topic="gz-doc", msg="x"), coding="br")
+    operations = [op for ops in spec["paths"].values() for op in ops.values()
+                  if "413" in op["responses"]]
+    assert len(operations) > 30
+    for op in operations:
+        shown = op["responses"]["415"]["content"]["application/json"]["examples"]["br"]
+        assert shown["value"] == answer.get_json()
+        too_large = op["responses"]["413"]["content"]["application/json"]["examples"]
+        assert too_large["decoded-too-large"]["value"]["msg"].startswith(
+            f"body: decoded (gzip) body larger than {LIMIT} bytes ({LIMIT_RULE})")
