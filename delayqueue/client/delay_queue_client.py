@@ -73,15 +73,21 @@ class DelayQueueClient(Batches):
         pool_size: keep-alive connections kept per node (at least the threads that share it).
         token: the API token where the server has authentication on (sent as
             ``Authorization: Bearer <token>``).
+        compress_over_bytes: send a batch request whose JSON body is longer than this many
+            bytes gzip-compressed (``Content-Encoding: gzip``); None (the default) never
+            compresses. The server's limits hold for the decoded body, so it changes what
+            goes over the wire, not what fits in a request.
     """
 
     def __init__(self, url: str | Iterable[str] = "http://127.0.0.1:8080", *,
                  timeout: float = 10.0, connect_timeout: float = 3.0,
-                 pool_size: int = 32, token: str | None = None) -> None:
+                 pool_size: int = 32, token: str | None = None,
+                 compress_over_bytes: int | None = None) -> None:
         self.urls = split_urls(url)
         self.timeout = timeout
         self._transport = Transport(self.urls, connect_timeout_s=connect_timeout,
-                                    read_timeout_s=timeout, pool_size=pool_size, token=token)
+                                    read_timeout_s=timeout, pool_size=pool_size, token=token,
+                                    compress_over_bytes=compress_over_bytes)
 
     def close(self) -> None:
         self._transport.close()

@@ -57,6 +57,21 @@ class Forbidden(DelayQueueError):
     http_status = 403
 
 
+class PayloadTooLarge(DelayQueueError):
+    """A body over the body limit once decoded (a gzip body): HTTP 413, as one over it on the
+    wire."""
+
+    code = 413
+    http_status = 413
+
+
+class UnsupportedMediaType(DelayQueueError):
+    """A request body in a Content-Encoding the server does not decode: HTTP 415."""
+
+    code = 415
+    http_status = 415
+
+
 class TooManyRequests(DelayQueueError):
     """Over a token's request rate or concurrent long polls: HTTP 429 with Retry-After."""
 

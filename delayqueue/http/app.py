@@ -14,6 +14,7 @@ from delayqueue.core.errors import DelayQueueError, OutOfMemory
 from delayqueue.settings.config import Settings, load_settings
 
 from .access import register_access
+from .body_encoding import register_body_encoding
 from .jsonio import OrjsonProvider
 from .request import envelope
 
@@ -45,6 +46,9 @@ def create_app(overrides: Mapping[str, Any] | None = None,
     app.register_blueprint(api)
     app.register_blueprint(console)
     register_error_handlers(app)
+    # Decoding wraps the app first so that StreamedBodyLimit, outside it, bounds a chunked
+    # compressed body before it is decoded; both ahead of the access check.
+    register_body_encoding(app, body_limit_rule(app.config))
     register_body_limit(app)
     register_access(app, settings)
     return app
@@ -125,13 +129,17 @@ def register_error_handlers(app: Flask) -> None:
         return envelope(500, f"internal error: {exc.__class__.__name__}", 200)
 
 
+def body_limit_rule(config: Mapping[str, Any]) -> str:
+    """Where the whole-body limit (MAX_CONTENT_LENGTH) comes from, for its 413 messages."""
+    return (f"4 x max-msg-bytes + {BODY_SLACK_BYTES}, max-msg-bytes "
+            f"{config.get('DELAYQUEUE_MAX_MSG_BYTES')}")
+
+
 def too_large_msg(req: Request) -> str:
     """Which of Werkzeug's size limits refused the request (all raise the same 413)."""
     config = current_app.config
-    max_msg_bytes = config.get("DELAYQUEUE_MAX_MSG_BYTES")
     body_limit = config.get("MAX_CONTENT_LENGTH")
-    body = (f"body: larger than {body_limit} bytes (4 x max-msg-bytes + {BODY_SLACK_BYTES}, "
-            f"max-msg-bytes {max_msg_bytes})")
+    body = f"body: larger than {body_limit} bytes ({body_limit_rule(config)})"
     form = (f"a multipart field larger than {config.get('MAX_FORM_MEMORY_SIZE')} bytes "
             f"(max-msg-bytes + {BODY_SLACK_BYTES}) or more than {config.get('MAX_FORM_PARTS')} "
             "parts")

@@ -53,8 +53,30 @@ EXAMPLES = {
                  "malformed body": {"code": 400, "msg": "body: a batch must be a JSON object "
                                                         "(Content-Type: application/json)"}},
 }
-TOO_LARGE = {"description": "The body is larger than 4 x max-msg-bytes + 64 KiB.",
-             "content": {"application/json": {"schema": ref("Error")}}}
+TOO_LARGE = {"description": "The body is larger than 4 x max-msg-bytes + 64 KiB, as sent or "
+                            "once decoded (Content-Encoding: gzip).",
+             "content": {"application/json": {"schema": ref("Error"), "examples": {
+                 "too-large": {"value": {"code": 413, "msg": "body: larger than 4259840 bytes "
+                                                             "(4 x max-msg-bytes + 65536, "
+                                                             "max-msg-bytes 1048576)"}},
+                 "decoded-too-large": {"value": {
+                     "code": 413, "msg": "body: decoded (gzip) body larger than 4259840 bytes "
+                                         "(4 x max-msg-bytes + 65536, max-msg-bytes 1048576)"}}}}}}
+# body_encoding.py: a Content-Encoding other than gzip, x-gzip or identity.
+UNSUPPORTED_ENCODING = {
+    "description": "The body's Content-Encoding is not gzip, x-gzip or identity; the answer "
+                   "carries Accept-Encoding: gzip, identity.",
+    "headers": {"Accept-Encoding": {"schema": {"type": "string", "const": "gzip, identity"}}},
+    "content": {"application/json": {"schema": ref("Error"), "examples": {"br": {"value": {
+        "code": 415, "msg": "Content-Encoding: 'br' is not accepted; send one of gzip, x-gzip "
+                            "or identity (a single coding)"}}}}}}
+COMPRESSED_BODIES = (
+    "**Compressed bodies.** A request body may be sent with `Content-Encoding: gzip` (or "
+    "`x-gzip`; `identity` is none). It is decoded before anything reads it, the access check "
+    "included, and every limit holds for the decoded size: one that decodes to more than the "
+    "body limit answers HTTP 413 (code 413), a body that is not a valid gzip stream HTTP 400 "
+    "(code 400, `body: not a valid gzip stream (...)`), and any other coding, or a list of "
+    "codings, HTTP 415 (code 415). Answers are not compressed.")
 HEALTH_DOWN = {"description": "Offline, or Redis does not answer.",
                "content": {"application/json": {"schema": ref("Health"),
                                                 "examples": {"down": {"value": {"code": 500}}}}}}
@@ -96,8 +118,9 @@ def _parameter_errors(of: str, answered: Answer) -> dict[str, Any]:
 
 
 def _envelope_responses(endpoint: Endpoint) -> dict[str, Any]:
-    """The envelope's answers: 200 (the success or error envelope), 400 and 413. The
-    parameter errors are the table's (param_rules.py) for the endpoint's column."""
+    """The envelope's answers: 200 (the success or error envelope), 400, 413 and 415. The
+    parameter errors are the table's (param_rules.py) for the endpoint's column; 413 and 415
+    are the body's (app.py, body_encoding.py), whatever the endpoint."""
     health = endpoint.kind == HEALTH
     answer = {"description": "An envelope: code 200, or an error code listed below (HTTP 200 "
                              "unless noted).",
@@ -124,6 +147,7 @@ def _envelope_responses(endpoint: Endpoint) -> dict[str, Any]:
             "content": {"application/json": {"schema": ref("Error"),
                                              "examples": _parameter_errors(of, REFUSED)}}}
     responses["413"] = TOO_LARGE
+    responses["415"] = UNSUPPORTED_ENCODING
     return responses
 
 
@@ -211,9 +235,10 @@ def _document() -> dict[str, Any]:
                  "description": "camellia-delay-queue's HTTP API and delayqueue's additions. "
                                 "Every answer is a JSON envelope {code, msg, ...}; codes other "
                                 "than 200 come with HTTP 200 except some parameter errors "
-                                "(HTTP 400, below) and an oversized body (HTTP 413). Times "
-                                f"are ms since the epoch; durations ms, at most "
-                                f"{MAX_DURATION_MS}.\n\n" + PARAMETER_ERRORS},
+                                "(HTTP 400, below), an oversized body (HTTP 413) and a "
+                                "Content-Encoding other than gzip (HTTP 415). Times are ms "
+                                f"since the epoch; durations ms, at most {MAX_DURATION_MS}."
+                                "\n\n" + COMPRESSED_BODIES + "\n\n" + PARAMETER_ERRORS},
         "servers": [{"url": "/"}],
         "paths": {e.path: {m.lower(): _operation(e, m.lower()) for m in e.methods}
                   for e in ENDPOINTS},

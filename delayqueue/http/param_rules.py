@@ -7,7 +7,8 @@ code 400. A parameter that is not sent, or that does not convert to its type, is
 HTTP 400. camellia's SDK sends every parameter and throws on any status other than 200,
 taking the node out of its list for a while; so on camellia's endpoints an empty required
 text parameter is answered as camellia answers it. Our endpoints keep our rule: empty counts
-as absent, HTTP 400.
+as absent, HTTP 400. A JSON body that is not an object of parameters is HTTP 400 on every
+endpoint: camellia's server reads no JSON body, so to it such a request's parameters are absent.
 
 params.py answers the empty case from this table; docs/api.md ("Parameter errors") is
 ``markdown_table()``, and /openapi.json describes each operation's answers from ``CASES``.
@@ -58,7 +59,7 @@ CASES: tuple[Case, ...] = (
     _case("out of range", "a value that breaks its rule: `batch=5000`, a `topic` with `{`, "
           "`msgId` over 256 characters", BROKEN, BROKEN, REFUSED),
     _case("malformed body", "a `Content-Type: application/json` body that is not JSON, or "
-          "not a JSON object", BROKEN, BROKEN, REFUSED),
+          "not a JSON object", REFUSED, REFUSED, REFUSED),
 )
 BY_CASE = {c.name: c for c in CASES}
 COLUMNS = {CAMELLIA: "camellia's endpoints", OURS: "our endpoints",

@@ -160,7 +160,7 @@ def schemas() -> dict[str, Any]:
         "Error": {
             "type": "object", "required": ["code", "msg"],
             "properties": {"code": {"type": "integer",
-                                    "enum": [400, 401, 403, 404, 409, 413, 414, 429, 500]},
+                                    "enum": [400, 401, 403, 404, 409, 413, 414, 415, 429, 500]},
                            "msg": {"type": "string", "description": "Names the parameter "
                                                                     "and the rule it broke."}},
             "additionalProperties": False,

@@ -109,6 +109,29 @@ def test_send_batch_splits_to_stay_under_the_4_mib_body_limit(client, topic):
     assert client.get(topic, "big5").msg == body
 
 
+def test_compress_over_bytes_gzips_a_longer_batch_body_and_leaves_a_shorter_one(node, topic):
+    sent: list[tuple[str | None, int]] = []      # (Content-Encoding, bytes on the wire)
+
+    def on_the_wire(response, **_):
+        sent.append((response.request.headers.get("Content-Encoding"),
+                     len(response.request.body)))
+
+    with DelayQueueClient(node.url, compress_over_bytes=10_000) as c:
+        c._transport.session.hooks["response"].append(on_the_wire)
+        big = c.send_batch(topic, [SendEntry("x" * 1000, msg_id=f"z{i}") for i in range(100)])
+        small = c.delete_batch(topic, ["z0"])
+    assert [r.code for r in big] == [200] * 100 and small[0].code == 200
+    assert sent[0][0] == "gzip" and sent[0][1] < 10_000, sent
+    assert sent[1][0] is None, sent
+    with DelayQueueClient(node.url) as plain:
+        assert plain.get(topic, "z99").msg == "x" * 1000
+        plain._transport.session.hooks["response"].append(on_the_wire)
+        plain.send_batch(topic, [SendEntry("y" * 1000) for _ in range(100)])
+    assert sent[-1][0] is None and sent[-1][1] > 100_000          # off by default
+    with pytest.raises(ValueError, match="compress_over_bytes"):
+        DelayQueueClient(node.url, compress_over_bytes=-1)
+
+
 def test_send_batch_halves_a_request_over_a_lower_server_body_limit(redis_db_url, topic):
     # max-msg-bytes 10,000: the server takes bodies up to 4 x 10,000 + 65,536 bytes.
     with ServerProcess(redis_db_url, settings={**FAST_STOP, "max-msg-bytes": 10_000}) as small, \

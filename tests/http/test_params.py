@@ -285,7 +285,7 @@ def test_json_body_is_read_and_validated(app, client):
                                                    "delayMillis": 0})
     assert response.get_json()["delayMsg"]["maxRetry"] == 2
     response = client.post(BASE + "sendMsg", json=[1, 2])
-    assert_rejected(response, "body")
+    assert_rejected(response, "body", 400)
 
 
 def test_query_string_is_read_on_get(client):
