@@ -3,7 +3,7 @@ VENV := .venv
 PY := python3
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps lint run test ha chaos fuzz wheel report bench bench-deps bench-report bench-groups clean
+.PHONY: install system-deps lint run test ha chaos fuzz wheel report bench bench-deps bench-report bench-groups bench-controls clean
 
 # The venv is rebuilt whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -116,6 +116,9 @@ bench-report: install
 GROUPS_ARGS ?=
 bench-groups: install
 	$(VENV)/bin/python bench/groups_bench.py $(GROUPS_ARGS)
+
+bench-controls: install
+	$(VENV)/bin/python bench/controls_bench.py $(CONTROLS_ARGS)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) build dist *.egg-info .pytest_cache
