@@ -18,6 +18,7 @@ from .consumer import Consumer
 from .delay_queue_client import DelayQueueClient
 from .errors import (
     AccessDeniedError,
+    BacklogExceededError,
     BadRequestError,
     DelayQueueError,
     NotFoundError,
@@ -33,7 +34,9 @@ from .model import (
     BatchResult,
     DeadLetterPage,
     DelayMsg,
+    MessagePage,
     MonitorData,
+    PurgeResult,
     SendEntry,
     SendResult,
     TopicConfig,
@@ -41,9 +44,10 @@ from .model import (
 )
 
 __all__ = [
-    "AccessDeniedError", "AckEntry", "Backoff", "BadRequestError", "BatchResult", "Consumer",
-    "DeadLetterPage", "DelayMsg", "DelayQueueClient", "DelayQueueError", "MonitorData",
-    "NotFoundError", "RateLimitedError", "SendEntry", "SendResult", "ServerError",
+    "AccessDeniedError", "AckEntry", "Backoff", "BacklogExceededError", "BadRequestError",
+    "BatchResult", "Consumer", "DeadLetterPage", "DelayMsg", "DelayQueueClient",
+    "DelayQueueError", "MessagePage", "MonitorData", "NotFoundError", "PurgeResult",
+    "RateLimitedError", "SendEntry", "SendResult", "ServerError",
     "StaleReceiptError", "Status", "TOPIC_SETTINGS", "TopicConfig", "TopicInfo",
     "UnavailableError", "UnsupportedError",
 ]
