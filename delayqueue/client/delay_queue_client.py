@@ -400,26 +400,30 @@ class DelayQueueClient(Batches):
         return PurgeResult(int(envelope.get("count") or 0), int(envelope.get("remaining") or 0))
 
     def purge_topic_all(self, topic: str, batch: int = PURGE_BATCH, *,
-                        max_calls: int = PURGE_MAX_CALLS,
+                        max_count: int | None = None, max_calls: int = PURGE_MAX_CALLS,
                         progress: Callable[[PurgeResult], None] | None = None) -> PurgeResult:
-        """Purge the topic ``batch`` messages a call until it is done, at most ``max_calls``
-        calls (sends that go on meanwhile can keep a topic from emptying).
+        """Purge the topic ``batch`` messages a call until it is done, or ``max_count``
+        messages were ended (all when None); at most ``max_calls`` calls (sends that go on
+        meanwhile can keep a topic from emptying).
 
-        Done is a call that reports ``remaining`` 0 and ended fewer than ``batch``: one that
-        used its whole budget may have stopped short, so it is called once more (as
+        Done is a call that reports ``remaining`` 0 and ended fewer than it asked for: one
+        that used its whole budget may have stopped short, so it is called once more (as
         ``redrive_all_dead`` does). ``progress`` gets (running total, remaining) after each
-        call. Returns (total count, remaining of the last call): remaining is not 0 only when
-        ``max_calls`` ran out.
+        call. Returns (total count, remaining of the last call): remaining is not 0 when
+        ``max_count`` or ``max_calls`` stopped it first.
         """
         if max_calls < 1:
             raise ValueError(f"max_calls: must be at least 1, got {max_calls}")
         total, remaining = 0, 0
         for _ in range(max_calls):
-            result = self.purge_topic(topic, batch)
+            ask = batch if max_count is None else min(batch, max_count - total)
+            if ask < 1:
+                break
+            result = self.purge_topic(topic, ask)
             total, remaining = total + result.count, result.remaining
             if progress is not None:
                 progress(PurgeResult(total, remaining))
-            if remaining == 0 and result.count < batch:
+            if remaining == 0 and result.count < ask:
                 break
         return PurgeResult(total, remaining)
 

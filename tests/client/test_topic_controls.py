@@ -99,6 +99,15 @@ def test_purge_topic_all_stops_after_max_calls_with_what_remains(client, topic):
         client.purge_topic_all(topic, max_calls=0)
 
 
+def test_purge_topic_all_stops_at_max_count(client, topic):
+    live_messages(client, topic)
+    total, _ = client.purge_topic_all(topic, batch=2, max_count=3)
+    info = client.topic_info(topic)
+    assert (total, info.waiting_queue_size + info.ready_queue_size + info.ack_queue_size) == \
+        (3, 2)
+    assert client.purge_topic_all(topic, max_count=0) == (0, 0)
+
+
 def test_purge_refuses_an_unknown_topic_and_a_limit_out_of_range(client, topic):
     with pytest.raises(NotFoundError):
         client.purge_topic(topic)
