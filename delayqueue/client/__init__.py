@@ -8,7 +8,9 @@
 
 Deliveries carry a receipt (``DelayMsg.receipt``): ``client.ack(msg)`` / ``client.nack(msg)``
 send it, and a stale one raises StaleReceiptError (code 409). ``send_batch``, ``ack_batch``
-and ``delete_batch`` take up to 1000 entries a request and answer per entry.
+and ``delete_batch`` take up to 1000 entries a request and answer per entry. A topic is
+paused and resumed (``pause_topic``), purged (``purge_topic_all``) and listed by status
+(``iter_messages``).
 """
 
 from delayqueue.core.status import Status
