@@ -211,6 +211,11 @@ def _scenario(dq: FakeDelayQueue) -> None:
     dq.advance(1000)                                  # promote y; expire w
     _check(dq.call("rescheduleMsg", topic=t, msgId="y", delayMillis=5000), "reschedule")
     _check(dq.call("deleteMsg", topic=t, msgId="y"), "delete")
+    _check(dq.call("sendMsg", topic=t, msg="p", msgId="p"), "send p")
+    _check(dq.call("pauseTopic", topic=t), "pause")
+    _check(dq.call("listMsg", topic=t, status=2), "list")
+    _check(dq.call("resumeTopic", topic=t), "resume")
+    _check(dq.call("purgeTopic", topic=t), "purge topic")           # ends p
     _check(dq.call("sendMsg", topic=d, msg="z", msgId="z"), "send dead")
     _check(dq.call("pullMsg", topic=d), "pull dead")
     _check(dq.call("ackMsg", topic=d, msgId="z", ack=False), "nack")      # -> dead letter

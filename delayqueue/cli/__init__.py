@@ -13,8 +13,8 @@ import importlib
 from typing import Sequence
 
 # Modules under delayqueue.cli, each providing register(subparsers), in the order of --help.
-COMMAND_MODULES = ("serve", "report", "send", "delivery", "message", "topic", "dead_letter",
-                   "monitor", "consume", "migrate")
+COMMAND_MODULES = ("serve", "report", "send", "delivery", "message", "topic", "topic_control",
+                   "dead_letter", "monitor", "consume", "migrate")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,6 +6,11 @@ Each non-blank line is one JSON object with the fields of a sendMsgBatch entry (
 Lines are read as they are sent, ``batch_size`` valid ones a request, so a file of any size
 takes bounded memory. A line that is not such an object is reported and not sent; every
 other line gets the server's answer for its entry.
+
+Atomic (``send --file --atomic``): every line is written or none. The lines are one request,
+so at most ``batch_size`` of them; a line that is not a valid entry, or a file too long,
+sends nothing; a refusal by the server reports the refused lines (the others were "not
+written" because of them) and writes nothing.
 """
 
 from __future__ import annotations
@@ -84,12 +89,16 @@ def entry_of(text: str | bytes, defaults: Mapping[str, Any] | None = None) -> Se
 
 def send_lines(client: "DelayQueueClient", topic: str, lines: Iterable[str | bytes], *,
                defaults: Mapping[str, Any] | None = None, batch_size: int = MAX_BATCH,
-               progress: Callable[[BulkReport], None] | None = None) -> BulkReport:
+               progress: Callable[[BulkReport], None] | None = None,
+               atomic: bool = False) -> BulkReport:
     """Send every line (numbered from 1) to ``topic``; ``progress`` hears after each batch.
 
     A request that fails as a whole (no server reachable, code 500) stops the sending: its
     entries are reported as errors and ``aborted`` says why; lines after it are not read.
+    ``atomic``: every line or none, in one request (see the module's docstring).
     """
+    if atomic:
+        return _send_atomic(client, topic, lines, defaults, batch_size, progress)
     report = BulkReport()
     batch: list[tuple[int, SendEntry]] = []
     for number, text in enumerate(lines, 1):
@@ -110,23 +119,58 @@ def send_lines(client: "DelayQueueClient", topic: str, lines: Iterable[str | byt
     return report
 
 
+def _send_atomic(client: "DelayQueueClient", topic: str, lines: Iterable[str | bytes],
+                 defaults: Mapping[str, Any] | None, batch_size: int,
+                 progress: Callable[[BulkReport], None] | None) -> BulkReport:
+    """Every line in one all-or-nothing request, or none sent when any line is not valid."""
+    report = BulkReport()
+    batch: list[tuple[int, SendEntry]] = []
+    for number, text in enumerate(lines, 1):
+        if not text.strip():
+            continue
+        report.lines += 1
+        if report.lines > batch_size:
+            report.aborted = (f"--atomic: more than {batch_size} lines; an atomic batch is "
+                              "one request: nothing sent")
+            report.aborted_code = 400
+            return report
+        try:
+            batch.append((number, entry_of(text, defaults)))
+        except ValueError as exc:
+            report.errors.append(LineError(number, None, str(exc)))
+    if report.errors:
+        report.aborted, report.aborted_code = "--atomic: invalid lines: nothing sent", 400
+    else:
+        _send(client, topic, batch, batch_size, report, progress, atomic=True)
+    return report
+
+
 def _send(client: "DelayQueueClient", topic: str, batch: list[tuple[int, SendEntry]],
           batch_size: int, report: BulkReport,
-          progress: Callable[[BulkReport], None] | None) -> bool:
+          progress: Callable[[BulkReport], None] | None, atomic: bool = False) -> bool:
     """Send one batch into ``report``; False when it failed as a whole."""
     if not batch:
         return True
     ok, code = True, None
     try:
         results: list[SendResult] = client.send_batch(topic, [e for _, e in batch],
-                                                      batch_size=batch_size)
+                                                      batch_size=batch_size, atomic=atomic)
     except DelayQueueError as exc:
         results = list(getattr(exc, "results", []))
         report.aborted, report.aborted_code = str(exc), exc.code
         ok, code = False, exc.code
+    except ValueError as exc:   # atomic, over 4 MiB: nothing sent
+        results, ok, code = [], False, None
+        report.aborted, report.aborted_code = str(exc), 400
+    if atomic and results and not all(r.ok for r in results):
+        # 429 when the backlog alone refused it (try later), else 400 (lines to fix).
+        report.aborted = "atomic batch refused: nothing written"
+        report.aborted_code = 429 if all(r.code in (200, 409, 429) for r in results) else 400
     for i, (number, _) in enumerate(batch):
         if i >= len(results):
             report.errors.append(LineError(number, code, f"not sent: {report.aborted}"))
+        elif atomic and results[i].code == 409:
+            continue    # "not written": another line was refused, and is reported
         elif results[i].ok:
             report.sent += 1
             report.duplicates += results[i].duplicate

@@ -6,7 +6,8 @@ or ``$DELAYQUEUE_TOKEN``). ``add`` gives each one the same four options and runs
 
 Exit codes: 0 success, 1 server unreachable or failing (code 500), 2 bad arguments (ours or
 the server's code 400), 3 no such message (code 404, or ``get`` of an absent message),
-4 stale receipt (code 409: the message was delivered again since that receipt), 130
+4 stale receipt (code 409: the message was delivered again since that receipt), 5 the
+topic's backlog is full (code 429 answering a send: nothing written, try again later), 130
 interrupted (Ctrl-C).
 """
 
@@ -19,6 +20,7 @@ import sys
 from typing import Any, Callable
 
 from delayqueue.client import (
+    BacklogExceededError,
     BadRequestError,
     DelayMsg,
     DelayQueueClient,
@@ -32,7 +34,7 @@ from . import display
 URL_ENV_VAR = "DELAYQUEUE_URL"
 TOKEN_ENV_VAR = "DELAYQUEUE_TOKEN"
 DEFAULT_URL = "http://127.0.0.1:8080"
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_STALE = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_STALE, EXIT_BACKLOG = 0, 1, 2, 3, 4, 5
 EXIT_INTERRUPTED = 130  # as a shell reports a command stopped by SIGINT
 
 Command = Callable[[DelayQueueClient, argparse.Namespace], int]
@@ -115,6 +117,8 @@ def run(func: Command, args: argparse.Namespace) -> int:
         return fail(f"stale receipt: {exc}", EXIT_STALE)
     except BadRequestError as exc:
         return fail(f"rejected: {exc}", EXIT_USAGE)
+    except BacklogExceededError as exc:
+        return fail(f"backlog full: {exc}", EXIT_BACKLOG)
     except DelayQueueError as exc:
         return fail(str(exc), EXIT_FAILURE)
     except ValueError as exc:

@@ -90,21 +90,25 @@ def attributes_text(attributes: Any) -> str:
 
 
 def message_table(messages: Sequence[DelayMsg]) -> str:
-    """The messages, one a row; GROUP, RECEIPT and ATTRIBUTES columns only when any has them."""
+    """The messages, one a row; GROUP, RECEIPT, ACK DEADLINE (listMsg of consuming messages)
+    and ATTRIBUTES columns only when any has them."""
     if not messages:
         return "(no messages)"
     now = int(time.time() * 1000)
     groups = any(m.group_id for m in messages)
     receipts = any(m.receipt for m in messages)
+    deadlines = any(m.ack_deadline is not None for m in messages)
     attributes = any(m.attributes for m in messages)
     headers = ["MSG ID"] + ["GROUP"] * groups + ["STATUS", "TRIGGER", "DUE", "RETRY"]
-    headers += ["RECEIPT"] * receipts + ["ATTRIBUTES"] * attributes + ["BODY"]
+    headers += ["RECEIPT"] * receipts + ["ACK DEADLINE"] * deadlines
+    headers += ["ATTRIBUTES"] * attributes + ["BODY"]
     rows = []
     for m in messages:
         row = [m.msg_id] + [m.group_id or ""] * groups
         row += [status_label(m.status), iso(m.trigger_time), relative(m.trigger_time, now),
                 f"{m.retry}/{m.max_retry}"]
         row += [m.receipt or ""] * receipts
+        row += [relative(m.ack_deadline, now) if m.ack_deadline is not None else ""] * deadlines
         row += [short(attributes_text(m.attributes))] * attributes
         rows.append(row + [short(m.msg)])
     return table(headers, rows)
@@ -133,6 +137,9 @@ def setting_value(name: str, value: Any) -> str:
     """A topic setting for people: durations also as ``1h``, booleans as on/off."""
     if value is None:
         return "-"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False) if not value or "\n" in value or \
+            "\t" in value else value
     if isinstance(value, bool):
         return "on" if value else "off"
     if name.endswith("_ms"):
@@ -165,6 +172,8 @@ def message_detail(m: DelayMsg) -> str:
         rows.append(("deadTime", f"{iso(m.dead_time)}  ({relative(m.dead_time, now)})"))
     if m.receipt:
         rows.append(("receipt", m.receipt))
+    if m.ack_deadline is not None:
+        rows.append(("ackDeadline", f"{iso(m.ack_deadline)}  ({relative(m.ack_deadline, now)})"))
     if m.attributes:
         rows.append(("attributes", json.dumps(dict(m.attributes), ensure_ascii=False)))
     if m.duplicate:
@@ -175,15 +184,18 @@ def message_detail(m: DelayMsg) -> str:
 
 def topics_table(infos: Sequence[TopicInfo]) -> str:
     """Queue sizes per topic; a GROUP BLOCKED column only when some topic has messages blocked
-    behind their group's head, a DEAD column only when some topic has dead letters."""
+    behind their group's head, a DEAD column only when some topic has dead letters, a PAUSED
+    column only when some topic is paused."""
     if not infos:
         return "(no topics)"
     blocked = any(t.group_blocked_size for t in infos)
     dead = any(t.dead_queue_size for t in infos)
+    paused = any(t.paused for t in infos)
     return table(["TOPIC", "WAITING", "READY", "CONSUMING"] + ["GROUP BLOCKED"] * blocked
-                 + ["DEAD"] * dead,
+                 + ["DEAD"] * dead + ["PAUSED"] * paused,
                  [[t.topic, t.waiting_queue_size, t.ready_queue_size, t.ack_queue_size]
                   + [t.group_blocked_size] * blocked + [t.dead_queue_size] * dead
+                  + ["yes" if t.paused else ""] * paused
                   for t in infos])
 
 
@@ -194,6 +206,9 @@ def topic_detail(info: TopicInfo) -> str:
         lines.append(f"blocked    {info.group_blocked_size}  (due, behind their group's head)")
     if "deadQueueSize" in info.raw:
         lines.append(f"dead       {info.dead_queue_size}")
+    if "paused" in info.raw:
+        lines.append("paused     " + ("yes  (nothing is handed out until topic resume)"
+                                      if info.paused else "no"))
     if info.waiting_buckets:
         lines += ["", table(["DUE IN", "WAITING"],
                             [[_bucket_name(k), v] for k, v in info.waiting_buckets.items()])]

@@ -1,7 +1,9 @@
 """``delayqueue send``: one message, or every line of a JSON Lines file in batches (--file).
 
-``send --file`` exits 2 when lines were refused (invalid, or code 400) and 1 when the server
-failed (code 500, or unreachable: it stops at the first request that fails as a whole).
+``send --file`` exits 2 when lines were refused (invalid, or code 400), 5 when lines were
+refused only because the topic's backlog is full (code 429), and 1 when the server failed
+(code 500, or unreachable: it stops at the first request that fails as a whole). With
+``--atomic`` the file is sent whole or not at all (bulk.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from delayqueue.client.batch import MAX_BATCH
 
 from . import bulk, display
 from .client_command import (
+    EXIT_BACKLOG,
     EXIT_FAILURE,
     EXIT_OK,
     EXIT_USAGE,
@@ -45,9 +48,13 @@ def register(subparsers: Any) -> None:
                         "--attr and --group fill in what a line leaves out")
     p.add_argument("--batch-size", type=positive, default=MAX_BATCH, metavar="N",
                    help=f"with --file, entries per request (default and most {MAX_BATCH})")
+    p.add_argument("--atomic", action="store_true",
+                   help="with --file, every line or none: one request, so at most "
+                        "--batch-size lines (and 4 MiB)")
     when = p.add_mutually_exclusive_group()
-    when.add_argument("--delay", type=duration, default=0, metavar="DUR",
-                      help="due after this long: 1500 (ms), 500ms, 10s, 4m, 1h30m")
+    when.add_argument("--delay", type=duration, metavar="DUR",
+                      help="due after this long: 1500 (ms), 500ms, 10s, 4m, 1h30m "
+                           "(default: the topic's delayMillis, 0 unless set)")
     when.add_argument("--at", type=timestamp, metavar="TIME",
                       help="due at: ISO date-time or epoch ms")
     p.add_argument("--id", dest="msg_id", metavar="MSG_ID", help="msgId (default generated)")
@@ -67,13 +74,14 @@ def _msg_json(m: DelayMsg) -> dict[str, Any]:
 def cmd_send(client: DelayQueueClient, args: argparse.Namespace) -> int:
     if args.file is not None:
         return _send_file(client, args)
+    if args.atomic:
+        return fail("--atomic goes with --file", EXIT_USAGE)
     if args.msg is None:
         return fail("send needs MSG (or --file PATH)", EXIT_USAGE)
     body = sys.stdin.read() if args.msg == "-" else args.msg
-    sent = client.send(args.topic, body, delay_ms=args.delay if args.at is None else 0,
-                       trigger_time=args.at, msg_id=args.msg_id, ttl_ms=args.ttl,
-                       max_retry=args.max_retry, attributes=dict(args.attr) or None,
-                       group_id=args.group_id)
+    sent = client.send(args.topic, body, delay_ms=args.delay, trigger_time=args.at,
+                       msg_id=args.msg_id, ttl_ms=args.ttl, max_retry=args.max_retry,
+                       attributes=dict(args.attr) or None, group_id=args.group_id)
     if args.json:
         print_json(_msg_json(sent))
     else:
@@ -86,8 +94,9 @@ def _send_file(client: DelayQueueClient, args: argparse.Namespace) -> int:
         return fail("--file takes neither MSG nor --id: each line carries its own", EXIT_USAGE)
     if args.batch_size > MAX_BATCH:
         return fail(f"--batch-size: at most {MAX_BATCH}, got {args.batch_size}", EXIT_USAGE)
-    defaults: dict[str, Any] = {"delayMillis": args.delay} if args.delay else {}
-    for key, value in (("triggerTime", args.at), ("ttlMillis", args.ttl),
+    defaults: dict[str, Any] = {}
+    for key, value in (("delayMillis", args.delay), ("triggerTime", args.at),
+                       ("ttlMillis", args.ttl),
                        ("maxRetry", args.max_retry), ("attributes", dict(args.attr) or None),
                        ("groupId", args.group_id)):
         if value is not None:
@@ -107,7 +116,8 @@ def _send_file(client: DelayQueueClient, args: argparse.Namespace) -> int:
 
     with source as lines:
         report = bulk.send_lines(client, args.topic, lines, defaults=defaults,
-                                 batch_size=args.batch_size, progress=progress)
+                                 batch_size=args.batch_size, progress=progress,
+                                 atomic=args.atomic)
     for error in report.errors:
         code = "" if error.code is None else f" (code {error.code})"
         print(f"delayqueue: line {error.line}: {error.msg}{code}", file=sys.stderr)
@@ -122,9 +132,23 @@ def _send_file(client: DelayQueueClient, args: argparse.Namespace) -> int:
             else ""
         print(f"sent {report.sent} of {report.lines} message(s) to {args.topic}{dup}; "
               f"{report.failed} failed")
+    code = _exit_code(report)
     if report.aborted is not None:
-        return fail(f"stopped after line {report.lines}: {report.aborted}",
-                    EXIT_USAGE if report.aborted_code == 400 else EXIT_FAILURE)
-    if any(e.code is not None and e.code >= 500 for e in report.errors):
+        why = report.aborted if args.atomic else \
+            f"stopped after line {report.lines}: {report.aborted}"
+        return fail(why, code)
+    return code
+
+
+def _exit_code(report: bulk.BulkReport) -> int:
+    """1 the server failed; else 2 lines to fix; else 5 lines refused by the full backlog."""
+    codes = [e.code for e in report.errors]
+    if report.aborted is not None:
+        codes.append(report.aborted_code)
+        if report.aborted_code not in (400, 429):
+            return EXIT_FAILURE      # a request failed as a whole: unreachable, 500, 413
+    if any(c is not None and c >= 500 for c in codes):
         return EXIT_FAILURE
-    return EXIT_USAGE if report.errors else EXIT_OK
+    if any(c != 429 for c in codes):
+        return EXIT_USAGE
+    return EXIT_BACKLOG if codes else EXIT_OK

@@ -30,9 +30,11 @@ def register(subparsers: Any) -> None:
 
 def _setting(key: str, text: str) -> tuple[str, Any]:
     """``--set key=value``: the SDK name and the value of the setting's kind (durations as for
-    --delay); the server checks the bounds."""
+    --delay; text as given); the server checks the bounds."""
     name = setting_name(key.strip())
     kind = BY_NAME[TOPIC_SETTINGS[name]].kind
+    if kind is str:
+        return name, text
     text = text.strip()
     if kind is bool:
         try:

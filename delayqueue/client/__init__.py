@@ -8,7 +8,9 @@
 
 Deliveries carry a receipt (``DelayMsg.receipt``): ``client.ack(msg)`` / ``client.nack(msg)``
 send it, and a stale one raises StaleReceiptError (code 409). ``send_batch``, ``ack_batch``
-and ``delete_batch`` take up to 1000 entries a request and answer per entry.
+and ``delete_batch`` take up to 1000 entries a request and answer per entry. A topic is
+paused and resumed (``pause_topic``), purged (``purge_topic_all``) and listed by status
+(``iter_messages``).
 """
 
 from delayqueue.core.status import Status
@@ -18,6 +20,7 @@ from .consumer import Consumer
 from .delay_queue_client import DelayQueueClient
 from .errors import (
     AccessDeniedError,
+    BacklogExceededError,
     BadRequestError,
     DelayQueueError,
     NotFoundError,
@@ -33,7 +36,9 @@ from .model import (
     BatchResult,
     DeadLetterPage,
     DelayMsg,
+    MessagePage,
     MonitorData,
+    PurgeResult,
     SendEntry,
     SendResult,
     TopicConfig,
@@ -41,9 +46,10 @@ from .model import (
 )
 
 __all__ = [
-    "AccessDeniedError", "AckEntry", "Backoff", "BadRequestError", "BatchResult", "Consumer",
-    "DeadLetterPage", "DelayMsg", "DelayQueueClient", "DelayQueueError", "MonitorData",
-    "NotFoundError", "RateLimitedError", "SendEntry", "SendResult", "ServerError",
+    "AccessDeniedError", "AckEntry", "Backoff", "BacklogExceededError", "BadRequestError",
+    "BatchResult", "Consumer", "DeadLetterPage", "DelayMsg", "DelayQueueClient",
+    "DelayQueueError", "MessagePage", "MonitorData", "NotFoundError", "PurgeResult",
+    "RateLimitedError", "SendEntry", "SendResult", "ServerError",
     "StaleReceiptError", "Status", "TOPIC_SETTINGS", "TopicConfig", "TopicInfo",
     "UnavailableError", "UnsupportedError",
 ]

@@ -3,6 +3,10 @@
 A batch goes to one topic; the client splits it into requests of at most 1000 entries (and
 4 MiB of JSON), and every entry gets its own result, in order. A request that fails as a
 whole raises, carrying the results of the requests before it in ``exc.results``.
+
+An atomic send (``send_batch(..., atomic=True)``) is all or nothing on the server, so it is
+never split: it must fit one request. Its refusal is answered per entry like any batch (the
+refused entries with their own code, every other one 409 "not written"), not raised.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
-from .errors import DelayQueueError, ServerError
+from .errors import BadRequestError, DelayQueueError, ServerError
 from .model import AckEntry, BatchResult, DelayMsg, SendEntry, SendResult, attributes_json
 
 if TYPE_CHECKING:
@@ -74,26 +78,58 @@ class Batches:
     _transport: "Transport"
 
     def send_batch(self, topic: str, msgs: Iterable["str | SendEntry | Mapping[str, Any]"],
-                   *, batch_size: int = MAX_BATCH) -> list[SendResult]:
+                   *, batch_size: int = MAX_BATCH, atomic: bool = False) -> list[SendResult]:
         """Send many messages to one topic: one request per ``batch_size`` (at most 1000)
         entries, or fewer to stay within the 4 MiB body limit (or the server's, when lower).
 
-        Each item is a body (due now), a ``SendEntry``, or a mapping with the API's field
-        names (``{"msg": .., "delayMillis": ..}``). Entries without a msgId get one here, as in
-        ``send``. Returns one ``SendResult`` per entry, in order: each entry succeeds or fails
-        on its own (``result.ok``, ``result.code``, ``result.msg``).
+        Each item is a body, a ``SendEntry``, or a mapping with the API's field names
+        (``{"msg": .., "delayMillis": ..}``); one without a delay or a time is due after the
+        topic's ``delay_ms`` (0, due now, unless set). Entries without a msgId get one here,
+        as in ``send``. Returns one ``SendResult`` per entry, in order: each entry succeeds or
+        fails on its own (``result.ok``, ``result.code``, ``result.msg``).
+
+        With ``atomic=True`` every entry is written or none is, in one request (so at most
+        ``batch_size`` entries and 4 MiB). When the server refuses it, nothing was written
+        and the results say why: each refused entry has its own code (400 bad entry, 429 the
+        topic's backlog is full) and every other entry 409 ("not written: another entry of
+        this atomic batch was refused"). A live duplicate is not a refusal.
 
         Raises:
-            ValueError: an item is not a valid entry (nothing sent).
+            ValueError: an item is not a valid entry, or an atomic batch does not fit one
+                request (nothing sent).
             DelayQueueError: a request failed as a whole; ``exc.results`` holds the results
                 of the requests before it (those entries were sent).
         """
         entries = [_send_entry(m) for m in msgs]
         encoded = [_json(e.to_json()) for e in entries]
+        size = _batch_size(batch_size)
+        if atomic:
+            return self._send_atomic(topic, entries, encoded, size)
         results: list[SendResult] = []
-        for start, end in _chunks(encoded, _batch_size(batch_size)):
+        for start, end in _chunks(encoded, size):
             results += self._send_chunk(topic, entries[start:end], encoded[start:end], results)
         return results
+
+    def _send_atomic(self, topic: str, entries: list[SendEntry], encoded: list[bytes],
+                     size: int) -> list[SendResult]:
+        """One all-or-nothing sendMsgBatch; a refusal (code 400 with a result per entry)
+        becomes those results."""
+        if not entries:
+            return []
+        if len(list(_chunks(encoded, size))) > 1:
+            raise ValueError(f"atomic: an atomic batch is sent in one request, so at most "
+                             f"{size} entries and {MAX_BATCH_BYTES} bytes of JSON; got "
+                             f"{len(entries)} entries, {sum(map(len, encoded))} bytes")
+        body = b'{"topic":%s,"atomic":true,"msgs":[%s]}' % (_json(topic), b",".join(encoded))
+        try:
+            answers = self._batch_call("sendMsgBatch", body, len(entries), [], True)
+        except BadRequestError as exc:
+            answers = (exc.envelope or {}).get("results")
+            if not isinstance(answers, list) or len(answers) != len(entries):
+                raise
+        return [SendResult.from_json(e.msg_id or "", a if isinstance(a, dict) else
+                                     {"code": 500, "msg": repr(a)})
+                for e, a in zip(entries, answers)]
 
     def _send_chunk(self, topic: str, entries: list[SendEntry], encoded: list[bytes],
                     done: list[SendResult]) -> list[SendResult]:

@@ -13,7 +13,9 @@ from .model import (
     TOPIC_SETTINGS,
     DeadLetterPage,
     DelayMsg,
+    MessagePage,
     MonitorData,
+    PurgeResult,
     TopicConfig,
     TopicInfo,
     attributes_json,
@@ -25,6 +27,11 @@ from .transport import Transport
 
 # The server caps longPollingTimeoutMillis at this; a poll without a timeout may last as long.
 LONG_POLL_MAX_MS = 60_000
+# purge_topic_all: messages a purgeTopic call ends (the server's default limit), and the most
+# calls: ten million messages, past which a topic that never empties (sends outrunning the
+# purge) is reported rather than chased for ever.
+PURGE_BATCH = 10_000
+PURGE_MAX_CALLS = 1000
 
 
 def split_urls(url: str | Iterable[str]) -> list[str]:
@@ -47,6 +54,10 @@ def _ref(topic: "str | DelayMsg", msg_id: str | None,
 
 def _setting_param(name: str, value: Any) -> str:
     """A topic setting's value as the form parameter (durations may be timedeltas)."""
+    if name == "description":
+        if not isinstance(value, str):
+            raise ValueError(f"description: must be a string, got {value!r}")
+        return value
     if name == "dead_letter":
         if not isinstance(value, bool):
             raise ValueError(f"dead_letter: must be True or False, got {value!r}")
@@ -98,7 +109,7 @@ class DelayQueueClient(Batches):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def send(self, topic: str, msg: str, delay_ms: int | timedelta = 0, *,
+    def send(self, topic: str, msg: str, delay_ms: int | timedelta | None = None, *,
              trigger_time: int | datetime | None = None, msg_id: str | None = None,
              ttl_ms: int | timedelta | None = None,
              max_retry: int | None = None,
@@ -106,12 +117,18 @@ class DelayQueueClient(Batches):
              group_id: str | None = None) -> DelayMsg:
         """Send a message due in ``delay_ms`` or at ``trigger_time`` (epoch ms or datetime).
 
+        With neither it is due after the topic's ``delay_ms`` setting (0, due now, unless the
+        topic sets one): no delay is sent, so the server applies it.
         Without ``msg_id`` one is generated here, so a re-send after a lost answer is
         recognised by the server as a duplicate (``DelayMsg.duplicate``) instead of doubling.
         ``attributes`` (str -> str, at most 32 keys and 8 KiB) come back on every delivery.
         ``group_id`` puts it in a message group: the group's messages are delivered one at a
         time, in order of (trigger time, acceptance), each after the one before it ended
         (the msgId rules: at most 256 characters, no control characters; "" is no group).
+
+        Raises:
+            BacklogExceededError: (429) the topic holds its ``max_backlog`` live messages;
+                nothing was written.
         """
         if trigger_time is not None and delay_ms:
             raise ValueError("give at most one of delay_ms and trigger_time")
@@ -119,7 +136,7 @@ class DelayQueueClient(Batches):
                                   "msgId": msg_id or uuid.uuid4().hex}
         if trigger_time is not None:
             params["triggerTime"] = epoch_ms(trigger_time)
-        else:
+        elif delay_ms is not None:
             params["delayMillis"] = millis(delay_ms)
         if ttl_ms is not None:
             params["ttlMillis"] = millis(ttl_ms)
@@ -269,9 +286,11 @@ class DelayQueueClient(Batches):
 
         Settings by their SDK names (``ttl_ms``, ``max_retry``, ``ack_timeout_ms``,
         ``redelivery_delay_ms``, ``redelivery_backoff_multiplier``, ``redelivery_max_delay_ms``,
-        ``dead_letter``, ``dead_letter_retention_ms``, ``dead_letter_max_size``; the API names
-        such as ``ttlMillis`` are accepted too); durations may be timedeltas. A None value is
-        left out. Returns the settings now in force.
+        ``dead_letter``, ``dead_letter_retention_ms``, ``dead_letter_max_size``, ``delay_ms``
+        (the delay of a send that gives none), ``max_backlog`` (most live messages, 0 no
+        limit), ``description`` (text); the API names such as ``ttlMillis`` are accepted
+        too); durations may be timedeltas. A None value is left out. Returns the settings
+        now in force.
 
         Raises:
             ValueError: an unknown setting (nothing sent).
@@ -351,6 +370,111 @@ class DelayQueueClient(Batches):
             params["msgId"] = msg_id
         envelope = self._transport.call("purgeDeadMsg", params, idempotent=msg_id is None)
         return int(envelope.get("count") or 0)
+
+    # ---- topic controls: pause, purge, list -------------------------------------------
+    def pause_topic(self, topic: str) -> bool:
+        """Stop handing the topic's messages out: pulls answer empty and long polls wait
+        until ``resume_topic``; sends, promotion, ack timeouts and expiry go on. Returns
+        whether this call paused it (False: it was paused already).
+
+        Raises:
+            NotFoundError: (404) no such topic (no messages, no settings); nothing created.
+        """
+        envelope = self._transport.call("pauseTopic", {"topic": topic}, idempotent=True)
+        return bool(envelope.get("changed"))
+
+    def resume_topic(self, topic: str) -> bool:
+        """Hand the topic's messages out again (long polls held meanwhile answer at once).
+        Returns whether this call resumed it (False: it was not paused)."""
+        envelope = self._transport.call("resumeTopic", {"topic": topic}, idempotent=True)
+        return bool(envelope.get("changed"))
+
+    def purge_topic(self, topic: str, limit: int | None = None) -> PurgeResult:
+        """End up to ``limit`` (server default 10,000; at most 1,000,000) of the live
+        messages accepted before the call: status 7, as ``delete``. Dead letters are left
+        (``purge_dead``). ``remaining`` is 0 when no such message is left, else the topic's
+        live messages: call again, or use ``purge_topic_all``.
+
+        Raises:
+            NotFoundError: (404) no such topic.
+        """
+        params: dict[str, Any] = {"topic": topic}
+        if limit is not None:
+            params["limit"] = int(limit)
+        # Not re-sent after a lost answer: the second call would also end what was sent since.
+        envelope = self._transport.call("purgeTopic", params, idempotent=False)
+        return PurgeResult(int(envelope.get("count") or 0), int(envelope.get("remaining") or 0))
+
+    def purge_topic_all(self, topic: str, batch: int = PURGE_BATCH, *,
+                        max_count: int | None = None, max_calls: int = PURGE_MAX_CALLS,
+                        progress: Callable[[PurgeResult], None] | None = None) -> PurgeResult:
+        """Purge the topic ``batch`` messages a call until it is done, or ``max_count``
+        messages were ended (all when None); at most ``max_calls`` calls (sends that go on
+        meanwhile can keep a topic from emptying).
+
+        Done is a call that reports ``remaining`` 0 and ended fewer than it asked for: one
+        that used its whole budget may have stopped short, so it is called once more (as
+        ``redrive_all_dead`` does). ``progress`` gets (running total, remaining) after each
+        call. Returns (total count, remaining of the last call): remaining is not 0 when
+        ``max_count`` or ``max_calls`` stopped it first.
+        """
+        if max_calls < 1:
+            raise ValueError(f"max_calls: must be at least 1, got {max_calls}")
+        total, remaining = 0, 0
+        for _ in range(max_calls):
+            ask = batch if max_count is None else min(batch, max_count - total)
+            if ask < 1:
+                break
+            result = self.purge_topic(topic, ask)
+            total, remaining = total + result.count, result.remaining
+            if progress is not None:
+                progress(PurgeResult(total, remaining))
+            if remaining == 0 and result.count < ask:
+                break
+        return PurgeResult(total, remaining)
+
+    def list_messages(self, topic: str, status: int | None = None,
+                      group_blocked: bool = False, limit: int = 100,
+                      cursor: str | None = None) -> MessagePage:
+        """One page of the topic's live messages of one ``status``: 1 waiting (by trigger
+        time), 2 ready (in delivery order), 3 consuming (by ack deadline; each with its
+        ``receipt`` and ``ack_deadline``); or ``group_blocked=True``, the due messages
+        waiting behind their group's head, each group in its order.
+
+        ``messages, cursor = client.list_messages(topic, 1)``; pass the cursor back for the
+        next page; it is None on the last page. ``limit`` is at most the server's max-batch.
+
+        Raises:
+            ValueError: neither or both of ``status`` and ``group_blocked`` (nothing sent).
+        """
+        if (status is None) != group_blocked:
+            raise ValueError("give one of status (1 waiting, 2 ready, 3 consuming) and "
+                             "group_blocked=True")
+        params: dict[str, Any] = {"topic": topic, "limit": int(limit)}
+        if group_blocked:
+            params["groupBlocked"] = "true"
+        else:
+            params["status"] = int(status)  # type: ignore[arg-type]
+        if cursor:
+            params["cursor"] = cursor
+        envelope = self._transport.call("listMsg", params, idempotent=True)
+        messages = [DelayMsg.from_json(m) for m in envelope.get("delayMsgList") or []]
+        return MessagePage(messages, envelope.get("nextCursor") or None)
+
+    def iter_messages(self, topic: str, status: int | None = None,
+                      group_blocked: bool = False, page_size: int = 100) -> Iterator[DelayMsg]:
+        """Every message ``list_messages`` shows, page by page, following the cursors.
+
+        Pages are read as they are iterated: a message that moves meanwhile (delivered,
+        acked, promoted) may be missed or met twice; those that stay are met once.
+        """
+        cursor: str | None = None
+        while True:
+            messages, cursor = self.list_messages(topic, status, group_blocked, page_size,
+                                                  cursor)
+            yield from messages
+            if not cursor:
+                return
 
     def monitor_data(self) -> MonitorData:
         envelope = self._transport.call("getMonitorData", {}, idempotent=True)

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class DelayQueueError(Exception):
-    """Base class. ``code`` is the server's envelope code (None when no server answered)."""
+    """Base class. ``code`` is the server's envelope code (None when no server answered);
+    ``envelope`` the whole answer when there was one (an atomic batch's refusal carries the
+    reason of each entry in it)."""
 
-    def __init__(self, msg: str, code: int | None = None) -> None:
+    def __init__(self, msg: str, code: int | None = None,
+                 envelope: dict[str, Any] | None = None) -> None:
         super().__init__(msg)
         self.code = code
         self.msg = msg
+        self.envelope = envelope
 
     def __str__(self) -> str:
         return self.msg if self.code is None else f"{self.msg} (code {self.code})"
@@ -39,6 +45,15 @@ class RateLimitedError(DelayQueueError):
     """Code 429: over the token's request rate or concurrent long polls; retry later."""
 
 
+class BacklogExceededError(DelayQueueError):
+    """Code 429 answering a send: the topic holds its ``maxBacklog`` live messages, so nothing
+    was written. Retry once consumers have caught up (or raise the topic's maxBacklog).
+
+    Not a RateLimitedError: that one is the token's request rate (HTTP 429, Retry-After);
+    this one comes in HTTP 200, as every refusal of a message does.
+    """
+
+
 class ServerError(DelayQueueError):
     """Code 500 (Redis unreachable, script error), or an answer that is not the envelope."""
 
@@ -62,7 +77,10 @@ ERRORS_BY_CODE: dict[int, type[DelayQueueError]] = {
 }
 
 
-def error_for(code: int, msg: str | None) -> DelayQueueError:
-    """The exception for an envelope whose code is not 200."""
-    cls = ERRORS_BY_CODE.get(code, ServerError)
-    return cls(msg or f"server answered code {code}", code)
+def error_for(code: int, msg: str | None, http_status: int | None = None,
+              envelope: dict[str, Any] | None = None) -> DelayQueueError:
+    """The exception for an envelope whose code is not 200 (``http_status``: the answer's,
+    which tells a full topic's 429, in HTTP 200, from the token rate limit's HTTP 429)."""
+    cls = BacklogExceededError if code == 429 and http_status == 200 else \
+        ERRORS_BY_CODE.get(code, ServerError)
+    return cls(msg or f"server answered code {code}", code, envelope)

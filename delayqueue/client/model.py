@@ -1,5 +1,6 @@
-"""Typed results: the message, topic sizes, topic settings, dead-letter pages and monitoring
-data, built from the JSON answers; the entries and per-entry results of the batch calls."""
+"""Typed results: the message, topic sizes, topic settings, pages of messages, purges and
+monitoring data, built from the JSON answers; the entries and per-entry results of the batch
+calls."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ class TopicInfo:
     waiting_buckets: dict[str, int] = field(default_factory=dict)
     dead_queue_size: int = 0  # messages in the topic's dead-letter queue
     group_blocked_size: int = 0  # due messages waiting behind their group's head
+    paused: bool = False  # pauseTopic: nothing is handed out until resumeTopic
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -36,6 +38,7 @@ class TopicInfo:
             waiting_buckets={k: int(v) for k, v in (data.get("waitingQueueInfo") or {}).items()},
             dead_queue_size=int(data.get("deadQueueSize") or 0),
             group_blocked_size=int(data.get("groupBlockedSize") or 0),
+            paused=bool(data.get("paused")),
             raw=dict(data),
         )
 
@@ -82,6 +85,9 @@ class TopicConfig:
     dead_letter: bool | None = None
     dead_letter_retention_ms: int | None = None
     dead_letter_max_size: int | None = None
+    delay_ms: int | None = None       # the delay of a send that gives no delay nor time
+    max_backlog: int | None = None    # most live messages; 0: no limit
+    description: str | None = None    # free text for operators
     sources: dict[str, str] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -113,6 +119,22 @@ class DeadLetterPage(NamedTuple):
 
     messages: list[DelayMsg]
     next_cursor: str | None
+
+
+class MessagePage(NamedTuple):
+    """One page of ``list_messages`` in the order of its view; ``next_cursor`` None on the
+    last page."""
+
+    messages: list[DelayMsg]
+    next_cursor: str | None
+
+
+class PurgeResult(NamedTuple):
+    """What one ``purge_topic`` call did: ``count`` messages ended (status 7); ``remaining``
+    is 0 when the purge is done, else the topic's live messages (call again)."""
+
+    count: int
+    remaining: int
 
 
 @dataclass(frozen=True)
@@ -175,7 +197,7 @@ class SendEntry:
 
     msg: str
     msg_id: str | None = None
-    delay_ms: int | timedelta = 0
+    delay_ms: int | timedelta | None = None  # None (and no trigger_time): the topic's delay
     trigger_time: int | datetime | None = None
     ttl_ms: int | timedelta | None = None
     max_retry: int | None = None
@@ -210,14 +232,15 @@ class SendEntry:
         ints = {api: _whole(api, data[api]) for api in
                 ("delayMillis", "triggerTime", "ttlMillis", "maxRetry")
                 if data.get(api) is not None}
-        return cls(msg=data["msg"], msg_id=data.get("msgId"), delay_ms=ints.get("delayMillis", 0),
+        return cls(msg=data["msg"], msg_id=data.get("msgId"), delay_ms=ints.get("delayMillis"),
                    trigger_time=ints.get("triggerTime"), ttl_ms=ints.get("ttlMillis"),
                    max_retry=ints.get("maxRetry"),
                    attributes=dict(attributes) if attributes else None,
                    group_id=data.get("groupId") or None)
 
     def to_json(self) -> dict[str, Any]:
-        """The sendMsgBatch entry (fields left at their default are left out)."""
+        """The sendMsgBatch entry (fields left at their default are left out: without a delay
+        or a time the server applies the topic's ``delayMillis``)."""
         entry: dict[str, Any] = {"msg": self.msg}
         if self.msg_id is not None:
             entry["msgId"] = self.msg_id
@@ -225,7 +248,7 @@ class SendEntry:
             entry["triggerTime"] = epoch_ms(self.trigger_time)
             if self.delay_ms:
                 entry["delayMillis"] = millis(self.delay_ms)  # the server refuses both: say so
-        else:
+        elif self.delay_ms is not None:
             entry["delayMillis"] = millis(self.delay_ms)
         if self.ttl_ms is not None:
             entry["ttlMillis"] = millis(self.ttl_ms)

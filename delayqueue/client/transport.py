@@ -195,7 +195,7 @@ class Transport:
             if response.status_code == 404 and code == 404:
                 raise UnsupportedError(f"{node.url}: no endpoint {endpoint} (HTTP 404)", 404)
             if code != 200:
-                raise error_for(code, envelope.get("msg"))
+                raise error_for(code, envelope.get("msg"), response.status_code, envelope)
             return envelope
         if isinstance(last, DelayQueueError):
             raise last

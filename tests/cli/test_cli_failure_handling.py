@@ -35,9 +35,10 @@ def test_send_attr_and_pull_and_get_show_attributes_and_the_receipt(dq, client, 
     assert sent["attributes"] == {"lang": "日本語", "eq": "a=b"}
     table = ok(dq("pull", topic, "--ack-timeout", "1m"))
     assert "RECEIPT" in table and "ATTRIBUTES" in table and "lang=日本語" in table
-    assert client.get(topic, sent["msgId"]).receipt is None  # a get shows no receipt
+    got = client.get(topic, sent["msgId"])     # consuming: its latest receipt and deadline
     detail = ok(dq("get", topic, sent["msgId"]))
-    assert '"lang": "日本語"' in detail and "\nreceipt " not in detail
+    assert '"lang": "日本語"' in detail and f"\nreceipt      {got.receipt}\n" in detail
+    assert "\nackDeadline  " in detail and ("(in 1m)" in detail or "(in 59s)" in detail)
     result = dq("send", topic, "x", "--attr", "novalue")
     assert result.returncode == 2 and "not key=value" in result.stderr
 
@@ -92,7 +93,8 @@ def test_topic_config_table_set_reset_and_json(dq, topic):
     assert table.splitlines()[0].split() == ["SETTING", "VALUE", "SOURCE"]
     row = next(ln for ln in table.splitlines() if ln.startswith("ackTimeoutMillis"))
     assert row.split() == ["ackTimeoutMillis", "30000", "(30s)", "server"]
-    assert len(table.splitlines()) == 2 + 9
+    assert len(table.splitlines()) == 2 + 12
+    assert table.splitlines()[-1].split() == ["description", '""', "server"]
 
     table = ok(dq("topic-config", topic, "--set", "maxRetry=3", "--set", "ttl_ms=10m",
                   "--set", "dead-letter=off"))
@@ -123,7 +125,9 @@ def test_topic_config_set_reads_each_setting_as_its_kind():
              "ackTimeoutMillis": ("1500", 1_500), "redeliveryDelayMillis": ("2s", 2_000),
              "redeliveryBackoffMultiplier": (" 2.5 ", 2.5),
              "redeliveryMaxDelayMillis": ("1h", 3_600_000), "deadLetter": ("Off", False),
-             "deadLetterRetentionMillis": ("1d", 86_400_000), "deadLetterMaxSize": ("7", 7)}
+             "deadLetterRetentionMillis": ("1d", 86_400_000), "deadLetterMaxSize": ("7", 7),
+             "delayMillis": ("2m", 120_000), "maxBacklog": ("500", 500),
+             "description": (" as given\t ", " as given\t ")}
     assert set(given) == set(TOPIC_SETTINGS.values())
     for api, (text, value) in given.items():
         name, parsed = _setting(api, text)

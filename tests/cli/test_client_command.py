@@ -28,6 +28,10 @@ CLIENT_COMMANDS = {
     "dlq list": ["dlq", "list", "t"],
     "dlq redrive": ["dlq", "redrive", "t"],
     "dlq purge": ["dlq", "purge", "t"],
+    "topic pause": ["topic", "pause", "t"],
+    "topic resume": ["topic", "resume", "t"],
+    "topic purge": ["topic", "purge", "t", "--yes"],
+    "list": ["list", "t", "--status", "waiting"],
     "monitor": ["monitor"],
     "consume": ["consume", "t", "--", "true"],
 }

@@ -56,7 +56,7 @@ def test_a_batch_entry_with_a_group_id_that_is_not_a_string_is_refused_before_se
     with pytest.raises(ValueError, match="groupId: must be a string"):
         SendEntry.from_json({"msg": "x", "groupId": 7})
     assert SendEntry.from_json({"msg": "x", "groupId": "g"}).to_json() == \
-        {"msg": "x", "delayMillis": 0, "groupId": "g"}
+        {"msg": "x", "groupId": "g"}
     assert "groupId" not in SendEntry.from_json({"msg": "x", "groupId": ""}).to_json()
 
 

@@ -29,7 +29,7 @@ SERVER_DEFAULTS = {
     "ttl_ms": 3_600_000, "max_retry": 10, "ack_timeout_ms": 30_000, "redelivery_delay_ms": 0,
     "redelivery_backoff_multiplier": 1.0, "redelivery_max_delay_ms": 3_600_000,
     "dead_letter": True, "dead_letter_retention_ms": 7 * 86_400_000,
-    "dead_letter_max_size": 100_000,
+    "dead_letter_max_size": 100_000, "delay_ms": 0, "max_backlog": 0, "description": "",
 }
 
 
@@ -69,9 +69,11 @@ def test_deliveries_carry_a_receipt_that_ack_of_the_message_uses(client, topic):
     assert sent.receipt is None
     [m] = client.pull(topic)
     assert isinstance(m.receipt, str) and m.receipt
-    assert client.get(topic, m.msg_id).receipt is None  # only deliveries show it
+    got = client.get(topic, m.msg_id)      # consuming: the latest receipt and its deadline
+    assert got.receipt == m.receipt and got.ack_deadline is not None
     client.ack(m)
-    assert client.get(topic, m.msg_id).status is Status.ACKED
+    acked = client.get(topic, m.msg_id)
+    assert acked.status is Status.ACKED and acked.receipt is None and acked.ack_deadline is None
     client.ack(m)  # the receipt that acked it: harmless again
     client.ack(topic, m.msg_id, receipt=m.receipt)
 
