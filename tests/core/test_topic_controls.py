@@ -85,3 +85,12 @@ def test_get_shows_a_consuming_messages_receipt_and_deadline_and_a_waiting_one_n
     assert "receipt" not in waiting and "ackDeadline" not in waiting
     rt.queue.ack("t", "c", delivered.receipt)
     assert rt.queue.get("t", "c").receipt is None               # ended: no receipt shown
+
+
+def test_a_small_topic_purged_past_its_limit_says_messages_remain(rt):
+    """A small topic is one HSCAN slice: the scan ends in the slice that hit the limit, and
+    what remains must still be said."""
+    rt.queue.send_batch("t", [SendRequest("b", f"m{i}") for i in range(5)])
+    assert rt.controls.purge("t", limit=2) == topic_controls.PurgeResult(2, 3)
+    assert rt.controls.purge("t", limit=3) == topic_controls.PurgeResult(3, 0)
+    assert rt.controls.purge("t") == topic_controls.PurgeResult(0, 0)

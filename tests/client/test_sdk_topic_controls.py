@@ -62,9 +62,6 @@ def live_messages(client: DelayQueueClient, topic: str) -> list[str]:
     return ids
 
 
-@pytest.mark.xfail(strict=True, reason="core: TopicControls.purge answers remaining 0 when "
-                   "it stopped at its limit in the HSCAN slice that returned cursor 0 (a "
-                   "small topic's hash is one slice), though messages remain live")
 def test_purge_topic_ends_at_most_limit_and_reports_what_remains(client, topic):
     ids = live_messages(client, topic)
     result = client.purge_topic(topic, limit=2)
