@@ -99,6 +99,8 @@ def _setting_param(setting: TopicSetting) -> Param:
     description = f"Topic setting {setting.name}: {setting.rule}."
     if setting_type(setting) == "boolean":
         return Param(setting.name, boolean(description))
+    if setting_type(setting) == "string":        # free text: already what a form sends
+        return Param(setting.name, {"type": "string", "description": description})
     return Param(setting.name, {"type": [setting_type(setting), "string"],
                                 "description": description})
 
