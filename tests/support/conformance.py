@@ -174,9 +174,10 @@ def list_page(server, topic, **params):
     return reply["delayMsgList"], reply.get("nextCursor")
 
 
-def list_all(server, topic, pages=200, **params):
-    """Every message of a listMsg view, following the cursor (at most ``pages`` pages)."""
-    messages, cursor = [], None
+def list_all(server, topic, pages=200, cursor=None, **params):
+    """Every message of a listMsg view (after ``cursor``), following the cursor (at most
+    ``pages`` pages)."""
+    messages = []
     for _ in range(pages):
         page, cursor = list_page(server, topic, cursor=cursor, **params)
         messages += page
