@@ -227,8 +227,9 @@ def schemas() -> dict[str, Any]:
                 "readyQueueTimeGapStatsList": {"type": "array", "items": time_gap},
             }}}, ["data"]),
         "BatchAnswer": ok({"code": {"type": "integer", "enum": [200, 400], "description":
-                                    "400 only for an atomic sendMsgBatch that was refused: "
-                                    "nothing was written, results say why."},
+                                    "400: an atomic sendMsgBatch was refused and nothing "
+                                    "written; each result says why (the refused entries "
+                                    "their own code, the others 409)."},
                            "results": {"type": "array", "items": batch_entry}}, ["results"]),
         "Health": {"type": "object", "required": ["code"],
                    "properties": {"code": {"type": "integer", "enum": [200, 500]}}},

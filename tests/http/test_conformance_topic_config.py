@@ -13,6 +13,7 @@ SERVER_DEFAULTS = {
     "redeliveryDelayMillis": 0, "redeliveryBackoffMultiplier": 1,
     "redeliveryMaxDelayMillis": api.HOUR, "deadLetter": True,
     "deadLetterRetentionMillis": 7 * api.DAY, "deadLetterMaxSize": 100_000,
+    "delayMillis": 0, "maxBacklog": 0, "description": "",
 }
 
 
@@ -29,7 +30,8 @@ def test_set_topic_config_sets_every_setting_merges_and_resets(node, topic):
     values = {"ttlMillis": 120_000, "maxRetry": 3, "ackTimeoutMillis": 5000,
               "redeliveryDelayMillis": 250, "redeliveryBackoffMultiplier": 1.5,
               "redeliveryMaxDelayMillis": 4000, "deadLetter": False,
-              "deadLetterRetentionMillis": 60_000, "deadLetterMaxSize": 50}
+              "deadLetterRetentionMillis": 60_000, "deadLetterMaxSize": 50,
+              "delayMillis": 1500, "maxBacklog": 20, "description": "orders of the shop"}
     form = {k: ("false" if v is False else v) for k, v in values.items()}
     reply = api.set_config(node, topic, **form)
     assert reply["data"] == values
@@ -69,6 +71,10 @@ BAD_SETTINGS = [
     ("deadLetter", "perhaps", 400),
     ("deadLetterRetentionMillis", 0, 200),
     ("deadLetterMaxSize", 0, 200), ("deadLetterMaxSize", "lots", 400),
+    ("delayMillis", -1, 200), ("delayMillis", 3_153_600_000_001, 200),
+    ("delayMillis", "soon", 400),
+    ("maxBacklog", -1, 200), ("maxBacklog", 1_000_000_001, 200), ("maxBacklog", "big", 400),
+    ("description", "x" * 1025, 200), ("description", "a\x00b", 200),
 ]
 
 
@@ -95,8 +101,14 @@ def test_set_topic_config_refuses_a_bad_value_naming_it_and_writes_nothing(
 def test_set_topic_config_accepts_the_edges_of_every_rule(node, topic):
     edges = {"ttlMillis": 1, "maxRetry": 0, "ackTimeoutMillis": 1, "redeliveryDelayMillis": 0,
              "redeliveryBackoffMultiplier": 1, "redeliveryMaxDelayMillis": 0,
-             "deadLetterRetentionMillis": 1, "deadLetterMaxSize": 1}
-    assert api.set_config(node, topic, **edges)["data"] == {**edges, "deadLetter": True}
+             "deadLetterRetentionMillis": 1, "deadLetterMaxSize": 1, "delayMillis": 0,
+             "maxBacklog": 0}
+    assert api.set_config(node, topic, **edges)["data"] == {**edges, "deadLetter": True,
+                                                          "description": ""}
+    upper = {"delayMillis": 3_153_600_000_000, "maxBacklog": 1_000_000_000,
+             "description": "é" * 512}                       # 1024 bytes of UTF-8
+    assert api.set_config(node, topic, **upper)["data"] == {**edges, **upper,
+                                                            "deadLetter": True}
     reply = api.set_config(node, topic, redeliveryBackoffMultiplier=1000)     # its upper edge
     assert reply["data"]["redeliveryBackoffMultiplier"] == 1000
     status_code, reply = api.post(node, "setTopicConfig", topic=topic,

@@ -19,8 +19,9 @@ def test_topic_info_shape_and_sizes(node, topic):
     assert status_code == 200 and reply["code"] == 200
     data = reply["data"]
     assert list(data) == ["topic", "waitingQueueSize", "waitingQueueInfo", "readyQueueSize",
-                          "ackQueueSize", "deadQueueSize",         # the last two are ours
-                          "groupBlockedSize"]
+                          "ackQueueSize", "deadQueueSize",         # the last three are ours
+                          "groupBlockedSize", "paused"]
+    assert data["paused"] is False
     assert data["topic"] == topic
     assert list(data["waitingQueueInfo"]) == [
         "sizeOf0To1min", "sizeOf1minTo10min", "sizeOf10minTo30min", "sizeOf30minTo1hour",

@@ -131,17 +131,29 @@ def test_real_answers_satisfy_the_documented_schemas(app, spec):
         ("rescheduleMsg", {"topic": topic, "msgId": "m2", "delayMillis": 120_000}),
         ("pullMsg", {"topic": topic, "batch": 5}),
         ("longPollingMsg", {"topic": topic, "longPollingTimeoutMillis": 1}),
-        ("getMsg", {"topic": topic, "msgId": "m1"}),
+        ("getMsg", {"topic": topic, "msgId": "m1"}),               # receipt, ackDeadline
         ("getMsg", {"topic": topic, "msgId": "g2"}),                        # blocked: 2
         ("getTopicInfo", {"topic": topic}),                                 # one blocked
+        ("listMsg", {"topic": topic, "status": 1}),
+        ("listMsg", {"topic": topic, "status": 2}),                         # empty
+        ("listMsg", {"topic": topic, "status": 3, "limit": 1}),             # nextCursor
+        ("listMsg", {"topic": topic, "groupBlocked": "true"}),
+        ("listMsg", {"topic": topic, "status": 4}),                         # 400
+        ("pauseTopic", {"topic": topic}),
+        ("getTopicInfo", {"topic": topic}),                                 # paused
+        ("resumeTopic", {"topic": topic}),
+        ("pauseTopic", {"topic": f"{topic}-unknown"}),                      # 404
         ("changeVisibility", {"topic": topic, "msgId": "m1", "ackTimeoutMillis": 60_000}),
         ("ackMsg", {"topic": topic, "msgId": "m1", "ack": "false"}),        # -> dead letter
         ("listDeadMsg", {"topic": topic}),
+        ("getMsg", {"topic": topic, "msgId": "m1"}),                        # deadTime
         ("redriveDeadMsg", {"topic": topic, "msgId": "m1"}),
         ("pullMsg", {"topic": topic}),
         ("ackMsg", {"topic": topic, "msgId": "m1"}),
         ("purgeDeadMsg", {"topic": topic}),
         ("deleteMsg", {"topic": topic, "msgId": "m2"}),
+        ("purgeTopic", {"topic": topic, "limit": 1}),                       # stops at 1
+        ("purgeTopic", {"topic": topic}),
         ("getMsg", {"topic": topic, "msgId": "nope"}),                      # 404
         ("sendMsg", {"topic": topic}),                                      # 400
         ("getTopicInfo", {"topic": topic}),
@@ -153,7 +165,8 @@ def test_real_answers_satisfy_the_documented_schemas(app, spec):
         for method in ("get", "post"):
             if name in ("sendMsg", "pullMsg", "ackMsg", "redriveDeadMsg", "deleteMsg",
                         "purgeDeadMsg", "rescheduleMsg", "changeVisibility",
-                        "longPollingMsg") and method == "get":
+                        "longPollingMsg", "pauseTopic", "resumeTopic",
+                        "purgeTopic") and method == "get":
                 continue      # a write: once is enough
             response = (http.get(base + name, query_string=values) if method == "get"
                         else http.post(base + name, data=values))

@@ -147,6 +147,49 @@ def assert_stale(reply):
     assert reply["msg"].startswith("receipt:") and "stale" in reply["msg"], reply
 
 
+# -- the topic controls (pauseTopic, resumeTopic, purgeTopic, listMsg) ---------------------
+def pause(server, topic):
+    reply = call(server, "pauseTopic", topic=topic)
+    assert reply["code"] == 200 and reply["paused"] is True, reply
+    return reply
+
+
+def resume(server, topic):
+    reply = call(server, "resumeTopic", topic=topic)
+    assert reply["code"] == 200 and reply["paused"] is False, reply
+    return reply
+
+
+def purge(server, topic, limit=None):
+    """(count, remaining) of one purgeTopic call."""
+    reply = call(server, "purgeTopic", topic=topic, limit=limit)
+    assert reply["code"] == 200, reply
+    return reply["count"], reply["remaining"]
+
+
+def list_page(server, topic, **params):
+    """One listMsg page: (its messages, its nextCursor or None)."""
+    reply = call(server, "listMsg", topic=topic, **params)
+    assert reply["code"] == 200, reply
+    return reply["delayMsgList"], reply.get("nextCursor")
+
+
+def list_all(server, topic, pages=200, cursor=None, **params):
+    """Every message of a listMsg view (after ``cursor``), following the cursor (at most
+    ``pages`` pages)."""
+    messages = []
+    for _ in range(pages):
+        page, cursor = list_page(server, topic, cursor=cursor, **params)
+        messages += page
+        if not cursor:
+            return messages
+    pytest.fail("listMsg never ended")
+
+
+def ids(messages):
+    return [m["msgId"] for m in messages]
+
+
 # -- Redis, behind the node's back -------------------------------------------------------
 def redis_now_ms(client) -> int:
     """Redis TIME in ms: the clock the nodes follow."""
