@@ -47,6 +47,8 @@ class TopicInfo:
 # in the server's order (delayqueue/settings/topic_setting.py is the table).
 TOPIC_SETTINGS: dict[str, str] = {s.sdk: s.name for s in SETTINGS}
 API_SETTINGS: dict[str, str] = {api: name for name, api in TOPIC_SETTINGS.items()}
+# The server configuration's key of each (``topic-description`` does not fold to its name).
+KEY_SETTINGS: dict[str, str] = {s.key: s.sdk for s in SETTINGS}
 
 
 def setting_name(name: str) -> str:
@@ -59,6 +61,8 @@ def setting_name(name: str) -> str:
         return name
     if name in API_SETTINGS:
         return API_SETTINGS[name]
+    if name in KEY_SETTINGS:
+        return KEY_SETTINGS[name]
     folded = name.replace("-", "").replace("_", "").lower()
     for sdk, api in TOPIC_SETTINGS.items():
         if folded in (api.lower(), sdk.replace("_", "")):

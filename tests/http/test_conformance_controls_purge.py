@@ -74,10 +74,6 @@ def test_a_purge_ends_at_most_its_limit_and_the_next_call_finishes(node, topic):
     assert api.list_all(node, topic, status=1) == api.list_all(node, topic, status=2) == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core: TopicControls.purge answers remaining 0 whenever the slice's HSCAN cursor is '0', "
-    "also when the slice stopped at its budget (a topic small enough for one HSCAN page): "
-    "remaining must be the live count when the call stopped at its limit"))
 def test_a_purge_stopped_by_its_limit_says_what_remains(node, topic):
     send_30(node, topic)
     assert api.call(node, "purgeTopic", topic=topic, limit=10) == {
