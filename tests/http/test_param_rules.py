@@ -31,7 +31,8 @@ from delayqueue.http.param_rules import (
 TOPIC = "rules-topic"
 VALID = {"topic": TOPIC, "msgId": "m", "msg": "x", "ackTimeoutMillis": "0"}
 ENTRIES = {"sendMsgBatch": ("msgs", {"msg": "x"}), "ackMsgBatch": ("acks", {"msgId": "m"}),
-           "deleteMsgBatch": ("msgIds", "m")}
+           "deleteMsgBatch": ("msgIds", "m"),
+           "changeVisibilityBatch": ("entries", {"msgId": "m", "ackTimeoutMillis": 0})}
 UNCONVERTIBLE = {"integer": "abc", "number": "abc", "boolean": "perhaps"}
 ENVELOPES = [e for e in ENDPOINTS if e.kind == ENVELOPE and e.params]
 BATCHES = [e for e in ENDPOINTS if e.kind == BATCH]
