@@ -7,8 +7,9 @@
         ...
 
 Deliveries carry a receipt (``DelayMsg.receipt``): ``client.ack(msg)`` / ``client.nack(msg)``
-send it, and a stale one raises StaleReceiptError (code 409). ``send_batch``, ``ack_batch``
-and ``delete_batch`` take up to 1000 entries a request and answer per entry.
+send it, and a stale one raises StaleReceiptError (code 409). ``send_batch``, ``ack_batch``,
+``delete_batch`` and ``change_visibility_batch`` take up to 1000 entries a request and answer
+per entry.
 """
 
 from delayqueue.core.status import Status
@@ -38,6 +39,7 @@ from .model import (
     SendResult,
     TopicConfig,
     TopicInfo,
+    VisibilityEntry,
 )
 
 __all__ = [
@@ -45,5 +47,5 @@ __all__ = [
     "DeadLetterPage", "DelayMsg", "DelayQueueClient", "DelayQueueError", "MonitorData",
     "NotFoundError", "RateLimitedError", "SendEntry", "SendResult", "ServerError",
     "StaleReceiptError", "Status", "TOPIC_SETTINGS", "TopicConfig", "TopicInfo",
-    "UnavailableError", "UnsupportedError",
+    "UnavailableError", "UnsupportedError", "VisibilityEntry",
 ]
