@@ -7,10 +7,10 @@
         ...
 
 Deliveries carry a receipt (``DelayMsg.receipt``): ``client.ack(msg)`` / ``client.nack(msg)``
-send it, and a stale one raises StaleReceiptError (code 409). ``send_batch``, ``ack_batch``
-and ``delete_batch`` take up to 1000 entries a request and answer per entry. A topic is
-paused and resumed (``pause_topic``), purged (``purge_topic_all``) and listed by status
-(``iter_messages``).
+send it, and a stale one raises StaleReceiptError (code 409). ``send_batch``, ``ack_batch``,
+``delete_batch`` and ``change_visibility_batch`` take up to 1000 entries a request and answer
+per entry. A topic is paused and resumed (``pause_topic``), purged (``purge_topic_all``) and
+listed by status (``iter_messages``).
 """
 
 from delayqueue.core.status import Status
@@ -43,6 +43,7 @@ from .model import (
     SendResult,
     TopicConfig,
     TopicInfo,
+    VisibilityEntry,
 )
 
 __all__ = [
@@ -51,5 +52,5 @@ __all__ = [
     "DelayQueueError", "MessagePage", "MonitorData", "NotFoundError", "PurgeResult",
     "RateLimitedError", "SendEntry", "SendResult", "ServerError",
     "StaleReceiptError", "Status", "TOPIC_SETTINGS", "TopicConfig", "TopicInfo",
-    "UnavailableError", "UnsupportedError",
+    "UnavailableError", "UnsupportedError", "VisibilityEntry",
 ]

@@ -1,4 +1,5 @@
-"""The batch calls of DelayQueueClient: sendMsgBatch, ackMsgBatch, deleteMsgBatch.
+"""The batch calls of DelayQueueClient: sendMsgBatch, ackMsgBatch, deleteMsgBatch,
+changeVisibilityBatch.
 
 A batch goes to one topic; the client splits it into requests of at most 1000 entries (and
 4 MiB of JSON), and every entry gets its own result, in order. A request that fails as a
@@ -14,10 +15,19 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import replace
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from .errors import BadRequestError, DelayQueueError, ServerError
-from .model import AckEntry, BatchResult, DelayMsg, SendEntry, SendResult, attributes_json
+from .model import (
+    AckEntry,
+    BatchResult,
+    DelayMsg,
+    SendEntry,
+    SendResult,
+    VisibilityEntry,
+    attributes_json,
+)
 
 if TYPE_CHECKING:
     from .transport import Transport
@@ -70,6 +80,16 @@ def _ack_entry(item: "AckEntry | DelayMsg | str") -> AckEntry:
     if isinstance(item, DelayMsg):
         return AckEntry.of(item)
     return AckEntry(str(item))
+
+
+def _visibility_entry(item: "VisibilityEntry | tuple[DelayMsg | str, int | timedelta]"
+                      ) -> VisibilityEntry:
+    if isinstance(item, VisibilityEntry):
+        return item
+    msg, ack_timeout_ms = item
+    if isinstance(msg, DelayMsg):
+        return VisibilityEntry.of(msg, ack_timeout_ms)
+    return VisibilityEntry(str(msg), ack_timeout_ms)
 
 
 class Batches:
@@ -189,6 +209,35 @@ class Batches:
             body = _json({"topic": topic, "msgIds": chunk, "release": bool(release)})
             answers = self._batch_call("deleteMsgBatch", body, len(chunk), results, False)
             results += [BatchResult.from_json(i, a) for i, a in zip(chunk, answers)]
+        return results
+
+    def change_visibility_batch(
+            self, topic: str,
+            entries: Iterable["VisibilityEntry | tuple[DelayMsg | str, int | timedelta]"]
+    ) -> list[BatchResult]:
+        """Set the ack deadlines of many deliveries of one topic, 1000 per request: a
+        consumer's heartbeat for every message it holds, or (0) giving some up at once.
+
+        Each item is a ``VisibilityEntry`` or a pair: a delivered ``DelayMsg`` (its receipt
+        guards the change) or a msgId, and the new ack timeout. Returns one ``BatchResult`` per
+        item, in order, with the code ``change_visibility`` would answer: 200 (``delay_msg``:
+        the message as it is now), 400 (not consuming), 404 (unknown or ended), 409 (stale
+        receipt).
+
+        Raises:
+            DelayQueueError: a request failed as a whole (``exc.results``: those before it).
+        """
+        items = [_visibility_entry(e) for e in entries]
+        # As change_visibility: a re-sent extension is harmless, a re-sent release is not (the
+        # first may have landed, and the retry would answer 400 for it).
+        idempotent = all(e.timeout_ms > 0 for e in items)
+        results: list[BatchResult] = []
+        for start in range(0, len(items), MAX_BATCH):
+            chunk = items[start:start + MAX_BATCH]
+            body = _json({"topic": topic, "entries": [e.to_json() for e in chunk]})
+            answers = self._batch_call("changeVisibilityBatch", body, len(chunk), results,
+                                       idempotent)
+            results += [BatchResult.from_json(e.msg_id, a) for e, a in zip(chunk, answers)]
         return results
 
     def _batch_call(self, endpoint: str, body: bytes, count: int, done: list[Any],

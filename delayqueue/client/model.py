@@ -182,7 +182,7 @@ def attributes_json(attributes: Mapping[str, str]) -> str:
     return json.dumps(dict(attributes), ensure_ascii=False, separators=(",", ":"))
 
 
-# ---- batches (sendMsgBatch, ackMsgBatch, deleteMsgBatch) -----------------------------------
+# ---- batches (sendMsgBatch, ackMsgBatch, deleteMsgBatch, changeVisibilityBatch) ------------
 # The fields a sendMsgBatch entry may carry, as the API names them.
 SEND_FIELDS = ("msg", "msgId", "delayMillis", "triggerTime", "ttlMillis", "maxRetry",
                "attributes", "groupId")
@@ -290,6 +290,31 @@ class AckEntry:
 
 
 @dataclass(frozen=True)
+class VisibilityEntry:
+    """One deadline change of ``change_visibility_batch``: the delivery's ack deadline becomes
+    now + ``ack_timeout_ms``; 0 (or less) gives it up at once, as ``change_visibility``."""
+
+    msg_id: str
+    ack_timeout_ms: int | timedelta
+    receipt: str | None = None
+
+    @classmethod
+    def of(cls, msg: DelayMsg, ack_timeout_ms: int | timedelta) -> "VisibilityEntry":
+        """Change a delivered message's deadline, guarded by its receipt."""
+        return cls(msg.msg_id, ack_timeout_ms, msg.receipt)
+
+    @property
+    def timeout_ms(self) -> int:
+        return max(0, millis(self.ack_timeout_ms))
+
+    def to_json(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"msgId": self.msg_id, "ackTimeoutMillis": self.timeout_ms}
+        if self.receipt:
+            entry["receipt"] = self.receipt
+        return entry
+
+
+@dataclass(frozen=True)
 class SendResult:
     """The answer for one entry of ``send_batch``, in request order.
 
@@ -321,15 +346,18 @@ class SendResult:
 
 @dataclass(frozen=True)
 class BatchResult:
-    """The answer for one entry of ``ack_batch`` or ``delete_batch``, in request order.
+    """The answer for one entry of ``ack_batch``, ``delete_batch`` or
+    ``change_visibility_batch``, in request order.
 
-    ``code`` is what ``ackMsg`` / ``deleteMsg`` would answer: 200; 404 unknown or ended; 409
-    stale receipt; 400 not in a state that allows it.
+    ``code`` is what ``ackMsg`` / ``deleteMsg`` / ``changeVisibility`` would answer: 200; 404
+    unknown or ended; 409 stale receipt; 400 not in a state that allows it. ``delay_msg``: the
+    message as it is now, where a 200 carries it (``change_visibility_batch``).
     """
 
     msg_id: str
     code: int
     msg: str
+    delay_msg: DelayMsg | None = None
 
     @property
     def ok(self) -> bool:
@@ -337,4 +365,7 @@ class BatchResult:
 
     @classmethod
     def from_json(cls, msg_id: str, data: Mapping[str, Any]) -> "BatchResult":
-        return cls(msg_id, int(data.get("code", 500)), str(data.get("msg") or ""))
+        code = int(data.get("code", 500))
+        delay_msg = data.get("delayMsg")
+        return cls(msg_id, code, str(data.get("msg") or ""),
+                   DelayMsg.from_json(delay_msg) if code == 200 and delay_msg else None)

@@ -28,7 +28,7 @@ from .message import DelayMsg
 from .monitor import Monitor
 from .outcome import Outcome
 from .refusal import refusal
-from .replies import AckReply, NackReply, SendReply
+from .replies import AckReply, ChangeVisibilityReply, NackReply, SendReply
 from .script_runner import RoundTrip
 from .scripts import AckArgs, Scripts, SendArgs
 from .status import Status
@@ -81,6 +81,15 @@ class AckRequest:
     receipt: str | None = None
     ack: bool = True
     delay_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class VisibilityRequest:
+    """One ack-deadline change: changeVisibility's parameters, or one entry of
+    changeVisibilityBatch (``timeout_ms`` >= 0; 0 gives the delivery up)."""
+    msg_id: str
+    timeout_ms: int
+    receipt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -284,15 +293,36 @@ class DelayQueue:
     def change_visibility(self, topic: str, msg_id: str, timeout_ms: int,
                           receipt: str | None = None) -> DelayMsg:
         """A consuming message's ack deadline becomes now + ``timeout_ms``; 0 gives it up."""
+        return _raise(self.change_visibility_batch(
+            topic, [VisibilityRequest(msg_id, timeout_ms, receipt)])[0])
+
+    def change_visibility_batch(self, topic: str,
+                                requests: Sequence[VisibilityRequest | DelayQueueError]
+                                ) -> list[DelayMsg | DelayQueueError]:
+        """Change each delivery's ack deadline on its own, in one round trip to Redis: a
+        change_visibility.lua call per entry (the script takes one), each atomic."""
+        asked = [r for r in requests if not isinstance(r, DelayQueueError)]
         with redis_errors():
             now = self.clock.now_ms()
-            reply = self.scripts.change_visibility(
-                self.topic_keys(topic), msg_id, now, timeout_ms, self.end_life_ms,
-                self.keys.hint_channel, self.defaults, receipt or "")
-            self.bookkeep(topic, now, reply.lowered_due)
-        message = _raise(_answer("change_visibility", topic, msg_id, reply))
-        self._count_end(topic, message, reply.dead)
-        return message
+            tk = self.topic_keys(topic)
+            trip = self.scripts.round_trip()
+            for r in asked:
+                self.scripts.change_visibility(tk, r.msg_id, now, r.timeout_ms,
+                                               self.end_life_ms, self.keys.hint_channel,
+                                               self.defaults, r.receipt or "", trip=trip)
+            replies = self._execute(topic, now, trip)
+            self.bookkeep(topic, now, _lowest_due(replies))
+        answers = [self._visibility_changed(topic, r.msg_id, reply)
+                   for r, reply in zip(asked, replies)]
+        return _in_place(requests, answers)
+
+    def _visibility_changed(self, topic: str, msg_id: str,
+                            reply: ChangeVisibilityReply | DelayQueueError
+                            ) -> DelayMsg | DelayQueueError:
+        answer = _answer("change_visibility", topic, msg_id, reply)
+        if isinstance(answer, DelayMsg):
+            self._count_end(topic, answer, reply.dead)
+        return answer
 
     def reschedule(self, topic: str, msg_id: str, *, delay_ms: int | None = None,
                    trigger_time_ms: int | None = None) -> DelayMsg:

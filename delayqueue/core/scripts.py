@@ -229,10 +229,11 @@ class Scripts:
 
     def change_visibility(self, tk: TopicKeys, msg_id: str, now_ms: int, timeout_ms: int,
                           end_life_ms: int, channel: str, defaults: Sequence[str],
-                          receipt: str = "") -> ChangeVisibilityReply:
+                          receipt: str = "", trip: RoundTrip | None = None
+                          ) -> ChangeVisibilityReply:
         return self._run("change_visibility", tk.queues,
                          [msg_id, now_ms, timeout_ms, receipt, end_life_ms, channel, tk.topic,
-                          *defaults])
+                          *defaults], trip)
 
     def reschedule(self, tk: TopicKeys, msg_id: str, now_ms: int, trigger_ms: int,
                    channel: str) -> RescheduleReply:

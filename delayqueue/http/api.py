@@ -11,7 +11,7 @@ from flask import Blueprint, Response, jsonify
 
 from delayqueue.background.longpoll import long_poll
 from delayqueue.core.errors import BadRequest, DelayQueueError, MissingParameter, redis_errors
-from delayqueue.core.queue import AckRequest, SendRequest, SendResult
+from delayqueue.core.queue import AckRequest, SendRequest, SendResult, VisibilityRequest
 from delayqueue.core.topic_controls import BLOCKED, PURGE_LIMIT, PURGE_MAX, VIEWS
 from delayqueue.monitoring.metrics import render_metrics
 from delayqueue.monitoring.monitor_text import monitor_string
@@ -145,6 +145,22 @@ def change_visibility() -> Response:
     message = runtime().queue.change_visibility(
         topic, msg_id, p.non_negative("ackTimeoutMillis", required=True), p.receipt())
     return success(delayMsg=message.to_json())
+
+
+@route(api, "changeVisibilityBatch")
+def change_visibility_batch() -> Response:
+    topic, _, entries = read_batch("entries")
+
+    def visibility_request(p: Params) -> VisibilityRequest:
+        msg_id = p.msg_id()
+        return VisibilityRequest(msg_id, p.non_negative("ackTimeoutMillis", required=True),
+                                 p.receipt())
+
+    rt = runtime()
+    requests = [parse_entry("entries", i, lambda i=i, e=e: visibility_request(
+        entry_params("entries", i, e, rt.param_limits))) for i, e in enumerate(entries)]
+    results = rt.queue.change_visibility_batch(topic, requests)
+    return entry_answers(results, lambda message: {"delayMsg": message.to_json()})
 
 
 @route(api, "rescheduleMsg")

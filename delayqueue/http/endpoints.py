@@ -19,6 +19,7 @@ from flask import Blueprint
 from .schema import (
     ACK_ENTRY,
     ACK_TIMEOUT,
+    CONSUMING_MSG,
     DELAY,
     DELIVERED_MSG,
     EXAMPLE_CONFIG,
@@ -39,6 +40,7 @@ from .schema import (
     T0,
     TOPIC,
     TRIGGER,
+    VISIBILITY_ENTRY,
     Param,
     batch_body,
     boolean,
@@ -180,7 +182,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
               RECEIPT, Param("delayMillis", integer("Nack only: back to waiting for this "
                                                     "long.", 0))], (400, 404, 409)),
     ours("changeVisibility", topic(CONSUME), "Move a delivery's ack deadline (0 releases "
-         "it).", "DelayMsgAnswer", ok_example(delayMsg=DELIVERED_MSG),
+         "it).", "DelayMsgAnswer", ok_example(delayMsg=CONSUMING_MSG),
          [TOPIC, MSG_ID, RECEIPT,
           Param("ackTimeoutMillis", integer("New deadline from now in ms.", 0), True)],
          (400, 404, 409)),
@@ -278,6 +280,16 @@ ENDPOINTS: tuple[Endpoint, ...] = (
           batch_body("acks", ACK_ENTRY),
           {"topic": EXAMPLE_TOPIC, "acks": [{"msgId": "m1", "receipt": "1-7c2e"},
                                             {"msgId": "m2", "ack": False}]}),
+    batch("changeVisibilityBatch", topic(CONSUME), "Move the ack deadlines of up to 1000 "
+          "deliveries of one topic (0 releases one).",
+          ok_example(results=[{"code": 200, "msg": "success", "delayMsg": CONSUMING_MSG},
+                              {"code": 409, "msg": "receipt: stale receipt: message 'm2' "
+                                                   "was delivered again since (status 3, "
+                                                   "retry 2)"}]),
+          batch_body("entries", VISIBILITY_ENTRY),
+          {"topic": EXAMPLE_TOPIC, "entries": [
+              {"msgId": EXAMPLE_ID, "receipt": "1-7c2e", "ackTimeoutMillis": 60_000},
+              {"msgId": "m2", "receipt": "1-0d4a", "ackTimeoutMillis": 0}]}),
     batch("deleteMsgBatch", topic(PRODUCE, CONSUME), "Delete up to 1000 messages of one "
           "topic.",
           ok_example(results=[{"code": 200, "msg": "success"},

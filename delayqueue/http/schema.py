@@ -70,6 +70,8 @@ EXAMPLE_MSG = {"topic": EXAMPLE_TOPIC, "msgId": EXAMPLE_ID, "msg": "{\"order\":4
                "produceTime": T0, "triggerTime": T0 + 5000, "expireTime": T0 + 3_605_000,
                "maxRetry": 10, "retry": 0, "status": 1}
 DELIVERED_MSG = {**EXAMPLE_MSG, "retry": 1, "status": 3, "receipt": "1-7c2e"}
+# A delivery as changeVisibility answers it: without its receipt (a pull hands that out).
+CONSUMING_MSG = {k: v for k, v in DELIVERED_MSG.items() if k != "receipt"}
 GROUPED_MSG = {**EXAMPLE_MSG, "msgId": "5b1e0c9d7a3f4e2b8c6d4a2f0e1b3c5d", "msg": "paid",
                "groupId": "order-42"}
 WAITING_INFO = {"sizeOf0To1min": 451, "sizeOf1minTo10min": 0, "sizeOf10minTo30min": 0,
@@ -261,3 +263,6 @@ SEND_ENTRY = {"type": "object", "required": ["msg"], "properties": {
 ACK_ENTRY = {"type": "object", "required": ["msgId"], "properties": {
     "msgId": MSG_ID.schema, "receipt": RECEIPT.schema, "ack": {"type": "boolean"},
     "delayMillis": {"type": "integer", "minimum": 0}}}
+VISIBILITY_ENTRY = {"type": "object", "required": ["msgId", "ackTimeoutMillis"], "properties": {
+    "msgId": MSG_ID.schema, "receipt": RECEIPT.schema,
+    "ackTimeoutMillis": integer("New deadline from now in ms (0 releases it).", 0)}}

@@ -1,6 +1,6 @@
-"""The SDK's batch calls (send_batch, ack_batch, delete_batch) against a live node, and the
-listener's batched acks: per-entry results, splitting, the linger bound, a server restart
-while acks wait, and pulls sized to the idle consume threads."""
+"""The SDK's batch calls (send_batch, ack_batch, delete_batch, change_visibility_batch) against
+a live node, and the listener's batched acks: per-entry results, splitting, the linger bound,
+a server restart while acks wait, and pulls sized to the idle consume threads."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from delayqueue.client import (
     SendEntry,
     Status,
     UnsupportedError,
+    VisibilityEntry,
 )
 from delayqueue.client.ack_batcher import AckBatcher
 from delayqueue.client.batch import MAX_BATCH_BYTES
@@ -204,6 +205,43 @@ def test_delete_batch_answers_200_or_404_per_msg_id(client, topic):
     assert client.delete_batch(topic, [ids[2]], release=True)[0].ok
     assert client.get(topic, ids[2]) is None
     assert client.topic_info(topic).ready_queue_size == 0
+
+
+def test_change_visibility_batch_answers_each_entry_as_change_visibility_would(client, topic):
+    for i in range(3):
+        client.send(topic, f"m{i}", msg_id=f"m{i}")
+    waiting = client.send(topic, "not yet", delay_ms=60_000)
+    held = {m.msg_id: m for m in client.pull(topic, 3, ack_timeout_ms=60_000)}
+    results = client.change_visibility_batch(topic, [
+        VisibilityEntry.of(held["m0"], timedelta(minutes=5)),   # extended, with its receipt
+        (held["m1"], 0),                                        # given up: ready again
+        ("m2", 120_000),                                        # no receipt
+        VisibilityEntry("m2", 1000, receipt="0.1"),             # an earlier delivery's
+        ("absent", 1000),                                       # unknown
+        (waiting.msg_id, 1000),                                 # not consuming
+    ])
+    assert [(r.msg_id, r.code) for r in results] == [
+        ("m0", 200), ("m1", 200), ("m2", 200), ("m2", 409), ("absent", 404),
+        (waiting.msg_id, 400)]
+    assert [r.delay_msg.status for r in results[:3]] == [Status.CONSUMING, Status.READY,
+                                                         Status.CONSUMING]
+    assert [r.delay_msg for r in results[3:]] == [None, None, None]
+    assert "stale" in results[3].msg and results[5].msg.startswith("msgId: ")
+    [again] = client.pull(topic, 10, ack_timeout_ms=60_000)
+    assert again.msg_id == "m1" and again.retry == 2
+    assert client.batches == [("changeVisibilityBatch", client.batches[0][1])]
+
+
+def test_change_visibility_batch_splits_into_requests_of_at_most_1000_entries(client, topic):
+    client.send_batch(topic, [SendEntry(f"m{i}", msg_id=f"m{i}") for i in range(1_200)])
+    held = client.pull(topic, 1000, ack_timeout_ms=60_000) + client.pull(
+        topic, 1000, ack_timeout_ms=60_000)
+    assert len(held) == 1_200
+    client.entries.clear()
+    results = client.change_visibility_batch(topic, [(m, 90_000) for m in held])
+    assert client.entries == [1_000, 200]
+    assert [r.msg_id for r in results] == [m.msg_id for m in held]
+    assert all(r.ok and r.delay_msg.status is Status.CONSUMING for r in results)
 
 
 # ---- the listener ------------------------------------------------------------------------------

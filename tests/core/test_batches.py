@@ -1,5 +1,5 @@
-"""sendMsgBatch, ackMsgBatch, deleteMsgBatch: per-entry answers in order, a malformed request
-refused whole with nothing written, and one Redis round trip per batch."""
+"""sendMsgBatch, ackMsgBatch, deleteMsgBatch, changeVisibilityBatch: per-entry answers in order,
+a malformed request refused whole with nothing written, and one Redis round trip per batch."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import requests
 from test_bounded_work import make_runtime
 
 from delayqueue.core.clock import ManualClock
-from delayqueue.core.errors import DelayQueueError
-from delayqueue.core.queue import AckRequest, SendRequest
+from delayqueue.core.errors import BadRequest, DelayQueueError
+from delayqueue.core.queue import AckRequest, SendRequest, VisibilityRequest
 
 from support.node import ServerProcess
 from support.redis_server import RedisServer
@@ -279,3 +279,38 @@ def test_runs_of_acks_go_as_one_script_call_and_answer_in_order(own_redis):
                                                                "m0"]
     assert {m: queue.get("runs", m).status for m in ("m0", "m3", "m4", "m5")} == {
         "m0": 4, "m3": 2, "m4": 3, "m5": 4}
+
+
+def test_a_visibility_batch_is_one_round_trip_and_counts_the_messages_it_ends(own_redis,
+                                                                              monkeypatch):
+    """A change_visibility.lua call per entry, all in one round trip; a release that ends a
+    message (its deliveries used up) counts it ended and dead-lettered, as changeVisibility
+    does, and the others count nothing."""
+    redis_url, redis_client = own_redis
+    rt = make_runtime(redis_url, ManualClock())
+    queue = rt.queue
+    queue.send_batch("vis", [SendRequest("a", "last", max_retry=0),
+                             SendRequest("b", "more"), SendRequest("c", "held")])
+    receipts = {m.msg_id: m.receipt for m in queue.pull("vis", count=3).messages}
+    # The script loaded (a script's first call in a batch is answered NOSCRIPT).
+    assert queue.change_visibility_batch("vis", [VisibilityRequest("ghost", 1)])[0].code == 404
+    rt.monitor.flush()
+    before_calls = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"]
+    before = rt.monitor.totals()["topics"]["vis"]
+    trips = RoundTrips(monkeypatch)
+    results = queue.change_visibility_batch("vis", [
+        VisibilityRequest("last", 0, receipts["last"]),
+        VisibilityRequest("more", 0, receipts["more"]),
+        BadRequest("entries[2].msgId: required parameter is missing or empty"),
+        VisibilityRequest("held", 60_000, receipts["held"]),
+        VisibilityRequest("held", 60_000, "0.1")])
+    assert trips.count == 1
+    monkeypatch.undo()
+    assert redis_client.info("commandstats")["cmdstat_evalsha"]["calls"] - before_calls == 4
+    assert [getattr(r, "code", 200) for r in results] == [200, 200, 400, 200, 409]
+    assert [results[i].status for i in (0, 1, 3)] == [6, 2, 3]
+    rt.monitor.flush()
+    after = rt.monitor.totals()["topics"]["vis"]
+    assert {name: after[name] - before[name] for name in
+            ("triggerMsgEndLife", "deadLettered", "nackMsg", "ackMsg")} == {
+        "triggerMsgEndLife": 1, "deadLettered": 1, "nackMsg": 0, "ackMsg": 0}

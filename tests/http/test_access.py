@@ -46,6 +46,8 @@ CASES = {
     Q + "sendMsgBatch": ({"msgs": [{"msg": "x"}]}, "producer", "consumer", 200, 200),
     Q + "ackMsgBatch": ({"acks": [{"msgId": "nope"}]}, "consumer", "producer", 200, 200),
     Q + "deleteMsgBatch": ({"msgIds": ["nope"]}, "producer", None, 200, 200),
+    Q + "changeVisibilityBatch": ({"entries": [{"msgId": "nope", "ackTimeoutMillis": 1}]},
+                                  "consumer", "producer", 200, 200),
     Q + "rescheduleMsg": ({"msgId": "nope", "delayMillis": 1}, "producer", "consumer", 200, 404),
     Q + "deleteMsg": ({"msgId": "nope"}, "producer", None, 200, 404),
     Q + "getMsg": ({"msgId": "nope"}, "consumer", None, 200, 404),

@@ -183,6 +183,27 @@ def test_real_answers_satisfy_the_documented_schemas(app, spec):
         assert not list(_validator(spec, answer_schema(spec, path, "get")).iter_errors(body))
 
 
+def test_a_real_change_visibility_batch_answer_satisfies_its_schema(app, spec):
+    """The batch answer's entries carry the message (as changeVisibility shows it) or an
+    error."""
+    http = app.test_client()
+    topic = f"openapi-{uuid.uuid4().hex[:8]}"
+    base = "/camellia/delayQueue/"
+    http.post(base + "sendMsg", data={"topic": topic, "msg": "a", "msgId": "m1"})
+    [delivered] = http.post(base + "pullMsg", data={"topic": topic}).get_json()["delayMsgList"]
+    body = http.post(base + "changeVisibilityBatch", json={"topic": topic, "entries": [
+        {"msgId": "m1", "receipt": delivered["receipt"], "ackTimeoutMillis": 60_000},
+        {"msgId": "m1", "receipt": "0.1", "ackTimeoutMillis": 0},
+        {"msgId": "nope", "ackTimeoutMillis": 0},
+        {"msgId": "m1"}]}).get_json()
+    assert [r["code"] for r in body["results"]] == [200, 409, 404, 400]
+    assert body["results"][0]["delayMsg"]["status"] == 3
+    assert "receipt" not in body["results"][0]["delayMsg"]    # as changeVisibility: not shown
+    errors = list(_validator(spec, answer_schema(spec, base + "changeVisibilityBatch"))
+                  .iter_errors(body))
+    assert not errors, f"{body}: {errors[0].message}"
+
+
 def test_served_document_is_the_built_one(app, spec):
     response = app.test_client().get("/openapi.json")
     assert response.status_code == 200

@@ -34,7 +34,8 @@ VALID = {"topic": TOPIC, "msgId": "m", "msg": "x", "ackTimeoutMillis": "0"}
 # wants a status (or groupBlocked) before it reads its limit.
 NEEDS = {"listMsg": {"status": "1"}}
 ENTRIES = {"sendMsgBatch": ("msgs", {"msg": "x"}), "ackMsgBatch": ("acks", {"msgId": "m"}),
-           "deleteMsgBatch": ("msgIds", "m")}
+           "deleteMsgBatch": ("msgIds", "m"),
+           "changeVisibilityBatch": ("entries", {"msgId": "m", "ackTimeoutMillis": 0})}
 UNCONVERTIBLE = {"integer": "abc", "number": "abc", "boolean": "perhaps"}
 ENVELOPES = [e for e in ENDPOINTS if e.kind == ENVELOPE and e.params]
 BATCHES = [e for e in ENDPOINTS if e.kind == BATCH]
