@@ -69,6 +69,7 @@ def run(world: World, nemesis: Nemesis, *, cycles: int, period_s: float, rate: f
     ack_timeout_ms = world.settings["ack-timeout-millis"]
     began = time.monotonic()
     notes: list[str] = []
+    nemesis.attach(history, names, period_s)
     workload.start()
     last_heal = now_ms()
     try:

@@ -29,6 +29,7 @@ from faults.nemesis import (  # noqa: E402
     PubsubKill,
     RedisKill,
     ScriptFlush,
+    TopicPause,
 )
 from faults.world import World  # noqa: E402
 
@@ -47,7 +48,22 @@ PLAN = [
     (PubsubKill, 30, 2.0),
     (ClientPause, 20, 2.0),
     (OverMaxmemory, 10, 2.0),
+    (TopicPause, 20, 4.5),          # held 1.5 s: longer than a long poll (1 s)
 ]
+
+PAUSE = """\
+The topic pause nemesis is the server's own control, not a failure: each cycle calls
+`pauseTopic` on every topic through the nodes' HTTP API, holds the pause a third of the
+period (1.5 s, longer than a consumer's 1 s long poll, so polls are sent while paused), then
+calls `resumeTopic`. The history keeps each topic's pause from the pause call's 200 answer to
+the start of the resume call, when the server promises to hand nothing out; the checker's
+*delivered while paused* counts deliveries by a pull sent within that span and answered
+before it ended (a pull already in flight when the pause was called, or answered after the
+resume was sent, may deliver); a pause call that paused nothing (tried by hand: the nemesis
+calling getTopicInfo instead) gave 108 such deliveries in the short tier's two cycles. The
+usual verdicts hold the rest: what was due during a pause
+is delivered after the resume (its lag is the pause), never lost, early or again after its
+ack. "-" in that column: the run paused nothing."""
 
 FINDINGS = """\
 ### What the campaign found
@@ -84,9 +100,12 @@ PROMISES = """\
 ### What we promise
 
 - **No acked send is lost** across kill -9 of whole nodes, kill -9 of Redis restarted from its
-  AOF, script cache flushes, pub/sub connection kills, a stopped lease holder, CLIENT PAUSE and
-  Redis over maxmemory: a `sendMsg` answered code 200 is delivered.
+  AOF, script cache flushes, pub/sub connection kills, a stopped lease holder, CLIENT PAUSE,
+  Redis over maxmemory and topic pauses: a `sendMsg` answered code 200 is delivered.
 - **Never early**: no message is delivered before its `triggerTime`, under any of these faults.
+- **A paused topic hands nothing out**: a pull sent after `pauseTopic` answered and answered
+  before `resumeTopic` was sent delivers nothing; what the pause held is delivered after the
+  resume.
 - **Nothing comes back after a 200 ack**: an ack answered 200 ended the message.
 - **Message groups hold under every fault**: a group never has two deliveries outstanding at
   once (from the pull to the ack, nack or ack deadline), and never delivers a message before
@@ -127,7 +146,9 @@ def row(result: Run) -> str:
     v = result.verdict
     sends = f"{v.sends.get('ok', 0)} / {v.sends.get('fail', 0)} / {v.sends.get('unknown', 0)}"
     counts = [len(v.lost), len(v.unexpected), len(v.early), len(v.again_after_ack),
-              len(v.two_outstanding), len(v.out_of_order), len(v.http_5xx), len(v.hangs)]
+              len(v.two_outstanding), len(v.out_of_order),
+              len(v.delivered_while_paused) if v.pauses else "-", len(v.http_5xx),
+              len(v.hangs)]
     per_s = sum(v.sends.values()) / max(result.seconds, 1)
     return (f"| {result.nemesis} | {result.cycles} | {result.seconds:.0f} | {per_s:.0f} | "
             f"{sends} | {v.delivered} ({v.grouped}) | {v.redelivered} | "
@@ -162,13 +183,17 @@ def section(results: list[Run], scale: float, seconds: float) -> str:
         "one of its group ended.", "",
         "| fault | count | s | sends/s | sends ok / refused / unknown | delivered "
         "| redelivered | lost | unexpected | early | again after ack | group: 2 out "
-        "| group: order | HTTP 5xx | hangs | lag | lag under fault |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| group: order | delivered while paused | HTTP 5xx | hangs | lag | lag under fault |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     notes = ["", "What each fault did (first and last cycle): " + "; ".join(
         f"{r.nemesis}: {r.notes[0] if r.notes else '-'}"
         + (f" ... {r.notes[-1]}" if len(r.notes) > 1 else "") for r in results) + ".", ""]
-    return "\n".join(head + [row(r) for r in results] + notes) + "\n" + FINDINGS + PROMISES
+    paused = "".join(f" {r.nemesis}: {r.verdict.pauses} topic pauses, "
+                     f"{r.verdict.pulls_in_pause} pulls sent while paused."
+                     for r in results if r.verdict.pauses)
+    return ("\n".join(head + [row(r) for r in results] + notes) + "\n" + PAUSE + paused
+            + "\n\n" + FINDINGS + PROMISES)
 
 
 def _cores() -> int:

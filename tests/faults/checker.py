@@ -18,6 +18,9 @@
   group's head however early a later send comes). Acceptance order is known for sends that
   did not overlap; "ended" is the start of its first ack that may have taken effect (the
   workload's grouped messages cannot expire or run out of deliveries within a run);
+- delivered while paused: a delivery by a pull sent after a pause of its topic answered and
+  answered before the resume was sent (a pull already in flight when the pause was called,
+  or one whose answer came after the resume was sent, may deliver);
 - lag: receive time - triggerTime of each message's first delivery, in and out of faults.
 Every verdict claims only what the history proves: an unknown outcome counts both ways.
 """
@@ -27,7 +30,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from faults.history import FAIL, OK, Delivery, History, Op
+from faults.history import FAIL, OK, Delivery, History, Op, Pause
 from support.fleet import percentile
 
 GroupKey = tuple[str, str]                 # (topic, groupId)
@@ -48,6 +51,10 @@ class Verdict:
     two_outstanding: list[tuple] = field(default_factory=list)
     out_of_order: list[tuple] = field(default_factory=list)
     grouped: int = 0                                        # distinct grouped messages delivered
+    # (topic, msgId, pull start, received, paused from, until), ms
+    delivered_while_paused: list[tuple] = field(default_factory=list)
+    pauses: int = 0                                         # topic pauses in the history
+    pulls_in_pause: int = 0         # pulls sent while their topic was paused
     http_5xx: list[str] = field(default_factory=list)
     hangs: list[str] = field(default_factory=list)
     lag_ms: dict[str, float] = field(default_factory=dict)          # p50, p99, max: all
@@ -61,11 +68,13 @@ class Verdict:
             ("again after ack", self.again_after_ack),
             ("group: two outstanding at once", self.two_outstanding),
             ("group: delivered before an earlier one ended", self.out_of_order),
+            ("delivered while paused", self.delivered_while_paused),
             ("http 5xx", self.http_5xx), ("hangs", self.hangs)) if values}
 
     def summary(self) -> str:
         return (f"sends {self.sends}, pulls {self.pulls}, acks {self.acks}, delivered "
                 f"{self.delivered} (+{self.redelivered} again, {self.grouped} grouped), "
+                f"pauses {self.pauses} ({self.pulls_in_pause} pulls sent within), "
                 f"lag {self.lag_ms}, "
                 f"in fault {self.lag_in_fault_ms}, violations "
                 f"{ {k: v[:5] for k, v in self.violations.items()} }, traces {self.traces}")
@@ -150,6 +159,33 @@ def _out_of_order(sends: list[Op], deliveries: list[Delivery], acks: dict[str, l
     return found
 
 
+def _pause_at(topic: str, sent_ms: float, pauses: dict[str, list[Pause]]) -> Pause | None:
+    """The pause of ``topic`` a call was sent within: after the pause answered (a pull in flight
+    when the pause was called may deliver), before the resume was sent."""
+    for pause in pauses.get(topic, ()):
+        if pause.from_ms < sent_ms < pause.until_ms:
+            return pause
+    return None
+
+
+def _delivered_while_paused(deliveries: list[Delivery], pulls: list[Op],
+                            pauses: list[Pause]) -> tuple[list[tuple], int]:
+    """Deliveries by pulls sent within a pause of their topic and answered before its resume
+    was sent (one answered later may hold the resumed messages), and how many pulls were sent
+    within a pause: how often the run put the promise to the test."""
+    by_topic: dict[str, list[Pause]] = defaultdict(list)
+    for pause in pauses:
+        by_topic[pause.topic].append(pause)
+    found = []
+    for d in deliveries:
+        pause = _pause_at(d.topic, d.pull_start_ms, by_topic)
+        if pause and d.received_ms < pause.until_ms:
+            found.append((d.topic, d.msg_id, round(d.pull_start_ms), round(d.received_ms),
+                          round(pause.from_ms), round(pause.until_ms)))
+    tested = sum(1 for op in pulls if _pause_at(op.topic, op.start_ms, by_topic))
+    return found, tested
+
+
 def _ended_from(op: Op, acks: dict[str, list[Op]]) -> float:
     """The earliest time the sent message may have ended: its first ack that may have acted."""
     return min((a.start_ms for a in acks.get(op.msg_id, ())), default=float("inf"))
@@ -196,8 +232,13 @@ def check(history: History, ack_timeout_ms: float) -> Verdict:
     v.two_outstanding = _two_outstanding(
         deliveries, _may_have_acted(acks + history.of("nack")), ack_timeout_ms)
     v.out_of_order = _out_of_order(sends, deliveries, _may_have_acted(acks))
+    with history.lock:
+        pauses = list(history.pauses)
+    v.pauses = len(pauses)
+    v.delivered_while_paused, v.pulls_in_pause = _delivered_while_paused(deliveries, pulls,
+                                                                         pauses)
     for msg_id in {*v.lost[:5], *v.unexpected[:5], *(e[0] for e in v.early[:5]),
-                   *v.again_after_ack[:5],
+                   *v.again_after_ack[:5], *(e[1] for e in v.delivered_while_paused[:5]),
                    *(m for pair in v.two_outstanding[:3] + v.out_of_order[:3]
                      for m in pair[2:4])}:
         v.traces[msg_id] = history.trace(msg_id)

@@ -1,4 +1,5 @@
-"""The history of a fault run: every send, pull and ack a client made, with its outcome.
+"""The history of a fault run: every send, pull and ack a client made, with its outcome, and
+each topic's pause (the topic-pause nemesis's calls are recorded like a client's).
 
 An outcome is ``ok`` (the server answered code 200), ``fail`` (it answered a refusal that
 wrote nothing: a 4xx code, or Redis over maxmemory) or ``unknown`` (a 500 envelope, a broken
@@ -22,9 +23,9 @@ def now_ms() -> float:
 
 @dataclass(frozen=True)
 class Op:
-    kind: str                  # send, pull, ack, nack
+    kind: str                  # send, pull, ack, nack, pause, resume
     topic: str
-    msg_id: str | None         # None for a pull
+    msg_id: str | None         # None for a pull, a pause or a resume
     start_ms: float
     end_ms: float
     outcome: str
@@ -47,12 +48,24 @@ class Delivery:
     group: str | None = None
 
 
+@dataclass(frozen=True)
+class Pause:
+    """One topic's pause as the clients saw it: from the arrival of pauseTopic's 200 answer to
+    the start of the first resumeTopic call, when the server promised to hand none of the
+    topic's messages out (a pull sent within it answers nothing until the resume)."""
+
+    topic: str
+    from_ms: float             # the pause call's answer arrived
+    until_ms: float            # the first resume call was sent
+
+
 @dataclass
 class History:
     ops: list[Op] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
     hangs: list[Op] = field(default_factory=list)
     faults: list[tuple[float, float, str]] = field(default_factory=list)  # start, end, what
+    pauses: list[Pause] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, op: Op) -> None:
@@ -70,6 +83,10 @@ class History:
     def fault(self, start_ms: float, end_ms: float, what: str) -> None:
         with self.lock:
             self.faults.append((start_ms, end_ms, what))
+
+    def pause(self, pause: Pause) -> None:
+        with self.lock:
+            self.pauses.append(pause)
 
     def of(self, kind: str) -> list[Op]:
         with self.lock:

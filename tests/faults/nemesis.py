@@ -11,6 +11,8 @@ import redis
 
 from delayqueue.core.keys import NamespaceKeys
 
+from faults.history import FAIL, OK, UNKNOWN, History, Pause
+from faults.workload import CALL_TIMEOUT_S, LONG_POLL_MS, Client
 from faults.world import World
 from support.wait import wait_until
 
@@ -24,6 +26,10 @@ class Nemesis:
     def __init__(self, world: World) -> None:
         self.world = world
         self.cycles = 0
+
+    def attach(self, history: History, topics: list[str], period_s: float) -> None:
+        """The run's history, workload topics and seconds between two faults, before the
+        workload starts: what a nemesis acting through the HTTP API needs (most do not)."""
 
     def cycle(self) -> str:
         what = self.inject()
@@ -193,5 +199,64 @@ class LeaseHolderStop(Nemesis):
         return None
 
 
+class TopicPause(Nemesis):
+    """pauseTopic on every workload topic through the nodes' HTTP API, held about a third of
+    the period, then resumeTopic. Each topic's pause goes into the History, from the pause's
+    200 answer to the start of the first resume call: the checker's "delivered while paused"
+    holds the server to handing nothing out meanwhile, the usual verdicts to delivering what
+    was held once resumed. The hold must outlast a long poll: the consumers' polls in flight at
+    the pause are held to their timeout, and only the polls sent after it put the pause to the
+    test."""
+
+    name = "pauseTopic / resumeTopic"
+    RESUME_WITHIN_S = 30.0    # a resume answered unknown is called again (it must land)
+
+    def __init__(self, world: World) -> None:
+        super().__init__(world)
+        self.history: History | None = None
+        self.topics: list[str] = []
+        self.client: Client | None = None
+
+    def attach(self, history: History, topics: list[str], period_s: float) -> None:
+        self.history, self.topics = history, topics
+        self.hold_s = period_s / 3
+        assert self.hold_s > LONG_POLL_MS / 1000, (
+            f"a pause of {self.hold_s:g} s ends before a long poll times out: no poll would "
+            "be sent while paused")
+        self.client = Client(history, self.world.bases)
+
+    def inject(self) -> str:
+        assert self.client and self.history, "TopicPause runs attached to a run's history"
+        calls = {topic: self.client.call("pause", "pauseTopic", topic, None,
+                                         CALL_TIMEOUT_S)[0] for topic in self.topics}
+        time.sleep(self.hold_s)     # the fault's length, not a wait for a condition
+        refused = []
+        for topic, pause in calls.items():
+            if pause.outcome == FAIL:   # refused (unknown topic): nothing was paused
+                refused.append(topic)
+                continue
+            resumed_from = self._resume(topic)
+            if pause.outcome == OK:
+                self.history.pause(Pause(topic, pause.end_ms, resumed_from))
+        return (f"paused {len(calls) - len(refused)} topic(s) for {self.hold_s:.1f} s"
+                + (f", refused: {refused}" if refused else ""))
+
+    def _resume(self, topic: str) -> float:
+        """Resume ``topic`` until an answer says it is done; the first call's start (from
+        then on the resume may have acted)."""
+        first: float | None = None
+        deadline = time.monotonic() + self.RESUME_WITHIN_S
+        while True:
+            op, answer = self.client.call("resume", "resumeTopic", topic, None, CALL_TIMEOUT_S)
+            first = op.start_ms if first is None else first
+            if op.outcome != UNKNOWN:
+                assert op.outcome == OK, f"resumeTopic {topic} refused: {answer}"
+                return first
+            if time.monotonic() > deadline:
+                raise AssertionError(f"resumeTopic {topic} never answered: {op.detail}")
+            time.sleep(0.1)
+
+
 NEMESES = {cls.__name__: cls for cls in (NodeKill, RedisKill, ScriptFlush, PubsubKill,
-                                         LeaseHolderStop, ClientPause, OverMaxmemory)}
+                                         LeaseHolderStop, ClientPause, OverMaxmemory,
+                                         TopicPause)}

@@ -1,11 +1,12 @@
-"""The checker's group verdicts on histories written by hand: each violation it must find, and
-each history it must not blame (an unknown outcome counts both ways; a deadline passed ends a
-delivery; acceptance order is known only for sends that did not overlap)."""
+"""The checker's group and pause verdicts on histories written by hand: each violation it must
+find, and each history it must not blame (an unknown outcome counts both ways; a deadline passed
+ends a delivery; acceptance order is known only for sends that did not overlap; a pull in
+flight when a pause was called, or answered after the resume was sent, may deliver)."""
 
 from __future__ import annotations
 
 from faults.checker import check
-from faults.history import FAIL, OK, UNKNOWN, Delivery, History, Op
+from faults.history import FAIL, OK, UNKNOWN, Delivery, History, Op, Pause
 
 ACK_TIMEOUT_MS = 2000
 TOPIC = "t"
@@ -16,6 +17,8 @@ def history(*items) -> History:
     for item in items:
         if isinstance(item, Delivery):
             h.deliver(item)
+        elif isinstance(item, Pause):
+            h.pause(item)
         else:
             h.add(item)
     return h
@@ -121,3 +124,54 @@ def test_a_group_delivered_in_order_one_at_a_time_is_clean():
                       delivered("b", 113, 114, 100), acked("b", 115, 116)), ACK_TIMEOUT_MS)
     assert (v.two_outstanding, v.out_of_order, v.grouped) == ([], [], 3)
     assert "group: two outstanding at once" not in v.violations
+
+
+# -- delivered while its topic was paused ---------------------------------------------------------
+# The topic is paused from 100 (pauseTopic answered) to 500 (resumeTopic sent).
+PAUSED = Pause(TOPIC, 100, 500)
+
+
+def pulled(start, end, topic=TOPIC) -> Op:
+    return Op("pull", topic, None, start, end, OK, 200)
+
+
+def paused_verdict(*items):
+    v = check(history(sent("a", 0, 5, 10, None), PAUSED, *items), ACK_TIMEOUT_MS)
+    return v.delivered_while_paused, v.pulls_in_pause
+
+
+def test_a_pause_held_and_its_messages_delivered_after_the_resume_is_clean():
+    v = check(history(sent("a", 0, 5, 10, None), PAUSED,
+                      pulled(150, 520), pulled(300, 450),     # held, then empty at its timeout
+                      delivered("a", 150, 520, 10, group=None), acked("a", 521, 525)),
+              ACK_TIMEOUT_MS)
+    assert (v.delivered_while_paused, v.pauses, v.pulls_in_pause) == ([], 1, 2)
+    assert not v.violations, v.summary()
+
+
+def test_a_delivery_by_a_pull_sent_and_answered_within_the_pause_is_a_violation():
+    found, tested = paused_verdict(pulled(200, 210), delivered("a", 200, 210, 10, group=None))
+    assert found == [(TOPIC, "a", 200, 210, 100, 500)]
+    assert tested == 1
+
+
+def test_a_pull_in_flight_when_the_pause_was_called_may_deliver_within_it():
+    # Sent at 90, before pauseTopic answered (at 100): its script may have run first.
+    for start in (90, 100):
+        found, tested = paused_verdict(pulled(start, 200),
+                                       delivered("a", start, 200, 10, group=None))
+        assert (found, tested) == ([], 0), start
+
+
+def test_a_pull_answered_after_the_resume_was_sent_may_deliver():
+    for end in (500, 510):
+        found, tested = paused_verdict(pulled(400, end),
+                                       delivered("a", 400, end, 10, group=None))
+        assert (found, tested) == ([], 1), end
+
+
+def test_a_pause_of_one_topic_does_not_hold_another():
+    v = check(history(Op("send", "u", "a", 0, 5, OK, 200, "", None, 10), PAUSED,
+                      pulled(200, 210, "u"), Delivery("u", "a", 1, 10, 200, 210)),
+              ACK_TIMEOUT_MS)
+    assert (v.delivered_while_paused, v.pulls_in_pause) == ([], 0)
