@@ -53,7 +53,7 @@ ha: install
 	DQ_TEST_TOPOLOGIES=standalone,sentinel,cluster $(VENV)/bin/pytest -q \
 	  $$(grep -L pytest.mark.every_topology tests/http/test_conformance_*.py) tests/settings/test_redis_failover.py
 
-# The long fault campaign (tests/faults/chaos.py, ~25 min): writes docs/reliability.md.
+# The long fault campaign (tests/faults/chaos.py, ~28 min): writes docs/reliability.md.
 # CHAOS_ARGS='--scale 0.25' runs a quarter of it; '--only NodeKill,RedisKill' some faults.
 CHAOS_ARGS ?=
 chaos: install
