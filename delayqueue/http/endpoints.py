@@ -325,7 +325,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
           Param("view", {"type": "string", "enum": ["waiting", "ready", "consuming", "blocked"],
                          "description": "The messages to list: waiting by triggerTime, ready "
                                         "in delivery order, consuming by ack deadline, blocked "
-                                        "behind their group's head (default waiting)."}),
+                                        "behind their group's head (default: the first of "
+                                        "them holding messages)."}),
           Param("size", {"type": "integer", "enum": [25, 50, 100],
                          "description": "Messages a page (default 25)."}),
           Param("msgCursor", string("The messages' page to show (listMsg's nextCursor).")),

@@ -188,8 +188,9 @@ def test_topic_page_counts_group_blocked_messages_and_shows_the_group_of_dead_le
     assert int(shown["groupBlockedSize"]) == info["groupBlockedSize"] == 2
     assert int(shown["readyQueueSize"]) == info["readyQueueSize"] == 1
     assert int(shown["backlog"]) == 3 and info["deadQueueSize"] == 2
+    dead_table = html[html.index('<table id="dead">'):]
     dead = {row[0]: row[1] for row in re.findall(
-        r'<tr data-msg-id="([^"]+)">\s*<td>.*?</td>\s*<td>([^<]*)</td>', html, re.DOTALL)}
+        r'<tr data-msg-id="([^"]+)">\s*<td>.*?</td>\s*<td>([^<]*)</td>', dead_table, re.DOTALL)}
     assert dead == {"poison-1": "", "dies": "g-7"}
 
 
@@ -353,7 +354,14 @@ def test_each_view_lists_its_queue_with_times_retries_and_groups(http):
             iso = when_iso(m["triggerTime"])
             assert f'<time datetime="{iso}" title="{iso}">' in html
     assert listed(http.get("/dashboard/topic?topic=views").get_data(as_text=True)) == \
-        ["w-1", "w-2"]                                   # waiting is the first tab
+        ["w-1", "w-2"]                              # the first tab holding messages: waiting
+    send_ids(http, "only-consuming", ["c-1"])
+    http.post(Q + "pullMsg", data={"topic": "only-consuming"})
+    html = http.get("/dashboard/topic?topic=only-consuming").get_data(as_text=True)
+    assert listed(html) == ["c-1"] and 'id="message-list" data-view="consuming"' in html
+    html = http.get("/dashboard/topic?topic=nothing-here").get_data(as_text=True)
+    assert listed(html) == [] and 'id="message-list" data-view="waiting"' in html
+    assert "No waiting messages." in html
     waiting = http.get("/dashboard/topic?topic=views&view=waiting").get_data(as_text=True)
     assert re.search(r'data-msg-id="w-1">.*?<time [^>]*>in (9 min \d+ s|10 min)</time>',
                      waiting, re.DOTALL)

@@ -10,6 +10,7 @@ page's ``msgCursor``), so a page costs one script call however deep it is; there
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from delayqueue.core.errors import BadRequest
 from delayqueue.core.topic_controls import BLOCKED, MessagePage, decode_cursor
@@ -44,9 +45,14 @@ class MessagesSection:
     page: MessagePage
 
 
-def read_section(p: Params, topic: str) -> MessagesSection:
+def default_tab(info: dict[str, Any]) -> Tab:
+    """Without ``view``: the first tab with messages (getTopicInfo's sizes), else waiting."""
+    return next((t for t in TABS if info[t.size_field]), TABS[0])
+
+
+def read_section(p: Params, topic: str, info: dict[str, Any]) -> MessagesSection:
     """The page's ``view``, ``size`` and ``msgCursor``, checked, and the page they ask for."""
-    name = p.string("view") or TABS[0].name
+    name = p.string("view") or default_tab(info).name
     if name not in BY_TAB:
         raise BadRequest(f"view: must be one of {', '.join(BY_TAB)}, got {name[:64]!r}")
     size = p.integer("size")

@@ -102,9 +102,9 @@ def status_name(status: int) -> str:
 def topic() -> str:
     p = params()
     name = p.topic()
-    messages = read_section(p, name)
     rt = runtime()
     info = rt.queue.topic_info(name)
+    messages = read_section(p, name, info)
     backlog = backlog_of(info)
     history = view().topic_history(name, backlog)
     seconds = rt.monitor.interval_ms / 1000
