@@ -462,7 +462,6 @@ def test_purge_button_ends_the_live_messages_and_says_how_many(http):
 def test_a_purge_past_its_limit_says_how_many_remain(http, monkeypatch):
     from delayqueue.http.console import views
     monkeypatch.setattr(views, "PURGE_PER_POST", 250)
-    # 600 fresh records: the limit is reached in the second HSCAN slice of 200, not the last.
     batch = {"topic": "big-purge", "msgs": [{"msg": f"b{i}"} for i in range(600)]}
     assert all(r["code"] == 200 for r in
                http.post(Q + "sendMsgBatch", json=batch).get_json()["results"])
@@ -470,13 +469,18 @@ def test_a_purge_past_its_limit_says_how_many_remain(http, monkeypatch):
                       headers=SAME_ORIGIN)
     assert flash(http, first) == ("purged: 250, remaining: 350 (purge again to go on)", None)
     assert topic_info(http, "big-purge")["readyQueueSize"] == 350
+    second = http.post("/dashboard/topic/purgeMessages", data={"topic": "big-purge"},
+                       headers=SAME_ORIGIN)
+    assert flash(http, second) == ("purged: 250, remaining: 100 (purge again to go on)", None)
+    third = http.post("/dashboard/topic/purgeMessages", data={"topic": "big-purge"},
+                      headers=SAME_ORIGIN)
+    assert flash(http, third) == ("purged: 100, remaining: 0", None)
+    assert topic_info(http, "big-purge")["readyQueueSize"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="TopicControls.purge answers remaining 0 when its "
-                   "limit is reached in the topic's last HSCAN slice (a small topic has one): "
-                   "purgeTopic(limit=4) of 6 messages says remaining 0 with 2 live")
 def test_a_purge_that_stops_at_its_limit_in_the_last_slice_says_what_remains(http,
                                                                               monkeypatch):
+    """A small topic is one HSCAN slice: the limit is reached in the scan's last slice."""
     from delayqueue.http.console import views
     monkeypatch.setattr(views, "PURGE_PER_POST", 4)
     send_ids(http, "small-purge", [f"s-{i}" for i in range(6)])
