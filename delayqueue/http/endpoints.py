@@ -317,10 +317,21 @@ ENDPOINTS: tuple[Endpoint, ...] = (
           Param("refresh", integer("Seconds between refreshes (1..3600; default 5).", 1)),
           Param("fragment", string("Any value: only the table (what the page refreshes "
                                    "with)."))]),
-    page("topic", "/dashboard/topic", "One topic: last-hour charts, sizes, settings, dead "
+    page("topic", "/dashboard/topic", "One topic: description, sizes, pause / resume and "
+         "purge, its messages a queue and a page at a time, last-hour charts, settings, dead "
          "letters.",
          [TOPIC, Param("cursor", string("The dead-letter page to show (listDeadMsg's "
-                                        "cursor)."))]),
+                                        "cursor).")),
+          Param("view", {"type": "string", "enum": ["waiting", "ready", "consuming", "blocked"],
+                         "description": "The messages to list: waiting by triggerTime, ready "
+                                        "in delivery order, consuming by ack deadline, blocked "
+                                        "behind their group's head (default: the first of "
+                                        "them holding messages)."}),
+          Param("size", {"type": "integer", "enum": [25, 50, 100],
+                         "description": "Messages a page (default 25)."}),
+          Param("msgCursor", string("The messages' page to show (listMsg's nextCursor).")),
+          Param("done", string("What a form did (the form's 303 sets it).")),
+          Param("error", string("What a form was refused (the form's 303 sets it)."))]),
     page("message", "/dashboard/message", "Message lookup: its state and fields.",
          [Param("topic", TOPIC.schema), Param("msgId", MSG_ID.schema)]),
     form("redrive", "/dashboard/topic/redrive", "Redrive one dead letter (msgId) or up to "
@@ -328,7 +339,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     form("purge", "/dashboard/topic/purge", "Purge one dead letter (msgId) or all.",
          [TOPIC, OPTIONAL_MSG_ID]),
     form("settings", "/dashboard/topic/settings", "Set the topic's settings (empty fields "
-         "unchanged).", [TOPIC, *SETTING_PARAMS, RESET]),
+         "unchanged; description written when it differs from the current).",
+         [TOPIC, *SETTING_PARAMS, RESET]),
+    form("pause", "/dashboard/topic/pause", "Pause the topic (pauseTopic); an unknown topic "
+         "is refused on the topic page.", [TOPIC]),
+    form("resume", "/dashboard/topic/resume", "Resume the topic (resumeTopic).", [TOPIC]),
+    form("purgeMessages", "/dashboard/topic/purgeMessages", "Purge the topic (purgeTopic): "
+         "end up to 10,000 live messages; the topic page says how many were purged and how "
+         "many remain.", [TOPIC]),
     Endpoint("metrics", "/metrics", ("GET",), namespace(ADMIN), PLAIN, "monitoring",
              "Prometheus text: fleet-wide counters, queue sizes, time-gap histograms, "
              "scheduler loop timings.", answer="Prometheus exposition format 0.0.4.",

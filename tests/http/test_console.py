@@ -12,6 +12,7 @@ import time
 from html import unescape
 
 import pytest
+from markupsafe import escape
 
 from delayqueue.http.app import create_app
 from delayqueue.http.console.fleet_view import RECENT_INTERVALS
@@ -187,8 +188,9 @@ def test_topic_page_counts_group_blocked_messages_and_shows_the_group_of_dead_le
     assert int(shown["groupBlockedSize"]) == info["groupBlockedSize"] == 2
     assert int(shown["readyQueueSize"]) == info["readyQueueSize"] == 1
     assert int(shown["backlog"]) == 3 and info["deadQueueSize"] == 2
+    dead_table = html[html.index('<table id="dead">'):]
     dead = {row[0]: row[1] for row in re.findall(
-        r'<tr data-msg-id="([^"]+)">\s*<td>.*?</td>\s*<td>([^<]*)</td>', html, re.DOTALL)}
+        r'<tr data-msg-id="([^"]+)">\s*<td>.*?</td>\s*<td>([^<]*)</td>', dead_table, re.DOTALL)}
     assert dead == {"poison-1": "", "dies": "g-7"}
 
 
@@ -255,3 +257,335 @@ def test_fleet_page_is_fast_with_10000_topics(app, http, redis_client):
     print(f"fleet page with 10,030 topics: {[round(t, 3) for t in timings]} s")
     # About 0.6 s on a quiet 2-core machine; the bound only catches a gross regression.
     assert max(timings) < 5.0, timings
+
+
+# -- the topic controls (issue 24): messages, pause / resume, purge, description -------------
+
+HOSTILE_ID = """<img src=x onerror="alert(1)">'"""
+
+
+def send_ids(http, topic, ids, **extra):
+    for msg_id in ids:
+        body = http.post(Q + "sendMsg", data={"topic": topic, "msg": f"body of {msg_id}",
+                                              "msgId": msg_id, **extra}).get_json()
+        assert body["code"] == 200, body
+
+
+def list_msg(http, topic, **query):
+    """Every message listMsg gives for one view, page after page."""
+    messages, cursor = [], None
+    while True:
+        body = http.post(Q + "listMsg", data={"topic": topic, "limit": 100, **query,
+                                              **({"cursor": cursor} if cursor else {})}
+                         ).get_json()
+        assert body["code"] == 200, body
+        messages += body["delayMsgList"]
+        cursor = body.get("nextCursor")
+        if not cursor:
+            return messages
+
+
+def listed(html: str) -> list[str]:
+    """The msgIds of the topic page's message list, in order."""
+    table = re.search(r'<table id="message-list".*?</table>', html, re.DOTALL)
+    assert table, "no message list"
+    return [unescape(m) for m in re.findall(r'<tr data-msg-id="([^"]*)">', table.group(0))]
+
+
+def link(html: str, anchor_id: str) -> str | None:
+    found = re.search(rf'<a id="{anchor_id}" href="([^"]+)"', html)
+    return unescape(found.group(1)) if found else None
+
+
+def flash(http, answer) -> tuple[str | None, str | None]:
+    """A form's 303: (done, error) as the topic page it points to shows them."""
+    assert answer.status_code == 303, answer.get_data(as_text=True)
+    html = http.get(answer.headers["Location"]).get_data(as_text=True)
+    done = re.search(r'<p class="done" id="done">([^<]*)</p>', html)
+    error = re.search(r'<p class="error" id="error">([^<]*)</p>', html)
+    return (unescape(done.group(1)) if done else None,
+            unescape(error.group(1)) if error else None)
+
+
+def topic_info(http, topic):
+    return http.get(Q + "getTopicInfo", query_string={"topic": topic}).get_json()["data"]
+
+
+def test_message_list_pages_through_a_view_with_its_cursor(http):
+    ids = [f"r-{i:03d}" for i in range(60)]
+    send_ids(http, "paged", ids)
+    expected = [m["msgId"] for m in list_msg(http, "paged", status=2)]
+    assert sorted(expected) == ids
+    url, pages = "/dashboard/topic?topic=paged&view=ready&size=25", []
+    while url:
+        html = http.get(url).get_data(as_text=True)
+        pages.append(listed(html))
+        assert (link(html, "msg-first") is None) == (len(pages) == 1)
+        url = link(html, "msg-next")
+    assert [len(p) for p in pages] == [25, 25, 10]
+    assert [m for p in pages for m in p] == expected
+    html = http.get("/dashboard/topic?topic=paged&view=ready&size=50").get_data(as_text=True)
+    assert len(listed(html)) == 50 and "msgCursor=" in link(html, "msg-next")
+    assert link(http.get("/dashboard/topic?topic=paged&view=ready&size=100"
+                         ).get_data(as_text=True), "msg-next") is None
+
+
+def test_each_view_lists_its_queue_with_times_retries_and_groups(http):
+    send_ids(http, "views", ["w-2"], delayMillis=900_000)
+    send_ids(http, "views", ["w-1"], delayMillis=600_000)
+    send_ids(http, "views", ["ready-1", "ready-2", "taken"])
+    send_ids(http, "views", ["g-head", "g-next"], groupId="grp")
+    pulled = http.post(Q + "pullMsg", data={"topic": "views", "batch": 1,
+                                            "ackTimeoutMillis": 300_000}).get_json()
+    assert [m["msgId"] for m in pulled["delayMsgList"]] == ["ready-1"]
+    for view, query in (("waiting", {"status": 1}), ("ready", {"status": 2}),
+                        ("consuming", {"status": 3}), ("blocked", {"groupBlocked": "true"})):
+        html = http.get(f"/dashboard/topic?topic=views&view={view}").get_data(as_text=True)
+        expected = list_msg(http, "views", **query)
+        assert listed(html) == [m["msgId"] for m in expected], view
+        assert re.search(rf'<a href="[^"]*view={view}[^"]*"\s+data-view="{view}" '
+                         r'aria-current="page">', html), view
+        for m in expected:
+            row = cells(html, f'data-msg-id="{m["msgId"]}"')
+            assert row["status"] == status_name(m["status"])
+            assert row["retry"] == f'{m["retry"]} / {m["maxRetry"]}'
+            assert row["groupId"] == m.get("groupId", "")
+            assert row["msg"] == m["msg"]
+            iso = when_iso(m["triggerTime"])
+            assert f'<time datetime="{iso}" title="{iso}">' in html
+    assert listed(http.get("/dashboard/topic?topic=views").get_data(as_text=True)) == \
+        ["w-1", "w-2"]                              # the first tab holding messages: waiting
+    send_ids(http, "only-consuming", ["c-1"])
+    http.post(Q + "pullMsg", data={"topic": "only-consuming"})
+    html = http.get("/dashboard/topic?topic=only-consuming").get_data(as_text=True)
+    assert listed(html) == ["c-1"] and 'id="message-list" data-view="consuming"' in html
+    html = http.get("/dashboard/topic?topic=nothing-here").get_data(as_text=True)
+    assert listed(html) == [] and 'id="message-list" data-view="waiting"' in html
+    assert "No waiting messages." in html
+    waiting = http.get("/dashboard/topic?topic=views&view=waiting").get_data(as_text=True)
+    assert re.search(r'data-msg-id="w-1">.*?<time [^>]*>in (9 min \d+ s|10 min)</time>',
+                     waiting, re.DOTALL)
+    consuming = http.get("/dashboard/topic?topic=views&view=consuming").get_data(as_text=True)
+    deadline = list_msg(http, "views", status=3)[0]["ackDeadline"]
+    assert re.search(rf'data-field="ackDeadline"><time datetime="{when_iso(deadline)}" '
+                     r'[^>]*>in (4 min \d+ s|5 min)</time>', consuming)
+    assert "ack deadline" in consuming and "ack deadline" not in waiting
+    blocked = http.get("/dashboard/topic?topic=views&view=blocked").get_data(as_text=True)
+    assert listed(blocked) == ["g-next"]
+    assert 'data-view="blocked" aria-current="page">Group-blocked (1)<' in blocked
+
+
+def when_iso(ms: int) -> str:
+    from delayqueue.http.console.filters import iso
+    return iso(ms)
+
+
+def status_name(status: int) -> str:
+    from delayqueue.http.console.views import status_name as name
+    return name(status)
+
+
+def test_message_list_escapes_ids_and_bodies_and_links_each_message(http):
+    long_body = "<script>x</script>" + "y" * 200 + "\nnext line"
+    http.post(Q + "sendMsg", data={"topic": "hostile", "msg": long_body, "msgId": HOSTILE_ID,
+                                   "groupId": '<g id="1">'})
+    html = http.get("/dashboard/topic?topic=hostile&view=ready").get_data(as_text=True)
+    assert HOSTILE_ID not in html and "<script>x" not in html and '<g id="1">' not in html
+    assert listed(html) == [HOSTILE_ID]
+    row = cells(html, re.escape(f'data-msg-id="{escape(HOSTILE_ID)}"'))
+    assert row["msg"] == long_body[:80] + "…" and "\n" not in row["msg"]
+    assert row["groupId"] == '<g id="1">'
+    href = re.search(r'<td><a href="([^"]+)">', html.split('id="message-list"')[1]).group(1)
+    page = http.get(unescape(href)).get_data(as_text=True)
+    assert '<dd data-field="status">2 (ready)</dd>' in page
+    assert HOSTILE_ID not in page and "&lt;img src=x" in page
+
+
+@pytest.mark.parametrize("query, rule", [
+    ("view=dead", "view: must be one of waiting, ready, consuming, blocked, got 'dead'"),
+    ("size=30", "size: must be one of 25, 50, 100, got 30"),
+    ("msgCursor=bad!", "msgCursor: not a nextCursor of a listMsg page, got 'bad!'"),
+])
+def test_a_bad_message_list_parameter_names_itself_and_its_rule(http, query, rule):
+    body = http.get(f"/dashboard/topic?topic=t&{query}").get_json()
+    assert body == {"code": 400, "msg": rule}
+
+
+def test_pause_and_resume_buttons_change_the_topic_and_show_it(http):
+    send_ids(http, "pausable", ["p-1"])
+    assert 'id="pause"' in http.get("/dashboard/topic?topic=pausable").get_data(as_text=True)
+    done, error = flash(http, http.post("/dashboard/topic/pause", data={"topic": "pausable"},
+                                        headers=SAME_ORIGIN))
+    assert (done, error) == ("paused: nothing is handed out until resumed", None)
+    assert topic_info(http, "pausable")["paused"] is True
+    assert http.post(Q + "pullMsg", data={"topic": "pausable"}).get_json()["delayMsgList"] == []
+    html = http.get("/dashboard/topic?topic=pausable").get_data(as_text=True)
+    assert 'id="paused"' in html and 'id="resume"' in html and 'id="pause"' not in html
+    fleet = http.get("/dashboard/").get_data(as_text=True)
+    assert re.search(r'<tr data-topic="pausable">.*?data-field="paused"', fleet, re.DOTALL)
+    assert flash(http, http.post("/dashboard/topic/pause", data={"topic": "pausable"},
+                                 headers=SAME_ORIGIN))[0] == "already paused"
+    assert flash(http, http.post("/dashboard/topic/resume", data={"topic": "pausable"},
+                                 headers=SAME_ORIGIN))[0] == "resumed"
+    assert topic_info(http, "pausable")["paused"] is False
+    html = http.get("/dashboard/topic?topic=pausable").get_data(as_text=True)
+    assert 'id="paused"' not in html and 'id="pause"' in html
+    assert 'data-field="paused"' not in http.get("/dashboard/").get_data(as_text=True)
+    assert flash(http, http.post("/dashboard/topic/resume", data={"topic": "pausable"},
+                                 headers=SAME_ORIGIN))[0] == "not paused: nothing to resume"
+    pulled = http.post(Q + "pullMsg", data={"topic": "pausable"}).get_json()["delayMsgList"]
+    assert [m["msgId"] for m in pulled] == ["p-1"]
+
+
+def test_purge_button_ends_the_live_messages_and_says_how_many(http):
+    make_dead(http, "purgeable", "dead-1")       # a dead letter is not live: it stays
+    send_ids(http, "purgeable", [f"x-{i}" for i in range(5)])
+    send_ids(http, "purgeable", ["later"], delayMillis=600_000)
+    http.post(Q + "pullMsg", data={"topic": "purgeable", "batch": 2})
+    html = http.get("/dashboard/topic?topic=purgeable").get_data(as_text=True)
+    assert re.search(r'<form method="post" action="/dashboard/topic/purgeMessages"\s+'
+                     r'data-confirm="Purge topic purgeable\? [^"]*up to 10,000 per purge\."\s+'
+                     r'onsubmit="return window.confirm\(this.dataset.confirm\)">', html)
+    purge = http.post("/dashboard/topic/purgeMessages", data={"topic": "purgeable"},
+                      headers=SAME_ORIGIN)
+    assert flash(http, purge) == ("purged: 6, remaining: 0", None)
+    info = topic_info(http, "purgeable")
+    assert [info[f] for f in ("waitingQueueSize", "readyQueueSize", "ackQueueSize",
+                              "deadQueueSize")] == [0, 0, 0, 1]
+    for msg_id in ("x-0", "x-4", "later"):
+        assert http.post(Q + "getMsg", data={"topic": "purgeable", "msgId": msg_id}
+                         ).get_json()["delayMsg"]["status"] == 7
+    assert listed(http.get("/dashboard/topic?topic=purgeable&view=ready"
+                           ).get_data(as_text=True)) == []
+
+
+def test_a_purge_past_its_limit_says_how_many_remain(http, monkeypatch):
+    from delayqueue.http.console import views
+    monkeypatch.setattr(views, "PURGE_PER_POST", 250)
+    batch = {"topic": "big-purge", "msgs": [{"msg": f"b{i}"} for i in range(600)]}
+    assert all(r["code"] == 200 for r in
+               http.post(Q + "sendMsgBatch", json=batch).get_json()["results"])
+    first = http.post("/dashboard/topic/purgeMessages", data={"topic": "big-purge"},
+                      headers=SAME_ORIGIN)
+    assert flash(http, first) == ("purged: 250, remaining: 350 (purge again to go on)", None)
+    assert topic_info(http, "big-purge")["readyQueueSize"] == 350
+    second = http.post("/dashboard/topic/purgeMessages", data={"topic": "big-purge"},
+                       headers=SAME_ORIGIN)
+    assert flash(http, second) == ("purged: 250, remaining: 100 (purge again to go on)", None)
+    third = http.post("/dashboard/topic/purgeMessages", data={"topic": "big-purge"},
+                      headers=SAME_ORIGIN)
+    assert flash(http, third) == ("purged: 100, remaining: 0", None)
+    assert topic_info(http, "big-purge")["readyQueueSize"] == 0
+
+
+def test_a_purge_that_stops_at_its_limit_in_the_last_slice_says_what_remains(http,
+                                                                              monkeypatch):
+    """A small topic is one HSCAN slice: the limit is reached in the scan's last slice."""
+    from delayqueue.http.console import views
+    monkeypatch.setattr(views, "PURGE_PER_POST", 4)
+    send_ids(http, "small-purge", [f"s-{i}" for i in range(6)])
+    purge = http.post("/dashboard/topic/purgeMessages", data={"topic": "small-purge"},
+                      headers=SAME_ORIGIN)
+    assert topic_info(http, "small-purge")["readyQueueSize"] == 2
+    assert flash(http, purge) == ("purged: 4, remaining: 2 (purge again to go on)", None)
+
+
+@pytest.mark.parametrize("path", ["pause", "resume", "purgeMessages"])
+def test_an_unknown_topic_is_refused_on_the_topic_page_and_not_created(http, path):
+    answer = http.post(f"/dashboard/topic/{path}", data={"topic": "no-such-topic"},
+                       headers=SAME_ORIGIN)
+    done, error = flash(http, answer)
+    assert done is None
+    assert error.startswith("topic: no topic 'no-such-topic': it holds no message")
+    topics = [i["topic"] for i in http.get(Q + "getTopicInfoList").get_json()["data"]]
+    assert "no-such-topic" not in topics
+    assert http.post(Q + "getTopicConfig", data={"topic": "no-such-topic"}
+                     ).get_json()["source"]["maxRetry"] == "server"
+
+
+@pytest.mark.parametrize("path", ["pause", "resume", "purgeMessages"])
+def test_the_control_forms_are_post_only_and_refused_cross_site(http, path):
+    send_ids(http, "guarded-controls", ["g-1"])
+    assert http.get(f"/dashboard/topic/{path}?topic=guarded-controls").status_code == 405
+    for headers in ({"Sec-Fetch-Site": "cross-site"}, {"Origin": "http://evil.example"}, {}):
+        answer = http.post(f"/dashboard/topic/{path}", data={"topic": "guarded-controls"},
+                           headers=headers)
+        assert answer.status_code == 403 and answer.get_json()["code"] == 403
+    info = topic_info(http, "guarded-controls")
+    assert info["paused"] is False and info["readyQueueSize"] == 1
+
+
+def test_description_is_shown_escaped_and_the_settings_form_sets_the_new_settings(http):
+    answer = http.post("/dashboard/topic/settings", headers=SAME_ORIGIN, data={
+        "topic": "described", "delayMillis": "5000", "maxBacklog": "7",
+        "description": "Orders <b>paid</b>\r\nsecond line"})
+    assert answer.status_code == 303
+    config = http.post(Q + "getTopicConfig", data={"topic": "described"}).get_json()
+    assert config["data"]["delayMillis"] == 5000 and config["data"]["maxBacklog"] == 7
+    assert config["data"]["description"] == "Orders <b>paid</b>\nsecond line"
+    html = http.get("/dashboard/topic?topic=described").get_data(as_text=True)
+    assert ('<p class="description" id="description">Orders &lt;b&gt;paid&lt;/b&gt;\n'
+            'second line</p>') in html
+    assert ('<textarea name="description" rows="3" cols="60" maxlength="1024" '
+            'aria-label="description">\nOrders &lt;b&gt;paid&lt;/b&gt;\nsecond line'
+            '</textarea>') in html
+    assert re.search(r'data-setting="delayMillis">5000<', html)
+    assert re.search(r'data-setting="maxBacklog">7<', html)
+    # The form sends the textarea back as it was (CRLF): nothing to write.
+    http.post("/dashboard/topic/settings", headers=SAME_ORIGIN, data={
+        "topic": "described", "maxRetry": "2", "deadLetter": "false",
+        "description": "Orders <b>paid</b>\r\nsecond line"})
+    # Emptied: back to the server's (empty) default; the topic's other values stay.
+    http.post("/dashboard/topic/pause", data={"topic": "described"}, headers=SAME_ORIGIN)
+    http.post("/dashboard/topic/settings", headers=SAME_ORIGIN,
+              data={"topic": "described", "ttlMillis": "60000", "description": ""})
+    config = http.post(Q + "getTopicConfig", data={"topic": "described"}).get_json()
+    assert config["data"]["description"] == "" and config["source"]["description"] == "server"
+    own = {k: v for k, v in config["data"].items() if config["source"][k] == "topic"}
+    assert own == {"delayMillis": 5000, "maxBacklog": 7, "maxRetry": 2, "deadLetter": False,
+                   "ttlMillis": 60000}
+    assert topic_info(http, "described")["paused"] is True      # a reset keeps the pause
+    assert 'id="description"' not in http.get("/dashboard/topic?topic=described"
+                                              ).get_data(as_text=True)
+    bad = http.post("/dashboard/topic/settings", headers=SAME_ORIGIN,
+                    data={"topic": "described", "description": "x" * 1025}).get_json()
+    assert bad["code"] == 400 and bad["msg"].startswith("description: ")
+
+
+def test_an_untouched_description_stays_the_servers(http):
+    http.post("/dashboard/topic/settings", headers=SAME_ORIGIN,
+              data={"topic": "plain-cfg", "maxRetry": "4", "description": ""})
+    config = http.post(Q + "getTopicConfig", data={"topic": "plain-cfg"}).get_json()
+    assert config["data"]["maxRetry"] == 4
+    assert config["source"]["description"] == "server"
+
+
+def test_message_page_shows_receipt_and_ack_deadline_and_dead_time(http):
+    send_ids(http, "lookup", ["c-1"])
+    pulled = http.post(Q + "pullMsg", data={"topic": "lookup", "ackTimeoutMillis": 120_000}
+                       ).get_json()["delayMsgList"]
+    assert [m["msgId"] for m in pulled] == ["c-1"]
+    got = http.post(Q + "getMsg", data={"topic": "lookup", "msgId": "c-1"}).get_json()
+    html = http.get("/dashboard/message?topic=lookup&msgId=c-1").get_data(as_text=True)
+    assert f'<dd data-field="receipt">{got["delayMsg"]["receipt"]}</dd>' in html
+    deadline = got["delayMsg"]["ackDeadline"]
+    assert re.search(rf'<dd data-field="ackDeadline">{deadline} · <time datetime='
+                     rf'"{when_iso(deadline)}">[^<]+</time> · in (1 min \d+ s|2 min)</dd>', html)
+    assert 'data-field="deadTime"' not in html
+    make_dead(http, "lookup-dead", "gone")
+    dead = http.post(Q + "getMsg", data={"topic": "lookup-dead", "msgId": "gone"}
+                     ).get_json()["delayMsg"]
+    html = http.get("/dashboard/message?topic=lookup-dead&msgId=gone").get_data(as_text=True)
+    assert re.search(rf'<dd data-field="deadTime">{dead["deadTime"]} · <time [^>]+>[^<]+</time>'
+                     r' · (now|\d+ s ago)</dd>', html)
+    assert 'data-field="ackDeadline"' not in html and 'data-field="receipt"' not in html
+
+
+@pytest.mark.parametrize("offset, text", [
+    (0, "now"), (999, "now"), (-999, "now"), (1000, "in 1 s"), (-12_000, "12 s ago"),
+    (250_000, "in 4 min 10 s"), (7_205_000, "in 2 h"), (-7_260_000, "2 h 1 min ago"),
+    (90_000_000, "in 1 d 1 h"),
+])
+def test_times_read_relative_to_the_page(offset, text):
+    from delayqueue.http.console.filters import ago
+    assert ago(1_763_800_000_000 + offset, 1_763_800_000_000) == text

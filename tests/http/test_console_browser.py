@@ -1,10 +1,11 @@
 """The console in a real headless Chromium (Debian's chromium + chromium-driver, selenium)
 against a real node (gunicorn): no console errors, the numbers match the API, the table
-refreshes itself, a redrive button works, and each page's screenshot is not blank.
+refreshes itself, a redrive button works, a topic's messages page through, pause / resume
+and a confirmed purge work, and each page's screenshot is not blank.
 
 Screenshots are kept as test artefacts in <artefacts>/console/, where <artefacts> is
 $CONSOLE_TEST_ARTIFACTS or build/test-artifacts in the repository: fleet.png, topic.png,
-message.png.
+message.png, topic-messages.png, topic-paused.png.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageStat
 from selenium import webdriver
+from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.expected_conditions import staleness_of
 
 from support import wait_until
 from support.node import REPO, ServerProcess
@@ -148,4 +151,91 @@ def test_console_pages_in_headless_chromium(node, browser):
     assert browser.find_element(By.CSS_SELECTOR, '[data-field="msg"]').text == "bad"
     assert browser.find_element(By.CSS_SELECTOR, '[data-field="groupId"]').text == "cart-9"
     screenshot(browser, "message")
+    assert console_errors(browser) == []
+
+
+def rows_shown(driver) -> list[str]:
+    return [tr.get_attribute("data-msg-id")
+            for tr in driver.find_elements(By.CSS_SELECTOR, "#message-list tbody tr[data-msg-id]")]
+
+
+def navigate(driver, click) -> None:
+    """Click something that loads a new page, and wait until the new page has loaded."""
+    old = driver.find_element(By.TAG_NAME, "html")
+    click()
+    wait_until(lambda: staleness_of(old)(driver), 10, message="the page did not change")
+    wait_until(lambda: driver.execute_script("return document.readyState") == "complete", 10)
+
+
+def confirm_dialog(driver):
+    def alert():
+        try:
+            return driver.switch_to.alert
+        except NoAlertPresentException:
+            return None
+    return wait_until(alert, 10, message="no confirmation dialog")
+
+
+def flash_text(driver) -> str:
+    return driver.find_element(By.ID, "done").text
+
+
+def test_topic_controls_in_headless_chromium(node, browser):
+    topic = "web-controls"
+    node.call("setTopicConfig", topic=topic, description="Payments <to> settle\nsecond line")
+    for i in range(30):
+        assert node.call("sendMsg", topic=topic, msg=f"payment {i}",
+                         msgId=f"pay-{i:02d}")["code"] == 200
+    expected = [m["msgId"] for m in node.call("listMsg", topic=topic, status=2,
+                                              limit=100)["delayMsgList"]]
+    assert sorted(expected) == [f"pay-{i:02d}" for i in range(30)]
+
+    # -- the topic page: description, the Ready tab, paging ----------------------------------
+    browser.get(f"{node.url}/dashboard/topic?topic={topic}")
+    assert browser.find_element(By.ID, "description").text == \
+        "Payments <to> settle\nsecond line"
+    navigate(browser, browser.find_element(By.CSS_SELECTOR, '.tabs a[data-view="ready"]').click)
+    assert browser.find_element(By.CSS_SELECTOR, ".tabs a[aria-current]").text == "Ready (30)"
+    first = rows_shown(browser)
+    assert len(first) == 25 and not browser.find_elements(By.ID, "msg-first")
+    screenshot(browser, "topic-messages")
+    navigate(browser, browser.find_element(By.ID, "msg-next").click)
+    second = rows_shown(browser)
+    assert first + second == expected
+    assert not browser.find_elements(By.ID, "msg-next")
+    navigate(browser, browser.find_element(By.ID, "msg-first").click)
+    assert rows_shown(browser) == first
+    # A msgId links to its message page.
+    navigate(browser, browser.find_element(
+        By.CSS_SELECTOR, f'tr[data-msg-id="{first[0]}"] a').click)
+    assert browser.find_element(By.CSS_SELECTOR, '[data-field="status"]').text == "2 (ready)"
+    navigate(browser, browser.back)
+
+    # -- pause and resume --------------------------------------------------------------------
+    navigate(browser, browser.find_element(By.ID, "pause").click)
+    assert flash_text(browser) == "paused: nothing is handed out until resumed"
+    assert browser.find_element(By.ID, "paused").text == "paused"
+    assert node.call("getTopicInfo", topic=topic)["data"]["paused"] is True
+    assert node.call("pullMsg", topic=topic)["delayMsgList"] == []
+    screenshot(browser, "topic-paused")
+    browser.get(node.url + "/dashboard/")
+    assert browser.find_element(
+        By.CSS_SELECTOR, f'tr[data-topic="{topic}"] [data-field="paused"]').text == "paused"
+    navigate(browser, browser.find_element(By.CSS_SELECTOR, f'tr[data-topic="{topic}"] a').click)
+    navigate(browser, browser.find_element(By.ID, "resume").click)
+    assert flash_text(browser) == "resumed"
+    assert not browser.find_elements(By.ID, "paused")
+    assert node.call("getTopicInfo", topic=topic)["data"]["paused"] is False
+
+    # -- purge, confirmed: cancelled first, then accepted ------------------------------------
+    browser.find_element(By.ID, "purge-topic").click()
+    dialog = confirm_dialog(browser)
+    assert dialog.text.startswith(f"Purge topic {topic}? Every live message")
+    dialog.dismiss()
+    assert node.call("getTopicInfo", topic=topic)["data"]["readyQueueSize"] == 30
+    navigate(browser, lambda: (browser.find_element(By.ID, "purge-topic").click(),
+                               confirm_dialog(browser).accept()))
+    assert flash_text(browser) == "purged: 30, remaining: 0"
+    assert node.call("getTopicInfo", topic=topic)["data"]["readyQueueSize"] == 0
+    assert rows_shown(browser) == []
     assert console_errors(browser) == []

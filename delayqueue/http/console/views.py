@@ -3,9 +3,13 @@
 - ``/dashboard/``: every topic, largest backlog first, paged (fleet_view.py); the table
   refreshes itself every ``refresh`` seconds (default 5; it fetches ``?fragment=1`` and swaps
   the table in).
-- ``/dashboard/topic?topic=t``: the last hour in charts, sizes, settings (editable), dead
-  letters with redrive and purge buttons.
+- ``/dashboard/topic?topic=t``: its description, sizes, pause / resume and purge, its live
+  messages a queue and a page at a time (messages_view.py), the last hour in charts,
+  settings (editable), dead letters with redrive and purge buttons.
 - ``/dashboard/message?topic=t&msgId=m``: one message's state and fields.
+
+A form answers 303 back to the topic page, whose ``done`` (or ``error``, when the service
+refused: an unknown topic's pause or purge) says what happened.
 
 Writes are POST forms. A cross-site POST is refused (403) by ``same_origin``: the browser's
 ``Sec-Fetch-Site`` must be ``same-origin`` (or ``none``, typed by the user), else its
@@ -15,7 +19,6 @@ too — scripts use the HTTP API, not the console.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -24,17 +27,25 @@ from markupsafe import Markup
 
 from delayqueue.core.errors import DelayQueueError, NotFound
 from delayqueue.core.status import Status
+from delayqueue.core.topic_controls import PURGE_LIMIT
 from delayqueue.http.endpoints import route
 from delayqueue.http.request import params, runtime
 from delayqueue.settings.topic_setting import BY_NAME
 
+from . import filters
 from .charts import Series, line_chart
 from .fleet_view import PAGE_SIZES, FleetView, backlog_of
+from .messages_view import MSG_PAGE_SIZES, TABS, read_section
 
 console = Blueprint("console", __name__, template_folder="templates")
 
 REFRESH_S = 5
 DEAD_PAGE = 100
+DESCRIPTION = "description"      # the one free-text setting: a textarea holding its value
+PURGE_PER_POST = PURGE_LIMIT     # live messages one "Purge topic" ends (purgeTopic's default)
+
+for _filter in (filters.when, filters.iso, filters.ago, filters.rate, filters.preview):
+    console.add_app_template_filter(_filter)
 
 
 def view() -> FleetView:
@@ -66,18 +77,6 @@ def guard_writes() -> None:
         same_origin()
 
 
-@console.app_template_filter("when")
-def when(ms: int | None) -> str:
-    if ms is None:
-        return ""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
-
-
-@console.app_template_filter("rate")
-def rate(value: float) -> str:
-    return f"{value:.2f}" if value < 100 else f"{value:.0f}"
-
-
 def _int_arg(name: str, default: int) -> int:
     try:
         return int(request.args.get(name, default))
@@ -101,9 +100,11 @@ def status_name(status: int) -> str:
 
 @route(console, "topic")
 def topic() -> str:
-    name = params().topic()
+    p = params()
+    name = p.topic()
     rt = runtime()
     info = rt.queue.topic_info(name)
+    messages = read_section(p, name, info)
     backlog = backlog_of(info)
     history = view().topic_history(name, backlog)
     seconds = rt.monitor.interval_ms / 1000
@@ -125,6 +126,9 @@ def topic() -> str:
     return render_template("console/topic.html", topic=name, info=info, backlog=backlog,
                            charts=charts, config=data, source=source, rules=BY_NAME,
                            dead=dead, status_name=status_name, done=request.args.get("done"),
+                           error=request.args.get("error"), messages=messages, tabs=TABS,
+                           msg_sizes=MSG_PAGE_SIZES, now=rt.clock.now_ms(),
+                           purge_per_post=PURGE_PER_POST,
                            interval_s=int(seconds),
                            minutes=round(len(starts) * seconds / 60))
 
@@ -145,11 +149,13 @@ def message() -> str:
         except DelayQueueError as exc:
             error = exc.msg
     return render_template("console/message.html", topic=topic_name, msg_id=msg_id,
-                           message=found, error=error, status_name=status_name)
+                           message=found, error=error, status_name=status_name,
+                           now=runtime().clock.now_ms())
 
 
-def back_to_topic(name: str, done: str) -> Response:
-    return redirect(url_for("console.topic") + "?" + urlencode({"topic": name, "done": done}),
+def back_to_topic(name: str, done: str, key: str = "done") -> Response:
+    """303 to the topic page, which shows ``done`` (``key="error"``: shows it as an error)."""
+    return redirect(url_for("console.topic") + "?" + urlencode({"topic": name, key: done}),
                     code=303)
 
 
@@ -173,6 +179,67 @@ def purge() -> Response:
 def settings() -> Response:
     p = params()
     name = p.topic()
-    values = {k: v for k, v in p.values.items() if k in BY_NAME and v != ""}
-    runtime().admin.set_config(name, values, p.boolean("reset", default=False))
+    values = {k: v for k, v in p.values.items() if k in BY_NAME and v != ""
+              and k != DESCRIPTION}
+    values, reset = with_description(name, values, p.boolean("reset", default=False),
+                                     p.values.get(DESCRIPTION))   # "" (emptied) is not absent
+    runtime().admin.set_config(name, values, reset)
     return back_to_topic(name, "settings saved")
+
+
+def with_description(name: str, values: dict[str, Any], reset: bool, description: Any
+                     ) -> tuple[dict[str, Any], bool]:
+    """The settings form's values and reset with its description textarea's.
+
+    The textarea holds the current value: written only when edited, so an untouched form
+    does not make the server's default the topic's own. Emptied, the description goes back
+    to the server's default: setTopicConfig takes an empty value as absent, so only a reset
+    drops the topic's own, and the topic's other own values are written again with it (a
+    change another operator makes meanwhile may be lost). Browsers send newlines as CRLF.
+    """
+    if description is None:
+        return values, reset
+    if not isinstance(description, str):            # a JSON body: refused by its rule
+        return {**values, DESCRIPTION: description}, reset
+    description = description.replace("\r\n", "\n")
+    data, source = runtime().admin.get_config(name)
+    if description and description != data[DESCRIPTION]:
+        return {**values, DESCRIPTION: description}, reset
+    if not description and not reset and source[DESCRIPTION] == "topic":
+        own = {k: v for k, v in data.items() if source[k] == "topic" and k != DESCRIPTION}
+        return {**own, **values}, True
+    return values, reset
+
+
+@route(console, "pause")
+def pause() -> Response:
+    name = params().topic()
+    try:
+        changed = runtime().controls.pause(name)
+    except NotFound as exc:
+        return back_to_topic(name, exc.msg, "error")
+    return back_to_topic(name, "paused: nothing is handed out until resumed" if changed
+                         else "already paused")
+
+
+@route(console, "resume")
+def resume() -> Response:
+    name = params().topic()
+    try:
+        changed = runtime().controls.resume(name)
+    except NotFound as exc:
+        return back_to_topic(name, exc.msg, "error")
+    return back_to_topic(name, "resumed" if changed else "not paused: nothing to resume")
+
+
+@route(console, "purgeMessages")
+def purge_messages() -> Response:
+    """purgeTopic with its default limit: a topic of more takes more than one post (the
+    answer says how many remain)."""
+    name = params().topic()
+    try:
+        result = runtime().controls.purge(name, PURGE_PER_POST)
+    except NotFound as exc:
+        return back_to_topic(name, exc.msg, "error")
+    more = " (purge again to go on)" if result.remaining else ""
+    return back_to_topic(name, f"purged: {result.count}, remaining: {result.remaining}{more}")

@@ -1,0 +1,58 @@
+"""How the console's templates write times, rates and message bodies.
+
+Times are ms since the epoch everywhere in the API; a page shows them relative to the page's
+``now`` ("in 4 min 10 s", "12 s ago"), which is what an operator reads first, with the exact
+UTC moment beside them or in the element's title.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+PREVIEW_CHARS = 80           # a message body's preview in a list: its first characters
+UNITS = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000))
+
+
+def when(ms: int | None) -> str:
+    """The UTC moment to the millisecond: ``2025-11-22 08:00:05.250Z``."""
+    if ms is None:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+def iso(ms: int | None) -> str:
+    """ISO 8601 in UTC (a ``<time datetime>`` and its title): ``2025-11-22T08:00:05.250Z``."""
+    return when(ms).replace(" ", "T")
+
+
+def ago(ms: int | None, now_ms: int) -> str:
+    """``ms`` relative to ``now_ms`` in its two largest units: "in 4 min 10 s", "3 h ago";
+    "now" within a second."""
+    if ms is None:
+        return ""
+    delta = ms - now_ms
+    left = abs(delta)
+    if left < 1000:
+        return "now"
+    parts = []
+    for unit, size in UNITS:
+        if left >= size and len(parts) < 2:
+            parts.append(f"{left // size} {unit}")
+            left %= size
+        elif parts:
+            break                       # "2 h 5 s" reads as more exact than it is: "2 h"
+    text = " ".join(parts)
+    return f"in {text}" if delta > 0 else f"{text} ago"
+
+
+def rate(value: float) -> str:
+    return f"{value:.2f}" if value < 100 else f"{value:.0f}"
+
+
+def preview(text: str | None, chars: int = PREVIEW_CHARS) -> str:
+    """The start of a body on one line: control characters (newlines too) as spaces, cut at
+    ``chars`` with an ellipsis. The template escapes it."""
+    if not text:
+        return ""
+    head = "".join(" " if ord(c) < 32 or ord(c) == 127 else c for c in text[:chars])
+    return head + "…" if len(text) > chars else head
