@@ -55,7 +55,9 @@ def parse_values(raw: Mapping[str, Any], others: tuple[str, ...] = ()) -> dict[s
                          f"{', '.join(BY_NAME)}")
     values = {}
     for setting in SETTINGS:
-        if setting.name not in raw or raw[setting.name] in (None, ""):
+        # An empty value is absent, except for free text, where it is the empty text.
+        if setting.name not in raw or raw[setting.name] is None or (
+                raw[setting.name] == "" and setting.kind is not str):
             continue
         try:
             values[setting.name] = setting.parse(raw[setting.name])

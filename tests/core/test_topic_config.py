@@ -124,3 +124,8 @@ def test_set_topic_config_with_an_unknown_name_answers_400_and_writes_nothing(re
     config = app.extensions["delayqueue"].keys.topic("typo").config
     assert redis_client.exists(config) == 0
     assert redis_client.keys("*typo*") == []
+
+
+def test_an_empty_description_is_a_value_an_empty_number_is_absent():
+    assert parse_values({"description": "", "maxRetry": "", "ttlMillis": None}) == \
+        {"description": ""}

@@ -535,15 +535,15 @@ def test_description_is_shown_escaped_and_the_settings_form_sets_the_new_setting
     http.post("/dashboard/topic/settings", headers=SAME_ORIGIN, data={
         "topic": "described", "maxRetry": "2", "deadLetter": "false",
         "description": "Orders <b>paid</b>\r\nsecond line"})
-    # Emptied: back to the server's (empty) default; the topic's other values stay.
+    # Emptied: the topic's own description is the empty text; its other values stay.
     http.post("/dashboard/topic/pause", data={"topic": "described"}, headers=SAME_ORIGIN)
     http.post("/dashboard/topic/settings", headers=SAME_ORIGIN,
               data={"topic": "described", "ttlMillis": "60000", "description": ""})
     config = http.post(Q + "getTopicConfig", data={"topic": "described"}).get_json()
-    assert config["data"]["description"] == "" and config["source"]["description"] == "server"
+    assert config["data"]["description"] == "" and config["source"]["description"] == "topic"
     own = {k: v for k, v in config["data"].items() if config["source"][k] == "topic"}
     assert own == {"delayMillis": 5000, "maxBacklog": 7, "maxRetry": 2, "deadLetter": False,
-                   "ttlMillis": 60000}
+                   "ttlMillis": 60000, "description": ""}
     assert topic_info(http, "described")["paused"] is True      # a reset keeps the pause
     assert 'id="description"' not in http.get("/dashboard/topic?topic=described"
                                               ).get_data(as_text=True)

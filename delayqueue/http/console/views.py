@@ -181,34 +181,27 @@ def settings() -> Response:
     name = p.topic()
     values = {k: v for k, v in p.values.items() if k in BY_NAME and v != ""
               and k != DESCRIPTION}
-    values, reset = with_description(name, values, p.boolean("reset", default=False),
-                                     p.values.get(DESCRIPTION))   # "" (emptied) is not absent
-    runtime().admin.set_config(name, values, reset)
+    values = with_description(name, values, p.values.get(DESCRIPTION))  # "": emptied
+    runtime().admin.set_config(name, values, p.boolean("reset", default=False))
     return back_to_topic(name, "settings saved")
 
 
-def with_description(name: str, values: dict[str, Any], reset: bool, description: Any
-                     ) -> tuple[dict[str, Any], bool]:
-    """The settings form's values and reset with its description textarea's.
+def with_description(name: str, values: dict[str, Any], description: Any) -> dict[str, Any]:
+    """The settings form's values with its description textarea's.
 
     The textarea holds the current value: written only when edited, so an untouched form
-    does not make the server's default the topic's own. Emptied, the description goes back
-    to the server's default: setTopicConfig takes an empty value as absent, so only a reset
-    drops the topic's own, and the topic's other own values are written again with it (a
-    change another operator makes meanwhile may be lost). Browsers send newlines as CRLF.
+    does not make the server's default the topic's own; emptied, it writes the empty text.
+    Browsers send newlines as CRLF.
     """
     if description is None:
-        return values, reset
+        return values
     if not isinstance(description, str):            # a JSON body: refused by its rule
-        return {**values, DESCRIPTION: description}, reset
+        return {**values, DESCRIPTION: description}
     description = description.replace("\r\n", "\n")
-    data, source = runtime().admin.get_config(name)
-    if description and description != data[DESCRIPTION]:
-        return {**values, DESCRIPTION: description}, reset
-    if not description and not reset and source[DESCRIPTION] == "topic":
-        own = {k: v for k, v in data.items() if source[k] == "topic" and k != DESCRIPTION}
-        return {**own, **values}, True
-    return values, reset
+    data, _ = runtime().admin.get_config(name)
+    if description == data[DESCRIPTION]:
+        return values
+    return {**values, DESCRIPTION: description}
 
 
 @route(console, "pause")
