@@ -42,6 +42,7 @@ from spark_jobs.groups import classify, identity_text
 from spark_jobs.histogram import BUCKETS
 from spark_jobs.snapshot import (
     COUNTERS,
+    FLAGS,
     GAUGES,
     HISTOGRAM,
     KEY_FIELDS,
@@ -63,6 +64,7 @@ RECORD_FIELDS: list[tuple[str, DataType]] = [
     *[(field, LongType()) for field, _ in COUNTERS],
     *[(field, HISTOGRAM) for field, _ in LAGS],
     *[(field, LongType()) for field, _ in GAUGES],
+    *[(field, BooleanType()) for field, _ in FLAGS],
     ("waitingQueueInfo", _WAITING),
 ]
 """The snapshot fields, as ``SNAPSHOT_SCHEMA`` names them (``waitingQueueInfo``: a struct)."""
@@ -230,6 +232,16 @@ def _filled(array):
     return values.astype(np.int64, copy=False), array.is_valid().to_numpy(zero_copy_only=False)
 
 
+def _flag(array):
+    """A nullable Arrow boolean array -> int64 numpy values, 1 for true, 0 for false or null
+    (``snapshot.flag_value``)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    filled = pc.fill_null(array, False).to_numpy(zero_copy_only=False)
+    return filled.astype(np.int64)
+
+
 def _codes(array):
     """A string array -> (dictionary codes, -1 for null; the dictionary)."""
     import numpy as np
@@ -284,6 +296,8 @@ def line_arrays(table, source: str, day: int | None) -> LineArrays:
         value, valid = _filled(column(field))
         values[alias] = value
         gauges.append((value, valid))
+    for field, alias in FLAGS:
+        values[alias] = _flag(column(field))
     for (field, alias), array in zip(WAITING_DELAYS, column("waitingQueueInfo").flatten()):
         values[alias] = _filled(array)[0]
     lines = LineArrays(

@@ -11,6 +11,9 @@ Every finding is one row: kind, namespace, topic, date, time, figure, unit, deta
     (``deadLettered``, snapshot schemaVersion 2); time = first such hour, figure = count.
   * ``no_consumer``            -- messages sent in the day and none delivered; time = first
     hour with sends, figure = messages sent.
+  * ``backlog_refused``        -- sends refused because the topic held its maxBacklog live
+    messages (``backlogRefused``): producers lost those sends unless they retried; time =
+    first such hour, figure = count.
 A day with none of these has no findings rows (the report says so).
 """
 
@@ -84,16 +87,29 @@ def _daily(topic_hour: DataFrame) -> DataFrame:
         return F.min(F.when(F.col(column) > 0, F.col("hour_start"))).alias(f"first_{column}")
 
     return topic_hour.groupBy(*KEYS).agg(
-        *[F.sum(c).alias(c) for c in ("sent", "delivered", "ended", "dead_lettered", "redriven")],
+        *[
+            F.sum(c).alias(c)
+            for c in (
+                "sent",
+                "delivered",
+                "ended",
+                "dead_lettered",
+                "redriven",
+                "backlog_refused",
+                "purged",
+            )
+        ],
         first_hour("sent"),
         first_hour("ended"),
         first_hour("dead_lettered"),
+        first_hour("backlog_refused"),
         F.max_by("ready_size_last", "hour_start_ms").alias("ready_size_last"),
     )
 
 
 def daily_findings(topic_hour: DataFrame) -> DataFrame:
-    """Ended, dead-lettered and no-consumer findings of each topic-day (one pass)."""
+    """Ended, dead-lettered, no-consumer and backlog-refused findings of each topic-day (one
+    pass)."""
     days = _daily(topic_hour)
     ended = _finding(
         days.filter(F.col("ended") > 0),
@@ -128,7 +144,20 @@ def daily_findings(topic_hour: DataFrame) -> DataFrame:
             "ready_size_last",
         ),
     )
-    return ended.unionByName(dead).unionByName(no_consumer)
+    refused = _finding(
+        days.filter(F.col("backlog_refused") > 0),
+        "backlog_refused",
+        F.col("first_backlog_refused"),
+        F.col("backlog_refused"),
+        "messages",
+        F.format_string(
+            "topic %s refused %d send(s) at its backlog quota (maxBacklog); %d purged in the day",
+            "topic",
+            "backlog_refused",
+            "purged",
+        ),
+    )
+    return ended.unionByName(dead).unionByName(no_consumer).unionByName(refused)
 
 
 def findings(topic_hour: DataFrame, growth_runs: DataFrame, lag_threshold_ms: int) -> DataFrame:

@@ -7,7 +7,11 @@ Traffic follows a daily cycle; by topic index:
                     group's head (groupBlockedSize; 0 on every other topic)
   * i % 10 == 3  -- consumers fall behind from 08:00 to 20:00 UTC: the ready backlog grows
   * i % 10 == 5  -- delivery-lag spike from 14:00 to 16:00 UTC (p99 well above 1000 ms)
+  * i % 10 == 6  -- paused from 02:00 to 04:00 UTC (paused; nothing delivered, the ready
+                    queue grows), then purged at 04:00 (purged: the ready backlog)
   * i % 10 == 7  -- some messages end by expiry / exhausted retries every hour
+  * i % 10 == 8  -- at its backlog quota from 10:00 to 12:00 UTC: a fifth of the sends are
+                    refused (backlogRefused)
   * i % 10 == 9  -- the topic first appears at 12:00 UTC on the first day
   * the last topic (with 4 or more topics) has no consumer: nothing is ever delivered
 Optionally duplicates (a snapshot written twice) and malformed / unsupported (schemaVersion
@@ -95,8 +99,13 @@ def _day_lines(plan: Plan, day_index: int) -> dict[str, dict]:
                 continue
             sent = int(base[i] * daily * (0.8 + 0.4 * rng.random()) * plan.interval_s / 60)
             promoted = sent
+            paused = role == 6 and 2 <= hour < 4
+            purged = 0
+            if role == 6 and (k * plan.interval_s) % 86_400 == 4 * 3600:
+                purged, ready[i] = ready[i], 0  # the operator purges what the pause held back
+            refused = sent // 5 if role == 8 and 10 <= hour < 12 else 0
             available = ready[i] + promoted
-            if i == no_consumer:
+            if i == no_consumer or paused:
                 capacity = 0
             elif role == 3 and 8 <= hour < 20:
                 capacity = int(promoted * 0.7)
@@ -122,10 +131,12 @@ def _day_lines(plan: Plan, day_index: int) -> dict[str, dict]:
                 f'"getMsg":{delivered // 20},"deleteMsg":{sent // 100},'
                 f'"triggerMsgReady":{promoted},'
                 f'"triggerMsgEndLife":{ended},"triggerMsgTimeout":{timed_out},{failure}'
+                f'"purged":{purged},"backlogRefused":{refused},'
                 f'"pullMsgTimeGap":{_histogram(delivered, lag_center)},'
                 f'"readyQueueTimeGap":{_histogram(promoted, 1)},'
                 f'"waitingQueueSize":{w},"readyQueueSize":{ready[i]},'
                 f'"ackQueueSize":{timed_out + nacked},"groupBlockedSize":{blocked},'
+                f'"paused":{"true" if paused else "false"},'
                 f'"waitingQueueInfo":{{"sizeOf0To1min":{w // 2},"sizeOf1minTo10min":{w - w // 2},'
                 f'"sizeOf10minTo30min":0,"sizeOf30minTo1hour":0,"sizeOf1hourTo6hour":0,'
                 f'"sizeOf6hourTo1day":0,"sizeOf1dayTo7day":0,"sizeOf7dayTo30day":0,'

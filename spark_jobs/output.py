@@ -30,6 +30,8 @@ CSV_COLUMNS = (
     "timed_out",
     "dead_lettered",
     "redriven",
+    "purged",
+    "backlog_refused",
     "sent_per_s",
     "delivered_per_s",
     "acked_per_s",
@@ -59,6 +61,9 @@ CSV_COLUMNS = (
     "group_blocked_size_avg",
     "group_blocked_size_max",
     "group_blocked_size_last",
+    "paused_avg",
+    "paused_max",
+    "paused_last",
 )
 
 

@@ -30,6 +30,8 @@ NAMESPACE_COLUMNS = (
     ("ended", "Ended"),
     ("dead_lettered", "Dead-lettered"),
     ("redriven", "Redriven"),
+    ("purged", "Purged"),
+    ("backlog_refused", "Refused (backlog)"),
     ("sent_per_s", "Sent/s"),
     ("delivered_per_s", "Delivered/s"),
     ("ack_ratio", "Ack ratio"),
@@ -44,6 +46,8 @@ NAMESPACE_COLUMNS = (
     ("ready_size_last", "Ready"),
     ("consuming_size_last", "Consuming"),
     ("group_blocked_size_last", "Group-blocked"),
+    # a topic's 1 / 0; a namespace's paused topics (both at the last interval)
+    ("paused_last", "Paused"),
 )
 TOPIC_COLUMNS = (("topic", "Topic"),) + tuple(
     c for c in NAMESPACE_COLUMNS if c[0] not in ("namespace", "topics")
@@ -365,7 +369,8 @@ def render_report(data: dict) -> str:
             f"no ready backlog grew for {settings.get('growth_min_intervals', '')} consecutive "
             "snapshots, p99 delivery lag stayed at or under "
             f"{settings.get('lag_threshold_ms', '')} ms, no message expired, exhausted its retries "
-            "or was dead-lettered, and every topic that was sent to was consumed.</p>"
+            "or was dead-lettered, every topic that was sent to was consumed, and no send was "
+            "refused for a topic's backlog quota.</p>"
         )
     if data["comparison"]:
         comparison = _table("day-over-day", COMPARISON_COLUMNS, data["comparison"])

@@ -7,11 +7,13 @@ Base columns of every table (rolled up by sum, max, or "last"):
   snapshot_lines, first_interval_start_ms, last_interval_end_ms, the counters,
   ``<lag>_count/_sum/_max/_counts`` for delivery_lag and scheduling_lag,
   ``<gauge>_sum/_avg/_max/_last`` for waiting_size, ready_size, consuming_size,
-  group_blocked_size (due messages behind their message group's head), and the
-  waiting-queue delay distribution at the last interval (``waiting_0_1min`` ...).
+  group_blocked_size (due messages behind their message group's head) and paused (1 while
+  paused: avg is the share of the intervals paused, max whether it was, last whether it is),
+  and the waiting-queue delay distribution at the last interval (``waiting_0_1min`` ...).
 For namespace rows the gauges are sums over the namespace's topics: avg and last are the
-namespace's own figures (exact when topics cover the same intervals); max is the sum of
-per-topic maxima, an upper bound on the simultaneous peak.
+namespace's own figures (exact when topics cover the same intervals; paused_last is the
+number of topics paused); max is the sum of per-topic maxima, an upper bound on the
+simultaneous peak.
 ``with_derived`` adds rates, ratios, lag mean and percentiles.
 """
 

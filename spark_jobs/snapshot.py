@@ -15,7 +15,10 @@ pays a fixed cost per nested object, and this one is 12 % of the parse (docs/rep
 Schema versions 1 and 2 are read alike: version 2 adds the optional counters
 ``deadLettered`` and ``redriven`` (absent -> 0, so version-1 lines read as zero).
 ``groupBlockedSize`` (due messages behind their message group's head) was added within
-version 1; lines written before it read as 0.
+version 1; lines written before it read as 0. So were the topic controls' counters ``purged``
+and ``backlogRefused`` (absent -> 0) and the flag ``paused`` (a JSON boolean, read as the
+gauge 1 / 0; absent -> 0; any other type makes the line malformed, as a wrong type does
+anywhere).
 
 A line is classified into ``status``:
   * ``ok``          -- schemaVersion 1 or 2 with namespace, topic, intervalStart <
@@ -36,6 +39,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
+    BooleanType,
     IntegerType,
     LongType,
     MapType,
@@ -68,6 +72,9 @@ COUNTERS = (
     # schemaVersion 2 (the failure-handling counters); absent in version 1 -> 0
     ("deadLettered", "dead_lettered"),
     ("redriven", "redriven"),
+    # added within version 1 (the topic controls): absent in older lines -> 0
+    ("purged", "purged"),
+    ("backlogRefused", "backlog_refused"),
 )
 LAGS = (("pullMsgTimeGap", "delivery_lag"), ("readyQueueTimeGap", "scheduling_lag"))
 GAUGES = (
@@ -77,6 +84,10 @@ GAUGES = (
     # added within version 1 (message groups): absent in older lines -> 0
     ("groupBlockedSize", "group_blocked_size"),
 )
+# Booleans of the line, rolled up as gauges of 1 (true) and 0 (false or absent): avg is the
+# share of the intervals, max whether any, last the latest; summed over a namespace's topics,
+# the number of topics. Added within version 1 (the topic controls).
+FLAGS = (("paused", "paused"),)
 WAITING_DELAYS = (
     ("sizeOf0To1min", "waiting_0_1min"),
     ("sizeOf1minTo10min", "waiting_1_10min"),
@@ -91,7 +102,10 @@ WAITING_DELAYS = (
 
 COUNTER_NAMES = [name for _, name in COUNTERS]
 LAG_NAMES = [name for _, name in LAGS]
-GAUGE_NAMES = [name for _, name in GAUGES]
+SIZE_NAMES = [name for _, name in GAUGES]
+FLAG_NAMES = [name for _, name in FLAGS]
+GAUGE_NAMES = SIZE_NAMES + FLAG_NAMES
+"""Every gauge column: the queue sizes (range-checked), then the flags (1 / 0)."""
 WAITING_NAMES = [name for _, name in WAITING_DELAYS]
 BUCKET_COLUMNS = [f"{lag}_b{i}" for lag in LAG_NAMES for i in range(BUCKETS)]
 
@@ -119,6 +133,7 @@ SNAPSHOT_SCHEMA = StructType(
         *[StructField(field, LongType()) for field, _ in COUNTERS],
         *[StructField(field, HISTOGRAM) for field, _ in LAGS],
         *[StructField(field, LongType()) for field, _ in GAUGES],
+        *[StructField(field, BooleanType()) for field, _ in FLAGS],
         StructField("waitingQueueInfo", MapType(StringType(), LongType())),
         StructField(CORRUPT_COLUMN, StringType()),
     ]
@@ -132,6 +147,11 @@ STATUS_CODES = {"ok": 0, "malformed": 1, "unsupported": 2, "misplaced": 3}
 
 def _zero(column: Column) -> Column:
     return F.coalesce(column, F.lit(0).cast("long"))
+
+
+def flag_value(column: Column) -> Column:
+    """A boolean field -> 1 when true, 0 when false or absent (a gauge column)."""
+    return F.when(column, F.lit(1)).otherwise(F.lit(0)).cast("long")
 
 
 def file_day(source_file: Column) -> Column:
@@ -197,7 +217,8 @@ def snapshot_rows(records: DataFrame, check_file_date: bool = True) -> DataFrame
     1970 of the file's ``date=`` directory, or null), ``schema_version``, the identity
     (``namespace``, ``topic``, ``interval_start``, ``interval_end``), the counters, per lag
     ``<lag>_count/_sum/_max`` and one column per bucket ``<lag>_b0`` .. ``_b15``, the queue
-    sizes and the waiting-queue delay distribution. The snapshot columns are only meaningful
+    sizes, the flags (1 / 0) and the waiting-queue delay distribution. The snapshot columns
+    are only meaningful
     where ``status == 0``.
     """
     col = F.col
@@ -220,6 +241,7 @@ def snapshot_rows(records: DataFrame, check_file_date: bool = True) -> DataFrame
             *[_zero(col(name)["counts"].getItem(i)).alias(f"{alias}_b{i}") for i in range(BUCKETS)],
         ]
     columns += [_zero(col(name)).alias(alias) for name, alias in GAUGES]
+    columns += [flag_value(col(name)).alias(alias) for name, alias in FLAGS]
     columns += [_zero(col("waitingQueueInfo")[name]).alias(alias) for name, alias in WAITING_DELAYS]
     return records.select(*columns)
 
@@ -237,7 +259,7 @@ def flat_snapshot_rows(records: DataFrame) -> DataFrame:
         size = col(f"{alias}_size")
         histograms_ok = histograms_ok & (size.isNull() | (size == BUCKETS))
     status = _status(
-        days, F.lit(None).cast("string"), histograms_ok, [col(name) for name in GAUGE_NAMES]
+        days, F.lit(None).cast("string"), histograms_ok, [col(name) for name in SIZE_NAMES]
     )
     return records.select(
         status.alias("status"),

@@ -1,4 +1,5 @@
-"""Prometheus text for /metrics: fleet-wide counters, queue sizes, time gaps, loop timings.
+"""Prometheus text for /metrics: fleet-wide counters, queue sizes, paused flags, time gaps,
+loop timings.
 
 Counters and histograms come from the namespace's cumulative monitor HASH (every process's
 flushed samples), so any worker of any node answers for the whole fleet; scrape one target,
@@ -36,13 +37,22 @@ def cumulative_buckets(counts: list[int]) -> list[tuple[str, float]]:
     return buckets
 
 
+Paused = Callable[[list[str]], dict[str, bool]]
+
+
 class MonitorCollector(Collector):
-    """Builds the metric families from one read of the monitor totals and queue sizes."""
+    """Builds the metric families from one read of the monitor totals and queue sizes.
+
+    ``paused`` (TopicControls.paused) is asked about the topics ``queue_sizes`` answered for,
+    so the flags and the sizes of a scrape name the same topics.
+    """
 
     def __init__(self, monitor: Monitor,
-                 queue_sizes: Callable[[], dict[str, tuple[int, int, int, int]]]) -> None:
+                 queue_sizes: Callable[[], dict[str, tuple[int, int, int, int]]],
+                 paused: Paused | None = None) -> None:
         self.monitor = monitor
         self.queue_sizes = queue_sizes
+        self.paused = paused
 
     def collect(self) -> Iterable[Metric]:
         totals = self.monitor.totals()
@@ -50,8 +60,8 @@ class MonitorCollector(Collector):
 
         messages = CounterMetricFamily(
             "delayqueue_messages",
-            "Messages handled, by topic and operation (camellia's monitor counters), "
-            "cumulative over the whole fleet.",
+            "Messages handled, by topic and operation (camellia's monitor counters, and "
+            "deadLettered, redriven, purged, backlogRefused), cumulative over the whole fleet.",
             labels=["topic", "op"])
         for topic in sorted(topics):
             for op in COUNTERS:
@@ -64,10 +74,20 @@ class MonitorCollector(Collector):
             "delivered), consuming (delivered, awaiting ack), group_blocked (due, waiting "
             "behind their message group's head).",
             labels=["topic", "state"])
-        for topic, values in sorted(self.queue_sizes().items()):
+        queue_sizes = self.queue_sizes()
+        for topic, values in sorted(queue_sizes.items()):
             for state, value in zip(QUEUE_STATES, values):
                 sizes.add_metric([topic, state], value)
         yield sizes
+
+        if self.paused is not None:
+            paused = GaugeMetricFamily(
+                "delayqueue_topic_paused",
+                "1 while the topic is paused (pauseTopic: nothing is handed out), else 0.",
+                labels=["topic"])
+            for topic, flag in sorted(self.paused(sorted(queue_sizes)).items()):
+                paused.add_metric([topic], int(flag))
+            yield paused
 
         gaps = HistogramMetricFamily(
             "delayqueue_time_gap_milliseconds",
@@ -99,9 +119,9 @@ class MonitorCollector(Collector):
         yield loops
 
 
-def render_metrics(monitor: Monitor, queue_sizes: Callable[[], dict[str, tuple[int, ...]]]
-                   ) -> tuple[bytes, str]:
-    """The /metrics body and its content type."""
+def render_metrics(monitor: Monitor, queue_sizes: Callable[[], dict[str, tuple[int, ...]]],
+                   paused: Paused | None = None) -> tuple[bytes, str]:
+    """The /metrics body and its content type (no paused gauge when ``paused`` is None)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(MonitorCollector(monitor, queue_sizes))
+    registry.register(MonitorCollector(monitor, queue_sizes, paused))
     return generate_latest(registry), CONTENT_TYPE_LATEST

@@ -27,8 +27,8 @@ from delayqueue.core.monitor import COUNTERS, HISTOGRAMS, Monitor, empty_topic_s
 
 logger = logging.getLogger(__name__)
 
-# deadLettered, redriven and groupBlockedSize were added in place: readers ignore new fields
-# and read a missing one as 0
+# deadLettered, redriven, groupBlockedSize, purged, backlogRefused and paused were added in
+# place: readers ignore new fields and read a missing one as 0 (paused: false)
 SCHEMA_VERSION = 1
 WAITING_QUEUE_INFO_KEYS = (
     "sizeOf0To1min", "sizeOf1minTo10min", "sizeOf10minTo30min", "sizeOf30minTo1hour",
@@ -64,6 +64,7 @@ def snapshot_line(namespace: str, topic: str, interval_start_ms: int, interval_e
     line["readyQueueSize"] = int(info.get("readyQueueSize", 0))
     line["ackQueueSize"] = int(info.get("ackQueueSize", 0))
     line["groupBlockedSize"] = int(info.get("groupBlockedSize", 0))
+    line["paused"] = bool(info.get("paused", False))
     line["waitingQueueInfo"] = {key: int(waiting_info.get(key, 0))
                                 for key in WAITING_QUEUE_INFO_KEYS}
     return line

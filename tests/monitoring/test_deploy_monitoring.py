@@ -1,7 +1,8 @@
 """deploy/grafana and deploy/prometheus against what /metrics really exports.
 
 A real app on a real redis-server does some traffic (sends, a delivery, a nack into the
-dead-letter queue, a loop tick); its /metrics scrape is the truth. Every metric name, every
+dead-letter queue, a loop tick, a send refused for the backlog, a purge, a pause); its /metrics
+scrape is the truth. Every metric name, every
 label matcher and every grouping label in the alert rules and the dashboard must exist in it.
 """
 
@@ -50,6 +51,13 @@ def exported(redis_server):
             return http.post(Q + "getMsg", data={"topic": "t", "msgId": "c"}
                              ).get_json()["delayMsg"]["status"] == 2
         wait_until(promoted, 5)
+        # The topic controls: a send refused for the backlog, a purge, a paused topic.
+        http.post(Q + "setTopicConfig", data={"topic": "q", "maxBacklog": 1})
+        http.post(Q + "sendMsg", data={"topic": "q", "msg": "a"})
+        assert http.post(Q + "sendMsg", data={"topic": "q", "msg": "b"}
+                         ).get_json()["code"] == 429
+        assert http.post(Q + "purgeTopic", data={"topic": "q"}).get_json()["count"] == 1
+        assert http.post(Q + "pauseTopic", data={"topic": "t"}).get_json()["paused"] is True
         rt.monitor.observe_loop("schedule", 1.5)
         rt.monitor.flush()
         text = http.get("/metrics").get_data(as_text=True)
@@ -60,6 +68,7 @@ def exported(redis_server):
             for name, value in sample.labels.items():
                 labels.setdefault(name, set()).add(value)
     assert "delayqueue_messages_total" in samples
+    assert samples["delayqueue_topic_paused"]["topic"] == {"q", "t"}
     return samples
 
 
@@ -156,3 +165,33 @@ def test_the_dashboard_shows_every_queue_state_group_blocked_too(exported):
                         (g.replace(" ", "") for g in GROUPING.findall(e)))]
     assert by_state, "no panel shows the queue sizes by state"
     assert any('state="group_blocked"' in e for e in exprs), "no panel of group_blocked alone"
+
+
+def test_the_topic_control_alerts_fire_on_a_backlog_refusal_and_on_an_hour_paused():
+    rules = {rule["alert"]: rule for rule in alert_rules()}
+    quota = rules["DelayQueueBacklogQuotaReached"]
+    assert re.sub(r"\s+", " ", quota["expr"]).strip() == (
+        'max by (topic) (increase(delayqueue_messages_total{op="backlogRefused"}[5m])) > 0')
+    assert "for" not in quota and quota["labels"]["severity"] == "warning"
+    paused = rules["DelayQueueTopicPaused"]
+    assert re.sub(r"\s+", " ", paused["expr"]).strip() == (
+        "max by (topic) (delayqueue_topic_paused) == 1")
+    assert paused["for"] == "1h" and paused["labels"]["severity"] == "warning"
+    for rule in (quota, paused):
+        assert "{{ $labels.topic }}" in rule["annotations"]["summary"]
+        assert rule["annotations"]["description"]
+
+
+def test_the_dashboard_shows_paused_topics_purges_and_backlog_refusals():
+    panels = dashboard()["panels"]
+    stats = [p for p in panels if p["type"] == "stat"
+             and any("delayqueue_topic_paused" in t["expr"] for t in p["targets"])]
+    assert stats, "no stat of the paused topics"
+    exprs = [t["expr"] for p in panels if p["type"] == "timeseries" for t in p["targets"]]
+    for op in ("purged", "backlogRefused"):
+        assert any(f'op="{op}"' in e for e in exprs), f"no panel of {op}"
+    cells = {(x, y) for p in panels for x in range(p["gridPos"]["x"], p["gridPos"]["x"]
+                                                     + p["gridPos"]["w"])
+             for y in range(p["gridPos"]["y"], p["gridPos"]["y"] + p["gridPos"]["h"])}
+    assert len(cells) == sum(p["gridPos"]["w"] * p["gridPos"]["h"] for p in panels), (
+        "panels overlap")

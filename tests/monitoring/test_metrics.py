@@ -9,9 +9,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from delayqueue.background.runtime import Runtime
 from delayqueue.core.clock import ManualClock
+from delayqueue.core.errors import BacklogExceeded
 from delayqueue.core.histogram import BOUNDS_MS
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.monitor import COUNTERS, Monitor
+from delayqueue.core.queue import SendRequest
 from delayqueue.core.scripts import Scripts
 from delayqueue.monitoring.metrics import QUEUE_STATES, render_metrics
 from delayqueue.settings.config import load_settings
@@ -148,3 +150,55 @@ def test_metrics_with_no_activity_still_render(redis_client):
     families, _ = samples_by_name(body)
     assert {"delayqueue_messages", "delayqueue_queue_size", "delayqueue_time_gap_milliseconds",
             "delayqueue_scheduler_loop_duration_milliseconds"} <= set(families)
+
+
+def test_paused_flags_purged_and_backlog_refusals_are_exported_per_topic(redis_url):
+    """The controls as an operator meets them: a gauge of 1 for the paused topic and 0 for the
+    others, and the purged and backlog-refused counts as ops of delayqueue_messages_total."""
+    clock = ManualClock(START_MS)
+    settings = load_settings(overrides={"redis_url": redis_url, "snapshot_dir": ""})
+    rt = Runtime(settings, client=redis.Redis.from_url(redis_url, decode_responses=True),
+                 clock=clock)
+    rt.admin.set_config("full", {"maxBacklog": "2"})
+    for msg_id in ("a", "b"):
+        rt.queue.send("full", "body", msg_id=msg_id)
+    refused = rt.queue.send_batch("full", [SendRequest("c"), SendRequest("d")])
+    assert [type(r) for r in refused] == [BacklogExceeded, BacklogExceeded]
+    for msg_id in ("x", "y", "z"):
+        rt.queue.send("held", "body", msg_id=msg_id, delay_ms=60_000)
+    assert rt.controls.pause("held") is True
+    assert rt.controls.purge("full").count == 2
+    rt.monitor.flush()
+
+    body, _ = render_metrics(rt.monitor, rt.queue.queue_sizes, rt.controls.paused)
+    families, samples = samples_by_name(body)
+    assert families["delayqueue_topic_paused"].type == "gauge"
+    assert {s.labels["topic"]: s.value for s in samples["delayqueue_topic_paused"]} == {
+        "full": 0, "held": 1}
+    counts = {(s.labels["topic"], s.labels["op"]): s.value
+              for s in samples["delayqueue_messages_total"]
+              if s.labels["op"] in ("purged", "backlogRefused", "sendMsg")}
+    assert counts == {("full", "sendMsg"): 2, ("full", "purged"): 2,
+                      ("full", "backlogRefused"): 2, ("held", "sendMsg"): 3,
+                      ("held", "purged"): 0, ("held", "backlogRefused"): 0}
+
+    assert rt.controls.resume("held") is True
+    body, _ = render_metrics(rt.monitor, rt.queue.queue_sizes, rt.controls.paused)
+    _, samples = samples_by_name(body)
+    assert value(samples, "delayqueue_topic_paused", topic="held") == 0
+
+
+def test_the_paused_gauge_names_exactly_the_topics_the_sizes_name(redis_client):
+    """One topic list per scrape: the flags are asked for the topics queue_sizes answered."""
+    asked = []
+
+    def paused(topics):
+        asked.append(topics)
+        return {topic: topic == "b" for topic in topics}
+
+    body, _ = render_metrics(make_monitor(redis_client, ManualClock(START_MS)),
+                             lambda: {"b": (0, 0, 0, 0), "a": (1, 0, 0, 0)}, paused)
+    _, samples = samples_by_name(body)
+    assert asked == [["a", "b"]]
+    assert [(s.labels["topic"], s.value) for s in samples["delayqueue_topic_paused"]] == [
+        ("a", 0), ("b", 1)]

@@ -10,8 +10,10 @@ import redis
 
 from delayqueue.background.runtime import Runtime
 from delayqueue.core.clock import ManualClock
+from delayqueue.core.errors import BacklogExceeded
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.monitor import Monitor
+from delayqueue.core.queue import SendRequest
 from delayqueue.core.scripts import Scripts
 from delayqueue.monitoring.snapshot import SnapshotWriter
 from delayqueue.settings.config import load_settings
@@ -33,7 +35,7 @@ def topic_info(topic: str) -> dict:
     return {"topic": topic, "waitingQueueSize": waiting["sizeOf0To1min"],
             "waitingQueueInfo": waiting, "readyQueueSize": 3 if topic == "t1" else 0,
             "ackQueueSize": 1 if topic == "t1" else 0,
-            "groupBlockedSize": 2 if topic == "t1" else 0}
+            "groupBlockedSize": 2 if topic == "t1" else 0, "paused": topic == "t1"}
 
 
 class Fleet:
@@ -89,11 +91,12 @@ def test_line_matches_design_format_field_for_field(fleet, tmp_path):
         "intervalStart": START_MS, "intervalEnd": START_MS + INTERVAL_MS,
         "sendMsg": 35, "pullMsg": 12, "ackMsg": 12, "nackMsg": 1, "getMsg": 0, "deleteMsg": 0,
         "triggerMsgReady": 24, "triggerMsgEndLife": 0, "triggerMsgTimeout": 0,
-        "deadLettered": 0, "redriven": 0,
+        "deadLettered": 0, "redriven": 0, "purged": 0, "backlogRefused": 0,
         "pullMsgTimeGap": {"count": 3, "sum": 91, "max": 84,
                            "counts": [0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]},
         "readyQueueTimeGap": ZERO_HIST,
         "waitingQueueSize": 451, "readyQueueSize": 3, "ackQueueSize": 1, "groupBlockedSize": 2,
+        "paused": True,
         "waitingQueueInfo": {"sizeOf0To1min": 451, "sizeOf1minTo10min": 0,
                              "sizeOf10minTo30min": 0, "sizeOf30minTo1hour": 0,
                              "sizeOf1hourTo6hour": 0, "sizeOf6hourTo1day": 0,
@@ -103,6 +106,7 @@ def test_line_matches_design_format_field_for_field(fleet, tmp_path):
     assert lines[0] == expected and list(lines[0]) == list(expected)   # the documented order
     assert lines[1]["topic"] == "t9" and lines[1]["getMsg"] == 1
     assert lines[1]["waitingQueueSize"] == 0 and lines[1]["groupBlockedSize"] == 0
+    assert lines[1]["paused"] is False
     # Compact separators, one object per line.
     raw = path.read_text().splitlines()[0]
     assert ", " not in raw and ": " not in raw
@@ -201,3 +205,28 @@ def test_a_line_counts_messages_behind_their_group_head_as_the_topic_info_does(
             line["groupBlockedSize"]) == (1, 0, 1, 1)
     assert line["waitingQueueInfo"]["sizeOf10minTo30min"] == 1    # g3: due in 29 min 3 s
     assert line["sendMsg"] == 3 and line["pullMsg"] == 1
+
+
+def test_a_line_carries_the_topic_controls_purged_backlog_refusals_and_paused(
+        redis_url, tmp_path):
+    """The server's own writer: a topic paused when the line is written says so, and the
+    interval's purged messages and sends refused for the backlog are counted in it."""
+    clock = ManualClock(START_MS + 5_000)
+    settings = load_settings(overrides={"redis_url": redis_url, "snapshot_dir": str(tmp_path),
+                                        "monitor_interval_seconds": INTERVAL_S})
+    rt = Runtime(settings, client=redis.Redis.from_url(redis_url, decode_responses=True),
+                 clock=clock)
+    rt.admin.set_config("capped", {"maxBacklog": "1"})
+    rt.queue.send("capped", "b", msg_id="a")
+    assert isinstance(rt.queue.send_batch("capped", [SendRequest("b")])[0], BacklogExceeded)
+    assert rt.controls.purge("capped").count == 1
+    rt.queue.send("stopped", "b", msg_id="s")
+    rt.controls.pause("stopped")
+    rt.monitor.flush()
+    clock.advance(INTERVAL_MS - 5_000 + GRACE_MS)
+    assert rt.snapshots.tick() == 2
+    lines = {line["topic"]: line
+             for line in read_lines(tmp_path / "date=2025-11-20" / "default-00.jsonl")}
+    assert [(t, lines[t]["purged"], lines[t]["backlogRefused"], lines[t]["paused"],
+             lines[t]["readyQueueSize"]) for t in sorted(lines)] == [
+        ("capped", 1, 1, False, 0), ("stopped", 0, 0, True, 1)]

@@ -44,6 +44,19 @@ AWKWARD = {
         + "\n",
         True,
     ),
+    "topic controls": (  # counters, and paused true, false, null and absent
+        "\n".join(
+            [
+                _good("p", paused=True, purged=4, backlogRefused=2),
+                _good("r", paused=False),
+                _good("n", paused=None),
+                _good("old"),
+            ]
+        )
+        + "\n",
+        True,
+    ),
+    "number as paused": (_good("a", paused=1) + "\n", False),
     "truncated line": (_good("a") + "\n" + _good("b")[:40] + "\n", False),
     "blank line": (_good("a") + "\n\n" + _good("b") + "\n", False),
     "crlf": (_good("a") + "\r\n" + _good("b") + "\r\n", False),
@@ -111,7 +124,7 @@ def test_arrow_rows_equal_the_json_source_rows_and_the_rest_falls_back(spark, tm
     accepted = [str(files[n]) for n, (_, ok) in AWKWARD.items() if ok]
     expected = rows(read_snapshots(spark, accepted))
     assert rows(fast) == expected
-    assert len(expected) == 14
+    assert len(expected) == 18
     statuses = {r[0] for r in expected}
     assert statuses == {0, 1, 2, 3}  # ok, malformed, unsupported and misplaced lines alike
 

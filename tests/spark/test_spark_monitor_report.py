@@ -124,6 +124,9 @@ def test_report_figures_match_the_tables_and_csv(report, spark):
             "delivery_lag_p99_ms",
             "ready_size_last",
             "group_blocked_size_last",
+            "purged",
+            "backlog_refused",
+            "paused_last",
         ):
             assert row[column] == expected[column], (row["topic"], column)
         if expected["ack_ratio"]:
@@ -138,6 +141,17 @@ def test_report_figures_match_the_tables_and_csv(report, spark):
         "topic-0011",
     }
 
+    # Paused (then purged): index % 10 == 6; refused sends at the backlog quota: == 8.
+    days = spark.read.parquet(str(out / "topic_day"))
+
+    def topics(condition):
+        return {row["topic"] for row in days.filter(condition).select("topic").collect()}
+
+    assert topics("paused_max > 0") == topics("purged > 0") == {"topic-0006"}
+    assert topics("backlog_refused > 0") == {"topic-0008"}
+    paused = days.filter("topic = 'topic-0006'").collect()
+    assert {(row["paused_avg"], row["paused_last"]) for row in paused} == {(2 / 24, 0)}
+
     findings = spark.read.parquet(str(out / "findings"))
     kinds = {row["kind"] for row in findings.select("kind").distinct().collect()}
     assert kinds == {
@@ -145,6 +159,10 @@ def test_report_figures_match_the_tables_and_csv(report, spark):
         "delivery_lag_p99_high",
         "messages_ended",
         "no_consumer",
+        "backlog_refused",
+    }
+    assert {row["topic"] for row in findings.filter("kind = 'backlog_refused'").collect()} == {
+        "topic-0008"
     }
     comparison = [row for row in cells.tables["day-over-day"] if row]
     namespace_day = {

@@ -115,6 +115,41 @@ def test_group_blocked_size_is_read_checked_like_every_queue_size_and_absent_rea
     assert (new["group_blocked_size"], new["ready_size"]) == (7, 1)
 
 
+def test_the_topic_controls_read_as_counters_and_a_paused_gauge_absent_reads_zero(
+    lines_frame, line
+):
+    """purged and backlogRefused are counters; paused, a JSON boolean, is the gauge 1 / 0, and
+    a paused of another type makes its line malformed like any wrong type."""
+    lines = [
+        line("before-controls", 0, sendMsg=2),  # written before the fields existed
+        line("paused", 0, paused=True, purged=5, backlogRefused=3),
+        line("running", 0, paused=False),
+        line("null", 0, paused=None),
+        line("number", 0, paused=1),
+        line("string", 0, paused="true"),
+    ]
+    parsed = parse_snapshots(lines_frame(lines))
+    named = parsed.select("topic", status_name(F.col("status")).alias("s")).collect()
+    assert {r["topic"]: r["s"] for r in named} == {
+        "before-controls": "ok",
+        "paused": "ok",
+        "running": "ok",
+        "null": "ok",
+        "number": "malformed",
+        "string": "malformed",
+    }
+    rows = {
+        r["topic"]: (r["purged"], r["backlog_refused"], r["paused"])
+        for r in valid_snapshots(parsed).collect()
+    }
+    assert rows == {
+        "before-controls": (0, 0, 0),
+        "paused": (5, 3, 1),
+        "running": (0, 0, 0),
+        "null": (0, 0, 0),
+    }
+
+
 def test_schema_is_explicit_and_names_every_contract_field():
     names = set(SNAPSHOT_SCHEMA.fieldNames())
     for field in (
@@ -128,6 +163,9 @@ def test_schema_is_explicit_and_names_every_contract_field():
         "groupBlockedSize",
         "deadLettered",
         "redriven",
+        "purged",
+        "backlogRefused",
+        "paused",
     ):
         assert field in names
 

@@ -302,6 +302,80 @@ def test_group_blocked_sizes_reach_tables_csv_and_page_and_older_lines_read_zero
     assert _shown(page, "namespace-totals", "default", "group_blocked_size_last") == "4"
 
 
+def test_topic_controls_reach_tables_csv_page_and_a_backlog_finding_older_lines_read_zero(
+    spark, tmp_path, capsys
+):
+    """A day whose first two minutes predate purged, backlogRefused and paused (the server was
+    upgraded at 00:02): "capped" refuses sends at its backlog quota and is purged, "maint" is
+    paused and resumed, "held" is paused at the day's last interval."""
+    absent = None
+    refused = [absent, absent, 0, 2, 3]
+    purged = [absent, absent, 0, 0, 4]
+    maint = [absent, absent, True, True, False]
+    held = [absent, absent, False, True, True]
+    lines = []
+    for minute in range(5):
+
+        def fields(**values):
+            return {k: v for k, v in values.items() if v is not None}
+
+        common = {"sendMsg": 1, "pullMsg": 1, "ackMsg": 1}
+        lines += [
+            snapshot_line(
+                "capped",
+                minute,
+                **common,
+                **fields(backlogRefused=refused[minute], purged=purged[minute]),
+            ),
+            snapshot_line("maint", minute, **common, **fields(paused=maint[minute])),
+            snapshot_line("held", minute, **common, **fields(paused=held[minute])),
+        ]
+    _write(tmp_path, lines)
+    code, err = _run(tmp_path, capsys)
+    assert code == 0, err
+    out = tmp_path / "out"
+    found = _tables(spark, out)
+    day = {r["topic"]: r for r in found["topic_day"].collect()}
+    assert [
+        (t, day[t]["purged"], day[t]["backlog_refused"]) for t in ("capped", "maint", "held")
+    ] == [("capped", 4, 5), ("maint", 0, 0), ("held", 0, 0)]
+    assert [
+        (t, day[t]["paused_avg"], day[t]["paused_max"], day[t]["paused_last"])
+        for t in ("capped", "maint", "held")
+    ] == [("capped", 0.0, 0, 0), ("maint", 0.4, 1, 0), ("held", 0.4, 1, 1)]
+    total = found["namespace_total"].first()
+    assert (total["purged"], total["backlog_refused"]) == (4, 5)
+    assert (total["paused_max"], total["paused_last"]) == (2, 1)  # topics; one paused at the end
+
+    refusals = found["findings"].filter("kind = 'backlog_refused'").collect()
+    assert [
+        (f["topic"], f["figure"], f["unit"], f["time"].hour, f["detail"]) for f in refusals
+    ] == [
+        (
+            "capped",
+            5.0,
+            "messages",
+            0,
+            "topic capped refused 5 send(s) at its backlog quota (maxBacklog); 4 purged in the day",
+        )
+    ]
+    assert found["findings"].count() == 1
+
+    with (out / "topic_daily.csv").open() as handle:
+        rows = {r["topic"]: r for r in csv.DictReader(handle)}
+    assert [rows["capped"][c] for c in ("purged", "backlog_refused")] == ["4", "5"]
+    assert [rows["held"][f"paused_{s}"] for s in ("avg", "max", "last")] == ["0.4", "1", "1"]
+    page = (out / "report.html").read_text()
+    for label in ("Purged", "Refused (backlog)", "Paused"):
+        assert f"<th>{label}</th>" in page, label
+    assert _shown(page, "latest-topics", "held", "paused_last") == "1"
+    assert _shown(page, "latest-topics", "maint", "paused_last") == "0"
+    assert _shown(page, "latest-topics", "capped", "backlog_refused") == "5"
+    assert _shown(page, "namespace-totals", "default", "purged") == "4"
+    assert _shown(page, "namespace-totals", "default", "paused_last") == "1"
+    assert "topic capped refused 5 send(s)" in page
+
+
 def test_the_backlog_charts_draw_group_blocked_beside_the_other_queues(monkeypatch):
     from spark_jobs import chart
     from spark_jobs.report_html import SERIES_COLUMNS
