@@ -187,3 +187,23 @@ def test_counts_show_as_integers_and_no_checksum_files(first_day):
     page = (first_day / "report.html").read_text()
     assert "15.0<" not in page and ">1.000<" not in page
     assert not list(first_day.rglob("*.crc"))
+
+
+def test_the_server_writes_the_version_the_docs_say_carries_the_dead_letters():
+    """The server writes version 1, which carries deadLettered and redriven (added in place);
+    the report reads it, and docs/report.md says so (not that version 2 carries them)."""
+    from delayqueue.monitoring.snapshot import SCHEMA_VERSION, snapshot_line
+    from spark_jobs.snapshot import SUPPORTED_SCHEMA_VERSIONS
+
+    line = snapshot_line("default", "t", 0, 60_000, _zero_stats(), {})
+    assert SCHEMA_VERSION == line["schemaVersion"] == 1 and 1 in SUPPORTED_SCHEMA_VERSIONS
+    assert {"deadLettered", "redriven"} <= set(line)
+    docs = (REPO / "docs" / "report.md").read_text()
+    assert "The server writes version 1, and version 1\n  carries the failure-handling" in docs
+    assert "version-2 lines" not in docs
+
+
+def _zero_stats() -> dict:
+    from delayqueue.core.monitor import empty_topic_stats
+
+    return empty_topic_stats()
