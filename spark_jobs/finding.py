@@ -5,10 +5,12 @@ Every finding is one row: kind, namespace, topic, date, time, figure, unit, deta
     snapshots (consumers falling behind); time = run start, figure = growth in messages.
   * ``delivery_lag_p99_high``  -- per topic and day, the hours whose p99 delivery lag exceeds
     the threshold; time = worst hour, figure = its p99 (ms).
-  * ``messages_ended``         -- messages ended by expiry or exhausted retries
-    (triggerMsgEndLife) in the day; time = first such hour, figure = count.
+  * ``messages_ended``         -- messages ended by expiry or exhausted retries in the day and
+    dropped: the tables' ``ended`` (triggerMsgEndLife without the dead letters, which
+    ``dead_lettered`` counts); time = first such hour, figure = count.
   * ``dead_lettered``          -- messages moved to the dead-letter queue in the day
-    (``deadLettered``, snapshot schemaVersion 2); time = first such hour, figure = count.
+    (``deadLettered``); time = first such hour, figure = count.
+  A message is in one of the two, never both.
   * ``no_consumer``            -- messages sent in the day and none delivered; time = first
     hour with sends, figure = messages sent.
   * ``backlog_refused``        -- sends refused because the topic held its maxBacklog live
@@ -117,7 +119,9 @@ def daily_findings(topic_hour: DataFrame) -> DataFrame:
         F.col("first_ended"),
         F.col("ended"),
         "messages",
-        F.format_string("%d message(s) ended by expiry or exhausted retries", "ended"),
+        F.format_string(
+            "%d message(s) ended by expiry or exhausted retries (not dead-lettered)", "ended"
+        ),
     )
     dead = _finding(
         days.filter(F.col("dead_lettered") > 0),

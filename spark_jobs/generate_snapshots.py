@@ -54,6 +54,8 @@ class Plan:
     duplicate_rate: float = 0.0
     malformed_rate: float = 0.0
     schema_version: int = 1
+    minutes: int | None = None
+    """Only the first ``minutes`` of each day (a first day's short input); None: whole days."""
 
 
 def _histogram(n: int, center: int) -> str:
@@ -80,6 +82,8 @@ def _day_lines(plan: Plan, day_index: int) -> dict[str, dict]:
     )
     interval_ms = plan.interval_s * 1000
     per_day = 86_400_000 // interval_ms
+    if plan.minutes is not None:
+        per_day = min(per_day, max(1, plan.minutes * 60_000 // interval_ms))
     rng = random.Random(plan.seed * 100_003 + day_index)
     no_consumer = plan.topics - 1 if plan.topics >= 4 else -1
     base = [3 + 40 * ((i * 7919) % 97) / 97 for i in range(plan.topics)]
@@ -123,7 +127,10 @@ def _day_lines(plan: Plan, day_index: int) -> dict[str, dict]:
             blocked = sent // 3 if role == 1 else 0
             failure = ""
             if plan.schema_version >= 2:
-                failure = f'"deadLettered":{ended // 2},"redriven":{ended // 4},'
+                # about half of the ended messages go to a dead-letter queue (a lone one every
+                # other interval): deadLettered is part of triggerMsgEndLife, as the server counts
+                dead = ended // 2 + (ended % 2) * (k % 2)
+                failure = f'"deadLettered":{dead},"redriven":{dead // 2},'
             line = (
                 f'{{"schemaVersion":{plan.schema_version},"namespace":"{plan.namespace}","topic":"topic-{i:04d}",'
                 f'"intervalStart":{start_ms},"intervalEnd":{start_ms + interval_ms},'
@@ -209,6 +216,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=1,
         help="2 adds the deadLettered / redriven counters",
     )
+    parser.add_argument(
+        "--minutes",
+        type=int,
+        default=None,
+        help="write only the first MINUTES of each day (a server that ran briefly)",
+    )
     parser.add_argument("--workers", type=int, default=2, help="parallel processes (one day each)")
     return parser.parse_args(argv)
 
@@ -226,6 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         duplicate_rate=args.duplicate_rate,
         malformed_rate=args.malformed_rate,
         schema_version=args.schema_version,
+        minutes=args.minutes,
     )
     totals = generate(plan, workers=args.workers)
     print(

@@ -23,9 +23,10 @@ import os
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-STATE_VERSION = 4
+STATE_VERSION = 5
 """Bumped whenever the tables' layout or meaning changes: older state forces a full run
-(3: the group_blocked_size columns; 4: purged, backlog_refused and the paused columns)."""
+(3: the group_blocked_size columns; 4: purged, backlog_refused and the paused columns;
+5: ``ended`` without the dead letters)."""
 STATE_PATH = "_state/manifest.json"
 
 

@@ -113,7 +113,16 @@ def run(spark, args: argparse.Namespace) -> int:
             }
             pending = {}
         whole_input(
-            spark, args, progress, writes, dated, totals, examples, pending, len(plan.dates)
+            spark,
+            args,
+            progress,
+            writes,
+            dated,
+            totals,
+            examples,
+            pending,
+            len(plan.dates),
+            listing,
         )
         writes.wait()
         progress.say(
@@ -125,6 +134,7 @@ def run(spark, args: argparse.Namespace) -> int:
         tables.join(args.output, incremental.STATE_PATH),
         json.dumps(incremental.new_state(listing, plan, state, args), indent=1) + "\n",
     )
+    tables.remove_checksums(spark, args.output)
     progress.note(
         f"report: written to {tables.join(args.output, 'report.html')} "
         f"({progress.total():.1f}s in all)"

@@ -9,9 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pyspark.sql import functions as F
 
 from spark_jobs import tables
+from spark_jobs.aggregate import drop_duplicate_lines, line_groups
+from spark_jobs.incremental import Listing
 from spark_jobs.progress import Progress
+from spark_jobs.reader import read_snapshots
 from spark_jobs.report_html import collect_report_data, render_report
-from spark_jobs.rollup import derive_tables, rollups
+from spark_jobs.rollup import derive_tables, hour_rows, rollups
+from spark_jobs.snapshot import STATUS_CODES
 
 WRITE_THREADS = int(os.environ.get("DELAYQUEUE_REPORT_WRITE_THREADS", "4"))
 CSV_COLUMNS = (
@@ -67,6 +71,11 @@ CSV_COLUMNS = (
 )
 
 
+def data_dates(dated: dict) -> list:
+    """The dates the date-partitioned tables hold."""
+    return [row["date"] for row in dated["namespace_day"].select("date").distinct().collect()]
+
+
 class Writes:
     """Tables and files written side by side, in threads: each write is a Spark job whose
     time is mostly planning, encoding and file commits, which overlap well with each other
@@ -107,6 +116,30 @@ class Writes:
             self.pool.shutdown(wait=True, cancel_futures=True)
 
 
+MINUTE_MS = 60_000
+
+
+def minute_tables(spark, listing: Listing, dates: list) -> dict | None:
+    """topic_hour and namespace_hour by minute (``hour_start`` is then the minute's start) for
+    the charts of a short input (``report_html.chart_grain``); None when none of the dates'
+    files is left. The tables keep hours: a minute's figures are only in the lines, so the
+    lines of those dates are read again, by Spark's JSON source (a few hours of lines, a
+    small read), de-duplicated and grouped one per line, and each group keyed by the minute
+    its interval starts in, then rolled up and derived exactly as the hours are."""
+    wanted = {str(day) for day in dates}
+    files = [f.path for day, found in listing.by_date.items() if day in wanted for f in found]
+    files += [f.path for f in listing.undated]
+    if not files:
+        return None
+    lines = read_snapshots(spark, files).filter(F.col("status") == STATUS_CODES["ok"])
+    groups = line_groups(drop_duplicate_lines(lines), one_per_line=True)
+    minute = F.col("first_interval_start_ms") - F.pmod("first_interval_start_ms", F.lit(MINUTE_MS))
+    minutes = hour_rows(groups.withColumn("hour_start_ms", minute)).localCheckpoint(eager=True)
+    return derive_tables(
+        {"topic_hour": minutes, **rollups(minutes, "topic_hour", ["namespace_hour"])}
+    )
+
+
 def whole_input(
     spark,
     args,
@@ -117,14 +150,16 @@ def whole_input(
     examples: dict,
     pending: dict,
     n_dates: int,
+    listing: Listing | None = None,
 ) -> None:
     """The whole-input tables, the CSV and report.html, from the date-partitioned tables
-    (``dated``: this run's frames in a full run, the tables read back otherwise); a full run
-    brings its ``totals`` along, and its date-partitioned tables still to write (``pending``,
-    of ``n_dates`` dates). ``examples``: the first bad line this run met (empty when it read
-    nothing: the last run's then stands). The page's figures are collected first, then drawn
-    while every table is written: the collects are small queries that would otherwise queue
-    behind the writes."""
+        (``dated``: this run's frames in a full run, the tables read back otherwise); a full run
+        brings its ``totals`` along, and its date-partitioned tables still to write (``pending``,
+        of ``n_dates`` dates); ``listing``: the input, read again by minute for the charts of a
+    short one (``minute_tables``). ``examples``: the first bad line this run met (empty when it read
+        nothing: the last run's then stands). The page's figures are collected first, then drawn
+        while every table is written: the collects are small queries that would otherwise queue
+        behind the writes."""
     if totals is None:
         totals = derive_tables(
             rollups(dated["topic_day"], "topic_day", ["topic_total", "namespace_total"])
@@ -144,7 +179,13 @@ def whole_input(
     if not (quality["malformed_lines"] + quality["unsupported_lines"] + quality["misplaced_lines"]):
         quality["example_bad_file"] = quality["example_bad_line"] = None
     data = collect_report_data(
-        {**dated, **totals}, quality, top_topics=args.top_topics, max_findings=args.max_findings
+        {**dated, **totals},
+        quality,
+        top_topics=args.top_topics,
+        max_findings=args.max_findings,
+        minute_tables=(lambda: minute_tables(spark, listing, data_dates(dated)))
+        if listing is not None
+        else None,
     )
     for name, frame in pending.items():
         writes.table(name, frame, None, n_dates)

@@ -17,6 +17,9 @@ from spark_jobs import chart
 
 MAX_TOPIC_ROWS = 50
 MAX_HOURLY_DAYS = 31
+MINUTE_SPAN_MS = 6 * 3_600_000
+"""Inputs spanning at most this long (a first day, a server that ran a few hours) are charted
+by minute: by hour they would be a handful of points, or one."""
 CHART_NAMESPACES = 3
 
 NAMESPACE_COLUMNS = (
@@ -145,15 +148,37 @@ def day_over_day(rows: list[dict], latest, key: str | None) -> list[dict]:
     return result
 
 
-def collect_report_data(tables: dict, quality: dict, top_topics: int, max_findings: int) -> dict:
+def chart_grain(namespace_days: list[dict]) -> str:
+    """The charts' grain: ``minute`` when the input spans at most ``MINUTE_SPAN_MS`` (from
+    the first interval's start to the last one's end), ``hour`` up to ``MAX_HOURLY_DAYS``
+    dates, ``day`` beyond."""
+    if not namespace_days:
+        return "hour"
+    first = min(row["first_interval_start_ms"] for row in namespace_days)
+    last = max(row["last_interval_end_ms"] for row in namespace_days)
+    if last - first <= MINUTE_SPAN_MS:
+        return "minute"
+    dates = {row["date"] for row in namespace_days}
+    return "hour" if len(dates) <= MAX_HOURLY_DAYS else "day"
+
+
+def collect_report_data(
+    tables: dict, quality: dict, top_topics: int, max_findings: int, minute_tables=None
+) -> dict:
     """Collect the bounded pieces the page shows from the aggregate tables (read back with
-    their schemas: every table may be empty)."""
+    their schemas: every table may be empty). ``minute_tables()``: the topic_hour and
+    namespace_hour tables rolled up by minute instead (``output.minute_tables``; None when the
+    input is gone), called only when the input is short enough to be charted by minute
+    (``chart_grain``)."""
     from pyspark.sql import functions as F
 
     namespace_days = _rows(tables["namespace_day"].orderBy("date", "namespace"))
     dates = sorted({row["date"] for row in namespace_days})
     latest = dates[-1] if dates else None
-    hourly = len(dates) <= MAX_HOURLY_DAYS
+    grain = chart_grain(namespace_days)
+    by_minute = minute_tables() if grain == "minute" and minute_tables else None
+    if grain == "minute" and by_minute is None:
+        grain = "hour"
     namespaces = _rows(tables["namespace_total"].orderBy(F.desc("sent"), "namespace"))
     chart_namespaces = [row["namespace"] for row in namespaces[:CHART_NAMESPACES]]
     top = _rows(
@@ -162,7 +187,10 @@ def collect_report_data(tables: dict, quality: dict, top_topics: int, max_findin
     top_keys = [f"{row['namespace']}/{row['topic']}" for row in top]
     topic_key = F.concat_ws("/", "namespace", "topic")
 
-    if hourly:
+    if by_minute is not None:
+        ns_series = by_minute["namespace_hour"].withColumn("time", F.col("hour_start"))
+        topic_series = by_minute["topic_hour"].withColumn("time", F.col("hour_start"))
+    elif grain == "hour":
         ns_series = tables["namespace_hour"].withColumn("time", F.col("hour_start"))
         topic_series = tables["topic_hour"].withColumn("time", F.col("hour_start"))
     else:
@@ -202,7 +230,7 @@ def collect_report_data(tables: dict, quality: dict, top_topics: int, max_findin
         summary = f"{finding_count} finding(s), {latest_findings} on the latest day ({latest})"
     return {
         "quality": quality,
-        "grain": "hour" if hourly else "day",
+        "grain": grain,
         "dates": dates,
         "latest_date": latest,
         "summary": summary,
@@ -264,6 +292,8 @@ def _format(value) -> str:
             return "–"
         if math.isinf(value):
             return "new" if value > 0 else "–"
+        if value.is_integer() and abs(value) < 1e15:
+            return f"{int(value):,}"  # a count (a finding's figure, a sum): no decimals
         return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
     if isinstance(value, datetime):
         return value.strftime("%Y-%m-%d %H:%M")
@@ -289,15 +319,20 @@ def _table(table_id: str, columns, rows: list[dict]) -> str:
         )
         body.append(f"<tr>{cells}</tr>")
     rows = "".join(body)
-    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    return (
+        f'<div class="scroll"><table id="{table_id}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{rows}</tbody></table></div>"
+    )
 
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;
 margin:24px;color:#1d2330}
 h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ccd}
+.scroll{max-width:100%;overflow-x:auto}
 table{border-collapse:collapse;font-size:12px;margin:8px 0}
-th,td{padding:3px 7px;border:1px solid #dde}
+th,td{padding:3px 7px;border:1px solid #dde;white-space:nowrap}
+td[data-col=detail]{white-space:normal;min-width:24em}
 th{background:#eef1f7;text-align:left} td{text-align:right}
 td[data-col=namespace],td[data-col=topic],
 td[data-col=kind],td[data-col=detail],td[data-col=unit],td[data-col=date],td[data-col=time]{text-align:left}
@@ -345,15 +380,34 @@ def _quality_section(q: dict) -> str:
     return f'<table id="input-quality">{body}</table>{note}'
 
 
+def _time_attr(value) -> str:
+    return "" if value is None else value.isoformat(timespec="seconds")
+
+
+def _chart_html(title: str, drawn) -> str:
+    """A chart's image, with what it draws in data- attributes: the x range drawn and the
+    data's first and last times, the points and the plot area (left,top,right,bottom in
+    the image's pixels), which the browser check of the page reads."""
+    attrs = {
+        "x-from": _time_attr(drawn.x_from),
+        "x-to": _time_attr(drawn.x_to),
+        "first": _time_attr(drawn.first),
+        "last": _time_attr(drawn.last),
+        "points": str(drawn.points),
+        "box": ",".join(map(str, drawn.box)),
+    }
+    data = " ".join(f'data-{k}="{html.escape(v)}"' for k, v in attrs.items())
+    return (
+        f'<h3>{html.escape(title)}</h3><img class="chart" alt="{html.escape(title)}" {data} '
+        f'src="data:image/png;base64,{drawn.png}">'
+    )
+
+
 def render_report(data: dict) -> str:
     """The whole page as a string."""
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     settings = data.get("settings", {})
-    charts = "".join(
-        f'<h3>{html.escape(title)}</h3><img class="chart" alt="{html.escape(title)}" '
-        f'src="data:image/png;base64,{png}">'
-        for title, png in chart.charts(data)
-    )
+    charts = "".join(_chart_html(title, drawn) for title, drawn in chart.charts(data))
     shown = len(data["findings"])
     findings_note = (
         f'<p class="meta">Showing {shown} of {data["finding_count"]} findings '

@@ -4,7 +4,8 @@
 the coarser tables from them, and ``derive_tables`` adds every table's derived columns.
 
 Base columns of every table (rolled up by sum, max, or "last"):
-  snapshot_lines, first_interval_start_ms, last_interval_end_ms, the counters,
+  snapshot_lines, first_interval_start_ms, last_interval_end_ms, the counters (``ended``
+  without the dead letters: ``counter_column``),
   ``<lag>_count/_sum/_max/_counts`` for delivery_lag and scheduling_lag,
   ``<gauge>_sum/_avg/_max/_last`` for waiting_size, ready_size, consuming_size,
   group_blocked_size (due messages behind their message group's head) and paused (1 while
@@ -37,6 +38,17 @@ from spark_jobs.snapshot import (
 from spark_jobs.tables import BASE_FIELDS
 
 PERCENTILES = ((0.5, "p50"), (0.9, "p90"), (0.99, "p99"))
+
+
+def counter_column(name: str) -> Column:
+    """A counter of an hour's row. The server counts a dead letter twice: in
+    triggerMsgEndLife (every message that ended by expiry or exhausted retries) and in
+    deadLettered. Every table's ``ended`` leaves the dead letters out (messages that ended
+    and were dropped), so ``ended`` and ``dead_lettered`` are apart and their sum is every
+    message that ended (docs/report.md, "What it computes")."""
+    if name == "ended":
+        return (F.col("ended") - F.col("dead_lettered")).alias("ended")
+    return F.col(name)
 
 
 def span_columns(lines: str) -> list[Column]:
@@ -111,7 +123,7 @@ def hour_rows(groups: DataFrame, merge: bool = True) -> DataFrame:
         "snapshot_lines",
         "first_interval_start_ms",
         "last_interval_end_ms",
-        *COUNTER_NAMES,
+        *[counter_column(name) for name in COUNTER_NAMES],
         *[c for lag in LAG_NAMES for c in (f"{lag}_count", f"{lag}_sum", f"{lag}_max")],
         *counts,
         *[

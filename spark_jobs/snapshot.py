@@ -67,9 +67,11 @@ COUNTERS = (
     ("deleteMsg", "deleted"),
     ("getMsg", "got"),
     ("triggerMsgReady", "promoted"),
+    # every message that ended (expiry or exhausted retries), dead letters included; the
+    # tables' ``ended`` leaves the dead letters out (``rollup.hour_rows``)
     ("triggerMsgEndLife", "ended"),
     ("triggerMsgTimeout", "timed_out"),
-    # schemaVersion 2 (the failure-handling counters); absent in version 1 -> 0
+    # added to version 1 in place (version 2 is read alike); absent in older lines -> 0
     ("deadLettered", "dead_lettered"),
     ("redriven", "redriven"),
     # added within version 1 (the topic controls): absent in older lines -> 0

@@ -160,9 +160,32 @@ def join(base: str, name: str) -> str:
 
 
 def _hadoop(spark, path: str):
+    """The Hadoop file system of ``path`` and the path. Its checksums are turned off: the local
+    file system otherwise writes a ``.<name>.crc`` beside every file (the output is read
+    back by this job and by people, neither of which wants them). The file system object is
+    Hadoop's cached one, which Spark's writers in this JVM share."""
     jvm = spark.sparkContext._jvm
     hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    return hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), hadoop_path
+    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs.setWriteChecksum(False)
+    return fs, hadoop_path
+
+
+def remove_checksums(spark, output: str) -> None:
+    """Delete the ``.crc`` files under ``output`` that writers outside this JVM (a cluster's
+    executors writing to a local file system) left."""
+    fs, root = _hadoop(spark, output)
+    if not fs.exists(root):
+        return
+    found = fs.listFiles(root, True)
+    crc = []
+    while found.hasNext():
+        path = found.next().getPath()
+        name = path.getName()
+        if name.startswith(".") and name.endswith(".crc"):
+            crc.append(path)
+    for path in crc:
+        fs.delete(path, False)
 
 
 def exists(spark, path: str) -> bool:
