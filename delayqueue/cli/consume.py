@@ -16,17 +16,28 @@ from typing import Any
 
 from delayqueue.client import DelayQueueClient
 
-from .client_command import EXIT_OK, EXIT_USAGE, add, duration, fail, positive, print_json, run
+from .client_command import (
+    EXIT_OK,
+    EXIT_USAGE,
+    add,
+    duration,
+    fail,
+    positive,
+    print_json,
+    run,
+    topic_arg,
+)
 from .command import CommandHandler
 
 
 def register(subparsers: Any) -> None:
     p = add(subparsers, "consume", cmd_consume, "run COMMAND per message with the body on "
             "stdin; exit 0 acks, anything else nacks (Ctrl-C stops gracefully)")
-    p.add_argument("topic")
+    topic_arg(p)
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
                    help="the command and its arguments, after --")
-    p.add_argument("--pull-threads", type=int, default=1, metavar="N")
+    p.add_argument("--pull-threads", type=int, default=1, metavar="N",
+                   help="threads pulling messages (default 1)")
     p.add_argument("--consume-threads", type=int, default=1, metavar="N",
                    help="commands run at once (default 1)")
     p.add_argument("--batch", type=positive, metavar="N",

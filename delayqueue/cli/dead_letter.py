@@ -13,7 +13,7 @@ from typing import Any
 from delayqueue.client import DelayQueueClient
 
 from . import display
-from .client_command import EXIT_OK, add, positive, print_json
+from .client_command import EXIT_OK, add, positive, print_json, topic_arg
 
 REDRIVE_CHUNK = 1000  # dead letters one redriveDeadMsg call moves, at most (the server's limit)
 
@@ -24,19 +24,19 @@ def register(subparsers: Any) -> None:
                                             "out of deliveries or life")
     actions = dlq.add_subparsers(dest="dlq_action", metavar="ACTION", required=True)
     p = add(actions, "list", cmd_dlq_list, "list dead letters, oldest death first")
-    p.add_argument("topic")
+    topic_arg(p)
     p.add_argument("--limit", type=positive, default=100, metavar="N",
                    help="page size (default 100, at most 1000)")
     p.add_argument("--cursor", metavar="CURSOR", help="the next page, from a previous list")
     p.add_argument("--all", action="store_true", help="every page")
     p = add(actions, "redrive", cmd_dlq_redrive,
             "put dead letters back to ready (retry 0, due now)")
-    p.add_argument("topic")
+    topic_arg(p)
     p.add_argument("--msg-id", metavar="MSG_ID", help="only this message")
     p.add_argument("--limit", type=positive, metavar="N",
                    help="at most the N oldest (default: all of them)")
     p = add(actions, "purge", cmd_dlq_purge, "delete dead letters for good")
-    p.add_argument("topic")
+    topic_arg(p)
     p.add_argument("--msg-id", metavar="MSG_ID", help="only this message (default: all)")
 
 

@@ -13,16 +13,29 @@ from typing import Any
 from delayqueue.client import DelayQueueClient
 
 from . import display
-from .client_command import EXIT_OK, add, duration, msg_ref, print_json, settled, show
+from .client_command import (
+    EXIT_OK,
+    add,
+    duration,
+    msg_ref,
+    print_json,
+    settled,
+    show,
+    topic_arg,
+)
 
 
 def register(subparsers: Any) -> None:
     for name, help_ in (("pull", "take ready messages now (they must then be acked)"),
                         ("long-poll", "wait for ready messages (they must then be acked)")):
         p = add(subparsers, name, cmd_pull, help_)
-        p.add_argument("topic")
-        p.add_argument("--batch", type=int, default=1, metavar="N")
-        p.add_argument("--ack-timeout", type=duration, metavar="DUR")
+        topic_arg(p)
+        p.add_argument("--batch", type=int, default=1, metavar="N",
+                       help="most messages to take (default 1, at most the server's "
+                            "max-batch)")
+        p.add_argument("--ack-timeout", type=duration, metavar="DUR",
+                       help="ack deadline of these deliveries, e.g. 30s, 5m (default: the "
+                            "topic's, then the server's)")
         if name == "long-poll":
             p.add_argument("--wait", type=duration, metavar="DUR",
                            help="longest hold (server default 10s, at most 60s)")

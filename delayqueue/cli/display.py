@@ -183,18 +183,19 @@ def message_detail(m: DelayMsg) -> str:
 
 
 def topics_table(infos: Sequence[TopicInfo]) -> str:
-    """Queue sizes per topic; a GROUP BLOCKED column only when some topic has messages blocked
-    behind their group's head, a DEAD column only when some topic has dead letters, a PAUSED
-    column only when some topic is paused."""
+    """Queue sizes per topic, dead letters always among them (an operator's first look: a
+    column that came and went would hide that there are none); "-" where the server does not
+    count them (camellia's). A GROUP BLOCKED column only when some topic has messages blocked
+    behind their group's head, a PAUSED column only when some topic is paused."""
     if not infos:
         return "(no topics)"
     blocked = any(t.group_blocked_size for t in infos)
-    dead = any(t.dead_queue_size for t in infos)
     paused = any(t.paused for t in infos)
-    return table(["TOPIC", "WAITING", "READY", "CONSUMING"] + ["GROUP BLOCKED"] * blocked
-                 + ["DEAD"] * dead + ["PAUSED"] * paused,
-                 [[t.topic, t.waiting_queue_size, t.ready_queue_size, t.ack_queue_size]
-                  + [t.group_blocked_size] * blocked + [t.dead_queue_size] * dead
+    return table(["TOPIC", "WAITING", "READY", "CONSUMING", "DEAD"]
+                 + ["GROUP BLOCKED"] * blocked + ["PAUSED"] * paused,
+                 [[t.topic, t.waiting_queue_size, t.ready_queue_size, t.ack_queue_size,
+                   t.dead_queue_size if "deadQueueSize" in t.raw else "-"]
+                  + [t.group_blocked_size] * blocked
                   + ["yes" if t.paused else ""] * paused
                   for t in infos])
 

@@ -3,7 +3,8 @@
 ``send --file`` exits 2 when lines were refused (invalid, or code 400), 5 when lines were
 refused only because the topic's backlog is full (code 429), and 1 when the server failed
 (code 500, or unreachable: it stops at the first request that fails as a whole). With
-``--atomic`` the file is sent whole or not at all (bulk.py).
+``--atomic`` the file is sent whole or not at all (bulk.py). With ``--json`` its summary is
+the one JSON document on stdout, with an ``error`` member when it exits other than 0.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, BinaryIO
 from delayqueue.client import DelayMsg, DelayQueueClient
 from delayqueue.client.batch import MAX_BATCH
 
-from . import bulk, display
+from . import bulk, display, failure
 from .client_command import (
     EXIT_BACKLOG,
     EXIT_FAILURE,
@@ -30,6 +31,7 @@ from .client_command import (
     positive,
     print_json,
     timestamp,
+    topic_arg,
 )
 
 PROGRESS_EVERY_S = 1.0  # send --file: the longest between two progress lines on stderr
@@ -38,8 +40,9 @@ PROGRESS_EVERY_S = 1.0  # send --file: the longest between two progress lines on
 def register(subparsers: Any) -> None:
     p = add(subparsers, "send", cmd_send, "send a message (MSG '-' reads the body from stdin), "
             "or every line of a JSON Lines file in batches (--file)")
-    p.add_argument("topic")
-    p.add_argument("msg", metavar="MSG", nargs="?")
+    topic_arg(p)
+    p.add_argument("msg", metavar="MSG", nargs="?",
+                   help="the message's body; '-' reads it from stdin (not with --file)")
     p.add_argument("--file", metavar="PATH",
                    help="JSON Lines: one sendMsgBatch entry per line ({\"msg\": ..., "
                         "\"msgId\": ..., \"delayMillis\": ..., \"triggerTime\": ..., "
@@ -121,23 +124,28 @@ def _send_file(client: DelayQueueClient, args: argparse.Namespace) -> int:
     for error in report.errors:
         code = "" if error.code is None else f" (code {error.code})"
         print(f"delayqueue: line {error.line}: {error.msg}{code}", file=sys.stderr)
-    if args.json:
-        print_json({"topic": args.topic, "lines": report.lines, "sent": report.sent,
-                    "duplicates": report.duplicates, "failed": report.failed,
-                    "aborted": report.aborted,
-                    "errors": [{"line": e.line, "code": e.code, "msg": e.msg}
-                               for e in report.errors]})
-    else:
-        dup = f" ({report.duplicates} duplicate(s) of live messages)" if report.duplicates \
-            else ""
-        print(f"sent {report.sent} of {report.lines} message(s) to {args.topic}{dup}; "
-              f"{report.failed} failed")
     code = _exit_code(report)
+    why = None
     if report.aborted is not None:
         why = report.aborted if args.atomic else \
             f"stopped after line {report.lines}: {report.aborted}"
-        return fail(why, code)
-    return code
+    if args.json:
+        summary: dict[str, Any] = {
+            "topic": args.topic, "lines": report.lines, "sent": report.sent,
+            "duplicates": report.duplicates, "failed": report.failed,
+            "aborted": report.aborted,
+            "errors": [{"line": e.line, "code": e.code, "msg": e.msg} for e in report.errors]}
+        if code != EXIT_OK:   # one JSON document: the summary carries the failure
+            summary["error"] = failure.error_object(
+                why or f"{report.failed} of {report.lines} line(s) refused", code,
+                code=report.aborted_code if why else None)
+        print_json(summary)
+        return code
+    dup = f" ({report.duplicates} duplicate(s) of live messages)" if report.duplicates \
+        else ""
+    print(f"sent {report.sent} of {report.lines} message(s) to {args.topic}{dup}; "
+          f"{report.failed} failed")
+    return fail(why, code) if why is not None else code
 
 
 def _exit_code(report: bulk.BulkReport) -> int:

@@ -11,15 +11,15 @@ from delayqueue.settings.topic_setting import BY_NAME
 from delayqueue.settings.value import ValueProblem, parse_bool
 
 from . import display
-from .client_command import EXIT_OK, add, key_value, print_json
+from .client_command import EXIT_OK, add, key_value, print_json, topic_arg
 
 
 def register(subparsers: Any) -> None:
     add(subparsers, "topics", cmd_topics, "list topics with their queue sizes")
-    add(subparsers, "topic-info", cmd_topic_info, "queue sizes of one topic").add_argument("topic")
+    topic_arg(add(subparsers, "topic-info", cmd_topic_info, "queue sizes of one topic"))
     p = add(subparsers, "topic-config", cmd_topic_config, "show or change a topic's settings "
             "(value and source: topic or server default)")
-    p.add_argument("topic")
+    topic_arg(p)
     p.add_argument("--set", dest="settings", type=key_value, action="append", default=[],
                    metavar="KEY=VALUE", help="set a setting (repeatable): "
                    + ", ".join(TOPIC_SETTINGS.values())

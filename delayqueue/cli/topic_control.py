@@ -14,7 +14,7 @@ from typing import Any
 from delayqueue.client import DelayQueueClient, PurgeResult, Status
 
 from . import display
-from .client_command import EXIT_FAILURE, EXIT_OK, add, fail, positive, print_json
+from .client_command import EXIT_FAILURE, EXIT_OK, add, fail, positive, print_json, topic_arg
 
 STATUSES = {"waiting": Status.WAITING, "ready": Status.READY, "consuming": Status.CONSUMING}
 
@@ -35,13 +35,12 @@ def register(subparsers: Any) -> None:
                                   description="a topic's controls: pause and resume its "
                                               "deliveries, purge its live messages")
     actions = topic.add_subparsers(dest="topic_action", metavar="ACTION", required=True)
-    add(actions, "pause", cmd_pause, "stop handing the topic's messages out (pulls answer "
-        "empty, long polls wait; sends go on)").add_argument("topic")
-    add(actions, "resume", cmd_resume, "hand the topic's messages out again").add_argument(
-        "topic")
+    topic_arg(add(actions, "pause", cmd_pause, "stop handing the topic's messages out (pulls "
+                  "answer empty, long polls wait; sends go on)"))
+    topic_arg(add(actions, "resume", cmd_resume, "hand the topic's messages out again"))
     p = add(actions, "purge", cmd_purge, "end every live message of the topic (status 7, as "
             "delete); dead letters stay (dlq purge)")
-    p.add_argument("topic")
+    topic_arg(p)
     p.add_argument("--limit", type=positive, metavar="N",
                    help="at most N messages (default: all of them)")
     p.add_argument("--yes", "-y", action="store_true",
@@ -49,7 +48,7 @@ def register(subparsers: Any) -> None:
 
     p = add(subparsers, "list", cmd_list, "list a topic's live messages of one status, or "
             "those blocked behind their group's head")
-    p.add_argument("topic")
+    topic_arg(p)
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--status", type=status, metavar="STATUS",
                        help="waiting (1, by trigger time), ready (2, in delivery order) or "

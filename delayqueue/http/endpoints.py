@@ -278,7 +278,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                               {"code": 409, "msg": "receipt: stale receipt: the message was "
                                                    "delivered again since"}]),
           batch_body("acks", ACK_ENTRY),
-          {"topic": EXAMPLE_TOPIC, "acks": [{"msgId": "m1", "receipt": "1-7c2e"},
+          {"topic": EXAMPLE_TOPIC, "acks": [{"msgId": "m1", "receipt": "19aaaac3988.1"},
                                             {"msgId": "m2", "ack": False}]}),
     batch("changeVisibilityBatch", topic(CONSUME), "Move the ack deadlines of up to 1000 "
           "deliveries of one topic (0 releases one).",
@@ -288,8 +288,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                                                    "retry 2)"}]),
           batch_body("entries", VISIBILITY_ENTRY),
           {"topic": EXAMPLE_TOPIC, "entries": [
-              {"msgId": EXAMPLE_ID, "receipt": "1-7c2e", "ackTimeoutMillis": 60_000},
-              {"msgId": "m2", "receipt": "1-0d4a", "ackTimeoutMillis": 0}]}),
+              {"msgId": EXAMPLE_ID, "receipt": "19aaaac3988.1", "ackTimeoutMillis": 60_000},
+              {"msgId": "m2", "receipt": "19aaaac2dd0.2", "ackTimeoutMillis": 0}]}),
     batch("deleteMsgBatch", topic(PRODUCE, CONSUME), "Delete up to 1000 messages of one "
           "topic.",
           ok_example(results=[{"code": 200, "msg": "success"},

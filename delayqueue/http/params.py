@@ -32,6 +32,9 @@ MAX_ATTRIBUTES_BYTES = 8192       # their keys and values in all, UTF-8
 # Unicode's control characters (category Cc) are exactly these two ranges; one regex search
 # is ~20x cheaper than asking unicodedata about every character of every msgId and topic.
 CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# A receipt as the scripts make it (lua/includes/message.lua): string.format('%x.%x') of the
+# delivery's time in ms and of the deliveries, lowercase hex. 16 digits each hold any int64.
+RECEIPT_FORM = re.compile(r"[0-9a-f]{1,16}\.[0-9a-f]{1,16}")
 
 
 def has_control_chars(text: str) -> bool:
@@ -176,8 +179,16 @@ class Params:
 
     # -- failure handling and topic settings (ours) ----------------------------------------
     def receipt(self) -> str | None:
-        """Any string: one that is not the latest delivery's receipt answers 409."""
-        return self.string("receipt")
+        """A receipt of the form the scripts make (hex.hex): one that is not the latest
+        delivery's answers 409 (stale). A string of another form cannot be any delivery's
+        receipt, so calling it stale would send the caller looking for a redelivery that never
+        happened (a truncated paste, the msgId given in its place): that is code 400."""
+        value = self.string("receipt")
+        if value is not None and not RECEIPT_FORM.fullmatch(value):
+            shown = value if len(value) <= 40 else value[:40] + "…"
+            raise BadRequest(f"receipt: malformed: {shown!r} is not a receipt (two lowercase "
+                             "hex numbers joined by a dot, as pullMsg hands them out)")
+        return value
 
     def non_negative(self, name: str, required: bool = False) -> int | None:
         value = self.duration(name)

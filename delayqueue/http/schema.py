@@ -53,7 +53,8 @@ GROUP_ID = Param("groupId", string(
     "expiry, retries used up). The msgId rules: at most max-msg-id-length (256) characters, "
     "no control characters; empty counts as absent (no group)."))
 RECEIPT = Param("receipt", string("The receipt of the delivery being answered; a stale one "
-                                  "answers 409 and changes nothing."))
+                                  "answers 409 and changes nothing, one not of the receipt's "
+                                  "form (hex.hex) 400 (malformed)."))
 DELAY = Param("delayMillis", integer("Delay in ms from now (<= 0: due now); at most 100 years."))
 TRIGGER = Param("triggerTime", integer("(ours) Absolute due time, ms since the epoch; give "
                                        "at most one of delayMillis and triggerTime.", 0))
@@ -69,7 +70,7 @@ T0 = 1_763_800_000_000
 EXAMPLE_MSG = {"topic": EXAMPLE_TOPIC, "msgId": EXAMPLE_ID, "msg": "{\"order\":42}",
                "produceTime": T0, "triggerTime": T0 + 5000, "expireTime": T0 + 3_605_000,
                "maxRetry": 10, "retry": 0, "status": 1}
-DELIVERED_MSG = {**EXAMPLE_MSG, "retry": 1, "status": 3, "receipt": "1-7c2e"}
+DELIVERED_MSG = {**EXAMPLE_MSG, "retry": 1, "status": 3, "receipt": "19aaaac3988.1"}
 # A delivery as changeVisibility answers it: without its receipt (a pull hands that out).
 CONSUMING_MSG = {k: v for k, v in DELIVERED_MSG.items() if k != "receipt"}
 GROUPED_MSG = {**EXAMPLE_MSG, "msgId": "5b1e0c9d7a3f4e2b8c6d4a2f0e1b3c5d", "msg": "paid",

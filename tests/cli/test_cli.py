@@ -93,7 +93,8 @@ def test_topics_and_topic_info_show_queue_sizes(dq, client, topic):
     client.send(topic, "r")
     topics = dq("topics").stdout
     line = next(ln for ln in topics.splitlines() if ln.startswith(topic))
-    assert line.split()[1:] == ["1", "1", "0"]
+    assert topics.splitlines()[0].split() == ["TOPIC", "WAITING", "READY", "CONSUMING", "DEAD"]
+    assert line.split()[1:] == ["1", "1", "0", "0"]
     info = dq("topic-info", topic)
     assert "waiting    1" in info.stdout and "1min – 10min" in info.stdout
     assert json.loads(dq("topic-info", topic, "--json").stdout)["readyQueueSize"] == 1

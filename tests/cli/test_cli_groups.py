@@ -66,10 +66,10 @@ def test_topics_and_topic_info_show_the_messages_blocked_behind_their_group_head
     assert "ready      1\n" in info and "blocked    2  (due, behind their group's head)" in info
     assert json.loads(ok(dq("topic-info", topic, "--json")))["groupBlockedSize"] == 2
     table = ok(dq("topics")).splitlines()
-    assert table[0].split()[:6] == ["TOPIC", "WAITING", "READY", "CONSUMING", "GROUP",
-                                    "BLOCKED"]
+    assert table[0].split()[:7] == ["TOPIC", "WAITING", "READY", "CONSUMING", "DEAD",
+                                    "GROUP", "BLOCKED"]
     row = next(ln for ln in table if ln.startswith(topic + " "))
-    assert row.split()[1:5] == ["0", "1", "0", "2"]
+    assert row.split()[1:6] == ["0", "1", "0", "0", "2"]
 
 
 def test_dead_letters_show_their_group(dq, client, topic):

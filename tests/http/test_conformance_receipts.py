@@ -1,5 +1,6 @@
-"""Receipts (ours): a new one on every delivery; any other is stale (409) and changes
-nothing; the latest one acks even after an ack timeout."""
+"""Receipts (ours): a new one on every delivery; any other of the receipt's form is stale
+(409), one that cannot be a receipt is malformed (400), and neither changes anything; the
+latest one acks even after an ack timeout."""
 
 from __future__ import annotations
 
@@ -39,8 +40,7 @@ def test_stale_receipt_after_a_timeout_redelivery_is_409_and_changes_nothing(
     assert new["retry"] == 2 and new["receipt"] != old
     before = api.dump(raw_redis, topic)
     for reply in (api.ack(node, topic, "s", old), api.nack(node, topic, "s", old),
-                  api.change_visibility(node, topic, "s", 0, old),
-                  api.ack(node, topic, "s", "not-a-receipt")):
+                  api.change_visibility(node, topic, "s", 0, old)):
         api.assert_stale(reply)
     status_code, reply = api.post(node, "ackMsg", topic=topic, msgId="s", receipt=old)
     assert status_code == 200 and reply["code"] == 409
@@ -55,15 +55,41 @@ def test_stale_receipt_after_a_timeout_redelivery_is_409_and_changes_nothing(
     assert api.status(node, topic, "s") == 4
 
 
-def test_any_receipt_not_of_the_latest_delivery_is_409(node, topic, raw_redis):
-    """The contract names no format for a receipt: any string that is not the latest
-    delivery's receipt is stale (409), however long or odd."""
+def test_any_receipt_of_the_form_not_of_the_latest_delivery_is_409(node, topic, raw_redis):
+    """A receipt of the form the server makes (hex.hex) that is not the latest delivery's
+    is stale (409), however far from it."""
     api.send(node, topic, msgId="s")
     api.pull_one(node, topic, "s", ackTimeoutMillis=60_000)
     before = api.dump(raw_redis, topic)
-    for receipt in ("x" * 200, "a\tb", "é"):
+    for receipt in ("0.1", "ffffffffffffffff.ffffffffffffffff", "1.0"):
         api.assert_stale(api.ack(node, topic, "s", receipt))
     assert api.dump(raw_redis, topic) == before
+
+
+def test_a_receipt_that_cannot_be_one_is_400_malformed_and_changes_nothing(node, topic,
+                                                                           raw_redis):
+    """Not of the form (hex.hex, lowercase, at most 16 digits each): no delivery ever had
+    it, so it is not stale but malformed, code 400 in HTTP 200, on every endpoint taking
+    a receipt, a batch entry's named with its place."""
+    api.send(node, topic, msgId="s")
+    latest = api.pull_one(node, topic, "s", ackTimeoutMillis=60_000)["receipt"]
+    before = api.dump(raw_redis, topic)
+    for receipt in ("not-a-receipt", "x" * 200, "a\tb", "é", latest.upper() + "X",
+                    latest + ".1", latest.replace(".", ""), "1-7c2e", " " + latest,
+                    "1" * 17 + ".1"):
+        for reply in (api.ack(node, topic, "s", receipt), api.nack(node, topic, "s", receipt),
+                      api.change_visibility(node, topic, "s", 0, receipt)):
+            assert reply["code"] == 400, (receipt, reply)
+            assert reply["msg"].startswith("receipt: malformed: "), reply
+    status_code, reply = api.post(node, "ackMsg", topic=topic, msgId="s", receipt="nope")
+    assert status_code == 200 and reply["code"] == 400
+    status_code, reply = api.post_json(node, "ackMsgBatch", {"topic": topic, "acks": [
+        {"msgId": "s", "receipt": "nope"}]})
+    assert status_code == 200, reply
+    [entry] = reply["results"]
+    assert entry["code"] == 400 and entry["msg"].startswith("acks[0].receipt: malformed: ")
+    assert api.dump(raw_redis, topic) == before
+    assert api.ack(node, topic, "s", latest)["code"] == 200
 
 
 def test_late_ack_with_the_latest_receipt_after_a_timeout_is_accepted(node, topic):
@@ -94,6 +120,8 @@ def test_late_ack_with_the_latest_receipt_while_the_redelivery_waits_out_its_bac
 
 
 def test_receipt_of_an_unknown_message_is_404(node, topic):
-    assert api.ack(node, topic, "ghost", "whatever")["code"] == 404
-    assert api.nack(node, topic, "ghost", "whatever")["code"] == 404
-    assert api.change_visibility(node, topic, "ghost", 1000, "whatever")["code"] == 404
+    assert api.ack(node, topic, "ghost", "1a.1")["code"] == 404
+    assert api.nack(node, topic, "ghost", "1a.1")["code"] == 404
+    assert api.change_visibility(node, topic, "ghost", 1000, "1a.1")["code"] == 404
+    # The parameters are checked before the message is looked for: malformed comes first.
+    assert api.ack(node, topic, "ghost", "whatever")["code"] == 400
