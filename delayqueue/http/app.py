@@ -42,9 +42,11 @@ def create_app(overrides: Mapping[str, Any] | None = None,
     from delayqueue.http.console.views import console
 
     from .api import api
+    from .docs_page import docs
 
     app.register_blueprint(api)
     app.register_blueprint(console)
+    app.register_blueprint(docs)
     register_error_handlers(app)
     # Decoding wraps the app first so that StreamedBodyLimit, outside it, bounds a chunked
     # compressed body before it is decoded; both ahead of the access check.

@@ -354,6 +354,16 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              media="text/plain"),
     Endpoint("openapi", "/openapi.json", ("GET",), OPEN, PLAIN, "meta", "This document.",
              answer="OpenAPI 3.1."),                 # the public description of this API
+    # The reference page and its renderer's files (docs_page.py): open like the document.
+    Endpoint("docs", "/docs", ("GET",), OPEN, PLAIN, "meta", "This API's reference: an HTML "
+             "page that renders /openapi.json in the browser (Swagger UI, served by the node "
+             "itself: no network needed).", answer="An HTML page.", media="text/html"),
+    Endpoint("docsScript", "/docs/swagger-ui-bundle.js", ("GET",), OPEN, PLAIN, "meta",
+             "The /docs page's script: Swagger UI, vendored.", answer="JavaScript.",
+             media="text/javascript"),
+    Endpoint("docsStyle", "/docs/swagger-ui.css", ("GET",), OPEN, PLAIN, "meta",
+             "The /docs page's style sheet: Swagger UI's, vendored.", answer="CSS.",
+             media="text/css"),
 )
 BY_NAME = {e.name: e for e in ENDPOINTS}
 BY_PATH = {e.path: e for e in ENDPOINTS}

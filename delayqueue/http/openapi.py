@@ -16,7 +16,18 @@ from typing import Any, Sequence
 from delayqueue import __version__
 from delayqueue.settings.value import MAX_DURATION_MS
 
-from .endpoints import BATCH, CAMELLIA, ENDPOINTS, FORM, HEALTH, OURS, PAGE, PLAIN, Endpoint
+from .endpoints import (
+    ADMIN,
+    BATCH,
+    CAMELLIA,
+    ENDPOINTS,
+    FORM,
+    HEALTH,
+    OURS,
+    PAGE,
+    PLAIN,
+    Endpoint,
+)
 from .param_rules import (
     BATCH_BODY,
     BROKEN,
@@ -88,6 +99,47 @@ CROSS_SITE = {"description": "A cross-site request, or no Origin / Sec-Fetch-Sit
                   "cross-site": {"value": {"code": 403, "msg": "Sec-Fetch-Site: cross-site: "
                                                                "the console accepts writes "
                                                                "only from its own pages"}}}}}}
+
+# The areas the operations are grouped by (each row's ``tag``), in the order a reader meets
+# them; /docs shows one section per tag. tests/http/test_openapi.py: every tag an operation
+# has is here and every tag here is used.
+TAGS = {
+    "messages": "One message at a time: send, pull or long-poll, ack or nack, move an ack "
+                "deadline, reschedule, look up, delete.",
+    "batches": "Up to 1000 entries of one topic in one JSON request (ours): send, ack, "
+               "delete, move ack deadlines; one result per entry.",
+    "dead letters": "Messages that ran out of deliveries or were nacked past maxRetry: list, "
+                    "redrive, purge (ours).",
+    "topic controls": "Pause and resume a topic, purge its live messages, list them page by "
+                      "page (ours).",
+    "topic settings": "A topic's own settings over the server's defaults (ours).",
+    "monitoring": "Queue sizes, the last monitoring interval (camellia's), Prometheus "
+                  "metrics.",
+    "health": "Load balancers' probes, and taking a node offline or back online.",
+    "console": "The operator's console: HTML pages and their same-origin form posts (ours).",
+    "meta": "This document and its reference page, /docs.",
+}
+BEARER = "bearer"
+SECURITY_SCHEMES = {BEARER: {
+    "type": "http", "scheme": "bearer",
+    "description": "A token's secret, as `Authorization: Bearer <secret>`, wanted only while "
+                   "the server's `auth-tokens` setting lists tokens (off by default, as in "
+                   "camellia, whose clients send none). Without a valid token: HTTP 401 (code "
+                   "401); outside the token's role, namespaces or topics: HTTP 403; over its "
+                   "rate or long polls: HTTP 429 with Retry-After. Each operation's "
+                   "description says which role it needs; the operations without `security` "
+                   "are open to anyone."}}
+
+
+def _access(endpoint: Endpoint) -> str:
+    """What token an operation needs, in words (access.py applies the row's rule)."""
+    roles = " or ".join(endpoint.rule.roles)
+    if ADMIN not in endpoint.rule.roles:
+        roles += " (or admin)"
+    topics = ("match the request's topic" if endpoint.rule.scope == "topic"
+              else 'cover every topic (`["*"]`, the default)')
+    return (f"**Token** (while `auth-tokens` is set): role {roles}; its `namespaces` must "
+            f"match the server's namespace, and its `topics` must {topics}.")
 
 
 PARAMETER_ERRORS = (
@@ -224,6 +276,9 @@ def _operation(endpoint: Endpoint, method: str) -> dict[str, Any]:
     if method == "get":
         op["responses"]["414"] = REQUEST_LINE_TOO_LONG
     op["x-origin"] = endpoint.origin      # camellia's endpoint or ours (the table above)
+    if endpoint.rule.scope != "open":
+        op["security"] = [{BEARER: []}]
+        op["description"] = _access(endpoint)
     return op
 
 
@@ -242,7 +297,8 @@ def _document() -> dict[str, Any]:
         "servers": [{"url": "/"}],
         "paths": {e.path: {m.lower(): _operation(e, m.lower()) for m in e.methods}
                   for e in ENDPOINTS},
-        "components": {"schemas": schemas()},
+        "tags": [{"name": name, "description": text} for name, text in TAGS.items()],
+        "components": {"schemas": schemas(), "securitySchemes": SECURITY_SCHEMES},
     }
 
 

@@ -72,6 +72,10 @@ class OneSendResponse(wsgi.Response):
         super()._emit_body(data)
 
     def sendfile(self, respiter) -> bool:
+        # gunicorn's sendfile sends the headers (here: holds them back) and then the file
+        # straight to the socket, so the held block must go out first. Should it then decline
+        # (no fileno), the fallback write() finds the headers sent: two sends, in order.
+        self.send_headers()
         self._flush_headers()
         return super().sendfile(respiter)
 

@@ -14,6 +14,7 @@ from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
 
 from delayqueue.http.app import create_app
+from delayqueue.http.endpoints import ENDPOINTS, OPEN
 from delayqueue.http.openapi import document
 
 IGNORED_METHODS = {"HEAD", "OPTIONS"}
@@ -49,6 +50,38 @@ def routes(app) -> dict[str, set[str]]:
 def test_the_document_is_valid_openapi_3_1(spec):
     validate(spec)
     assert spec["openapi"] == "3.1.0"
+
+
+def test_every_operation_is_grouped_under_a_described_tag_and_every_tag_is_used(spec):
+    used = {tag for ops in spec["paths"].values() for op in ops.values() for tag in op["tags"]}
+    listed = [tag["name"] for tag in spec["tags"]]
+    assert all(len(op["tags"]) == 1 for ops in spec["paths"].values() for op in ops.values())
+    assert len(listed) == len(set(listed)) and set(listed) == used
+    assert all(tag["description"].strip() for tag in spec["tags"])
+
+
+def test_every_operation_but_the_open_ones_wants_a_bearer_token(spec):
+    assert spec["components"]["securitySchemes"] == {"bearer": {
+        "type": "http", "scheme": "bearer",
+        "description": spec["components"]["securitySchemes"]["bearer"]["description"]}}
+    assert "security" not in spec          # none at the top: the open operations stay open
+    for endpoint in ENDPOINTS:
+        for method in endpoint.methods:
+            op = spec["paths"][endpoint.path][method.lower()]
+            if endpoint.rule is OPEN:
+                assert "security" not in op, endpoint.path
+            else:
+                assert op["security"] == [{"bearer": []}], endpoint.path
+                assert op["description"].startswith("**Token** (while `auth-tokens` is set): "
+                                                    "role "), endpoint.path
+    send = spec["paths"]["/camellia/delayQueue/sendMsg"]["post"]["description"]
+    assert send == ("**Token** (while `auth-tokens` is set): role produce (or admin); its "
+                    "`namespaces` must match the server's namespace, and its `topics` must "
+                    "match the request's topic.")
+    open_paths = {e.path for e in ENDPOINTS if e.rule is OPEN}
+    assert open_paths == {"/camellia/health/status", "/camellia/health/check",
+                          "/openapi.json", "/docs", "/docs/swagger-ui-bundle.js",
+                          "/docs/swagger-ui.css"}
 
 
 def test_every_route_is_documented_and_every_documented_path_is_a_route(app, spec):

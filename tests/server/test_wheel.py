@@ -64,6 +64,14 @@ def test_wheel_contains_the_console_templates_and_the_pytest_plugin(wheel):
     assert "[pytest11]\ndelayqueue = delayqueue.testing" in archive.read(entry_points).decode()
 
 
+def test_wheel_ships_the_docs_pages_renderer_byte_for_byte(wheel):
+    # hatchling ships every file of the package, so /docs works from an installed wheel.
+    archive = zipfile.ZipFile(wheel)
+    assets = REPO / "delayqueue" / "http" / "docs_assets"
+    for name in ("swagger-ui-bundle.js", "swagger-ui.css", "LICENSE", "NOTICE", "README.md"):
+        assert archive.read(f"delayqueue/http/docs_assets/{name}") == (assets / name).read_bytes()
+
+
 def test_installed_wheel_loads_its_own_scripts(wheel, tmp_path):
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
