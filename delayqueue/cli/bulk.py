@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from delayqueue.client.batch import MAX_BATCH
 from delayqueue.client.errors import DelayQueueError
@@ -101,14 +101,9 @@ def send_lines(client: "DelayQueueClient", topic: str, lines: Iterable[str | byt
         return _send_atomic(client, topic, lines, defaults, batch_size, progress)
     report = BulkReport()
     batch: list[tuple[int, SendEntry]] = []
-    for number, text in enumerate(lines, 1):
-        if not text.strip():
-            continue
-        report.lines += 1
-        try:
-            batch.append((number, entry_of(text, defaults)))
-        except ValueError as exc:
-            report.errors.append(LineError(number, None, str(exc)))
+    for number, entry in _parsed(lines, defaults, report):
+        if entry is not None:
+            batch.append((number, entry))
         if len(batch) >= batch_size:
             sent, batch = _send(client, topic, batch, batch_size, report, progress), []
             if not sent:
@@ -119,25 +114,36 @@ def send_lines(client: "DelayQueueClient", topic: str, lines: Iterable[str | byt
     return report
 
 
+def _parsed(lines: Iterable[str | bytes], defaults: Mapping[str, Any] | None,
+            report: BulkReport) -> Iterator[tuple[int, SendEntry | None]]:
+    """Each non-blank line as (its number, its entry), counted in ``report``; a line that is
+    not a valid entry is reported there and comes as None."""
+    for number, text in enumerate(lines, 1):
+        if not text.strip():
+            continue
+        report.lines += 1
+        try:
+            entry: SendEntry | None = entry_of(text, defaults)
+        except ValueError as exc:
+            report.errors.append(LineError(number, None, str(exc)))
+            entry = None
+        yield number, entry
+
+
 def _send_atomic(client: "DelayQueueClient", topic: str, lines: Iterable[str | bytes],
                  defaults: Mapping[str, Any] | None, batch_size: int,
                  progress: Callable[[BulkReport], None] | None) -> BulkReport:
     """Every line in one all-or-nothing request, or none sent when any line is not valid."""
     report = BulkReport()
     batch: list[tuple[int, SendEntry]] = []
-    for number, text in enumerate(lines, 1):
-        if not text.strip():
-            continue
-        report.lines += 1
+    for number, entry in _parsed(lines, defaults, report):
         if report.lines > batch_size:
             report.aborted = (f"--atomic: more than {batch_size} lines; an atomic batch is "
                               "one request: nothing sent")
             report.aborted_code = 400
             return report
-        try:
-            batch.append((number, entry_of(text, defaults)))
-        except ValueError as exc:
-            report.errors.append(LineError(number, None, str(exc)))
+        if entry is not None:
+            batch.append((number, entry))
     if report.errors:
         report.aborted, report.aborted_code = "--atomic: invalid lines: nothing sent", 400
     else:
