@@ -91,12 +91,11 @@ class DelayMsg:
     def with_dead_time(self, dead_time_ms: int) -> "DelayMsg":
         return replace(self, dead_time=dead_time_ms)
 
-    def with_place(self, receipt: str | None, ack_deadline_ms: int, dead_time_ms: int
-                   ) -> "DelayMsg":
-        """As getMsg and listMsg show it: a consuming message with its latest receipt and
-        ack deadline, a dead letter with its death time (-1: none)."""
+    def with_place(self, ack_deadline_ms: int, dead_time_ms: int) -> "DelayMsg":
+        """As getMsg and listMsg show it (built ``with_receipt``): a consuming message with
+        its latest receipt and ack deadline, a dead letter with its death time (-1: none)."""
         consuming = self.status == Status.CONSUMING
-        return replace(self, receipt=receipt if consuming else None,
+        return replace(self, receipt=self.receipt if consuming else None,
                        ack_deadline=ack_deadline_ms if consuming and ack_deadline_ms >= 0
                        else None,
                        dead_time=dead_time_ms if dead_time_ms >= 0 else None)

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from itertools import groupby
 from operator import attrgetter
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import redis
 
@@ -90,6 +90,20 @@ class VisibilityRequest:
     msg_id: str
     timeout_ms: int
     receipt: str | None = None
+
+
+class TopicSizes(NamedTuple):
+    """A topic's queue sizes (``queue_sizes``), and whether it is paused."""
+    waiting: int          # not yet due, blocked ones included
+    ready: int
+    consuming: int
+    group_blocked: int    # due, behind their group's head
+    paused: bool = False
+
+    @property
+    def backlog(self) -> int:
+        """Every live message."""
+        return self.waiting + self.ready + self.consuming + self.group_blocked
 
 
 @dataclass(frozen=True)
@@ -343,7 +357,7 @@ class DelayQueue:
         if not reply:
             raise refusal("get", Outcome.NO_MESSAGE, topic, msg_id)
         message = DelayMsg.from_fields(topic, msg_id, reply.fields, with_receipt=True)
-        return message.with_place(message.receipt, reply.ack_deadline, reply.dead_time)
+        return message.with_place(reply.ack_deadline, reply.dead_time)
 
     def delete(self, topic: str, msg_id: str, release: bool = False) -> DelayMsg:
         return _raise(self.delete_batch(topic, [msg_id], release)[0])
@@ -428,9 +442,9 @@ class DelayQueue:
         default = self.settings.dead_letter_retention_millis
         return {topic: int(value) if value else default for topic, value in zip(topics, own)}
 
-    def queue_sizes(self) -> dict[str, tuple[int, int, int, int]]:
-        """(waiting, ready, consuming, group blocked) per registered topic, one pipelined
-        round trip (waiting counts blocked messages not yet due, as getTopicInfo does)."""
+    def queue_sizes(self) -> dict[str, TopicSizes]:
+        """The sizes of every registered topic and its pause, one pipelined round trip
+        (waiting counts blocked messages not yet due, as getTopicInfo does)."""
         topics = self.topics()
         with redis_errors():
             now = self.clock.now_ms()
@@ -439,11 +453,13 @@ class DelayQueue:
                 tk = self.topic_keys(topic)
                 pipe.zcard(tk.waiting).zcard(tk.ready).zcard(tk.ack)
                 pipe.zcount(tk.held, f"({now}", "+inf").zcount(tk.held, "-inf", now)
+                pipe.hget(tk.config, "paused")
             counts = pipe.execute()
         sizes = {}
         for i, topic in enumerate(topics):
-            waiting, ready, ack, held_waiting, blocked = counts[5 * i:5 * i + 5]
-            sizes[topic] = (waiting + held_waiting, ready, ack, blocked)
+            waiting, ready, ack, held_waiting, blocked, paused = counts[6 * i:6 * i + 6]
+            sizes[topic] = TopicSizes(waiting + held_waiting, ready, ack, blocked,
+                                      paused == "1")
         return sizes
 
 

@@ -93,15 +93,6 @@ class TopicControls:
             raise error
         return reply.changed == 1
 
-    def paused(self, topics: list[str]) -> dict[str, bool]:
-        """Whether each topic is paused, one round trip for all."""
-        with redis_errors():
-            pipe = self.queue.client.pipeline(transaction=False)
-            for topic in topics:
-                pipe.hget(self.queue.topic_keys(topic).config, "paused")
-            flags = pipe.execute() if topics else []
-        return {topic: flag == "1" for topic, flag in zip(topics, flags)}
-
     def _registered(self, topic: str) -> bool:
         return self.queue.client.zscore(self.queue.keys.topics, topic) is not None
 
@@ -143,8 +134,7 @@ class TopicControls:
         for entry in reply.entries:
             message = DelayMsg.from_fields(topic, entry.msg_id, entry.fields,
                                            with_receipt=True)
-            message = message.with_place(message.receipt,
-                                         int(entry.score) if view == "ack" else -1, -1)
+            message = message.with_place(int(entry.score) if view == "ack" else -1, -1)
             size += len(orjson.dumps(message.to_json())) + 1
             if messages and size > PAGE_BYTES:
                 # The page is full: it ends with the entry before, and the next starts here.

@@ -328,7 +328,7 @@ def offline() -> Response:
 def prometheus() -> Response:
     rt = runtime()
     with redis_errors():
-        body, content_type = render_metrics(rt.monitor, rt.queue.queue_sizes, rt.controls.paused)
+        body, content_type = render_metrics(rt.monitor, rt.queue.queue_sizes)
     return Response(body, content_type=content_type)
 
 

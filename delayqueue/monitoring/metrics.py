@@ -22,6 +22,7 @@ from prometheus_client.utils import floatToGoString
 
 from delayqueue.core.histogram import BOUNDS_MS
 from delayqueue.core.monitor import COUNTERS, Monitor
+from delayqueue.core.queue import TopicSizes
 
 QUEUE_STATES = ("waiting", "ready", "consuming", "group_blocked")
 TIME_GAP_KINDS = (("pull", "pullMsgTimeGap"), ("ready", "readyQueueTimeGap"))
@@ -37,22 +38,17 @@ def cumulative_buckets(counts: list[int]) -> list[tuple[str, float]]:
     return buckets
 
 
-Paused = Callable[[list[str]], dict[str, bool]]
-
-
 class MonitorCollector(Collector):
     """Builds the metric families from one read of the monitor totals and queue sizes.
 
-    ``paused`` (TopicControls.paused) is asked about the topics ``queue_sizes`` answered for,
-    so the flags and the sizes of a scrape name the same topics.
+    The paused flags come with the sizes (``TopicSizes.paused``, the same round trip), so
+    they name the same topics.
     """
 
     def __init__(self, monitor: Monitor,
-                 queue_sizes: Callable[[], dict[str, tuple[int, int, int, int]]],
-                 paused: Paused | None = None) -> None:
+                 queue_sizes: Callable[[], dict[str, TopicSizes]]) -> None:
         self.monitor = monitor
         self.queue_sizes = queue_sizes
-        self.paused = paused
 
     def collect(self) -> Iterable[Metric]:
         totals = self.monitor.totals()
@@ -80,14 +76,13 @@ class MonitorCollector(Collector):
                 sizes.add_metric([topic, state], value)
         yield sizes
 
-        if self.paused is not None:
-            paused = GaugeMetricFamily(
-                "delayqueue_topic_paused",
-                "1 while the topic is paused (pauseTopic: nothing is handed out), else 0.",
-                labels=["topic"])
-            for topic, flag in sorted(self.paused(sorted(queue_sizes)).items()):
-                paused.add_metric([topic], int(flag))
-            yield paused
+        paused = GaugeMetricFamily(
+            "delayqueue_topic_paused",
+            "1 while the topic is paused (pauseTopic: nothing is handed out), else 0.",
+            labels=["topic"])
+        for topic, values in sorted(queue_sizes.items()):
+            paused.add_metric([topic], int(values.paused))
+        yield paused
 
         gaps = HistogramMetricFamily(
             "delayqueue_time_gap_milliseconds",
@@ -119,9 +114,9 @@ class MonitorCollector(Collector):
         yield loops
 
 
-def render_metrics(monitor: Monitor, queue_sizes: Callable[[], dict[str, tuple[int, ...]]],
-                   paused: Paused | None = None) -> tuple[bytes, str]:
-    """The /metrics body and its content type (no paused gauge when ``paused`` is None)."""
+def render_metrics(monitor: Monitor, queue_sizes: Callable[[], dict[str, TopicSizes]]
+                   ) -> tuple[bytes, str]:
+    """The /metrics body and its content type."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(MonitorCollector(monitor, queue_sizes, paused))
+    registry.register(MonitorCollector(monitor, queue_sizes))
     return generate_latest(registry), CONTENT_TYPE_LATEST

@@ -13,7 +13,7 @@ from delayqueue.core.errors import BacklogExceeded
 from delayqueue.core.histogram import BOUNDS_MS
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.monitor import COUNTERS, Monitor
-from delayqueue.core.queue import SendRequest
+from delayqueue.core.queue import SendRequest, TopicSizes
 from delayqueue.core.scripts import Scripts
 from delayqueue.monitoring.metrics import QUEUE_STATES, render_metrics
 from delayqueue.settings.config import load_settings
@@ -56,7 +56,7 @@ def test_metrics_report_fleet_counters_sizes_and_histograms(redis_client):
     b.flush()
 
     body, content_type = render_metrics(
-        a, lambda: {"t1": (451, 3, 1, 7), "t2": (0, 0, 0, 0)})
+        a, lambda: {"t1": TopicSizes(451, 3, 1, 7), "t2": TopicSizes(0, 0, 0, 0)})
     assert content_type.startswith("text/plain")
     families, samples = samples_by_name(body)
 
@@ -170,7 +170,7 @@ def test_paused_flags_purged_and_backlog_refusals_are_exported_per_topic(redis_u
     assert rt.controls.purge("full").count == 2
     rt.monitor.flush()
 
-    body, _ = render_metrics(rt.monitor, rt.queue.queue_sizes, rt.controls.paused)
+    body, _ = render_metrics(rt.monitor, rt.queue.queue_sizes)
     families, samples = samples_by_name(body)
     assert families["delayqueue_topic_paused"].type == "gauge"
     assert {s.labels["topic"]: s.value for s in samples["delayqueue_topic_paused"]} == {
@@ -183,22 +183,21 @@ def test_paused_flags_purged_and_backlog_refusals_are_exported_per_topic(redis_u
                       ("held", "purged"): 0, ("held", "backlogRefused"): 0}
 
     assert rt.controls.resume("held") is True
-    body, _ = render_metrics(rt.monitor, rt.queue.queue_sizes, rt.controls.paused)
+    body, _ = render_metrics(rt.monitor, rt.queue.queue_sizes)
     _, samples = samples_by_name(body)
     assert value(samples, "delayqueue_topic_paused", topic="held") == 0
 
 
 def test_the_paused_gauge_names_exactly_the_topics_the_sizes_name(redis_client):
-    """One topic list per scrape: the flags are asked for the topics queue_sizes answered."""
-    asked = []
+    """One read per scrape: the flags come with the sizes, for the same topics."""
+    reads = []
 
-    def paused(topics):
-        asked.append(topics)
-        return {topic: topic == "b" for topic in topics}
+    def queue_sizes():
+        reads.append(1)
+        return {"b": TopicSizes(0, 0, 0, 0, True), "a": TopicSizes(1, 0, 0, 0)}
 
-    body, _ = render_metrics(make_monitor(redis_client, ManualClock(START_MS)),
-                             lambda: {"b": (0, 0, 0, 0), "a": (1, 0, 0, 0)}, paused)
+    body, _ = render_metrics(make_monitor(redis_client, ManualClock(START_MS)), queue_sizes)
     _, samples = samples_by_name(body)
-    assert asked == [["a", "b"]]
+    assert reads == [1]
     assert [(s.labels["topic"], s.value) for s in samples["delayqueue_topic_paused"]] == [
         ("a", 0), ("b", 1)]

@@ -137,7 +137,7 @@ class FleetView:
     def fleet_page(self, page: int = 1, size: int = 50) -> FleetPage:
         """A page of topics, largest backlog first (then by name)."""
         sizes = self.queue.queue_sizes()
-        order = sorted(sizes, key=lambda topic: (-sum(sizes[topic]), topic))
+        order = sorted(sizes, key=lambda topic: (-sizes[topic].backlog, topic))
         pages = max(1, -(-len(order) // size))
         page = min(max(1, page), pages)
         topics = order[(page - 1) * size:page * size]
