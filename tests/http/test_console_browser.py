@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 from PIL import Image, ImageStat
-from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.expected_conditions import staleness_of
 
 from support import wait_until
+from support.browser import chromium
 from support.node import REPO, ServerProcess
 
 ARTIFACTS = Path(os.environ.get("CONSOLE_TEST_ARTIFACTS", REPO / "build" / "test-artifacts")
@@ -40,21 +38,8 @@ def node(redis_server):
 
 @pytest.fixture(scope="module")
 def browser():
-    chromium = shutil.which("chromium")
-    driver_path = shutil.which("chromedriver")
-    assert chromium and driver_path, (
-        "the console's browser tests need Debian's chromium and chromium-driver "
-        "(make system-deps installs them)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=1400,1600", "--hide-scrollbars"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
+    with chromium(logs=("browser",)) as driver:
+        yield driver
 
 
 def console_errors(driver) -> list[str]:

@@ -15,13 +15,10 @@ import hashlib
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 import requests
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 from delayqueue.http.app import create_app
@@ -29,6 +26,7 @@ from delayqueue.http.docs_page import ASSET_MAX_AGE_S, ASSETS, SWAGGER_UI_VERSIO
 from delayqueue.http.openapi import TAGS, document
 
 from support import wait_until
+from support.browser import chromium
 from support.node import REPO, ServerProcess
 
 ARTIFACTS = Path(os.environ.get("CONSOLE_TEST_ARTIFACTS", REPO / "build" / "test-artifacts")
@@ -90,24 +88,11 @@ def node(redis_server):
 
 @pytest.fixture(scope="module")
 def browser():
-    chromium = shutil.which("chromium")
-    driver_path = shutil.which("chromedriver")
-    assert chromium and driver_path, (
-        "the browser tests need Debian's chromium and chromium-driver "
-        "(make system-deps installs them)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=1400,1600", "--hide-scrollbars",
-                 # Names other than the node's address resolve to nothing: a request meant
-                 # for the internet fails here, and the check below still sees it.
-                 "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
+    # Names other than the node's address resolve to nothing: a request meant for the
+    # internet fails here, and the check below still sees it.
+    with chromium(["--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"],
+                  logs=("browser", "performance")) as driver:
+        yield driver
 
 
 def test_a_real_node_sends_the_assets_whole_without_a_token_on_a_kept_alive_connection(node):

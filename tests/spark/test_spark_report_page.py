@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+
+from support.browser import chromium
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = (
@@ -45,29 +46,8 @@ return Array.from(document.querySelectorAll('img.chart')).map(function (img) {
 
 @pytest.fixture(scope="module")
 def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    assert chromium and driver_path, (
-        "the report's browser test needs Debian's chromium and chromium-driver "
-        "(make system-deps installs them)"
-    )
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--window-size=1400,1600",
-        "--hide-scrollbars",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
+    with chromium() as driver:
+        yield driver
 
 
 def _report(root: Path, write_input) -> Path:
