@@ -113,6 +113,10 @@ class Hub:
         with self._lock:
             return sum(len(w) for w in self._waiters.values())
 
+    def held_long_polls(self) -> int:
+        """The long polls this process holds now: what /metrics reports for the node."""
+        return self.held()
+
     def wake(self, topic: str, count: int) -> None:
         """Wake up to ``count`` idle waiters of ``topic``, oldest first (at least one)."""
         with self._lock:

@@ -17,6 +17,7 @@ from .access import register_access
 from .body_encoding import register_body_encoding
 from .jsonio import OrjsonProvider
 from .request import envelope
+from .request_metrics import register_request_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ def create_app(overrides: Mapping[str, Any] | None = None,
     register_body_encoding(app, body_limit_rule(app.config))
     register_body_limit(app)
     register_access(app, settings)
+    register_request_metrics(app, app.extensions["delayqueue"].monitor)
     return app
 
 

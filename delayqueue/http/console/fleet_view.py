@@ -136,7 +136,7 @@ class FleetView:
 
     def fleet_page(self, page: int = 1, size: int = 50) -> FleetPage:
         """A page of topics, largest backlog first (then by name)."""
-        sizes = self.queue.queue_sizes()
+        sizes = self.queue.queue_sizes(health=False)
         order = sorted(sizes, key=lambda topic: (-sizes[topic].backlog, topic))
         pages = max(1, -(-len(order) // size))
         page = min(max(1, page), pages)
