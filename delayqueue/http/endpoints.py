@@ -348,8 +348,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
          "end up to 10,000 live messages; the topic page says how many were purged and how "
          "many remain.", [TOPIC]),
     Endpoint("metrics", "/metrics", ("GET",), namespace(ADMIN), PLAIN, "monitoring",
-             "Prometheus text: fleet-wide counters, queue sizes, time-gap histograms, "
-             "scheduler loop timings.", answer="Prometheus exposition format 0.0.4.",
+             "Prometheus text: fleet-wide counters, queue sizes, dead letters, the oldest "
+             "ready age, time-gap histograms, scheduler loop timings, HTTP requests; and "
+             "whether Redis could be read (still HTTP 200 when not).",
+             answer="Prometheus exposition format 0.0.4.",
              example="delayqueue_queue_size{topic=\"orders\",state=\"ready\"} 3.0\n",
              media="text/plain"),
     Endpoint("openapi", "/openapi.json", ("GET",), OPEN, PLAIN, "meta", "This document.",
