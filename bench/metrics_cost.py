@@ -83,7 +83,7 @@ def in_requests(redis_url: str, calls: int, rounds: int) -> dict[str, float]:
     def run(app: Flask) -> float:
         started = time.process_time()
         for _ in range(calls):
-            environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/camellia/delayQueue/check",
+            environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/camellia/health/check",
                        "QUERY_STRING": "", "SERVER_NAME": "bench", "SERVER_PORT": "80",
                        "wsgi.input": io.BytesIO(), "wsgi.url_scheme": "http",
                        "SERVER_PROTOCOL": "HTTP/1.1", "wsgi.errors": sys.stderr}

@@ -1,8 +1,8 @@
 """Every answered request, counted by route and code and timed, for /metrics.
 
 The route is the endpoint table's name for the matched path (``sendMsg``, never the raw path,
-so the label's values are bounded), the Flask endpoint for a route outside the table (the
-console's static files), ``UNMATCHED`` when nothing matched (404, 405). The code is the
+so the label's values are bounded), the Flask endpoint for a route outside the table
+(``static``), ``UNMATCHED`` when nothing matched (404, 405). The code is the
 answer's envelope ``code`` when the body is a JSON object that starts with it (every envelope
 does: orjson keeps key order), else the HTTP status: a refused ``sendMsg`` answers HTTP 200
 with code 429 on camellia's routes, and it is the code a client acts on.

@@ -258,3 +258,26 @@ def test_metrics_max_topics_is_a_server_setting(redis_db_url, cap, folded):
     _, samples = samples_by_name(http.get("/metrics").get_data())
     assert value(samples, "delayqueue_metrics_topics_folded") == folded
     assert len(by_topic(samples, "delayqueue_topic_paused")) == 3 - folded + (1 if folded else 0)
+
+
+def test_a_process_that_never_reached_redis_answers_without_counting(tmp_path):
+    """No clock without Redis: the count is skipped, the answer is not failed for it."""
+    app = create_app(overrides={"redis_url": "redis://127.0.0.1:1/0", "snapshot_dir": "",
+                                "redis_connect_timeout_millis": 200})
+    http = app.test_client()
+    assert http.get("/camellia/health/check").get_json() == {"code": 200}
+    response = http.get("/metrics")
+    assert response.status_code == 200
+    _, samples = samples_by_name(response.get_data())
+    assert value(samples, "delayqueue_redis_up") == 0
+    assert app.extensions["delayqueue"].monitor._pending == {}
+
+
+def test_method_not_allowed_and_static_files_have_bounded_route_names(redis_db_url):
+    app = create_app(overrides={"redis_url": redis_db_url, "snapshot_dir": ""})
+    http = app.test_client()
+    assert http.delete(Q + "sendMsg").status_code == 405
+    assert http.get(f"/no/such/{'x' * 50}").status_code == 404
+    app.extensions["delayqueue"].monitor.flush()
+    _, samples = samples_by_name(http.get("/metrics").get_data())
+    assert request_counts(samples) == {("_unmatched", "405"): 1, ("_unmatched", "404"): 1}
