@@ -27,7 +27,7 @@ import yaml
 
 from . import camellia_redis
 from .credential import TokenError, Tokens, parse_tokens
-from .redis_connection import (
+from .redis_url import (
     CLUSTER_SCHEMES,
     SENTINEL_SCHEMES,
     STANDALONE_SCHEMES,
