@@ -7,12 +7,12 @@ only a blocking client has: iterators over pages, and ``listen``'s threaded Cons
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterator
 
 from .consumer import Consumer
 from .model import DelayMsg
 from .plan import blocking
-from .plans import Plans, split_urls
+from .plans import ClientBase, Plans, split_urls
 from .transport import Transport
 
 __all__ = ["DelayQueueClient", "split_urls"]
@@ -20,7 +20,7 @@ __all__ = ["DelayQueueClient", "split_urls"]
 Page = tuple[list[DelayMsg], "str | None"]  # MessagePage, DeadLetterPage
 
 
-class DelayQueueClient:
+class DelayQueueClient(ClientBase):
     """A thread-safe client for one or more delayqueue nodes.
 
     Args:
@@ -37,16 +37,8 @@ class DelayQueueClient:
             goes over the wire, not what fits in a request.
     """
 
-    def __init__(self, url: str | Iterable[str] = "http://127.0.0.1:8080", *,
-                 timeout: float = 10.0, connect_timeout: float = 3.0,
-                 pool_size: int = 32, token: str | None = None,
-                 compress_over_bytes: int | None = None) -> None:
-        self.urls = split_urls(url)
-        self.timeout = timeout
-        self._plans = Plans(timeout)
-        self._transport = Transport(self.urls, connect_timeout_s=connect_timeout,
-                                    read_timeout_s=timeout, pool_size=pool_size, token=token,
-                                    compress_over_bytes=compress_over_bytes)
+    _transport_class = Transport
+    _transport: Transport
 
     def close(self) -> None:
         self._transport.close()

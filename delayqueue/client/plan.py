@@ -10,6 +10,7 @@ take the same arguments, refuse the same mistakes and read the answers the same 
 from __future__ import annotations
 
 import functools
+import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Concatenate, Generator, Mapping, ParamSpec, TypeVar
 
@@ -58,4 +59,15 @@ def blocking(plan: Callable[Concatenate[Any, P], Plan[T]]) -> Callable[Concatena
     @functools.wraps(plan)
     def method(self: Any, *args: P.args, **kwargs: P.kwargs) -> T:
         return run(plan(self._plans, *args, **kwargs), self._transport)
+    method.__signature__ = result_signature(plan)  # type: ignore[attr-defined]
     return method
+
+
+def result_signature(plan: Callable[..., Any]) -> inspect.Signature:
+    """A plan's signature as its client method's: returning the plan's result, not the plan
+    (``Plan[DelayMsg]`` shows as ``DelayMsg``)."""
+    signature = inspect.signature(plan)
+    result = signature.return_annotation
+    if isinstance(result, str) and result.startswith("Plan[") and result.endswith("]"):
+        signature = signature.replace(return_annotation=result[len("Plan["):-1])
+    return signature

@@ -438,3 +438,22 @@ class Plans(BatchPlans):
     def monitor_data(self) -> Plan[MonitorData]:
         envelope = yield Request("getMonitorData", {}, idempotent=True)
         return MonitorData.from_json(envelope.get("data") or {})
+
+
+class ClientBase:
+    """The construction both clients share: the node URLs, the read timeout and the plans;
+    ``_transport_class`` (blocking, or asyncio) moves the requests. Arguments: see
+    DelayQueueClient."""
+
+    _transport_class: Any
+
+    def __init__(self, url: str | Iterable[str] = "http://127.0.0.1:8080", *,
+                 timeout: float = 10.0, connect_timeout: float = 3.0,
+                 pool_size: int = 32, token: str | None = None,
+                 compress_over_bytes: int | None = None) -> None:
+        self.urls = split_urls(url)
+        self.timeout = timeout
+        self._plans = Plans(timeout)
+        self._transport = self._transport_class(
+            self.urls, connect_timeout_s=connect_timeout, read_timeout_s=timeout,
+            pool_size=pool_size, token=token, compress_over_bytes=compress_over_bytes)

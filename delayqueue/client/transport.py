@@ -107,7 +107,30 @@ def _reason(exc: requests.RequestException) -> str:
     return f"{type(exc).__name__}: {exc}"[:200]
 
 
-class Transport:
+class TransportBase:
+    """The nodes, timeouts and compression of a transport, blocking or asyncio
+    (delayqueue.aio); each sends through ``Attempts``."""
+
+    def __init__(self, urls: list[str], *, connect_timeout_s: float, read_timeout_s: float,
+                 compress_over_bytes: int | None = None) -> None:
+        if compress_over_bytes is not None and compress_over_bytes < 0:
+            raise ValueError(f"compress_over_bytes: must be at least 0 or None, got "
+                             f"{compress_over_bytes}")
+        self.compress_over_bytes = compress_over_bytes
+        self.pool = NodePool(urls)
+        self.connect_timeout_s = connect_timeout_s
+        self.read_timeout_s = read_timeout_s
+
+    @staticmethod
+    def headers(token: str | None) -> dict[str, str]:
+        """The headers of every request."""
+        headers = {"User-Agent": "delayqueue-python"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+
+class Transport(TransportBase):
     """POSTs forms to ``/camellia/delayQueue/<endpoint>`` and unwraps the envelope.
 
     ``compress_over_bytes``: a JSON body (a batch) longer than this is sent gzip-compressed
@@ -118,17 +141,13 @@ class Transport:
     def __init__(self, urls: list[str], *, connect_timeout_s: float, read_timeout_s: float,
                  pool_size: int, token: str | None = None,
                  compress_over_bytes: int | None = None) -> None:
-        self.compress_over_bytes = check_compress_over_bytes(compress_over_bytes)
-        self.pool = NodePool(urls)
-        self.connect_timeout_s = connect_timeout_s
-        self.read_timeout_s = read_timeout_s
+        super().__init__(urls, connect_timeout_s=connect_timeout_s,
+                         read_timeout_s=read_timeout_s, compress_over_bytes=compress_over_bytes)
         self.session = requests.Session()
         adapter = HTTPAdapter(pool_connections=len(self.pool.nodes), pool_maxsize=pool_size)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
-        self.session.headers["User-Agent"] = "delayqueue-python"
-        if token:
-            self.session.headers["Authorization"] = f"Bearer {token}"
+        self.session.headers.update(self.headers(token))
 
     def close(self) -> None:
         self.session.close()
@@ -185,12 +204,6 @@ def encode_body(body: bytes | None, compress_over_bytes: int | None
     if compress_over_bytes is not None and len(body) > compress_over_bytes:
         return gzip.compress(body, GZIP_LEVEL, mtime=0), GZIP_JSON_HEADERS
     return body, JSON_HEADERS
-
-
-def check_compress_over_bytes(value: int | None) -> int | None:
-    if value is not None and value < 0:
-        raise ValueError(f"compress_over_bytes: must be at least 0 or None, got {value}")
-    return value
 
 
 class Attempts:
