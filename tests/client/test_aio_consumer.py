@@ -153,6 +153,41 @@ async def test_stop_with_no_grace_leaves_the_handler_to_settle_when_it_returns(n
         assert (await client.get(topic, "x")).status is Status.READY
 
 
+@run_async
+async def test_a_groups_messages_run_one_at_a_time_in_order_beside_the_others(node, topic):
+    async with AsyncDelayQueueClient(node.url, timeout=5) as client:
+        await client.send_batch(topic, [{"msg": f"g{i}", "groupId": "g"} for i in range(4)]
+                                + [f"u{i}" for i in range(4)])
+        spans: dict[str, tuple[float, float]] = {}
+
+        async def handler(m: DelayMsg) -> bool:
+            start = time.monotonic()
+            await asyncio.sleep(0.1)
+            spans[m.msg] = (start, time.monotonic())
+            return True
+
+        async with client.listen(topic, handler, concurrency=4, **FAST) as consumer:
+            await until(lambda: consumer.acked == 8, 15, "eight acks")
+        group = [spans[f"g{i}"] for i in range(4)]
+        assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(group, group[1:]))
+        assert consumer.nacked == consumer.lost == 0
+
+
+@run_async
+async def test_pulls_that_fail_back_off_instead_of_looping_and_stop_ends_them(dead_url, topic):
+    async with AsyncDelayQueueClient(dead_url, timeout=1, connect_timeout=0.5) as client:
+        async def handler(m: DelayMsg) -> bool:
+            return True
+
+        consumer = client.listen(topic, handler, **FAST)
+        await asyncio.sleep(1.2)
+        started = time.monotonic()
+        await consumer.stop()
+        assert time.monotonic() - started < 1.0
+        # Back-off 0.05 s doubling to 0.4 s, each at least half: at most ~9 pulls in 1.2 s.
+        assert 2 <= client._transport.pool.nodes[0].failures <= 12
+
+
 def test_listen_outside_an_event_loop_raises():
     client = AsyncDelayQueueClient("http://127.0.0.1:1")
 
