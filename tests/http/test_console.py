@@ -14,8 +14,12 @@ from html import unescape
 import pytest
 from markupsafe import escape
 
+from delayqueue.background.runtime import Runtime
+from delayqueue.core.clock import ManualClock
 from delayqueue.http.app import create_app
+from delayqueue.http.console.filters import rate
 from delayqueue.http.console.fleet_view import RECENT_INTERVALS
+from delayqueue.settings.config import load_settings
 
 from support import wait_until
 
@@ -90,27 +94,51 @@ def test_backlog_counts_the_messages_behind_their_group_head(http):
     assert cells(page, "data-sizes")["backlog"] == "4"
 
 
-def test_fleet_rates_and_lag_come_from_the_monitor_intervals(app, http):
-    rt = app.extensions["delayqueue"]
-    send(http, "rated", 10)
-    pulled = http.post(Q + "pullMsg", data={"topic": "rated", "batch": 4}).get_json()
-    assert len(pulled["delayMsgList"]) == 4
+INTERVAL_START = 1_699_999_980_000       # a 60 s interval's start
+
+
+@pytest.fixture
+def manual(redis_url):
+    """(app, clock): an app on a hand-driven clock with 60 s monitoring intervals."""
+    settings = load_settings(overrides={"redis_url": redis_url, "snapshot_dir": "",
+                                        "monitor_interval_seconds": 60})
+    clock = ManualClock(INTERVAL_START - 55_000)
+    return create_app(settings=settings, runtime=Runtime(settings, clock=clock)), clock
+
+
+def test_fleet_rates_include_the_current_interval_so_far(manual):
+    app, clock = manual
+    http, rt = app.test_client(), app.extensions["delayqueue"]
+    send(http, "rated", 6)                       # in the last complete interval
+    clock.advance(67_000)                        # 12 s into the next one
+    send(http, "rated", 10)                      # a burst in the current interval
+    assert len(http.post(Q + "pullMsg", data={"topic": "rated", "batch": 4}
+                         ).get_json()["delayMsgList"]) == 4
     rt.monitor.flush()
-    # Wait until the interval holding those samples is complete (1 s intervals).
-    start = rt.monitor.interval_start(rt.clock.now_ms())
-    wait_until(lambda: rt.monitor.interval_start(rt.clock.now_ms()) > start, 5)
-    shown = cells(http.get("/dashboard/").get_data(as_text=True), 'data-topic="rated"')
-    assert float(shown["sendRate"]) == pytest.approx(10 / RECENT_INTERVALS, abs=0.01)
-    assert float(shown["deliveryRate"]) == pytest.approx(4 / RECENT_INTERVALS, abs=0.01)
-    assert float(shown["lagP99"]) >= float(shown["lagP50"]) >= 0
+    html = http.get("/dashboard/").get_data(as_text=True)
+    shown = cells(html, 'data-topic="rated"')
+    seconds = RECENT_INTERVALS * 60 + 12         # five complete intervals and 12 s
+    assert shown["sendRate"] == rate(16 / seconds) == "0.05"
+    assert shown["deliveryRate"] == rate(4 / seconds) == "0.01"
+    # The four pulled were the first sent, 67 s before: lag humanised.
+    assert shown["lagP50"] == shown["lagP99"] == "1 min 7 s"
+    note = re.search(r'<p class="note" id="rate-window">([^<]*)</p>', html).group(1)
+    assert "last 300 s of complete intervals plus 12.0 s of the current one (312.0 s)" in note
 
 
 def test_fragment_is_only_the_table_for_the_auto_refresh(http):
     send(http, "frag", 1)
     fragment = http.get("/dashboard/?fragment=1").get_data(as_text=True)
-    assert '<table id="topics">' in fragment and "<html" not in fragment
+    assert '<table id="topics"' in fragment and "<html" not in fragment
     page = http.get("/dashboard/").get_data(as_text=True)
-    assert "<html" in page and "fragment" in page
+    assert "<html" in page and 'id="fleet" data-refresh-ms="5000"' in page
+    # The refresh is console.js's (no inline script: the pages work under a CSP of 'self').
+    assert '<script src="/dashboard/console.js"></script>' in page
+    script = http.get("/dashboard/console.js")
+    assert script.status_code == 200 and script.mimetype == "text/javascript"
+    assert b'searchParams.set("fragment", "1")' in script.data
+    style = http.get("/dashboard/console.css")
+    assert style.status_code == 200 and style.mimetype == "text/css"
 
 
 def test_topic_page_shows_sizes_settings_charts_and_dead_letters(http):
@@ -121,7 +149,7 @@ def test_topic_page_shows_sizes_settings_charts_and_dead_letters(http):
     shown = cells(html, "data-sizes")
     assert int(shown["readyQueueSize"]) == info["readyQueueSize"] == 2
     assert int(shown["deadQueueSize"]) == info["deadQueueSize"] == 1
-    assert html.count('<svg class="chart"') == 3
+    assert html.count('<svg class="chart"') == 4
     assert 'data-msg-id="poison-1"' in html
     assert re.search(r'data-setting="maxRetry">0<', html)
 
@@ -246,7 +274,7 @@ def test_fleet_page_is_fast_with_10000_topics(app, http, redis_client):
         # due) per topic to sort, the rest for the page alone.
         calls = commands(redis_client)
         assert calls["zcard"] == 3 * 10_030 + 2 * shown      # + ready/ack of the page's infos
-        assert calls["hmget"] == RECENT_INTERVALS * shown
+        assert calls["hmget"] == (RECENT_INTERVALS + 1) * shown   # + the current interval
         # + the page's infos: dead, group blocked, and nine waiting buckets of the waiting
         # and of the group blocked messages
         assert calls["zcount"] == 2 * 10_030 + 20 * shown
@@ -359,6 +387,7 @@ def test_each_view_lists_its_queue_with_times_retries_and_groups(http):
     http.post(Q + "pullMsg", data={"topic": "only-consuming"})
     html = http.get("/dashboard/topic?topic=only-consuming").get_data(as_text=True)
     assert listed(html) == ["c-1"] and 'id="message-list" data-view="consuming"' in html
+    http.post(Q + "setTopicConfig", data={"topic": "nothing-here", "maxRetry": 3})
     html = http.get("/dashboard/topic?topic=nothing-here").get_data(as_text=True)
     assert listed(html) == [] and 'id="message-list" data-view="waiting"' in html
     assert "No waiting messages." in html
@@ -407,6 +436,7 @@ def test_message_list_escapes_ids_and_bodies_and_links_each_message(http):
     ("msgCursor=bad!", "msgCursor: not a nextCursor of a listMsg page, got 'bad!'"),
 ])
 def test_a_bad_message_list_parameter_names_itself_and_its_rule(http, query, rule):
+    send(http, "t", 1)
     body = http.get(f"/dashboard/topic?topic=t&{query}").get_json()
     assert body == {"code": 400, "msg": rule}
 
@@ -444,8 +474,8 @@ def test_purge_button_ends_the_live_messages_and_says_how_many(http):
     http.post(Q + "pullMsg", data={"topic": "purgeable", "batch": 2})
     html = http.get("/dashboard/topic?topic=purgeable").get_data(as_text=True)
     assert re.search(r'<form method="post" action="/dashboard/topic/purgeMessages"\s+'
-                     r'data-confirm="Purge topic purgeable\? [^"]*up to 10,000 per purge\."\s+'
-                     r'onsubmit="return window.confirm\(this.dataset.confirm\)">', html)
+                     r'data-confirm="Purge topic purgeable\? [^"]*up to 10,000 per purge\.">',
+                     html)
     purge = http.post("/dashboard/topic/purgeMessages", data={"topic": "purgeable"},
                       headers=SAME_ORIGIN)
     assert flash(http, purge) == ("purged: 6, remaining: 0", None)
