@@ -32,6 +32,7 @@ RECENT_INTERVALS = 5          # the fleet page's rates and lag: the last five co
 PAGE_SIZES = (25, 50, 100, 200)
 # The topic page's chart spans (its ``span`` parameter) in ms; the first hour is the default.
 SPANS = {"5m": 300_000, "1h": 3_600_000, "6h": 21_600_000, "24h": 86_400_000}
+SPAN_LABELS = {"5m": "5 minutes", "1h": "hour", "6h": "6 hours", "24h": "24 hours"}
 DEFAULT_SPAN = "1h"
 MAX_POINTS = 240              # points a chart draws: longer spans sum intervals into one
 MAX_INTERVALS = 1440          # intervals a history reads at most (24 h at 60 s intervals)

@@ -9,6 +9,7 @@ something is wrong must not be the thing that is wrong.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ from delayqueue.background.runtime import Runtime
 
 @dataclass(frozen=True)
 class Nodes:
+    now_ms: int                           # the shared clock; this machine's when unreachable
     nodes: list[NodeStatus] = field(default_factory=list)
     error: str | None = None              # the registry could not be read
 
@@ -43,9 +45,10 @@ class RedisStatus:
 
 def read_nodes(rt: Runtime) -> Nodes:
     try:
-        return Nodes(rt.nodes.nodes())
+        return Nodes(rt.clock.now_ms(), rt.nodes.nodes())
     except redis.RedisError as exc:
-        return Nodes(error=f"the node registry could not be read: {exc}")
+        return Nodes(int(time.time() * 1000),
+                     error=f"the node registry could not be read: {exc}")
 
 
 def _first_info(info: dict[str, Any]) -> dict[str, Any]:

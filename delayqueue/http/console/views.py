@@ -58,6 +58,7 @@ from .fleet_view import (
     ORDERS,
     PAGE_SIZES,
     SORTS,
+    SPAN_LABELS,
     SPANS,
     FleetView,
     backlog_of,
@@ -162,8 +163,9 @@ def fleet_link(page: Any) -> Any:
 @route(console, "nodes")
 def nodes() -> str:
     rt = runtime()
-    return render_template("console/nodes.html", nodes=read_nodes(rt), redis=read_redis(rt),
-                           now=rt.clock.now_ms(), this_node=rt.node_id)
+    found = read_nodes(rt)
+    return render_template("console/nodes.html", nodes=found, redis=read_redis(rt),
+                           now=found.now_ms, this_node=rt.node_id)
 
 
 @route(console, "consoleScript")
@@ -203,7 +205,7 @@ def topic() -> str | tuple[str, int]:
                            error=request.args.get("error"), messages=messages, tabs=TABS,
                            msg_sizes=MSG_PAGE_SIZES, now=rt.clock.now_ms(),
                            purge_per_post=PURGE_PER_POST, charts=topic_charts(history),
-                           history=history, span=span, spans=SPANS,
+                           history=history, span=span, spans=SPANS, span_labels=SPAN_LABELS,
                            max_intervals=MAX_INTERVALS, retention_ms=rt.monitor.retention_ms,
                            interval_s=rt.monitor.interval_ms // 1000)
 
