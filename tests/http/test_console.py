@@ -824,7 +824,8 @@ def test_charts_cover_the_span_asked_with_units_and_hover_values(manual):
 
 
 @pytest.mark.parametrize("ms, text", [
-    (0, "0 ms"), (120.4, "120 ms"), (999, "999 ms"), (4200, "4.2 s"), (41_156, "41 s"),
+    (0, "0 ms"), (0.5, "0.5 ms"), (120.4, "120 ms"), (999, "999 ms"), (4200, "4.2 s"),
+    (6000, "6 s"), (41_156, "41 s"),
     (180_000, "3 min"), (185_000, "3 min 5 s"), (7_500_000, "2 h 5 min"), (None, ""),
 ])
 def test_durations_read_as_an_operator_says_them(ms, text):

@@ -53,14 +53,16 @@ def _two_units(ms: int) -> str:
 
 
 def duration(ms: float | None) -> str:
-    """A length of time: "120 ms" under a second, "4.2 s" under ten, then "41 s", "3 min",
-    "2 h 5 min"."""
+    """A length of time: "120 ms" under a second ("0.5 ms" under ten), "4.2 s" or "6 s"
+    under ten, then "41 s", "3 min", "2 h 5 min"."""
     if ms is None:
         return ""
+    if ms < 10 and not float(ms).is_integer():
+        return f"{ms:.1f} ms"
     if ms < 1000:
         return f"{ms:.0f} ms"
     if ms < 10_000:
-        return f"{ms / 1000:.1f} s"
+        return f"{ms / 1000:g} s" if ms % 1000 == 0 else f"{ms / 1000:.1f} s"
     return _two_units(int(ms))
 
 
