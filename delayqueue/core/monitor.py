@@ -47,9 +47,13 @@ EVENT_TOPIC = "\tevent"
 FIELD_SEPARATOR = "\t"
 # Intervals kept in the local buffer while Redis is unreachable; older ones are dropped.
 MAX_BUFFERED_INTERVALS = 10
-# Interval hashes live at least this long (and at least 10 intervals).
+# Interval hashes live at least this long (and at least 10 intervals)...
 MIN_RETENTION_MS = 3_600_000
 RETENTION_INTERVALS = 10
+# ...and up to a day, the console's longest chart span, as long as that is at most
+# HISTORY_INTERVALS of them (a day at the default 60 s; at 1 s intervals, the hour above).
+HISTORY_MS = 86_400_000
+HISTORY_INTERVALS = 1440
 
 
 @dataclass
@@ -170,7 +174,8 @@ class Monitor:
         self.keys = keys
         self.clock = clock
         self.interval_ms = interval_s * 1000
-        self.retention_ms = max(RETENTION_INTERVALS * self.interval_ms, MIN_RETENTION_MS)
+        self.retention_ms = max(RETENTION_INTERVALS * self.interval_ms, MIN_RETENTION_MS,
+                                min(HISTORY_MS, HISTORY_INTERVALS * self.interval_ms))
         self.scripts = scripts
         self._lock = threading.Lock()
         self._pending: dict[int, _Samples] = {}
