@@ -64,7 +64,8 @@ class Runtime:
             self.client, settings.redis_wait_replicas, settings.redis_wait_timeout_millis))
         self.keys = NamespaceKeys(settings.redis_key_prefix, settings.namespace)
         self.monitor = Monitor(self.client, self.keys, self.clock,
-                               settings.monitor_interval_seconds, self.scripts)
+                               settings.monitor_interval_seconds, self.scripts,
+                               history_ms=settings.monitor_history_minutes * 60_000)
         self.queue = DelayQueue(self.client, self.scripts, self.clock, self.monitor, settings)
         self.admin = TopicAdmin(self.queue)
         self.controls = TopicControls(self.queue)

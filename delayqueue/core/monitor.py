@@ -47,13 +47,11 @@ EVENT_TOPIC = "\tevent"
 FIELD_SEPARATOR = "\t"
 # Intervals kept in the local buffer while Redis is unreachable; older ones are dropped.
 MAX_BUFFERED_INTERVALS = 10
-# Interval hashes live at least this long (and at least 10 intervals)...
+# Interval hashes live the server's monitor-history-minutes (an hour by default: the
+# console's charts read no further back), and at least 10 intervals. Each holds ~50 fields per
+# topic active in its interval, so a day of history costs Redis 24 times an hour's.
 MIN_RETENTION_MS = 3_600_000
 RETENTION_INTERVALS = 10
-# ...and up to a day, the console's longest chart span, as long as that is at most
-# HISTORY_INTERVALS of them (a day at the default 60 s; at 1 s intervals, the hour above).
-HISTORY_MS = 86_400_000
-HISTORY_INTERVALS = 1440
 
 
 @dataclass
@@ -167,15 +165,14 @@ class Monitor:
     """Fleet-wide monitoring: local buffers per interval, flushed into Redis hashes."""
 
     def __init__(self, client: redis.Redis, keys: NamespaceKeys, clock: Clock, interval_s: int,
-                 scripts: Scripts) -> None:
+                 scripts: Scripts, history_ms: int = MIN_RETENTION_MS) -> None:
         if interval_s <= 0:
             raise ValueError("monitor interval must be positive")
         self.client = client
         self.keys = keys
         self.clock = clock
         self.interval_ms = interval_s * 1000
-        self.retention_ms = max(RETENTION_INTERVALS * self.interval_ms, MIN_RETENTION_MS,
-                                min(HISTORY_MS, HISTORY_INTERVALS * self.interval_ms))
+        self.retention_ms = max(RETENTION_INTERVALS * self.interval_ms, history_ms)
         self.scripts = scripts
         self._lock = threading.Lock()
         self._pending: dict[int, _Samples] = {}

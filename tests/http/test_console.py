@@ -95,13 +95,23 @@ def test_backlog_counts_the_messages_behind_their_group_head(http):
 INTERVAL_START = 1_699_999_980_000       # a 60 s interval's start
 
 
-@pytest.fixture
-def manual(redis_url):
+def manual_app(redis_url, **overrides):
     """(app, clock): an app on a hand-driven clock with 60 s monitoring intervals."""
     settings = load_settings(overrides={"redis_url": redis_url, "snapshot_dir": "",
-                                        "monitor_interval_seconds": 60})
+                                        "monitor_interval_seconds": 60, **overrides})
     clock = ManualClock(INTERVAL_START - 55_000)
     return create_app(settings=settings, runtime=Runtime(settings, clock=clock)), clock
+
+
+@pytest.fixture
+def manual(redis_url):
+    return manual_app(redis_url)
+
+
+@pytest.fixture
+def manual_day(redis_url):
+    """As ``manual``, with a day of monitoring history kept in Redis."""
+    return manual_app(redis_url, monitor_history_minutes=1440)
 
 
 def test_fleet_rates_include_the_current_interval_so_far(manual):
@@ -791,8 +801,9 @@ def failures_point(html: str) -> str:
     return unescape(re.findall(r"<title>([^<]*)</title></rect>", chart)[-1])
 
 
-def test_charts_cover_the_span_asked_with_units_and_hover_values(manual):
-    app, clock = manual
+@pytest.mark.parametrize("history", ["hour", "day"])
+def test_charts_cover_the_span_asked_with_units_and_hover_values(history, request):
+    app, clock = request.getfixturevalue("manual" if history == "hour" else "manual_day")
     http, rt = app.test_client(), app.extensions["delayqueue"]
     clock.advance(67_000)
     make_dead(http, "charted", "poison")         # a nack that dead-letters it
@@ -817,8 +828,12 @@ def test_charts_cover_the_span_asked_with_units_and_hover_values(manual):
         page = http.get(f"/dashboard/topic?topic=charted&span={span}").get_data(as_text=True)
         spans[span] = len(re.findall(r'<rect class="hit"', page)) // 4
         assert failures_point(page).endswith("nacked 1 · ack timeouts 1 · dead-lettered 1")
-    assert spans == {"5m": 5, "6h": 180, "24h": 240}     # 6 h: 2 min points; 24 h: 6 min
-    assert '<h2 id="charts">Last 24 hours</h2>' in page and "span-cut" not in page
+    if history == "hour":      # the default monitor-history-minutes: the page says so
+        assert spans == {"5m": 5, "6h": 60, "24h": 60} and 'id="span-cut"' in page
+        assert re.search(r'<h2 id="charts">Last 1 h\b', page)
+    else:
+        assert spans == {"5m": 5, "6h": 180, "24h": 240}     # 6 h: 2 min points; 24 h: 6 min
+        assert '<h2 id="charts">Last 24 hours</h2>' in page and "span-cut" not in page
     assert http.get("/dashboard/topic?topic=charted&span=2d").get_json() == {
         "code": 400, "msg": "span: must be one of 5m, 1h, 6h, 24h, got '2d'"}
 
