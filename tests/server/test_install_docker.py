@@ -412,6 +412,7 @@ def test_build_context_builds_the_same_wheel(tmp_path, tmp_path_factory):
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
     assert not (context / "tests").exists() and (context / "lua").is_dir()
+    assert (context / "constraints.txt").is_file()  # the dependency layer's pins
 
     out = tmp_path / "dist"
     isolation = ["--no-build-isolation"] if _have("hatchling") else []
