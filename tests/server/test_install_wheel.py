@@ -88,10 +88,10 @@ def client_venv(tmp_path_factory) -> Path:
 
 
 def test_client_install_brings_no_server_dependency(client_venv, tmp_path):
-    # The SDK, the command line and the pytest plugin (which pytest imports wherever the
-    # package is installed) import without the server's packages.
+    # The SDK (blocking and asyncio), the command line and the pytest plugin (which pytest
+    # imports wherever the package is installed) import without the server's packages.
     probe = ("import importlib.util as u, json, sys, delayqueue, delayqueue.client, "
-             "delayqueue.testing\n"
+             "delayqueue.aio, delayqueue.testing\n"
              "from delayqueue.cli import build_parser\n"
              "build_parser()\n"
              f"server = {SERVER_MODULES!r}\n"
