@@ -190,12 +190,14 @@ def test_listener_heartbeat_keeps_a_handler_running_3x_the_ack_timeout_from_rede
 
     def handler(m: DelayMsg) -> bool:
         deliveries.append(m.retry)
-        time.sleep(3.0)
+        time.sleep(6.0)   # the handler's work: 3x the ack timeout
         return True
 
-    with client.listen(topic, handler, consume_threads=2, ack_timeout_ms=1_000,
+    # Each beat (every half ack timeout) has the other half to reach the server: 1 s, more
+    # than a busy 2-core machine delays a thread's wake-up and one request (seen: 0.25 s).
+    with client.listen(topic, handler, consume_threads=2, ack_timeout_ms=2_000,
                        **FAST) as consumer:
-        wait_until(lambda: consumer.acked == 1, 8)
+        wait_until(lambda: consumer.acked == 1, 15)
     # A redelivery would have come before that ack (the ack ends the message), to the idle
     # thread, and its run would be in ``deliveries``: nothing to wait for after it.
     assert deliveries == [1]
