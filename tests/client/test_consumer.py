@@ -2,8 +2,8 @@
 back-off, and the defaults camellia's listener settings imply.
 
 Pauses are asserted as the pull loop asks for them (``Pauses`` records each wait it makes on
-its stop event) and as never shorter than asked; how much longer a loaded machine makes them
-is not this suite's to bound (docs/benchmarks.md)."""
+its stop event) and as never shorter than asked; how much longer a busy machine makes them
+is lateness, not this suite's to bound."""
 
 from __future__ import annotations
 
