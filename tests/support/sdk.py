@@ -7,6 +7,8 @@ database leased for that test (conftest.py's ``redis_db_url``), so flushing it n
 the shared node. Import the fixtures a module uses:
 
     from support.sdk import FAST_STOP, node, topic  # noqa: F401 - fixtures
+
+``stop_in_background`` stops a consumer while the test still holds its handlers.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
+import threading
 from typing import Any, Callable, Coroutine
 
 import pytest
 
 from support.node import ServerProcess
 from support.redis_server import SHARED_NODE_DB, flush_db
+from support.wait import wait_until
 
 FAST_STOP = {"graceful-timeout-seconds": 1}
 
@@ -46,3 +50,15 @@ def run_async(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., N
     def run(*args: Any, **kwargs: Any) -> None:
         asyncio.run(test(*args, **kwargs))
     return run
+
+
+def stop_in_background(consumer, **stop_options) -> threading.Thread:
+    """Call ``consumer.stop()`` in a thread and return once the consumer is stopping: no pull
+    starts any more and what a poll in flight brings back is nacked, while stop() still waits
+    for the running handlers. A test then releases its handlers and joins the thread, so
+    whatever it asserts about stopping does not hang on how fast this machine calls stop()."""
+    thread = threading.Thread(target=consumer.stop, kwargs=stop_options, daemon=True,
+                              name="test-stop")
+    thread.start()
+    wait_until(consumer._stopping.is_set, 5, message="stop() never began")
+    return thread
