@@ -159,12 +159,13 @@ def record(endpoint: Endpoint, response: Response) -> dict[str, Any]:
 
 
 def register_audit(app: Flask) -> None:
+    audited = {path: e for path, e in BY_PATH.items() if e.name in AUDITED}
+
     @app.after_request
     def audit(response: Response) -> Response:
         rule = request.url_rule
-        endpoint = BY_PATH.get(rule.rule) if rule is not None else None
-        if endpoint is None or endpoint.name not in AUDITED \
-                or request.method not in endpoint.methods:
+        endpoint = audited.get(rule.rule) if rule is not None else None
+        if endpoint is None or request.method not in endpoint.methods:
             return response
         try:
             logger.info("%s", dumps_bytes(record(endpoint, response)).decode())
