@@ -444,8 +444,8 @@ def test_purge_button_ends_the_live_messages_and_says_how_many(http):
     http.post(Q + "pullMsg", data={"topic": "purgeable", "batch": 2})
     html = http.get("/dashboard/topic?topic=purgeable").get_data(as_text=True)
     assert re.search(r'<form method="post" action="/dashboard/topic/purgeMessages"\s+'
-                     r'data-confirm="Purge topic purgeable\? [^"]*up to 10,000 per purge\."\s+'
-                     r'onsubmit="return window.confirm\(this.dataset.confirm\)">', html)
+                     r'data-confirm="Purge topic purgeable\? [^"]*up to 10,000 per purge\.">',
+                     html)   # asked by base.html's submit listener (the CSP runs no onsubmit=)
     purge = http.post("/dashboard/topic/purgeMessages", data={"topic": "purgeable"},
                       headers=SAME_ORIGIN)
     assert flash(http, purge) == ("purged: 6, remaining: 0", None)
