@@ -163,9 +163,10 @@ def register_audit(app: Flask) -> None:
 
     @app.after_request
     def audit(response: Response) -> Response:
-        rule = request.url_rule
+        req = request._get_current_object()    # one context lookup, not one per attribute
+        rule = req.url_rule
         endpoint = audited.get(rule.rule) if rule is not None else None
-        if endpoint is None or request.method not in endpoint.methods:
+        if endpoint is None or req.method not in endpoint.methods:
             return response
         try:
             logger.info("%s", dumps_bytes(record(endpoint, response)).decode())
