@@ -39,6 +39,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from flask import Flask, Response, g, request
+from werkzeug.exceptions import HTTPException
 
 from delayqueue.settings.topic_setting import BY_NAME as SETTING_BY_NAME
 
@@ -85,14 +86,17 @@ def _short(value: Any) -> Any:
 
 def _sent() -> dict[str, Any]:
     """The request's parameters as params() reads them: the query string, then the body's
-    form or JSON object."""
+    form or JSON object (none from a body refused as too large: only what the URL says)."""
     values: dict[str, Any] = request.args.to_dict() if request.query_string else {}
-    if request.is_json:
-        body = request.get_json(silent=True)
-        if isinstance(body, dict):
-            values.update(body)
-    else:
-        values.update(request.form.to_dict())
+    try:
+        if request.is_json:
+            body = request.get_json(silent=True)
+            if isinstance(body, dict):
+                values.update(body)
+        else:
+            values.update(request.form.to_dict())
+    except HTTPException:
+        pass
     return values
 
 
@@ -166,7 +170,8 @@ def register_audit(app: Flask) -> None:
         req = request._get_current_object()    # one context lookup, not one per attribute
         rule = req.url_rule
         endpoint = audited.get(rule.rule) if rule is not None else None
-        if endpoint is None or req.method not in endpoint.methods:
+        # OPTIONS is Flask's own answer; any other method reached the view (HEAD runs GET's).
+        if endpoint is None or req.method == "OPTIONS":
             return response
         try:
             logger.info("%s", dumps_bytes(record(endpoint, response)).decode())

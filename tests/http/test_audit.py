@@ -167,9 +167,27 @@ def test_the_data_path_and_reads_log_nothing(http, lines):
                  Q + "listMsg?topic=t&status=1", "/dashboard/", "/dashboard/topic?topic=t",
                  "/metrics", "/camellia/health/status", "/docs"):
         assert http.get(path).status_code == 200, path
-    # A write route asked with a method it does not take (OPTIONS, Flask's own) is no write.
+    # OPTIONS is answered by Flask without the view: no write. A method the route does not
+    # take never reaches it either (405).
     http.options(Q + "purgeTopic")
+    assert http.get(Q + "purgeTopic?topic=t").status_code == 405
     assert lines() == []
+
+
+def test_a_body_refused_as_too_large_is_logged_from_its_url(http, lines):
+    answer = http.post(Q + "purgeTopic?topic=t", data="limit=1&" + "x" * (5 << 22),
+                       content_type="application/x-www-form-urlencoded")
+    assert answer.status_code == 413
+    [line] = lines()
+    assert (line["route"], line["topic"], line["code"]) == ("purgeTopic", "t", 413)
+    assert "params" not in line
+
+
+def test_head_runs_the_view_so_it_is_audited_too(http, lines):
+    http.head("/camellia/health/offline")
+    [line] = lines()
+    assert (line["route"], line["method"], line["code"]) == ("offline", "HEAD", 200)
+    assert http.get("/camellia/health/status").status_code == 500    # it did go offline
 
 
 def test_a_long_or_odd_value_is_cut_and_stays_on_one_line(http, lines):
