@@ -51,7 +51,7 @@ def policy(nonce: str | None) -> str:
 class CommonHeaders:
     """WSGI middleware: ``COMMON`` added to the header list of every answer the app starts,
     whichever way it was made (a view, an error handler, a file, a 304). Appending to the
-    list costs about 0.2 µs a request; setting them on each Flask response, about 9."""
+    list costs under 1 µs a request; setting them on each Flask response, about 9."""
 
     def __init__(self, wsgi_app: Callable[..., Iterable[bytes]]) -> None:
         self.wsgi_app = wsgi_app
