@@ -113,6 +113,11 @@ class Hub:
         with self._lock:
             return sum(len(w) for w in self._waiters.values())
 
+    def held_long_polls(self) -> int:
+        """The long polls this process holds now: what the node registry's heartbeat
+        (node_registry.py) and /metrics report. The one count both read, so they agree."""
+        return self.held()
+
     def wake(self, topic: str, count: int) -> None:
         """Wake up to ``count`` idle waiters of ``topic``, oldest first (at least one)."""
         with self._lock:

@@ -1,11 +1,11 @@
 """``delayqueue serve``: run the HTTP server under gunicorn, with an embedded Redis if needed.
 
-serve is a small supervisor: it validates the settings, starts the embedded Redis when no
-Redis URL is set, then runs gunicorn as a child with exactly the Dockerfile's command. The
-settings reach gunicorn and its workers as ``DELAYQUEUE_*`` environment variables, so every
-process reads the same values through ``load_settings()``. Signals are forwarded to gunicorn;
-the embedded Redis is stopped only after gunicorn has exited, so workers can release their
-leases on the way out.
+serve is a small supervisor: it validates the settings, stops at once when the port is in use,
+starts the embedded Redis when no Redis URL is set, then runs gunicorn as a child with exactly
+the Dockerfile's command. The settings reach gunicorn and its workers as ``DELAYQUEUE_*``
+environment variables, so every process reads the same values through ``load_settings()``.
+Signals are forwarded to gunicorn; the embedded Redis is stopped only after gunicorn has
+exited, so workers can release their leases on the way out.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from delayqueue.server import logs
 from delayqueue.server.embedded import EmbeddedRedis, EmbeddedRedisError, child_setup
+from delayqueue.server.startup import port_in_use, port_in_use_message
 from delayqueue.settings.config import (
     CONFIG_ENV_VAR,
     WORKER_CLASSES,
@@ -86,14 +88,6 @@ def child_env(config_path: str | None, overrides: Mapping[str, Any],
     return env
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-
-
 def run_gunicorn(env: Mapping[str, str]) -> int:
     """Run gunicorn as a child, forwarding signals to it; return its exit code."""
     proc: subprocess.Popen | None = None
@@ -143,7 +137,11 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"delayqueue: config error: {exc}", file=sys.stderr)
         return 2
-    _setup_logging(settings.log_level)
+    if port_in_use(settings.host, settings.port):
+        # Before the embedded Redis starts and before gunicorn, which would retry its bind.
+        print(port_in_use_message(settings.port), file=sys.stderr)
+        return 1
+    logs.configure(settings.log_level)
     env = child_env(args.config, overrides)
     embedded: EmbeddedRedis | None = None
     try:

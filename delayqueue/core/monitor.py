@@ -49,7 +49,9 @@ AUDIT_TOPIC = "\taudit"
 FIELD_SEPARATOR = "\t"
 # Intervals kept in the local buffer while Redis is unreachable; older ones are dropped.
 MAX_BUFFERED_INTERVALS = 10
-# Interval hashes live at least this long (and at least 10 intervals).
+# Interval hashes live the server's monitor-history-minutes (an hour by default: the
+# console's charts read no further back), and at least 10 intervals. Each holds ~50 fields per
+# topic active in its interval, so a day of history costs Redis 24 times an hour's.
 MIN_RETENTION_MS = 3_600_000
 RETENTION_INTERVALS = 10
 
@@ -165,14 +167,14 @@ class Monitor:
     """Fleet-wide monitoring: local buffers per interval, flushed into Redis hashes."""
 
     def __init__(self, client: redis.Redis, keys: NamespaceKeys, clock: Clock, interval_s: int,
-                 scripts: Scripts) -> None:
+                 scripts: Scripts, history_ms: int = MIN_RETENTION_MS) -> None:
         if interval_s <= 0:
             raise ValueError("monitor interval must be positive")
         self.client = client
         self.keys = keys
         self.clock = clock
         self.interval_ms = interval_s * 1000
-        self.retention_ms = max(RETENTION_INTERVALS * self.interval_ms, MIN_RETENTION_MS)
+        self.retention_ms = max(RETENTION_INTERVALS * self.interval_ms, history_ms)
         self.scripts = scripts
         self._lock = threading.Lock()
         self._pending: dict[int, _Samples] = {}

@@ -11,7 +11,10 @@ the shared node. Import the fixtures a module uses:
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import re
+from typing import Any, Callable, Coroutine
 
 import pytest
 
@@ -34,3 +37,12 @@ def node(redis_server):
 def topic(request):
     """A topic name unique to the test."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:200]
+
+
+def run_async(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an ``async def`` test in its own event loop (the dev dependencies have no
+    pytest-asyncio); its fixtures are the coroutine function's parameters."""
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(test(*args, **kwargs))
+    return run
