@@ -1,7 +1,7 @@
 """The security headers (delayqueue/http/headers.py): nosniff, frame DENY and
 Referrer-Policy on every answer (JSON, text, files, errors, gunicorn's own error answers),
 and on HTML (the console, /docs) a Content-Security-Policy with frame-ancestors 'none' and
-no 'unsafe-inline', whose per-answer nonce every inline block of the pages carries.
+no 'unsafe-inline': the console has no inline block, /docs' two carry the answer's nonce.
 
 In-process against a real redis-server for what the pages hold; a real node and headless
 Chromium for what the browser does with it: the console and /docs run without one
