@@ -11,7 +11,8 @@ them) where name is a counter (``sendMsg``), or ``<histogram>:count`` / ``:sum``
 ``:b<i>`` (samples in bucket i of ``histogram.BOUNDS_MS``; only non-zero buckets are stored).
 Scheduler loop timings use the pseudo-topic ``LOOP_TOPIC = "\\tloop"`` (no real topic can start
 with a tab) and the loop's name as the histogram: ``"\\tloop\\tpromote:b0"``; server events
-(``EVENTS``, such as a write Redis refused over maxmemory) the pseudo-topic ``"\\tevent"``.
+(``EVENTS``, such as a write Redis refused over maxmemory) the pseudo-topic ``"\\tevent"``;
+audited writes (http/audit.py) the pseudo-topic ``"\\taudit"`` and the endpoint's name.
 Time gaps are whole milliseconds (rounded, negatives clamped to 0); loop durations keep
 fractional ms in sum and max.
 """
@@ -44,6 +45,7 @@ EVENTS = ("redisOutOfMemory",)
 
 LOOP_TOPIC = "\tloop"
 EVENT_TOPIC = "\tevent"
+AUDIT_TOPIC = "\taudit"
 FIELD_SEPARATOR = "\t"
 # Intervals kept in the local buffer while Redis is unreachable; older ones are dropped.
 MAX_BUFFERED_INTERVALS = 10
@@ -225,6 +227,13 @@ class Monitor:
         with self._lock:
             self._samples().ints[f"{EVENT_TOPIC}{FIELD_SEPARATOR}{event}"] += n
 
+    def count_audit(self, route: str) -> None:
+        """One audited write (http/audit.py) through ``route``, an endpoint's name."""
+        if not route.isidentifier():
+            raise ValueError(f"audit route must be an endpoint's name, got {route!r}")
+        with self._lock:
+            self._samples().ints[f"{AUDIT_TOPIC}{FIELD_SEPARATOR}{route}"] += 1
+
     def observe_loop(self, loop: str, duration_ms: float) -> None:
         duration = max(0.0, float(duration_ms))
         prefix = f"{LOOP_TOPIC}{FIELD_SEPARATOR}{loop}:"
@@ -348,13 +357,17 @@ class Monitor:
 
     def totals(self) -> dict:
         """Cumulative fleet-wide stats: {"topics": {topic: stats}, "loops": {loop: histogram},
-        "events": {event: count}}."""
+        "events": {event: count}, "audit": {route: audited writes}}."""
         raw = self.client.hgetall(self.keys.monitor_total)
         topics, loops = parse_monitor_hash(raw)
         events = dict.fromkeys(EVENTS, 0)
+        audit: dict[str, int] = {}
         prefix = EVENT_TOPIC + FIELD_SEPARATOR
+        audit_prefix = AUDIT_TOPIC + FIELD_SEPARATOR
         for raw_field, raw_value in raw.items():
             name = _text(raw_field)
             if name.startswith(prefix) and name[len(prefix):] in events:
                 events[name[len(prefix):]] = int(_number(raw_value))
-        return {"topics": topics, "loops": loops, "events": events}
+            elif name.startswith(audit_prefix):
+                audit[name[len(audit_prefix):]] = int(_number(raw_value))
+        return {"topics": topics, "loops": loops, "events": events, "audit": audit}

@@ -45,6 +45,7 @@ from delayqueue.core.errors import BadRequest, DelayQueueError, NotFound
 from delayqueue.core.queue import SendRequest
 from delayqueue.core.status import Status
 from delayqueue.core.topic_controls import PURGE_LIMIT
+from delayqueue.http import audit
 from delayqueue.http.endpoints import route
 from delayqueue.http.request import params, runtime
 from delayqueue.settings.topic_setting import BY_NAME
@@ -268,6 +269,7 @@ def redrive() -> Response:
     p = params()
     name, msg_id = p.topic(), p.msg_id(required=False)
     count = runtime().admin.redrive(name, msg_id, p.limit(1000))
+    audit.note(count=count)
     return back_to_topic(name, f"redriven: {count}")
 
 
@@ -276,6 +278,7 @@ def purge() -> Response:
     p = params()
     name, msg_id = p.topic(), p.msg_id(required=False)
     count = runtime().admin.purge(name, msg_id)
+    audit.note(count=count)
     return back_to_topic(name, f"purged: {count}")
 
 
@@ -286,6 +289,7 @@ def settings() -> Response:
     values = {k: v for k, v in p.values.items() if k in BY_NAME and v != ""
               and k != DESCRIPTION}
     values = with_description(name, values, p.values.get(DESCRIPTION))  # "": emptied
+    audit.note(settings=values)
     runtime().admin.set_config(name, values, p.boolean("reset", default=False))
     return back_to_topic(name, "settings saved")
 
@@ -313,7 +317,9 @@ def pause() -> Response:
     name = params().topic()
     try:
         changed = runtime().controls.pause(name)
+        audit.note(changed=changed)
     except NotFound as exc:
+        audit.note(code=exc.code, msg=exc.msg)
         return back_to_topic(name, exc.msg, "error")
     return back_to_topic(name, "paused: nothing is handed out until resumed" if changed
                          else "already paused")
@@ -324,7 +330,9 @@ def resume() -> Response:
     name = params().topic()
     try:
         changed = runtime().controls.resume(name)
+        audit.note(changed=changed)
     except NotFound as exc:
+        audit.note(code=exc.code, msg=exc.msg)
         return back_to_topic(name, exc.msg, "error")
     return back_to_topic(name, "resumed" if changed else "not paused: nothing to resume")
 
@@ -336,7 +344,10 @@ def purge_messages() -> Response:
     name = params().topic()
     try:
         result = runtime().controls.purge(name, PURGE_PER_POST)
+        audit.note(count=result.count, remaining=result.remaining,
+                   params={"limit": PURGE_PER_POST})
     except NotFound as exc:
+        audit.note(code=exc.code, msg=exc.msg)
         return back_to_topic(name, exc.msg, "error")
     more = " (purge again to go on)" if result.remaining else ""
     return back_to_topic(name, f"purged: {result.count}, remaining: {result.remaining}{more}")
