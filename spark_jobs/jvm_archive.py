@@ -7,7 +7,8 @@ first query in 0.8 s instead of 2.0 s (docs/report.md). The archive is a cache, 
 without one (or with one the JVM cannot use, e.g. after a JDK upgrade: ``-Xshare:auto``
 falls back silently) the job runs as before.
 
-``make install`` builds it (``python -m spark_jobs.jvm_archive``): a short report run over a
+``make install`` builds it (``python -m spark_jobs.jvm_archive``; ``make test`` installs that
+way, ``make run`` installs the server alone and builds none): a short report run over a
 generated day, in a JVM that writes the classes it loaded when it exits
 (``-XX:ArchiveClassesAtExit``), written to a temporary name and renamed into place; it
 replaces the archives built before for the same pyspark installation. Where it lives, its

@@ -14,8 +14,10 @@ a batch job's: G1's concurrent work and barriers cost a 1.1M-line run 2-3 s of C
 
 The class archive (``jvm_archive``) is named after what it depends on: the pyspark
 installation, its jars and the Java runtime (paths, sizes and times: the JVM ignores an archive
-whose jars changed). It lives in ``$DELAYQUEUE_SPARK_ARCHIVE_DIR``, else
-``$XDG_CACHE_HOME/delayqueue``, else ``~/.cache/delayqueue``.
+whose jars changed). It lives in ``$DELAYQUEUE_SPARK_ARCHIVE_DIR``; else, run from a checkout,
+in the checkout's ``build/jvm-archive/`` (next to the venv whose pyspark it archives, and
+removed with it by ``make clean``); else, installed from the wheel, in
+``$XDG_CACHE_HOME/delayqueue`` or ``~/.cache/delayqueue``.
 """
 
 from __future__ import annotations
@@ -79,10 +81,21 @@ def archive_path() -> Path | None:
         + [f"{f}\t{f.stat().st_size}\t{f.stat().st_mtime_ns}" for f in files]
     )
     digest = hashlib.sha1(identity.encode()).hexdigest()[:12]
-    base = os.environ.get(DIR_ENV) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "delayqueue"
-    )
-    return Path(base) / f"{archive_prefix(home)}{digest}.jsa"
+    return archive_dir() / f"{archive_prefix(home)}{digest}.jsa"
+
+
+def archive_dir(package: Path = Path(__file__).resolve().parent) -> Path:
+    """The archive's folder: ``$DELAYQUEUE_SPARK_ARCHIVE_DIR``, else the checkout's
+    ``build/jvm-archive`` when ``package`` (this package's folder) is a checkout's, else the
+    user's cache folder."""
+    explicit = os.environ.get(DIR_ENV)
+    if explicit:
+        return Path(explicit)
+    checkout = package.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "lua").is_dir():
+        return checkout / "build" / "jvm-archive"
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(cache) / "delayqueue"
 
 
 def archive_prefix(home: Path) -> str:

@@ -15,8 +15,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "delayqueue"
 FLOORS = ("settings", "core", "monitoring", "background", "http", "server", "cli")
 # The ground floor: only the names deployments and users import by their full path.
 GROUND = {"__init__", "wsgi", "gunicorn_conf", "testing"}
-# The SDK is installed and imported alone: besides itself, only the message and its states,
-# the parser of values and the table of topic settings.
+# The SDK (client/, and aio/, its asyncio client) is installed and imported alone: besides
+# itself, only the message and its states, the parser of values and the table of topic
+# settings.
+SDK = ("client", "aio")
+SDK_PACKAGES = tuple(f"delayqueue.{folder}" for folder in SDK)
 SDK_MAY_IMPORT = {"delayqueue.core.message", "delayqueue.core.status",
                   "delayqueue.settings.value", "delayqueue.settings.topic_setting"}
 
@@ -69,7 +72,7 @@ def test_the_ground_floor_holds_only_the_public_entry_points():
     ground = {p.stem for p in PACKAGE.glob("*.py")}
     assert ground == GROUND
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert folders == set(FLOORS) | {"client"}
+    assert folders == set(FLOORS) | set(SDK)
 
 
 def test_every_import_points_down_or_level():
@@ -81,7 +84,7 @@ def test_every_import_points_down_or_level():
             continue
         for target in imports_of(path):
             theirs = floor(target)
-            if target.startswith("delayqueue.client"):
+            if target.startswith(SDK_PACKAGES):
                 if FLOORS[mine] != "cli":      # the CLI is the SDK's one user inside
                     upward.append(f"{source} -> {target} (the SDK is not part of the server)")
             elif theirs is None and target != "delayqueue":
@@ -93,9 +96,9 @@ def test_every_import_points_down_or_level():
 
 def test_the_sdk_imports_only_itself_and_the_few_modules_it_shares():
     outside = []
-    for path in sorted((PACKAGE / "client").rglob("*.py")):
+    for path in sorted(p for folder in SDK for p in (PACKAGE / folder).rglob("*.py")):
         for target in imports_of(path):
-            if not target.startswith("delayqueue.client") and target not in SDK_MAY_IMPORT:
+            if not target.startswith(SDK_PACKAGES) and target not in SDK_MAY_IMPORT:
                 outside.append(f"{module_name(path)} -> {target}")
     # ... nor through them: what they import is in the list too.
     for shared in SDK_MAY_IMPORT:

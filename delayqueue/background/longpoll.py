@@ -114,7 +114,8 @@ class Hub:
             return sum(len(w) for w in self._waiters.values())
 
     def held_long_polls(self) -> int:
-        """The long polls this process holds now: what /metrics reports for the node."""
+        """The long polls this process holds now: what the node registry's heartbeat
+        (node_registry.py) and /metrics report. The one count both read, so they agree."""
         return self.held()
 
     def wake(self, topic: str, count: int) -> None:

@@ -29,6 +29,7 @@ from delayqueue.settings.redis_connection import connect_redis
 from .lease import Lease
 from .longpoll import CONTROL_PREFIX, Hub
 from .loop import Loop
+from .node_registry import HEARTBEAT_S, NodeRegistry
 from .scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,8 @@ class Runtime:
             self.client, settings.redis_wait_replicas, settings.redis_wait_timeout_millis))
         self.keys = NamespaceKeys(settings.redis_key_prefix, settings.namespace)
         self.monitor = Monitor(self.client, self.keys, self.clock,
-                               settings.monitor_interval_seconds, self.scripts)
+                               settings.monitor_interval_seconds, self.scripts,
+                               history_ms=settings.monitor_history_minutes * 60_000)
         self.queue = DelayQueue(self.client, self.scripts, self.clock, self.monitor, settings)
         self.admin = TopicAdmin(self.queue)
         self.controls = TopicControls(self.queue)
@@ -86,6 +88,8 @@ class Runtime:
             settings.namespace, settings.monitor_interval_seconds,
             topics=self.queue.topics, topic_infos=self.queue.topic_infos,
         )
+        self.nodes = NodeRegistry(self.client, self.keys, self.clock, self.node_id,
+                                  self.hub.held_long_polls)
         self.loops: list[Loop] = []
 
     def _lease(self, name: str) -> Lease:
@@ -110,6 +114,8 @@ class Runtime:
             Loop("monitor-flush", self.monitor.flush,
                  min(MONITOR_FLUSH_S, s.monitor_interval_seconds / 2)),
             Loop("clock", self.clock.sync, s.clock_sync_seconds),
+            # Every process: its record in the node registry (one HSET).
+            Loop("heartbeat", self.nodes.tick, HEARTBEAT_S),
         ]
 
     def start(self) -> None:
@@ -130,6 +136,8 @@ class Runtime:
         self.hub.stop()
         for loop in self.loops:
             loop.stop()
+        if self.loops:
+            self.nodes.leave()
         self.monitor.flush()
         self.loops = []
 

@@ -85,3 +85,14 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(self, message)
+
+
+def missing_extra(what: str, extra: str, error: ModuleNotFoundError) -> int:
+    """A command whose extra is not installed says which one in one line (exit 1): the
+    client commands come with ``pip install delayqueue``, ``serve`` and ``migrate-storage``
+    with the ``server`` extra, ``report`` with the ``report`` extra. A missing module of our
+    own is a broken install, not a missing extra: raised as it is."""
+    if (error.name or "").split(".")[0] in ("delayqueue", "spark_jobs"):
+        raise error
+    return fail(f"{what} needs `pip install 'delayqueue[{extra}]'` "
+                f"(no module named {error.name!r})", EXIT_FAILURE, kind="missing_extra")

@@ -3,6 +3,9 @@
 Run it once, with every node stopped, on a Redis written by a version that kept a hash per
 message (a node refuses to start on such a namespace and names this command). Bounded
 batches, progress on stderr, idempotent: safe to re-run after an interruption.
+
+It talks to Redis with the server's own modules, which come with the ``server`` extra: they
+are imported when the command runs, so the client alone names the extra instead.
 """
 
 from __future__ import annotations
@@ -10,13 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-import redis
-
-from delayqueue.core.clock import RedisClock
-from delayqueue.core.keys import NamespaceKeys
-from delayqueue.core.storage import migrate
-from delayqueue.settings.config import ConfigError, load_settings
-from delayqueue.settings.redis_connection import connect_redis
+from . import failure
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,6 +29,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        import redis
+
+        from delayqueue.core.clock import RedisClock
+        from delayqueue.core.keys import NamespaceKeys
+        from delayqueue.core.storage import migrate
+        from delayqueue.settings.config import ConfigError, load_settings
+        from delayqueue.settings.redis_connection import connect_redis
+    except ModuleNotFoundError as missing:
+        return failure.missing_extra("migrate-storage", "server", missing)
     try:
         settings = load_settings(args.config, overrides={"redis_url": args.redis_url})
     except ConfigError as exc:

@@ -8,7 +8,8 @@ Runs are incremental (only new or changed dates are read); see docs/report.md.
 from __future__ import annotations
 
 import argparse
-import sys
+
+from . import failure
 
 # (flag, type, help) forwarded unchanged to spark_jobs.monitor_report.main
 _OPTIONS = (
@@ -73,11 +74,6 @@ def job_argv(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     try:
         from spark_jobs import monitor_report
-    except ImportError as error:
-        print(
-            "error: the report needs the 'report' extra "
-            f"(pip install 'delayqueue[report]'): {error}",
-            file=sys.stderr,
-        )
-        return 1
+    except ModuleNotFoundError as missing:
+        return failure.missing_extra("the report", "report", missing)
     return monitor_report.main(job_argv(args))

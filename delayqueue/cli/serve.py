@@ -1,11 +1,16 @@
 """``delayqueue serve``: run the HTTP server under gunicorn, with an embedded Redis if needed.
 
-serve is a small supervisor: it validates the settings, starts the embedded Redis when no
-Redis URL is set, then runs gunicorn as a child with exactly the Dockerfile's command. The
-settings reach gunicorn and its workers as ``DELAYQUEUE_*`` environment variables, so every
-process reads the same values through ``load_settings()``. Signals are forwarded to gunicorn;
-the embedded Redis is stopped only after gunicorn has exited, so workers can release their
-leases on the way out.
+serve is a small supervisor: it validates the settings, stops at once when the port is in use,
+starts the embedded Redis when no Redis URL is set, then runs gunicorn as a child with exactly
+the Dockerfile's command. The settings reach gunicorn and its workers as ``DELAYQUEUE_*``
+environment variables, so every process reads the same values through ``load_settings()``.
+Signals are forwarded to gunicorn; the embedded Redis is stopped only after gunicorn has
+exited, so workers can release their leases on the way out.
+
+The server's modules (the settings, the embedded Redis, and through them redis-py, PyYAML and
+gunicorn) come with the ``server`` extra and are imported only when ``serve`` runs: the
+command line's client commands work from ``pip install delayqueue`` alone, and ``serve``
+without the extra says in one line what to install.
 """
 
 from __future__ import annotations
@@ -17,18 +22,12 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from delayqueue.server.embedded import EmbeddedRedis, EmbeddedRedisError, child_setup
-from delayqueue.settings.config import (
-    CONFIG_ENV_VAR,
-    WORKER_CLASSES,
-    ConfigError,
-    Settings,
-    env_for,
-    env_var_of,
-    load_settings,
-)
+from . import failure
+
+if TYPE_CHECKING:
+    from delayqueue.settings.config import Settings
 
 logger = logging.getLogger("delayqueue.serve")
 
@@ -46,6 +45,12 @@ CLI_SETTINGS = ("redis_url", "port", "host", "workers", "worker_class", "data_di
 
 
 def register(subparsers: Any) -> None:
+    try:
+        from delayqueue.settings.config import CONFIG_ENV_VAR, WORKER_CLASSES
+    except ModuleNotFoundError:  # the client alone: run() names the extra to install
+        config_default, worker_classes = "", None
+    else:
+        config_default, worker_classes = f"${CONFIG_ENV_VAR}, ", WORKER_CLASSES
     parser = subparsers.add_parser(
         "serve",
         help="run the HTTP server (gunicorn; embedded Redis unless a Redis URL is set)",
@@ -56,7 +61,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("--config", metavar="PATH",
-                        help=f"YAML settings file (default: ${CONFIG_ENV_VAR}, "
+                        help=f"YAML settings file (default: {config_default}"
                              "./config/delayqueue.yaml, the packaged default)")
     parser.add_argument("--redis-url", metavar="URL",
                         help="redis://, rediss://, unix://, redis-sentinel:// or "
@@ -64,7 +69,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--port", type=int, metavar="N", help="listen port (default 8080)")
     parser.add_argument("--host", metavar="H", help="listen address (default 0.0.0.0)")
     parser.add_argument("--workers", type=int, metavar="N", help="worker processes (default 2)")
-    parser.add_argument("--worker-class", choices=WORKER_CLASSES,
+    parser.add_argument("--worker-class", choices=worker_classes,
                         help="gunicorn worker class (default gevent)")
     parser.add_argument("--data-dir", metavar="DIR",
                         help="embedded Redis's directory (default ./data)")
@@ -79,6 +84,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 def child_env(config_path: str | None, overrides: Mapping[str, Any],
               base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment that makes gunicorn and its workers load the same settings as serve."""
+    from delayqueue.settings.config import CONFIG_ENV_VAR, env_for
+
     env = dict(os.environ if base is None else base)
     if config_path is not None:
         env[CONFIG_ENV_VAR] = str(Path(config_path).expanduser().resolve())
@@ -86,16 +93,10 @@ def child_env(config_path: str | None, overrides: Mapping[str, Any],
     return env
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-
-
 def run_gunicorn(env: Mapping[str, str]) -> int:
     """Run gunicorn as a child, forwarding signals to it; return its exit code."""
+    from delayqueue.server.embedded import child_setup
+
     proc: subprocess.Popen | None = None
     pending: list[int] = []
 
@@ -136,6 +137,13 @@ def _log_settings(settings: Settings) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        from delayqueue.server import logs
+        from delayqueue.server.embedded import EmbeddedRedis, EmbeddedRedisError
+        from delayqueue.server.startup import port_in_use, port_in_use_message
+        from delayqueue.settings.config import ConfigError, env_var_of, load_settings
+    except ModuleNotFoundError as missing:
+        return failure.missing_extra("the server", "server", missing)
     overrides = _overrides(args)
     try:
         settings = load_settings(args.config, overrides=overrides,
@@ -143,9 +151,13 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"delayqueue: config error: {exc}", file=sys.stderr)
         return 2
-    _setup_logging(settings.log_level)
+    if port_in_use(settings.host, settings.port):
+        # Before the embedded Redis starts and before gunicorn, which would retry its bind.
+        print(port_in_use_message(settings.port), file=sys.stderr)
+        return 1
+    logs.configure(settings.log_level)
     env = child_env(args.config, overrides)
-    embedded: EmbeddedRedis | None = None
+    embedded = None
     try:
         if settings.embedded_redis:
             embedded = EmbeddedRedis(settings.data_dir).start()

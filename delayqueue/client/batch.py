@@ -1,4 +1,4 @@
-"""The batch calls of DelayQueueClient: sendMsgBatch, ackMsgBatch, deleteMsgBatch,
+"""The batch calls of both clients, as plans (plan.py): sendMsgBatch, ackMsgBatch, deleteMsgBatch,
 changeVisibilityBatch.
 
 A batch goes to one topic; the client splits it into requests of at most 1000 entries (and
@@ -16,7 +16,7 @@ import json
 import uuid
 from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from .errors import BadRequestError, DelayQueueError, ServerError
 from .model import (
@@ -28,9 +28,7 @@ from .model import (
     VisibilityEntry,
     attributes_json,
 )
-
-if TYPE_CHECKING:
-    from .transport import Transport
+from .plan import Plan, Request
 
 # The most entries (and messages per pull), and bytes of JSON body, the server takes in one
 # batch request.
@@ -92,13 +90,11 @@ def _visibility_entry(item: "VisibilityEntry | tuple[DelayMsg | str, int | timed
     return VisibilityEntry(str(msg), ack_timeout_ms)
 
 
-class Batches:
-    """Mixed into DelayQueueClient (which provides ``_transport``)."""
-
-    _transport: "Transport"
+class BatchPlans:
+    """The batch calls as plans (plan.py), mixed into ``Plans``."""
 
     def send_batch(self, topic: str, msgs: Iterable["str | SendEntry | Mapping[str, Any]"],
-                   *, batch_size: int = MAX_BATCH, atomic: bool = False) -> list[SendResult]:
+                   *, batch_size: int = MAX_BATCH, atomic: bool = False) -> Plan[list[SendResult]]:
         """Send many messages to one topic: one request per ``batch_size`` (at most 1000)
         entries, or fewer to stay within the 4 MiB body limit (or the server's, when lower).
 
@@ -124,14 +120,15 @@ class Batches:
         encoded = [_json(e.to_json()) for e in entries]
         size = _batch_size(batch_size)
         if atomic:
-            return self._send_atomic(topic, entries, encoded, size)
+            return (yield from self._send_atomic(topic, entries, encoded, size))
         results: list[SendResult] = []
         for start, end in _chunks(encoded, size):
-            results += self._send_chunk(topic, entries[start:end], encoded[start:end], results)
+            results += yield from self._send_chunk(topic, entries[start:end], encoded[start:end],
+                                                   results)
         return results
 
     def _send_atomic(self, topic: str, entries: list[SendEntry], encoded: list[bytes],
-                     size: int) -> list[SendResult]:
+                     size: int) -> Plan[list[SendResult]]:
         """One all-or-nothing sendMsgBatch; a refusal (code 400 with a result per entry)
         becomes those results."""
         if not entries:
@@ -142,7 +139,7 @@ class Batches:
                              f"{len(entries)} entries, {sum(map(len, encoded))} bytes")
         body = b'{"topic":%s,"atomic":true,"msgs":[%s]}' % (_json(topic), b",".join(encoded))
         try:
-            answers = self._batch_call("sendMsgBatch", body, len(entries), [], True)
+            answers = yield from self._batch_call("sendMsgBatch", body, len(entries), [], True)
         except BadRequestError as exc:
             answers = (exc.envelope or {}).get("results")
             if not isinstance(answers, list) or len(answers) != len(entries):
@@ -152,26 +149,26 @@ class Batches:
                 for e, a in zip(entries, answers)]
 
     def _send_chunk(self, topic: str, entries: list[SendEntry], encoded: list[bytes],
-                    done: list[SendResult]) -> list[SendResult]:
+                    done: list[SendResult]) -> Plan[list[SendResult]]:
         """One sendMsgBatch; a body over the server's limit (413: its max-msg-bytes is set
         lower than the default) is sent again in halves, and one entry alone that is still
         too large gets code 413 as its result."""
         body = b'{"topic":%s,"msgs":[%s]}' % (_json(topic), b",".join(encoded))
         try:
-            answers = self._batch_call("sendMsgBatch", body, len(entries), done, True)
+            answers = yield from self._batch_call("sendMsgBatch", body, len(entries), done, True)
         except ServerError as exc:
             if exc.code != 413:
                 raise
             if len(entries) == 1:
                 return [SendResult(entries[0].msg_id or "", 413, exc.msg)]
             half = len(entries) // 2
-            first = self._send_chunk(topic, entries[:half], encoded[:half], done)
-            return first + self._send_chunk(topic, entries[half:], encoded[half:],
-                                            done + first)
+            first = yield from self._send_chunk(topic, entries[:half], encoded[:half], done)
+            return first + (yield from self._send_chunk(topic, entries[half:], encoded[half:],
+                                                        done + first))
         return [SendResult.from_json(e.msg_id or "", a) for e, a in zip(entries, answers)]
 
     def ack_batch(self, topic: str,
-                  acks: Iterable["AckEntry | DelayMsg | str"]) -> list[BatchResult]:
+                  acks: Iterable["AckEntry | DelayMsg | str"]) -> Plan[list[BatchResult]]:
         """Ack (or nack) many messages of one topic, 1000 per request.
 
         Each item is a delivered ``DelayMsg`` (acked with its receipt), an ``AckEntry`` (an
@@ -189,12 +186,13 @@ class Batches:
         for start in range(0, len(entries), MAX_BATCH):
             chunk = entries[start:start + MAX_BATCH]
             body = _json({"topic": topic, "acks": [e.to_json() for e in chunk]})
-            answers = self._batch_call("ackMsgBatch", body, len(chunk), results, idempotent)
+            answers = yield from self._batch_call("ackMsgBatch", body, len(chunk), results,
+                                                  idempotent)
             results += [BatchResult.from_json(e.msg_id, a) for e, a in zip(chunk, answers)]
         return results
 
     def delete_batch(self, topic: str, msg_ids: Iterable[str],
-                     release: bool = False) -> list[BatchResult]:
+                     release: bool = False) -> Plan[list[BatchResult]]:
         """Delete many messages of one topic, 1000 per request (``release`` as in ``delete``).
 
         Returns one ``BatchResult`` per msgId, in order: 200, or 404 (unknown or ended).
@@ -207,14 +205,15 @@ class Batches:
         for start in range(0, len(ids), MAX_BATCH):
             chunk = ids[start:start + MAX_BATCH]
             body = _json({"topic": topic, "msgIds": chunk, "release": bool(release)})
-            answers = self._batch_call("deleteMsgBatch", body, len(chunk), results, False)
+            answers = yield from self._batch_call("deleteMsgBatch", body, len(chunk), results,
+                                                  False)
             results += [BatchResult.from_json(i, a) for i, a in zip(chunk, answers)]
         return results
 
     def change_visibility_batch(
             self, topic: str,
             entries: Iterable["VisibilityEntry | tuple[DelayMsg | str, int | timedelta]"]
-    ) -> list[BatchResult]:
+    ) -> Plan[list[BatchResult]]:
         """Set the ack deadlines of many deliveries of one topic, 1000 per request: a
         consumer's heartbeat for every message it holds, or (0) giving some up at once.
 
@@ -235,16 +234,16 @@ class Batches:
         for start in range(0, len(items), MAX_BATCH):
             chunk = items[start:start + MAX_BATCH]
             body = _json({"topic": topic, "entries": [e.to_json() for e in chunk]})
-            answers = self._batch_call("changeVisibilityBatch", body, len(chunk), results,
-                                       idempotent)
+            answers = yield from self._batch_call("changeVisibilityBatch", body, len(chunk),
+                                                  results, idempotent)
             results += [BatchResult.from_json(e.msg_id, a) for e, a in zip(chunk, answers)]
         return results
 
     def _batch_call(self, endpoint: str, body: bytes, count: int, done: list[Any],
-                    idempotent: bool) -> list[dict[str, Any]]:
+                    idempotent: bool) -> Plan[list[dict[str, Any]]]:
         """One batch request; its ``results``, checked to be one per entry."""
         try:
-            envelope = self._transport.call_json(endpoint, body, idempotent=idempotent)
+            envelope = yield Request(endpoint, body=body, idempotent=idempotent)
             answers = envelope.get("results")
             if not isinstance(answers, list) or len(answers) != count:
                 raise ServerError(f"{endpoint}: expected {count} results, got "

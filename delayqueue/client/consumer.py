@@ -40,10 +40,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from typing import TYPE_CHECKING, Callable
 
-from .ack_batcher import ACK_LINGER_MS, AckBatcher, Settlement
-from .backoff import Backoff
-from .batch import MAX_BATCH
-from .errors import DelayQueueError
+from .ack_batcher import ACK_LINGER_MS, AckBatcher
+from .consumer_base import ConsumerBase
 from .group_gate import GroupGate
 from .heartbeat import Delivery, Heartbeats
 from .model import DelayMsg
@@ -60,7 +58,7 @@ Pulled = tuple[DelayMsg, float, "Delivery | None"]
 ACK_FLUSH_AT_STOP_S = 10.0  # how long stop() keeps trying to send the last acks and nacks
 
 
-class Consumer:
+class Consumer(ConsumerBase):
     """Pull messages of ``topic`` and run ``handler`` on each: True acks, False/raise nacks.
 
     Args:
@@ -77,6 +75,8 @@ class Consumer:
             soon as the request before it is answered).
     """
 
+    _logger = logger
+
     def __init__(self, client: "DelayQueueClient", topic: str, handler: Handler, *,
                  pull_threads: int = 1, consume_threads: int = 1, batch: int | None = None,
                  ack_timeout_ms: int = 30_000, long_polling: bool = True,
@@ -86,23 +86,16 @@ class Consumer:
                  heartbeat: bool = True, ack_linger_ms: float = ACK_LINGER_MS) -> None:
         if min(pull_threads, consume_threads, 1 if batch is None else batch) < 1:
             raise ValueError("pull_threads, consume_threads and batch must be at least 1")
-        if batch is not None and batch > MAX_BATCH:
-            raise ValueError(f"batch: must be at most {MAX_BATCH}, got {batch}")
-        self.client, self.topic, self.handler = client, topic, handler
-        self.pull_threads, self.consume_threads, self.batch = pull_threads, consume_threads, batch
-        self.ack_timeout_ms, self.long_polling = ack_timeout_ms, long_polling
-        self.poll_timeout_ms, self.pull_interval_ms = poll_timeout_ms, pull_interval_ms
-        self.backoff_base_s, self.backoff_max_s = backoff_base_s, backoff_max_s
-        self.grace_s = grace_s
-        self.acked = self.nacked = 0
-        self.lost = 0  # deliveries taken away while handled (stale receipt, gone): not settled
+        super().__init__(client, topic, handler, workers=consume_threads, batch=batch,
+                         ack_timeout_ms=ack_timeout_ms, long_polling=long_polling,
+                         poll_timeout_ms=poll_timeout_ms, pull_interval_ms=pull_interval_ms,
+                         backoff_base_s=backoff_base_s, backoff_max_s=backoff_max_s,
+                         grace_s=grace_s, limit=limit)
+        self.pull_threads, self.consume_threads = pull_threads, consume_threads
         self._heartbeats = Heartbeats(client, topic, ack_timeout_ms) if heartbeat else None
         self._acks = AckBatcher(client, topic, self._settled_one, linger_ms=ack_linger_ms)
-        self._idle = consume_threads  # consume threads not yet promised to a message
-        self._remaining = limit  # messages still to take; None = no limit
-        self._settled = 0
-        self._limit = limit
         self._cond = threading.Condition()
+        self._counts_lock = self._cond
         self._stopping = threading.Event()
         self._done = threading.Event()
         self._in_handler = threading.local()
@@ -172,25 +165,16 @@ class Consumer:
     def _take_slots(self) -> int:
         """Wait for idle consume threads; promise up to ``batch`` of them to one pull."""
         with self._cond:
-            while not self._stopping.is_set() and (self._idle == 0 or self._remaining == 0):
-                if self._remaining == 0:
-                    return 0
+            while not self._stopping.is_set():
+                n = self._promise()
+                if n is not None:
+                    return n
                 self._cond.wait()
-            if self._stopping.is_set():
-                return 0
-            n = min(self.batch or MAX_BATCH, self._idle)
-            if self._remaining is not None:
-                n = min(n, self._remaining)
-            self._idle -= n
-            if self._remaining is not None:
-                self._remaining -= n
-            return n
+            return 0
 
     def _give_back(self, n: int, untaken: int = 0) -> None:
         with self._cond:
-            self._idle += n
-            if self._remaining is not None:
-                self._remaining += untaken
+            self._release(n, untaken)
             self._cond.notify_all()
 
     def _pull(self, n: int) -> list[DelayMsg]:
@@ -199,7 +183,7 @@ class Consumer:
         return self.client.pull(self.topic, n, self.ack_timeout_ms)
 
     def _pull_loop(self) -> None:
-        backoff = Backoff(self.backoff_base_s, self.backoff_max_s)
+        backoff = self._backoff()
         while True:
             n = self._take_slots()
             if n == 0:
@@ -209,12 +193,7 @@ class Consumer:
                 messages = self._pull(n)
             except Exception as exc:  # noqa: BLE001 - a pull loop must never die
                 self._give_back(n, n)
-                delay = backoff.next()
-                if isinstance(exc, DelayQueueError):
-                    logger.warning("%s: pull failed: %s; retrying in %.2fs", self.topic, exc, delay)
-                else:
-                    logger.exception("%s: pull failed; retrying in %.2fs", self.topic, delay)
-                self._stopping.wait(delay)
+                self._stopping.wait(self._pull_failed(exc, backoff))
                 continue
             backoff.reset()
             self._give_back(n - len(messages), n - len(messages))
@@ -281,27 +260,17 @@ class Consumer:
         self._in_handler.active = True
         try:
             if delivery is not None and delivery.lost:  # while it waited behind its head
-                logger.warning("%s: not handling %s: its delivery was lost while it waited "
-                               "for its group (%s)", self.topic, msg.msg_id, delivery.lost)
-                with self._cond:
-                    self.lost += 1
-                self._count_handled()
+                self._lost_one(msg, delivery)
                 return
             try:
                 ok = self.handler(msg)
                 reason = "handler returned %r" % (ok,)
-            except Exception:  # noqa: BLE001 - any handler failure means nack
-                logger.exception("%s: handler raised on %s; nacking", self.topic, msg.msg_id)
-                ok, reason = False, "handler raised"
+            except Exception as exc:  # noqa: BLE001 - any handler failure means nack
+                ok, reason = self._handler_failed(msg, exc)
             if delivery is not None and self._heartbeats is not None:
                 self._heartbeats.untrack(delivery)
                 if delivery.lost:
-                    logger.warning("%s: not %s %s: its delivery was lost while handled (%s)",
-                                   self.topic, "acking" if ok else "nacking", msg.msg_id,
-                                   delivery.lost)
-                    with self._cond:
-                        self.lost += 1
-                    self._count_handled()
+                    self._lost_one(msg, delivery, bool(ok))
                     return
             self._settle(msg, bool(ok), reason, handled=True)
         finally:
@@ -318,22 +287,3 @@ class Consumer:
         if not ok:
             logger.info("%s: nacking %s (%s)", msg.topic, msg.msg_id, reason)
         self._acks.submit(msg, ok, handled)
-
-    def _settled_one(self, settlement: Settlement, code: int | None) -> None:
-        """The answer to one ack or nack (None: never answered; the server redelivers)."""
-        with self._cond:
-            if code == 200:
-                if settlement.ack:
-                    self.acked += 1
-                else:
-                    self.nacked += 1
-            elif code == 409:
-                self.lost += 1
-        if settlement.handled:
-            self._count_handled()
-
-    def _count_handled(self) -> None:
-        with self._cond:
-            self._settled += 1
-            if self._limit is not None and self._settled >= self._limit:
-                self._done.set()

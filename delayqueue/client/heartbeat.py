@@ -21,7 +21,7 @@ import itertools
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import BadRequestError, DelayQueueError, NotFoundError, StaleReceiptError
 from .model import DelayMsg
@@ -46,16 +46,28 @@ class Delivery:
         self.beating = False
 
 
-class Heartbeats:
-    """Beat every tracked delivery each ``interval_s`` (half the ack timeout) from its pull."""
+class HeartbeatsBase:
+    """A consumer's heartbeats: every ``interval_s`` (half the ack timeout) from the pull; the
+    threaded ones here and the asyncio ones (delayqueue.aio) beat the same way."""
 
-    def __init__(self, client: "DelayQueueClient", topic: str, ack_timeout_ms: int, *,
+    def __init__(self, client: Any, topic: str, ack_timeout_ms: int, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.topic = topic
         self.ack_timeout_ms = int(ack_timeout_ms)
         self.interval_s = self.ack_timeout_ms / 2000
         self._clock = clock
+
+
+class Heartbeats(HeartbeatsBase):
+    """Beat every tracked delivery each ``interval_s`` (half the ack timeout) from its pull,
+    from one thread."""
+
+    client: "DelayQueueClient"
+
+    def __init__(self, client: "DelayQueueClient", topic: str, ack_timeout_ms: int, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(client, topic, ack_timeout_ms, clock=clock)
         self._heap: list[tuple[float, int, Delivery]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
@@ -121,26 +133,39 @@ class Heartbeats:
         try:
             self.client.change_visibility(msg.topic, msg.msg_id, self.ack_timeout_ms,
                                           receipt=msg.receipt)
-        except StaleReceiptError as exc:
-            delivery.lost = f"delivered again since ({exc})"
-        except NotFoundError as exc:
-            delivery.lost = f"message is gone ({exc})"
-        except BadRequestError as exc:
-            logger.warning("%s: heartbeat of %s came too late, its ack deadline had passed: "
-                           "%s; the ack may still succeed", msg.topic, msg.msg_id, exc)
-            return None
-        except DelayQueueError as exc:
-            logger.warning("%s: heartbeat of %s failed: %s; retrying", msg.topic, msg.msg_id,
-                           exc)
-            return self._clock() + min(RETRY_AFTER_FAILURE_S, self.interval_s / 4)
-        except Exception:  # noqa: BLE001 - the heartbeat thread must not die
-            logger.exception("%s: heartbeat of %s failed; retrying", msg.topic, msg.msg_id)
-            return self._clock() + min(RETRY_AFTER_FAILURE_S, self.interval_s / 4)
-        else:
-            delivery.beats += 1
-            logger.debug("%s: extended the ack deadline of %s by %d ms", msg.topic,
-                         msg.msg_id, self.ack_timeout_ms)
-            return sent_at + self.interval_s
-        logger.warning("%s: delivery of %s lost while its handler ran: %s; it will be "
-                       "neither acked nor nacked", msg.topic, msg.msg_id, delivery.lost)
+        except Exception as exc:  # noqa: BLE001 - the heartbeat thread must not die
+            return after_beat(delivery, exc, sent_at, self._clock(), self.ack_timeout_ms)
+        return after_beat(delivery, None, sent_at, self._clock(), self.ack_timeout_ms)
+
+
+def after_beat(delivery: Delivery, error: Exception | None, sent_at: float, now: float,
+               ack_timeout_ms: int) -> float | None:
+    """What a beat's answer means (the module's docstring), for the threaded Heartbeats and
+    the asyncio ones (delayqueue.aio): the monotonic time of the next beat, or None for no
+    more (``delivery.lost`` set when the delivery was taken away)."""
+    msg = delivery.msg
+    interval_s = ack_timeout_ms / 2000
+    if error is None:
+        delivery.beats += 1
+        logger.debug("%s: extended the ack deadline of %s by %d ms", msg.topic, msg.msg_id,
+                     ack_timeout_ms)
+        return sent_at + interval_s
+    if isinstance(error, StaleReceiptError):
+        delivery.lost = f"delivered again since ({error})"
+    elif isinstance(error, NotFoundError):
+        delivery.lost = f"message is gone ({error})"
+    elif isinstance(error, BadRequestError):
+        logger.warning("%s: heartbeat of %s came too late, its ack deadline had passed: "
+                       "%s; the ack may still succeed", msg.topic, msg.msg_id, error)
         return None
+    else:
+        if isinstance(error, DelayQueueError):
+            logger.warning("%s: heartbeat of %s failed: %s; retrying", msg.topic, msg.msg_id,
+                           error)
+        else:
+            logger.error("%s: heartbeat of %s failed; retrying", msg.topic, msg.msg_id,
+                         exc_info=error)
+        return now + min(RETRY_AFTER_FAILURE_S, interval_s / 4)
+    logger.warning("%s: delivery of %s lost while its handler ran: %s; it will be "
+                   "neither acked nor nacked", msg.topic, msg.msg_id, delivery.lost)
+    return None

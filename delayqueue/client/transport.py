@@ -17,7 +17,7 @@ import itertools
 import logging
 import threading
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, NoReturn
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -30,6 +30,7 @@ from .errors import (
     UnsupportedError,
     error_for,
 )
+from .plan import Request
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +107,30 @@ def _reason(exc: requests.RequestException) -> str:
     return f"{type(exc).__name__}: {exc}"[:200]
 
 
-class Transport:
+class TransportBase:
+    """The nodes, timeouts and compression of a transport, blocking or asyncio
+    (delayqueue.aio); each sends through ``Attempts``."""
+
+    def __init__(self, urls: list[str], *, connect_timeout_s: float, read_timeout_s: float,
+                 compress_over_bytes: int | None = None) -> None:
+        if compress_over_bytes is not None and compress_over_bytes < 0:
+            raise ValueError(f"compress_over_bytes: must be at least 0 or None, got "
+                             f"{compress_over_bytes}")
+        self.compress_over_bytes = compress_over_bytes
+        self.pool = NodePool(urls)
+        self.connect_timeout_s = connect_timeout_s
+        self.read_timeout_s = read_timeout_s
+
+    @staticmethod
+    def headers(token: str | None) -> dict[str, str]:
+        """The headers of every request."""
+        headers = {"User-Agent": "delayqueue-python"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+
+class Transport(TransportBase):
     """POSTs forms to ``/camellia/delayQueue/<endpoint>`` and unwraps the envelope.
 
     ``compress_over_bytes``: a JSON body (a batch) longer than this is sent gzip-compressed
@@ -117,20 +141,13 @@ class Transport:
     def __init__(self, urls: list[str], *, connect_timeout_s: float, read_timeout_s: float,
                  pool_size: int, token: str | None = None,
                  compress_over_bytes: int | None = None) -> None:
-        if compress_over_bytes is not None and compress_over_bytes < 0:
-            raise ValueError(f"compress_over_bytes: must be at least 0 or None, got "
-                             f"{compress_over_bytes}")
-        self.compress_over_bytes = compress_over_bytes
-        self.pool = NodePool(urls)
-        self.connect_timeout_s = connect_timeout_s
-        self.read_timeout_s = read_timeout_s
+        super().__init__(urls, connect_timeout_s=connect_timeout_s,
+                         read_timeout_s=read_timeout_s, compress_over_bytes=compress_over_bytes)
         self.session = requests.Session()
         adapter = HTTPAdapter(pool_connections=len(self.pool.nodes), pool_maxsize=pool_size)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
-        self.session.headers["User-Agent"] = "delayqueue-python"
-        if token:
-            self.session.headers["Authorization"] = f"Bearer {token}"
+        self.session.headers.update(self.headers(token))
 
     def close(self) -> None:
         self.session.close()
@@ -144,6 +161,13 @@ class Transport:
         """
         return self._post(endpoint, params, None, idempotent, read_timeout_s)
 
+    def send(self, request: Request) -> dict[str, Any]:
+        """Carry out one request of a plan (plan.py)."""
+        if request.body is not None:
+            return self.call_json(request.endpoint, request.body, idempotent=request.idempotent)
+        return self.call(request.endpoint, request.params or {}, idempotent=request.idempotent,
+                         read_timeout_s=request.read_timeout_s)
+
     def call_json(self, endpoint: str, body: bytes, *, idempotent: bool) -> dict[str, Any]:
         """As ``call``, with a JSON body already encoded (the batch endpoints).
 
@@ -155,48 +179,101 @@ class Transport:
     def _post(self, endpoint: str, params: Mapping[str, Any] | None, body: bytes | None,
               idempotent: bool, read_timeout_s: float | None) -> dict[str, Any]:
         timeout = (self.connect_timeout_s, read_timeout_s or self.read_timeout_s)
-        headers = JSON_HEADERS if body is not None else None
-        if body is not None and self.compress_over_bytes is not None \
-                and len(body) > self.compress_over_bytes:
-            body, headers = gzip.compress(body, GZIP_LEVEL, mtime=0), GZIP_JSON_HEADERS
-        last: Exception | None = None
-        failures: list[str] = []
-        for node in self.pool.order():
+        body, headers = encode_body(body, self.compress_over_bytes)
+        attempts = Attempts(self.pool, endpoint, idempotent)
+        for node in attempts.nodes():
             try:
                 response = self.session.post(node.url + BASE_PATH + endpoint,
                                              data=params if body is None else body,
                                              headers=headers, timeout=timeout)
             except requests.RequestException as exc:
+                attempts.failed(node, exc, _reason(exc), _never_sent(exc))
+                continue
+            envelope = attempts.answered(node, response.status_code, response.json)
+            if envelope is not None:
+                return envelope
+        return attempts.exhausted()
+
+
+def encode_body(body: bytes | None, compress_over_bytes: int | None
+                ) -> tuple[bytes | None, Mapping[str, str] | None]:
+    """A JSON body and its headers, gzip-compressed when longer than ``compress_over_bytes``;
+    (None, None) for a form."""
+    if body is None:
+        return None, None
+    if compress_over_bytes is not None and len(body) > compress_over_bytes:
+        return gzip.compress(body, GZIP_LEVEL, mtime=0), GZIP_JSON_HEADERS
+    return body, JSON_HEADERS
+
+
+class Attempts:
+    """The fail-over policy of one request, apart from the HTTP library that sends it (the
+    blocking Transport here, the asyncio one in delayqueue.aio): which node to try next,
+    what a failure or an answer means, and what is raised when every node failed.
+
+    The caller tries each of ``nodes()`` in turn, and reports each try to ``failed`` (no
+    answer) or ``answered`` (which returns the envelope, or None to try the next node);
+    after the last, ``exhausted()`` raises.
+    """
+
+    def __init__(self, pool: NodePool, endpoint: str, idempotent: bool) -> None:
+        self.pool, self.endpoint, self.idempotent = pool, endpoint, idempotent
+        self.last: Exception | None = None
+        self.failures: list[str] = []
+
+    def nodes(self) -> list[Node]:
+        return self.pool.order()
+
+    def failed(self, node: Node, exc: Exception, reason: str, never_sent: bool) -> None:
+        """No answer from ``node``: ``reason`` says why; ``never_sent``, the request cannot
+        have reached a server (safe to send anywhere).
+
+        Raises:
+            UnavailableError: it may have been executed and the call is not idempotent.
+        """
+        self.pool.failed(node)
+        logger.debug("%s %s failed: %s", node.url, self.endpoint, exc)
+        self.last = exc
+        self.failures.append(f"{node.url} ({reason})")
+        if not (self.idempotent or never_sent):
+            raise UnavailableError(f"{self.endpoint} failed: {self.failures[-1]}") from exc
+
+    def answered(self, node: Node, status_code: int,
+                 read_json: Callable[[], Any]) -> dict[str, Any] | None:
+        """The envelope of a code-200 answer, or None to try the next node.
+
+        Raises:
+            DelayQueueError: the subclass for the server's code, UnsupportedError for an
+                unknown endpoint, ServerError for an answer that is not the envelope.
+        """
+        endpoint = self.endpoint
+        try:
+            envelope: dict[str, Any] = read_json()
+            code = int(envelope["code"])
+        except (ValueError, KeyError, TypeError) as exc:
+            # Not our envelope: a proxy's 502/503 means the node is gone; camellia (Spring)
+            # answers an unknown endpoint with its own 404 page.
+            if status_code == 404:
+                self.pool.succeeded(node)
+                raise UnsupportedError(f"{node.url}: no endpoint {endpoint} (HTTP 404)",
+                                       404) from exc
+            if status_code >= 500:
                 self.pool.failed(node)
-                logger.debug("%s %s failed: %s", node.url, endpoint, exc)
-                last = exc
-                failures.append(f"{node.url} ({_reason(exc)})")
-                if idempotent or _never_sent(exc):
-                    continue
-                raise UnavailableError(f"{endpoint} failed: {failures[-1]}") from exc
-            try:
-                envelope: dict[str, Any] = response.json()
-                code = int(envelope["code"])
-            except (ValueError, KeyError, TypeError) as exc:
-                # Not our envelope: a proxy's 502/503 means the node is gone; camellia (Spring)
-                # answers an unknown endpoint with its own 404 page.
-                if response.status_code == 404:
-                    self.pool.succeeded(node)
-                    raise UnsupportedError(f"{node.url}: no endpoint {endpoint} (HTTP 404)",
-                                           404) from exc
-                if response.status_code >= 500:
-                    self.pool.failed(node)
-                    last = ServerError(f"{node.url}: HTTP {response.status_code}")
-                    if idempotent:
-                        continue
-                raise ServerError(f"{node.url}: HTTP {response.status_code}, "
-                                  "not a delayqueue answer") from exc
-            self.pool.succeeded(node)
-            if response.status_code == 404 and code == 404:
-                raise UnsupportedError(f"{node.url}: no endpoint {endpoint} (HTTP 404)", 404)
-            if code != 200:
-                raise error_for(code, envelope.get("msg"), response.status_code, envelope)
-            return envelope
-        if isinstance(last, DelayQueueError):
-            raise last
-        raise UnavailableError("no server reachable: " + ", ".join(failures)) from last
+                self.last = ServerError(f"{node.url}: HTTP {status_code}")
+                if self.idempotent:
+                    return None
+            raise ServerError(f"{node.url}: HTTP {status_code}, "
+                              "not a delayqueue answer") from exc
+        self.pool.succeeded(node)
+        if status_code == 404 and code == 404:
+            raise UnsupportedError(f"{node.url}: no endpoint {endpoint} (HTTP 404)", 404)
+        if code != 200:
+            raise error_for(code, envelope.get("msg"), status_code, envelope)
+        return envelope
+
+    def exhausted(self) -> NoReturn:
+        """Every node was tried: the last server error, or UnavailableError."""
+        if isinstance(self.last, DelayQueueError):
+            raise self.last
+        raise UnavailableError("no server reachable: " + ", ".join(self.failures)) \
+            from self.last

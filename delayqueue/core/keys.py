@@ -57,6 +57,12 @@ class NamespaceKeys:
         """STRING: start (ms) of the last interval whose snapshot was written."""
         return f"{self.base}:snapshot:last"
 
+    @property
+    def nodes(self) -> str:
+        """HASH "<node id>/<pid>" -> JSON heartbeat of one server process (version, start,
+        last seen, held long polls): the node registry (background/node_registry.py)."""
+        return f"{self.base}:nodes"
+
     def offline(self, node: str) -> str:
         """STRING present while the node was taken offline by /camellia/health/offline."""
         return f"{self.base}:offline:{node}"

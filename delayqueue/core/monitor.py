@@ -11,7 +11,8 @@ them) where name is a counter (``sendMsg``), or ``<histogram>:count`` / ``:sum``
 ``:b<i>`` (samples in bucket i of ``histogram.BOUNDS_MS``; only non-zero buckets are stored).
 Scheduler loop timings use the pseudo-topic ``LOOP_TOPIC = "\\tloop"`` (no real topic can start
 with a tab) and the loop's name as the histogram: ``"\\tloop\\tpromote:b0"``; server events
-(``EVENTS``, such as a write Redis refused over maxmemory) the pseudo-topic ``"\\tevent"``.
+(``EVENTS``, such as a write Redis refused over maxmemory) the pseudo-topic ``"\\tevent"``;
+audited writes (http/audit.py) the pseudo-topic ``"\\taudit"`` and the endpoint's name.
 Answered HTTP requests use ``REQUEST_TOPIC = "\\trequest"``: ``"\\trequest\\t<route>\\t<code>"``
 counts them, ``"\\trequest\\t<route>:sum"`` and ``:b<i>`` (buckets of
 ``histogram.REQUEST_BOUNDS_MS``; the count is their sum) hold their durations in ms.
@@ -49,11 +50,14 @@ EVENTS = ("redisOutOfMemory",)
 
 LOOP_TOPIC = "\tloop"
 EVENT_TOPIC = "\tevent"
+AUDIT_TOPIC = "\taudit"
 REQUEST_TOPIC = "\trequest"
 FIELD_SEPARATOR = "\t"
 # Intervals kept in the local buffer while Redis is unreachable; older ones are dropped.
 MAX_BUFFERED_INTERVALS = 10
-# Interval hashes live at least this long (and at least 10 intervals).
+# Interval hashes live the server's monitor-history-minutes (an hour by default: the
+# console's charts read no further back), and at least 10 intervals. Each holds ~50 fields per
+# topic active in its interval, so a day of history costs Redis 24 times an hour's.
 MIN_RETENTION_MS = 3_600_000
 RETENTION_INTERVALS = 10
 
@@ -207,14 +211,14 @@ class Monitor:
     """Fleet-wide monitoring: local buffers per interval, flushed into Redis hashes."""
 
     def __init__(self, client: redis.Redis, keys: NamespaceKeys, clock: Clock, interval_s: int,
-                 scripts: Scripts) -> None:
+                 scripts: Scripts, history_ms: int = MIN_RETENTION_MS) -> None:
         if interval_s <= 0:
             raise ValueError("monitor interval must be positive")
         self.client = client
         self.keys = keys
         self.clock = clock
         self.interval_ms = interval_s * 1000
-        self.retention_ms = max(RETENTION_INTERVALS * self.interval_ms, MIN_RETENTION_MS)
+        self.retention_ms = max(RETENTION_INTERVALS * self.interval_ms, history_ms)
         self.scripts = scripts
         self._lock = threading.Lock()
         self._pending: dict[int, _Samples] = {}
@@ -267,6 +271,13 @@ class Monitor:
             raise ValueError(f"unknown monitor event {event!r}")
         with self._lock:
             self._samples().ints[f"{EVENT_TOPIC}{FIELD_SEPARATOR}{event}"] += n
+
+    def count_audit(self, route: str) -> None:
+        """One audited write (http/audit.py) through ``route``, an endpoint's name."""
+        if not route.isidentifier():
+            raise ValueError(f"audit route must be an endpoint's name, got {route!r}")
+        with self._lock:
+            self._samples().ints[f"{AUDIT_TOPIC}{FIELD_SEPARATOR}{route}"] += 1
 
     def observe_loop(self, loop: str, duration_ms: float) -> None:
         duration = max(0.0, float(duration_ms))
@@ -406,14 +417,19 @@ class Monitor:
 
     def totals(self) -> dict:
         """Cumulative fleet-wide stats: {"topics": {topic: stats}, "loops": {loop: histogram},
-        "events": {event: count}, "requests": RequestStats}."""
+        "events": {event: count}, "audit": {route: audited writes},
+        "requests": RequestStats}."""
         raw = self.client.hgetall(self.keys.monitor_total)
         topics, loops = parse_monitor_hash(raw)
         events = dict.fromkeys(EVENTS, 0)
+        audit: dict[str, int] = {}
         prefix = EVENT_TOPIC + FIELD_SEPARATOR
+        audit_prefix = AUDIT_TOPIC + FIELD_SEPARATOR
         for raw_field, raw_value in raw.items():
             name = _text(raw_field)
             if name.startswith(prefix) and name[len(prefix):] in events:
                 events[name[len(prefix):]] = int(_number(raw_value))
-        return {"topics": topics, "loops": loops, "events": events,
+            elif name.startswith(audit_prefix):
+                audit[name[len(audit_prefix):]] = int(_number(raw_value))
+        return {"topics": topics, "loops": loops, "events": events, "audit": audit,
                 "requests": parse_requests(raw)}

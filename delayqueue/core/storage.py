@@ -171,7 +171,7 @@ def check_node_start(settings) -> str | None:
     try:
         check_format(client, NamespaceKeys(settings.redis_key_prefix, settings.namespace))
     except redis.RedisError as exc:
-        return f"delayqueue: storage format not checked, Redis unreachable: {exc}"
+        return f"storage format not checked, Redis unreachable: {exc}"
     finally:
         client.close()
     return None

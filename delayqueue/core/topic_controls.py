@@ -96,6 +96,18 @@ class TopicControls:
     def _registered(self, topic: str) -> bool:
         return self.queue.client.zscore(self.queue.keys.topics, topic) is not None
 
+    def known(self, topic: str) -> bool:
+        """The topic exists: registered, or holding a record, a sequence or settings (what
+        pause.lua calls known). Reads only, one round trip: a console page asking about a
+        topic nobody sent to creates nothing."""
+        tk = self.queue.topic_keys(topic)
+        with redis_errors():
+            pipe = self.queue.client.pipeline(transaction=False)
+            pipe.zscore(self.queue.keys.topics, topic)
+            pipe.exists(tk.msgs, tk.seq, tk.config)
+            score, held = pipe.execute()
+        return score is not None or held > 0
+
     # -- purge ---------------------------------------------------------------------------
     def purge(self, topic: str, limit: int = PURGE_LIMIT) -> PurgeResult:
         """End every live message accepted before this call (at most ``limit``)."""

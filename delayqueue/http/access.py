@@ -137,6 +137,7 @@ def register_access(app: Flask, settings: Settings) -> None:
         if endpoint.rule.scope == "open":
             return
         token = authenticate(settings)
+        g.token = token                  # who made the request, for the audit trail (audit.py)
         authorize(token, endpoint.rule, endpoint.name, settings)
         limits.take(token.name)
         if route == LONG_POLL and limits.hold_poll(token.name):

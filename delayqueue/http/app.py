@@ -14,7 +14,9 @@ from delayqueue.core.errors import DelayQueueError, OutOfMemory
 from delayqueue.settings.config import Settings, load_settings
 
 from .access import register_access
+from .audit import register_audit
 from .body_encoding import register_body_encoding
+from .headers import register_headers
 from .jsonio import OrjsonProvider
 from .request import envelope
 from .request_metrics import register_request_metrics
@@ -54,6 +56,8 @@ def create_app(overrides: Mapping[str, Any] | None = None,
     register_body_encoding(app, body_limit_rule(app.config))
     register_body_limit(app)
     register_access(app, settings)
+    register_headers(app)
+    register_audit(app)
     register_request_metrics(app, app.extensions["delayqueue"].monitor)
     return app
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from flask import Blueprint, Response, send_file
 
 from .endpoints import route
+from .headers import csp_nonce
 
 ASSETS = Path(__file__).parent / "docs_assets"
 SWAGGER_UI_VERSION = "5.35.0"        # docs_assets/README.md: change both together
@@ -25,6 +26,9 @@ ASSET_MAX_AGE_S = 86400
 
 docs = Blueprint("docs", __name__)
 
+# Where the answer's nonce goes: the Content-Security-Policy (headers.py) lets only the
+# inline blocks carrying it run.
+NONCE = "%CSP-NONCE%"
 # validatorUrl null: Swagger UI's default would load a badge from a validator on the
 # internet. persistAuthorization stays off: a token typed into Authorize is not kept in the
 # browser's storage. The base layout, without the standalone preset's top bar (whose URL box
@@ -36,12 +40,12 @@ PAGE = f"""<!doctype html>
 <title>delayqueue API reference</title>
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="docs/swagger-ui.css?v={SWAGGER_UI_VERSION}">
-<style>body {{ margin: 0; }}</style>
+<style nonce="{NONCE}">body {{ margin: 0; }}</style>
 </head>
 <body>
 <div id="swagger-ui"></div>
 <script src="docs/swagger-ui-bundle.js?v={SWAGGER_UI_VERSION}"></script>
-<script>
+<script nonce="{NONCE}">
 window.ui = SwaggerUIBundle({{
   url: "openapi.json",
   dom_id: "#swagger-ui",
@@ -61,7 +65,7 @@ window.ui = SwaggerUIBundle({{
 
 @route(docs, "docs")
 def page() -> Response:
-    return Response(PAGE, mimetype="text/html")
+    return Response(PAGE.replace(NONCE, csp_nonce()), mimetype="text/html")
 
 
 def _asset(name: str, mimetype: str) -> Response:

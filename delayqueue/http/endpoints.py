@@ -138,9 +138,12 @@ def health(name: str, rule: Rule, summary: str, codes: tuple[int, ...] = ()) -> 
 
 # The console shows and changes every topic: admin only. A browser sends no bearer token,
 # so with tokens on the console is reached through a proxy that adds an admin's.
-def page(name: str, path: str, summary: str, params: Sequence[Param]) -> Endpoint:
+def page(name: str, path: str, summary: str, params: Sequence[Param],
+         codes: tuple[int, ...] = ()) -> Endpoint:
+    """``codes``: HTTP statuses of the page besides 200 (404: the topic page's unknown
+    topic)."""
     return Endpoint(name, path, ("GET",), namespace(ADMIN), PAGE, "console", summary,
-                    tuple(params))
+                    tuple(params), codes=codes)
 
 
 def form(name: str, path: str, summary: str, params: Sequence[Param]) -> Endpoint:
@@ -149,6 +152,11 @@ def form(name: str, path: str, summary: str, params: Sequence[Param]) -> Endpoin
 
 
 RESET = Param("reset", boolean("Drop every topic value first."))
+# The console's sort columns and chart spans (console/fleet_view.py SORTS and SPANS: a test
+# keeps them equal).
+CONSOLE_SORTS = ("topic", "backlog", "waiting", "ready", "consuming", "blocked", "dead",
+                 "sendRate", "deliveryRate", "lagP50", "lagP99")
+CONSOLE_SPANS = ("5m", "1h", "6h", "24h")
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     camellia("sendMsg", topic(PRODUCE),
@@ -316,10 +324,18 @@ ENDPOINTS: tuple[Endpoint, ...] = (
           Param("size", {"type": "integer", "enum": [25, 50, 100, 200]}),
           Param("refresh", integer("Seconds between refreshes (1..3600; default 5).", 1)),
           Param("fragment", string("Any value: only the table (what the page refreshes "
-                                   "with)."))]),
+                                   "with).")),
+          Param("sort", {"type": "string", "enum": list(CONSOLE_SORTS),
+                         "description": "The column to sort by (default backlog); ties by "
+                                        "name."}),
+          Param("order", {"type": "string", "enum": ["asc", "desc"],
+                          "description": "Sort order (default: desc, asc for topic)."}),
+          Param("q", string("Show only the topics whose name holds this text."))]),
+    page("nodes", "/dashboard/nodes", "The fleet's nodes (version, uptime, held long polls, "
+         "last seen: the node registry) and Redis (memory, version, role, health).", []),
     page("topic", "/dashboard/topic", "One topic: description, sizes, pause / resume and "
-         "purge, its messages a queue and a page at a time, last-hour charts, settings, dead "
-         "letters.",
+         "purge, a test-message form, its messages a queue and a page at a time, charts over "
+         "a span, settings, dead letters; HTTP 404 for a topic that does not exist.",
          [TOPIC, Param("cursor", string("The dead-letter page to show (listDeadMsg's "
                                         "cursor).")),
           Param("view", {"type": "string", "enum": ["waiting", "ready", "consuming", "blocked"],
@@ -330,8 +346,11 @@ ENDPOINTS: tuple[Endpoint, ...] = (
           Param("size", {"type": "integer", "enum": [25, 50, 100],
                          "description": "Messages a page (default 25)."}),
           Param("msgCursor", string("The messages' page to show (listMsg's nextCursor).")),
+          Param("span", {"type": "string", "enum": list(CONSOLE_SPANS),
+                         "description": "What the charts cover, up to now (default 1h)."}),
           Param("done", string("What a form did (the form's 303 sets it).")),
-          Param("error", string("What a form was refused (the form's 303 sets it)."))]),
+          Param("error", string("What a form was refused (the form's 303 sets it)."))],
+         codes=(404,)),
     page("message", "/dashboard/message", "Message lookup: its state and fields.",
          [Param("topic", TOPIC.schema), Param("msgId", MSG_ID.schema)]),
     form("redrive", "/dashboard/topic/redrive", "Redrive one dead letter (msgId) or up to "
@@ -347,6 +366,18 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     form("purgeMessages", "/dashboard/topic/purgeMessages", "Purge the topic (purgeTopic): "
          "end up to 10,000 live messages; the topic page says how many were purged and how "
          "many remain.", [TOPIC]),
+    form("publish", "/dashboard/topic/publish", "Send a test message (sendMsg's msg and "
+         "delayMillis); the topic page shows its msgId.",
+         [TOPIC, Param("msg", string("The body.", minLength=1), True),
+          Param("delayMillis", integer("Delay in ms (default: the topic's delayMillis).", 0))]),
+    # The console pages' script and style sheet: admin like the pages (the proxy that adds
+    # an admin's token for the pages adds it for these).
+    Endpoint("consoleScript", "/dashboard/console.js", ("GET",), namespace(ADMIN), PLAIN,
+             "console",
+             "The console pages' script (confirmations, refresh, chart readouts).",
+             answer="JavaScript.", media="text/javascript"),
+    Endpoint("consoleStyle", "/dashboard/console.css", ("GET",), namespace(ADMIN), PLAIN,
+             "console", "The console pages' style sheet.", answer="CSS.", media="text/css"),
     Endpoint("metrics", "/metrics", ("GET",), namespace(ADMIN), PLAIN, "monitoring",
              "Prometheus text: fleet-wide counters, queue sizes, dead letters, the oldest "
              "ready age, time-gap histograms, scheduler loop timings, HTTP requests; and "

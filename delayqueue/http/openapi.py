@@ -235,14 +235,19 @@ def _plain_operation(endpoint: Endpoint, method: str) -> dict[str, Any]:
 
 def _page_operation(endpoint: Endpoint) -> dict[str, Any]:
     """A console page: HTML, or the error envelope when a parameter breaks a rule (HTTP 400
-    when a required one is missing or unconvertible, else HTTP 200)."""
+    when a required one is missing or unconvertible, else HTTP 200); HTTP 404 with an HTML
+    page where the row's codes hold 404 (the topic page: no such topic)."""
     html = {"text/html": {"schema": {"type": "string"}}}
     responses: dict[str, Any] = {"200": {"description": "An HTML page.", "content": html}}
-    if any(p.required for p in endpoint.params):
+    if endpoint.params:
         responses["200"] = {"description": "An HTML page, or the error envelope when a "
                                            "parameter breaks a rule.",
                             "content": {**html, "application/json": {"schema": ref("Error")}}}
+    if any(p.required for p in endpoint.params):
         responses["400"] = CONSOLE_MISSING
+    if 404 in endpoint.codes:
+        responses["404"] = {"description": "No such topic: an HTML page that says so and "
+                                           "links back (nothing is created).", "content": html}
     return {"operationId": f"console_{endpoint.name}", "tags": [endpoint.tag],
             "summary": endpoint.summary, "parameters": _query(endpoint.params),
             "responses": responses}

@@ -1,5 +1,5 @@
 """Prometheus text for /metrics: fleet-wide counters, queue sizes, paused flags, time gaps,
-loop timings, HTTP requests; and what the answering process knows of itself.
+audited writes, loop timings, HTTP requests; and what the answering process knows of itself.
 
 Counters and histograms come from the namespace's cumulative monitor HASH (every process's
 flushed samples), so any worker of any node answers for the whole fleet; scrape one target,
@@ -206,6 +206,17 @@ class MonitorCollector(Collector):
             labels=[])
         oom.add_metric([], totals["events"]["redisOutOfMemory"])
         yield oom
+
+        audit = CounterMetricFamily(
+            "delayqueue_audit_events",
+            "Audited writes (the delayqueue.audit log's lines: topic settings, pause, resume, "
+            "purges, redrives, deletes, reschedules, the console's forms, health online / "
+            "offline), by route (the endpoint's name), refused ones included, cumulative over "
+            "the whole fleet.",
+            labels=["route"])
+        for route, count in sorted(totals["audit"].items()):
+            audit.add_metric([route], count)
+        yield audit
 
         loops = HistogramMetricFamily(
             "delayqueue_scheduler_loop_duration_milliseconds",

@@ -13,8 +13,8 @@ large header fields, a malformed request line, header or chunked body) never rea
 gunicorn answers it itself from ``Worker.handle_error``, with an HTML page. ``JsonErrors``
 overrides that method so those answers are the envelope every other answer is —
 ``{"code": <status>, "msg": "<what>: <rule>"}`` with the same HTTP status,
-``Content-Type: application/json`` and ``Connection: close`` (see ``error_answer`` for the
-statuses).
+``Content-Type: application/json``, ``Connection: close`` and the security headers every
+answer carries (``http/headers.py``'s ``COMMON``; see ``error_answer`` for the statuses).
 
 ``worker-class: gevent`` / ``gthread`` / ``sync`` in our settings select these subclasses;
 they differ from gunicorn's only in that response class and those error answers.
@@ -34,6 +34,8 @@ from gunicorn.http import wsgi
 from gunicorn.workers.ggevent import GeventWorker
 from gunicorn.workers.gthread import ThreadWorker
 from gunicorn.workers.sync import SyncWorker
+
+from delayqueue.http.headers import COMMON
 
 
 class _HeaderBuffer:
@@ -209,7 +211,8 @@ def json_error_bytes(status: int, reason: str, msg: str) -> bytes:
             "Content-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n"
             "Connection: close\r\n"
-            "\r\n").encode("latin-1")
+            + "".join(f"{name}: {value}\r\n" for name, value in COMMON)
+            + "\r\n").encode("latin-1")
     return head + body
 
 

@@ -21,7 +21,7 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from .redis_connection import CLUSTER_SCHEMES, SENTINEL_SCHEMES, RedisUrlError, parse_target
+from .redis_url import CLUSTER_SCHEMES, SENTINEL_SCHEMES, RedisUrlError, parse_target
 
 SECTION = "camellia-redis"
 _STANDALONE = re.compile(

@@ -27,7 +27,7 @@ import yaml
 
 from . import camellia_redis
 from .credential import TokenError, Tokens, parse_tokens
-from .redis_connection import (
+from .redis_url import (
     CLUSTER_SCHEMES,
     SENTINEL_SCHEMES,
     STANDALONE_SCHEMES,
@@ -246,6 +246,9 @@ class Settings:
         1_800_000, "idle time after which an empty topic is recycled", _integer(1))
     monitor_interval_seconds: int = _setting(60, "monitoring interval and snapshot period",
                                              _integer(1, 3600))
+    monitor_history_minutes: int = _setting(
+        60, "how long Redis keeps the monitoring intervals the console charts read",
+        _integer(60, 1440))
     long_polling_timeout_millis: int = _setting(10_000, "default long-poll hold time",
                                                 _integer(1))
     # Redelivery and dead letters: the server's defaults; setTopicConfig overrides per topic.

@@ -14,8 +14,7 @@ and ASK redirections, topology refresh).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -23,9 +22,17 @@ from redis.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 
-SENTINEL_SCHEMES = ("redis-sentinel", "redis+sentinel")
-CLUSTER_SCHEMES = ("redis-cluster", "redis+cluster")
-STANDALONE_SCHEMES = ("redis", "rediss", "unix")
+# The URL's reading, apart so that gunicorn's master reads it without redis-py (redis_url.py).
+from .redis_url import (  # noqa: F401 - names this module has always offered
+    CLUSTER_SCHEMES,
+    SENTINEL_SCHEMES,
+    STANDALONE_SCHEMES,
+    RedisTarget,
+    RedisUrlError,
+    parse_target,
+    scheme_of,
+)
+
 # Attempts of a cluster command through MOVED/ASK, a failover's CLUSTERDOWN and a dead node;
 # with the backoff below they span ~3 s, more than a graceful CLUSTER FAILOVER takes.
 CLUSTER_ATTEMPTS = 8
@@ -48,77 +55,6 @@ def never_rerun_after_a_timeout() -> None:
     for cls in (RedisCluster, ClusterPipeline):
         cls.ERRORS_ALLOW_RETRY = tuple(
             error for error in cls.ERRORS_ALLOW_RETRY if error is not redis.TimeoutError)
-
-
-class RedisUrlError(ValueError):
-    """A Sentinel or Cluster URL that does not follow its format; the message says how."""
-
-
-@dataclass(frozen=True)
-class RedisTarget:
-    """What a Sentinel or Cluster URL names."""
-
-    kind: str                            # "sentinel" or "cluster"
-    hosts: tuple[tuple[str, int], ...]   # the sentinels, or the cluster's startup nodes
-    master: str = ""                     # sentinel: the monitored master's name
-    db: int = 0
-    username: str | None = None
-    password: str | None = None
-
-
-def scheme_of(url: str) -> str:
-    return url.split("://", 1)[0].lower() if "://" in url else ""
-
-
-def parse_target(url: str) -> RedisTarget:
-    """Parse a ``redis-sentinel://`` or ``redis-cluster://`` URL (either spelling).
-
-    Raises:
-        RedisUrlError: the URL breaks its format (the message gives the format).
-    """
-    scheme = scheme_of(url)
-    if scheme in SENTINEL_SCHEMES:
-        kind, form = "sentinel", f"{scheme}://[password@]host:port[,host:port...]/master[/db]"
-    elif scheme in CLUSTER_SCHEMES:
-        kind, form = "cluster", f"{scheme}://[password@]host:port[,host:port...]"
-    else:
-        raise RedisUrlError(f"not a Sentinel or Cluster URL (scheme {scheme!r})")
-    rest = url.split("://", 1)[1]
-    if "?" in rest or "#" in rest:
-        raise RedisUrlError(f"takes no query or fragment; the form is {form}")
-    # The credentials end at the last '@' before the host list (a password may hold '@' and '/').
-    authority, _, path = rest.rpartition("@")[2].partition("/")
-    credentials = rest.rpartition("@")[0] if "@" in rest else None
-    username = password = None
-    if credentials is not None:
-        # camellia writes the password alone ("secret@host"); "user:secret" and ":secret" too.
-        if ":" in credentials:
-            user, _, secret = credentials.partition(":")
-            username, password = unquote(user) or None, unquote(secret)
-        else:
-            password = unquote(credentials)
-        password = password or None   # camellia writes "redis-cluster://@host:port" for none
-    hosts = []
-    for item in authority.split(","):
-        host, sep, port = item.strip().rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise RedisUrlError(f"{item.strip() or 'an empty entry'!r} is not host:port; "
-                                f"the form is {form}")
-        hosts.append((host.strip("[]"), int(port)))
-    parts = [p for p in path.split("/")] if path else []
-    master, db = "", 0
-    if kind == "sentinel":
-        if not parts or not parts[0] or len(parts) > 2:
-            raise RedisUrlError(f"needs the master's name after the hosts; the form is {form}")
-        master = unquote(parts[0])
-        if len(parts) == 2:
-            if not parts[1].isdigit():
-                raise RedisUrlError(f"db must be a number, got {parts[1]!r}; the form is {form}")
-            db = int(parts[1])
-    elif any(parts):
-        raise RedisUrlError(f"a Cluster has no master name or db (one database: 0); "
-                            f"the form is {form}")
-    return RedisTarget(kind, tuple(hosts), master, db, username, password)
 
 
 class SentinelConnection(SentinelManagedConnection):

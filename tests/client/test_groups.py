@@ -15,7 +15,7 @@ from delayqueue.client import BadRequestError, DelayMsg, DelayQueueClient, SendE
 from delayqueue.client.group_gate import GroupGate
 
 from support import wait_until
-from support.sdk import FAST_STOP, node, topic  # noqa: F401 - fixtures
+from support.sdk import FAST_STOP, node, stop_in_background, topic  # noqa: F401 - fixtures
 
 FAST = {"poll_timeout_ms": 500, "backoff_base_s": 0.05, "backoff_max_s": 0.4, "grace_s": 5}
 
@@ -236,12 +236,12 @@ def test_stop_nacks_the_messages_blocked_behind_a_running_one(node, topic):
         for i in range(4):
             client.send(topic, "x", msg_id=f"m{i}", attributes={"g": "g"})
         handled: list[str] = []
-        running = threading.Event()
+        running, release = threading.Event(), threading.Event()
 
         def handler(m: DelayMsg) -> bool:
             handled.append(m.msg_id)
             running.set()
-            time.sleep(0.5)
+            release.wait(10)   # runs until stop() has begun, however slow this machine is
             return True
 
         consumer = client.listen(topic, handler, consume_threads=4, ack_timeout_ms=60_000,
@@ -250,7 +250,9 @@ def test_stop_nacks_the_messages_blocked_behind_a_running_one(node, topic):
             assert running.wait(10)
             wait_until(lambda: consumer._groups.blocked == 3, 5)
         finally:
-            consumer.stop(grace_s=5)
+            stopper = stop_in_background(consumer, grace_s=5)
+            release.set()
+            stopper.join(30)
         assert handled == ["m0"]
         assert [client.get(topic, f"m{i}").status for i in range(4)] == \
             [Status.ACKED] + [Status.READY] * 3

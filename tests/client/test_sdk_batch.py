@@ -34,8 +34,6 @@ from support.node import ServerProcess
 from support.sdk import FAST_STOP, node, topic  # noqa: F401 - fixtures
 
 FAST = {"poll_timeout_ms": 500, "backoff_base_s": 0.05, "backoff_max_s": 0.4, "grace_s": 5}
-# What a loaded 2-core machine adds to a timed wait (as in test_consumer.py).
-SLACK_S = 0.07
 
 
 class CountingClient(DelayQueueClient):
@@ -325,19 +323,21 @@ def test_listeners_batched_acks_survive_a_server_restart(redis_db_url, topic):
 
 # ---- the batcher on its own (a stand-in client: this is timing, not Redis behaviour) --------
 class AckRecorder:
-    """Stands in for the client: records when each ackMsgBatch came and answers 200."""
+    """Stands in for the client: records when (by ``clock``) each ackMsgBatch came and
+    answers 200."""
 
     timeout = 1.0
 
-    def __init__(self, unsupported: bool = False) -> None:
+    def __init__(self, unsupported: bool = False, clock=time.monotonic) -> None:
         self.calls: list[tuple[float, int]] = []
         self.alone: list[str] = []
         self.unsupported = unsupported
+        self.clock = clock
 
     def ack_batch(self, topic, entries):
         if self.unsupported:
             raise UnsupportedError("no endpoint ackMsgBatch (HTTP 404)", 404)
-        self.calls.append((time.monotonic(), len(entries)))
+        self.calls.append((self.clock(), len(entries)))
         return [BatchResult(e.msg_id, 200, "success") for e in entries]
 
     def ack(self, topic, msg_id, receipt=None):
@@ -348,15 +348,35 @@ def _msg(i: int) -> DelayMsg:
     return DelayMsg("t", f"m{i}", "x", 0, 0, 0, 0, 1, Status.CONSUMING, receipt=f"r{i}")
 
 
+class HandClock:
+    """A monotonic clock moved by the test; counts how often it was read."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return self.now
+
+
 def test_an_ack_waits_no_longer_than_the_linger_and_a_full_batch_goes_at_once():
-    recorder, done = AckRecorder(), []
-    batcher = AckBatcher(recorder, "t", lambda s, code: done.append(code), linger_ms=20)
-    submitted = time.monotonic()
+    # The batcher's own clock, moved by hand: the linger is asserted exactly, and no pause of
+    # this thread between the submits splits them into two batches.
+    clock, done = HandClock(), []
+    recorder = AckRecorder(clock=clock)
+    batcher = AckBatcher(recorder, "t", lambda s, code: done.append(code), linger_ms=20,
+                         clock=clock)
     for i in range(3):
         batcher.submit(_msg(i), True)
-    wait_until(lambda: len(done) == 3, 5)
-    (sent_at, size), = recorder.calls
-    assert size == 3 and 0.02 <= sent_at - submitted < 0.02 + SLACK_S
+    submitted = clock.now
+    clock.now = submitted + 0.019
+    reads = clock.reads
+    wait_until(lambda: clock.reads >= reads + 2, 5)   # looked at the time twice since ...
+    assert recorder.calls == []                        # ... and 19 ms is not yet the linger
+    clock.now = submitted + 0.020
+    wait_until(lambda: len(done) == 3, 5)              # 20 ms: sent, the clock moved no further
+    assert recorder.calls == [(submitted + 0.020, 3)]
     slow = AckBatcher(recorder, "t", lambda s, code: done.append(code), linger_ms=60_000)
     for i in range(1_000):
         slow.submit(_msg(i), True)

@@ -14,10 +14,12 @@ from html import unescape
 import pytest
 from markupsafe import escape
 
+from delayqueue.background.runtime import Runtime
+from delayqueue.core.clock import ManualClock
 from delayqueue.http.app import create_app
+from delayqueue.http.console.filters import rate
 from delayqueue.http.console.fleet_view import RECENT_INTERVALS
-
-from support import wait_until
+from delayqueue.settings.config import load_settings
 
 Q = "/camellia/delayQueue/"
 SAME_ORIGIN = {"Sec-Fetch-Site": "same-origin"}
@@ -90,27 +92,61 @@ def test_backlog_counts_the_messages_behind_their_group_head(http):
     assert cells(page, "data-sizes")["backlog"] == "4"
 
 
-def test_fleet_rates_and_lag_come_from_the_monitor_intervals(app, http):
-    rt = app.extensions["delayqueue"]
-    send(http, "rated", 10)
-    pulled = http.post(Q + "pullMsg", data={"topic": "rated", "batch": 4}).get_json()
-    assert len(pulled["delayMsgList"]) == 4
+INTERVAL_START = 1_699_999_980_000       # a 60 s interval's start
+
+
+def manual_app(redis_url, **overrides):
+    """(app, clock): an app on a hand-driven clock with 60 s monitoring intervals."""
+    settings = load_settings(overrides={"redis_url": redis_url, "snapshot_dir": "",
+                                        "monitor_interval_seconds": 60, **overrides})
+    clock = ManualClock(INTERVAL_START - 55_000)
+    return create_app(settings=settings, runtime=Runtime(settings, clock=clock)), clock
+
+
+@pytest.fixture
+def manual(redis_url):
+    return manual_app(redis_url)
+
+
+@pytest.fixture
+def manual_day(redis_url):
+    """As ``manual``, with a day of monitoring history kept in Redis."""
+    return manual_app(redis_url, monitor_history_minutes=1440)
+
+
+def test_fleet_rates_include_the_current_interval_so_far(manual):
+    app, clock = manual
+    http, rt = app.test_client(), app.extensions["delayqueue"]
+    send(http, "rated", 6)                       # in the last complete interval
+    clock.advance(67_000)                        # 12 s into the next one
+    send(http, "rated", 10)                      # a burst in the current interval
+    assert len(http.post(Q + "pullMsg", data={"topic": "rated", "batch": 4}
+                         ).get_json()["delayMsgList"]) == 4
     rt.monitor.flush()
-    # Wait until the interval holding those samples is complete (1 s intervals).
-    start = rt.monitor.interval_start(rt.clock.now_ms())
-    wait_until(lambda: rt.monitor.interval_start(rt.clock.now_ms()) > start, 5)
-    shown = cells(http.get("/dashboard/").get_data(as_text=True), 'data-topic="rated"')
-    assert float(shown["sendRate"]) == pytest.approx(10 / RECENT_INTERVALS, abs=0.01)
-    assert float(shown["deliveryRate"]) == pytest.approx(4 / RECENT_INTERVALS, abs=0.01)
-    assert float(shown["lagP99"]) >= float(shown["lagP50"]) >= 0
+    html = http.get("/dashboard/").get_data(as_text=True)
+    shown = cells(html, 'data-topic="rated"')
+    seconds = RECENT_INTERVALS * 60 + 12         # five complete intervals and 12 s
+    assert shown["sendRate"] == rate(16 / seconds) == "0.05"
+    assert shown["deliveryRate"] == rate(4 / seconds) == "0.01"
+    # The four pulled were the first sent, 67 s before: lag humanised.
+    assert shown["lagP50"] == shown["lagP99"] == "1 min 7 s"
+    note = re.search(r'<p class="note" id="rate-window">([^<]*)</p>', html).group(1)
+    assert "last 300 s of complete intervals plus 12.0 s of the current one (312.0 s)" in note
 
 
 def test_fragment_is_only_the_table_for_the_auto_refresh(http):
     send(http, "frag", 1)
     fragment = http.get("/dashboard/?fragment=1").get_data(as_text=True)
-    assert '<table id="topics">' in fragment and "<html" not in fragment
+    assert '<table id="topics"' in fragment and "<html" not in fragment
     page = http.get("/dashboard/").get_data(as_text=True)
-    assert "<html" in page and "fragment" in page
+    assert "<html" in page and 'id="fleet" data-refresh-ms="5000"' in page
+    # The refresh is console.js's (no inline script: the pages work under a CSP of 'self').
+    assert '<script src="/dashboard/console.js"></script>' in page
+    script = http.get("/dashboard/console.js")
+    assert script.status_code == 200 and script.mimetype == "text/javascript"
+    assert b'searchParams.set("fragment", "1")' in script.data
+    style = http.get("/dashboard/console.css")
+    assert style.status_code == 200 and style.mimetype == "text/css"
 
 
 def test_topic_page_shows_sizes_settings_charts_and_dead_letters(http):
@@ -121,7 +157,7 @@ def test_topic_page_shows_sizes_settings_charts_and_dead_letters(http):
     shown = cells(html, "data-sizes")
     assert int(shown["readyQueueSize"]) == info["readyQueueSize"] == 2
     assert int(shown["deadQueueSize"]) == info["deadQueueSize"] == 1
-    assert html.count('<svg class="chart"') == 3
+    assert html.count('<svg class="chart"') == 4
     assert 'data-msg-id="poison-1"' in html
     assert re.search(r'data-setting="maxRetry">0<', html)
 
@@ -246,7 +282,7 @@ def test_fleet_page_is_fast_with_10000_topics(app, http, redis_client):
         # due) per topic to sort, the rest for the page alone.
         calls = commands(redis_client)
         assert calls["zcard"] == 3 * 10_030 + 2 * shown      # + ready/ack of the page's infos
-        assert calls["hmget"] == RECENT_INTERVALS * shown
+        assert calls["hmget"] == (RECENT_INTERVALS + 1) * shown   # + the current interval
         # + the page's infos: dead, group blocked, and nine waiting buckets of the waiting
         # and of the group blocked messages
         assert calls["zcount"] == 2 * 10_030 + 20 * shown
@@ -359,6 +395,7 @@ def test_each_view_lists_its_queue_with_times_retries_and_groups(http):
     http.post(Q + "pullMsg", data={"topic": "only-consuming"})
     html = http.get("/dashboard/topic?topic=only-consuming").get_data(as_text=True)
     assert listed(html) == ["c-1"] and 'id="message-list" data-view="consuming"' in html
+    http.post(Q + "setTopicConfig", data={"topic": "nothing-here", "maxRetry": 3})
     html = http.get("/dashboard/topic?topic=nothing-here").get_data(as_text=True)
     assert listed(html) == [] and 'id="message-list" data-view="waiting"' in html
     assert "No waiting messages." in html
@@ -407,6 +444,7 @@ def test_message_list_escapes_ids_and_bodies_and_links_each_message(http):
     ("msgCursor=bad!", "msgCursor: not a nextCursor of a listMsg page, got 'bad!'"),
 ])
 def test_a_bad_message_list_parameter_names_itself_and_its_rule(http, query, rule):
+    send(http, "t", 1)
     body = http.get(f"/dashboard/topic?topic=t&{query}").get_json()
     assert body == {"code": 400, "msg": rule}
 
@@ -444,8 +482,8 @@ def test_purge_button_ends_the_live_messages_and_says_how_many(http):
     http.post(Q + "pullMsg", data={"topic": "purgeable", "batch": 2})
     html = http.get("/dashboard/topic?topic=purgeable").get_data(as_text=True)
     assert re.search(r'<form method="post" action="/dashboard/topic/purgeMessages"\s+'
-                     r'data-confirm="Purge topic purgeable\? [^"]*up to 10,000 per purge\."\s+'
-                     r'onsubmit="return window.confirm\(this.dataset.confirm\)">', html)
+                     r'data-confirm="Purge topic purgeable\? [^"]*up to 10,000 per purge\.">',
+                     html)
     purge = http.post("/dashboard/topic/purgeMessages", data={"topic": "purgeable"},
                       headers=SAME_ORIGIN)
     assert flash(http, purge) == ("purged: 6, remaining: 0", None)
@@ -589,3 +627,237 @@ def test_message_page_shows_receipt_and_ack_deadline_and_dead_time(http):
 def test_times_read_relative_to_the_page(offset, text):
     from delayqueue.http.console.filters import ago
     assert ago(1_763_800_000_000 + offset, 1_763_800_000_000) == text
+
+
+# -- the console an operator needs (issue 28 item 2) -----------------------------------------
+
+def shown_order(html: str) -> list[str]:
+    return re.findall(r'<tr data-topic="([^"]+)">', html)
+
+
+def test_topics_sort_by_any_column_both_ways_ties_by_name(http):
+    send(http, "b-two", 2)
+    send(http, "a-three", 3)
+    send(http, "c-one", 1, delayMillis=600_000)
+    make_dead(http, "d-dead")
+    http.post(Q + "pullMsg", data={"topic": "b-two", "batch": 2})     # two consuming
+    order = {}
+    for sort in ("topic", "backlog", "waiting", "ready", "consuming", "dead", "sendRate"):
+        order[sort] = shown_order(http.get(f"/dashboard/?sort={sort}").get_data(as_text=True))
+        asc = shown_order(http.get(f"/dashboard/?sort={sort}&order=asc").get_data(as_text=True))
+        assert sorted(asc) == sorted(order[sort]) == ["a-three", "b-two", "c-one", "d-dead"]
+    assert order["topic"] == ["a-three", "b-two", "c-one", "d-dead"]       # names: A to Z
+    assert order["backlog"] == ["a-three", "b-two", "c-one", "d-dead"]     # 3, 2, 1, 0
+    assert order["waiting"] == ["c-one", "a-three", "b-two", "d-dead"]     # 1, then ties
+    assert order["ready"] == ["a-three", "b-two", "c-one", "d-dead"]
+    assert order["consuming"] == ["b-two", "a-three", "c-one", "d-dead"]
+    assert order["dead"] == ["d-dead", "a-three", "b-two", "c-one"]
+    assert order["sendRate"] == ["a-three", "b-two", "c-one", "d-dead"]    # 3, 2, 1, 1 sent
+    assert shown_order(http.get("/dashboard/?sort=topic&order=desc").get_data(as_text=True)) \
+        == ["d-dead", "c-one", "b-two", "a-three"]
+    html = http.get("/dashboard/?sort=ready&order=asc").get_data(as_text=True)
+    assert shown_order(html) == ["b-two", "c-one", "d-dead", "a-three"]    # 0, 0, 0, 3
+    # The sorted column's link turns the order round; the others sort their own way.
+    assert re.search(r'<a data-sort="ready" href="/dashboard/\?sort=ready&amp;order=desc'
+                     r'&amp;size=50&amp;page=1"\s*aria-sort="ascending">ready ▲</a>', html)
+    assert '<a data-sort="topic" href="/dashboard/?sort=topic&amp;size=50&amp;page=1">' in html
+
+
+def test_the_filter_keeps_sort_and_paging_in_its_links(http, redis_client, app):
+    rt = app.extensions["delayqueue"]
+    now = rt.clock.now_ms()
+    redis_client.zadd(rt.keys.topics, {f"shop-{i:02d}": now for i in range(30)})
+    redis_client.zadd(rt.keys.topics, {f"other-{i:02d}": now for i in range(30)})
+    html = http.get("/dashboard/?q=shop&sort=topic&order=desc&size=25").get_data(as_text=True)
+    assert shown_order(html) == [f"shop-{i:02d}" for i in range(29, 4, -1)]
+    assert "30 of 60 topics · page 1 of 2" in html
+    nxt = unescape(re.search(r'<a id="next" href="([^"]+)"', html).group(1))
+    assert nxt == "/dashboard/?q=shop&sort=topic&order=desc&size=25&page=2"
+    html = http.get(nxt).get_data(as_text=True)
+    assert shown_order(html) == [f"shop-{i:02d}" for i in range(4, -1, -1)]
+    assert unescape(re.search(r'<a id="prev" href="([^"]+)"', html).group(1)) == \
+        "/dashboard/?q=shop&sort=topic&order=desc&size=25&page=1"
+    # The filter form keeps the sort; the fragment the page refreshes with keeps everything.
+    assert '<input type="hidden" name="sort" value="topic">' in html
+    assert shown_order(http.get(nxt + "&fragment=1").get_data(as_text=True)) == \
+        shown_order(html)
+    empty = http.get("/dashboard/?q=nothing-like-it").get_data(as_text=True)
+    assert shown_order(empty) == [] and "No topic name holds “nothing-like-it”." in empty
+
+
+@pytest.mark.parametrize("query, rule", [
+    ("sort=colour", "sort: must be one of topic, backlog, waiting, ready, consuming, blocked, "
+                    "dead, sendRate, deliveryRate, lagP50, lagP99, got 'colour'"),
+    ("order=up", "order: must be one of asc, desc, got 'up'"),
+    ("q=" + "x" * 300, "q: must be at most 256 characters (a topic name's), got 300"),
+])
+def test_a_bad_sort_order_or_filter_names_itself_and_its_rule(http, query, rule):
+    assert http.get(f"/dashboard/?{query}").get_json() == {"code": 400, "msg": rule}
+
+
+def test_the_sort_columns_and_spans_are_the_documented_ones():
+    from delayqueue.http.console.fleet_view import SORTS, SPANS
+    from delayqueue.http.endpoints import CONSOLE_SORTS, CONSOLE_SPANS
+    assert SORTS == CONSOLE_SORTS and tuple(SPANS) == CONSOLE_SPANS
+
+
+def test_an_unknown_topic_page_is_a_404_with_a_link_back_and_creates_nothing(http, redis_client):
+    before = sorted(redis_client.keys("*"))
+    answer = http.get("/dashboard/topic?topic=doesnotexist")
+    html = answer.get_data(as_text=True)
+    assert answer.status_code == 404
+    assert "topic: no topic 'doesnotexist'" in html
+    assert '<a id="back" href="/dashboard/?q=doesnotexist">' in html
+    assert sorted(redis_client.keys("*")) == before
+    assert http.post(Q + "getTopicConfig", data={"topic": "doesnotexist"}
+                     ).get_json()["source"]["maxRetry"] == "server"
+
+
+def test_the_test_message_form_sends_and_says_the_msg_id(http):
+    send(http, "publishing", 1)
+    answer = http.post("/dashboard/topic/publish", headers=SAME_ORIGIN,
+                       data={"topic": "publishing", "msg": "hello <b>", "delayMillis": "60000"})
+    done, error = flash(http, answer)
+    assert error is None and done.startswith("sent: msgId ")
+    msg_id = done.removeprefix("sent: msgId ")
+    got = http.get(Q + "getMsg", query_string={"topic": "publishing", "msgId": msg_id}
+                   ).get_json()["delayMsg"]
+    assert got["msg"] == "hello <b>" and got["triggerTime"] - got["produceTime"] == 60_000
+    # Refused like sendMsg, shown on the page; cross-site refused before anything is sent.
+    assert flash(http, http.post("/dashboard/topic/publish", headers=SAME_ORIGIN, data={
+        "topic": "publishing", "msg": "x", "delayMillis": "soon"}))[1].startswith("delayMillis")
+    for headers in ({"Sec-Fetch-Site": "cross-site"}, {}):
+        assert http.post("/dashboard/topic/publish", headers=headers,
+                         data={"topic": "publishing", "msg": "x"}).status_code == 403
+    assert topic_info(http, "publishing")["waitingQueueSize"] == 1
+    assert http.get("/dashboard/topic/publish?topic=publishing&msg=x").status_code == 405
+
+
+def test_every_purge_asks_first_and_no_page_needs_inline_script_or_style(http):
+    make_dead(http, "confirming", "dead-a")
+    make_dead(http, "confirming", "dead-b")
+    html = http.get("/dashboard/topic?topic=confirming").get_data(as_text=True)
+    purges = re.findall(r'<form method="post" action="/dashboard/topic/purge"[^>]*>', html)
+    assert len(purges) == 3                      # Purge all and one per dead letter
+    assert all("data-confirm=" in form for form in purges), purges
+    assert 'data-confirm="Purge dead letter dead-a of topic confirming?' in html
+    pages = [html, http.get("/dashboard/").get_data(as_text=True),
+             http.get("/dashboard/nodes").get_data(as_text=True),
+             http.get("/dashboard/message?topic=confirming&msgId=dead-a").get_data(as_text=True),
+             http.get("/dashboard/topic?topic=gone").get_data(as_text=True)]
+    for page in pages:
+        assert not re.search(r"<script(?! src=)|<style|\sstyle=|\son[a-z]+=", page)
+
+
+def node_cells(html: str, node: str) -> dict[str, str]:
+    """data-field -> text (tags stripped) of the nodes table's row of ``node``."""
+    row = re.search(rf'<tr data-node="{re.escape(node)}">(.*?)</tr>', html, re.DOTALL)
+    assert row, f"no row for node {node}"
+    return {name: unescape(re.sub(r"<[^>]+>", "", text)).strip() for name, text in
+            re.findall(r'data-field="(\w+)"[^>]*>(.*?)</td>', row.group(1), re.DOTALL)}
+
+
+def test_nodes_page_shows_the_registry_and_redis(app, http, redis_client):
+    from delayqueue import __version__
+    from delayqueue.background.node_registry import LOST_AFTER_MS, ProcessBeat
+    rt = app.extensions["delayqueue"]
+    rt.nodes.tick()                               # this process's heartbeat
+    now = rt.clock.now_ms()
+    gone = ProcessBeat("gone-host:8080", 7, "0.0.9", now - 3_600_000, now - LOST_AFTER_MS - 5000,
+                       4)
+    redis_client.hset(rt.keys.nodes, gone.field, gone.to_json())
+    html = http.get("/dashboard/nodes").get_data(as_text=True)
+    mine = node_cells(html, rt.node_id)
+    assert mine["state"] == "up"
+    assert mine["version"] == __version__ and mine["processes"] == "1"
+    assert mine["heldLongPolls"] == "0" and mine["uptime"].endswith("ms")
+    lost = node_cells(html, "gone-host:8080")
+    assert lost["version"] == "0.0.9" and lost["heldLongPolls"] == "0"   # lost: not counted
+    assert lost["uptime"] == "1 h" and lost["processes"] == "0 of 1"
+    assert lost["state"] == "lost"
+    info = redis_client.info()
+    redis_cells = dict(re.findall(r'<dd data-field="(\w+)"[^>]*>([^<]*)</dd>', html))
+    assert redis_cells["health"] == "ok"
+    assert redis_cells["version"] == info["redis_version"]
+    assert redis_cells["role"] == info["role"] == "master"
+    assert redis_cells["usedMemory"].endswith(("K", "M", "B"))
+    assert redis_cells["maxmemory"].startswith(("no limit", info.get("maxmemory_human", "-")))
+
+
+def test_nodes_page_says_redis_is_unreachable_instead_of_failing(redis_url):
+    app = create_app(overrides={"redis_url": "redis://127.0.0.1:1/0", "snapshot_dir": "",
+                                "redis_connect_timeout_millis": 200})
+    answer = app.test_client().get("/dashboard/nodes")
+    html = answer.get_data(as_text=True)
+    assert answer.status_code == 200
+    assert re.search(r'<dd data-field="health" class="lost">unreachable: [^<]+</dd>', html)
+    assert 'id="nodes-error"' in html
+
+
+def failures_point(html: str) -> str:
+    """The hover text of the failures chart's last point."""
+    chart = re.search(r'<svg class="chart" role="img" aria-label="Failures".*?</svg>', html,
+                      re.DOTALL).group(0)
+    return unescape(re.findall(r"<title>([^<]*)</title></rect>", chart)[-1])
+
+
+@pytest.mark.parametrize("history", ["hour", "day"])
+def test_charts_cover_the_span_asked_with_units_and_hover_values(history, request):
+    app, clock = request.getfixturevalue("manual" if history == "hour" else "manual_day")
+    http, rt = app.test_client(), app.extensions["delayqueue"]
+    clock.advance(67_000)
+    make_dead(http, "charted", "poison")         # a nack that dead-letters it
+    http.post(Q + "setTopicConfig", data={"topic": "charted", "maxRetry": 5})
+    send(http, "charted", 1)
+    http.post(Q + "pullMsg", data={"topic": "charted", "ackTimeoutMillis": 1000})
+    clock.advance(2_000)
+    rt.scheduler.tick()                          # its ack timeout
+    rt.monitor.flush()
+    html = http.get("/dashboard/topic?topic=charted").get_data(as_text=True)
+    assert html.count('<svg class="chart"') == 4
+    assert '<a href="/dashboard/topic?topic=charted&amp;span=1h#charts" data-span="1h" ' \
+           'aria-current="true">1h</a>' in html
+    for unit in ("messages/s", "messages per 1 min", "lag", "messages", "time (UTC)"):
+        assert f">{unit}</text>" in html, unit
+    assert len(re.findall(r'<rect class="hit"', html)) == 4 * 60      # an hour of 60 s points
+    assert '<h2 id="charts">Last hour</h2>' in html
+    assert failures_point(html).endswith(
+        "UTC (so far): nacked 1 · ack timeouts 1 · dead-lettered 1")
+    spans = {}
+    for span in ("5m", "6h", "24h"):
+        page = http.get(f"/dashboard/topic?topic=charted&span={span}").get_data(as_text=True)
+        spans[span] = len(re.findall(r'<rect class="hit"', page)) // 4
+        assert failures_point(page).endswith("nacked 1 · ack timeouts 1 · dead-lettered 1")
+    if history == "hour":      # the default monitor-history-minutes: the page says so
+        assert spans == {"5m": 5, "6h": 60, "24h": 60} and 'id="span-cut"' in page
+        assert re.search(r'<h2 id="charts">Last 1 h\b', page)
+    else:
+        assert spans == {"5m": 5, "6h": 180, "24h": 240}     # 6 h: 2 min points; 24 h: 6 min
+        assert '<h2 id="charts">Last 24 hours</h2>' in page and "span-cut" not in page
+    assert http.get("/dashboard/topic?topic=charted&span=2d").get_json() == {
+        "code": 400, "msg": "span: must be one of 5m, 1h, 6h, 24h, got '2d'"}
+
+
+@pytest.mark.parametrize("ms, text", [
+    (0, "0 ms"), (0.5, "0.5 ms"), (120.4, "120 ms"), (999, "999 ms"), (4200, "4.2 s"),
+    (6000, "6 s"), (41_156, "41 s"),
+    (180_000, "3 min"), (185_000, "3 min 5 s"), (7_500_000, "2 h 5 min"), (None, ""),
+])
+def test_durations_read_as_an_operator_says_them(ms, text):
+    from delayqueue.http.console.filters import duration
+    assert duration(ms) == text
+
+
+def test_counts_are_whole_numbers():
+    from delayqueue.http.console.filters import count
+    assert [count(41156), count(10), count(3.0), count(None)] == ["41,156", "10", "3", ""]
+
+
+def test_a_span_longer_than_the_intervals_a_chart_reads_says_what_it_covers(http):
+    send(http, "short-intervals", 1)             # 1 s intervals: 24 h would be 86,400 of them
+    html = http.get("/dashboard/topic?topic=short-intervals&span=24h").get_data(as_text=True)
+    assert '<h2 id="charts">Last 24 min</h2>' in html
+    assert re.search(r'<span id="span-cut">The charts read at most 1,440 monitoring intervals '
+                     r'and none older than Redis keeps them \(1 h\): at 1 s intervals they '
+                     r'cover 24 min\.</span>', html)
+    assert len(re.findall(r'<rect class="hit"', html)) == 4 * 240        # 6 s a point

@@ -1,11 +1,15 @@
 """The console in a real headless Chromium (Debian's chromium + chromium-driver, selenium)
 against a real node (gunicorn): no console errors, the numbers match the API, the table
 refreshes itself, a redrive button works, a topic's messages page through, pause / resume
-and a confirmed purge work, and each page's screenshot is not blank.
+and a confirmed purge work; the topics sort and filter, the charts switch span and show a
+point's values under the pointer, the test-message form sends, a dead letter's own Purge asks
+first, an unknown topic says so, the Nodes page shows the running node; and each page's
+screenshot is not blank.
 
 Screenshots are kept as test artefacts in <artefacts>/console/, where <artefacts> is
 $CONSOLE_TEST_ARTIFACTS or build/test-artifacts in the repository: fleet.png, topic.png,
-message.png, topic-messages.png, topic-paused.png.
+message.png, topic-messages.png, topic-paused.png, nodes.png, fleet-sorted.png,
+topic-24h.png, unknown-topic.png.
 """
 
 from __future__ import annotations
@@ -17,8 +21,11 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageStat
 from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.expected_conditions import staleness_of
+
+from delayqueue import __version__
 
 from support import wait_until
 from support.browser import chromium
@@ -110,7 +117,7 @@ def test_console_pages_in_headless_chromium(node, browser):
     # -- the topic page: charts, dead letters, the redrive button ----------------------------
     browser.get(rows["web-poison"]["href"])      # the link the fleet table gives
     wait_until(lambda: browser.find_elements(By.ID, "topic-name"), 10)
-    assert len(browser.find_elements(By.CSS_SELECTOR, "svg.chart polyline")) == 6
+    assert len(browser.find_elements(By.CSS_SELECTOR, "svg.chart polyline")) == 9
     assert browser.find_element(By.CSS_SELECTOR, '[data-sizes] [data-field="deadQueueSize"]'
                                 ).text == "1"
     screenshot(browser, "topic")
@@ -223,4 +230,115 @@ def test_topic_controls_in_headless_chromium(node, browser):
     assert flash_text(browser) == "purged: 30, remaining: 0"
     assert node.call("getTopicInfo", topic=topic)["data"]["readyQueueSize"] == 0
     assert rows_shown(browser) == []
+    assert console_errors(browser) == []
+
+
+def topics_shown(driver) -> list[str]:
+    return [tr.get_attribute("data-topic")
+            for tr in driver.find_elements(By.CSS_SELECTOR, "#topics tbody tr[data-topic]")]
+
+
+def test_operator_console_in_headless_chromium(node, browser):
+    for topic, n in (("op-alpha", 3), ("op-beta", 1), ("else-gamma", 2)):
+        for i in range(n):
+            assert node.call("sendMsg", topic=topic, msg=f"{topic} {i}")["code"] == 200
+    node.call("pullMsg", topic="else-gamma", batch=2)            # two consuming, none ready
+
+    # -- sort by a column, both ways, then filter: the URL carries both ----------------------
+    browser.get(node.url + "/dashboard/?refresh=3600")
+    navigate(browser, browser.find_element(By.CSS_SELECTOR, 'th a[data-sort="consuming"]').click)
+    assert "sort=consuming" in browser.current_url
+    shown = topics_shown(browser)
+    assert shown[0] == "else-gamma"
+    assert browser.find_element(By.CSS_SELECTOR, "th a[aria-sort]").text == "consuming ▼"
+    navigate(browser, browser.find_element(By.CSS_SELECTOR, 'th a[data-sort="consuming"]').click)
+    assert "order=asc" in browser.current_url and topics_shown(browser)[-1] == "else-gamma"
+    navigate(browser, browser.find_element(By.CSS_SELECTOR, 'th a[data-sort="ready"]').click)
+    box = browser.find_element(By.CSS_SELECTOR, '#filter input[name="q"]')
+    box.send_keys("op-")
+    navigate(browser, box.submit)
+    assert "q=op-" in browser.current_url and "sort=ready" in browser.current_url
+    assert topics_shown(browser) == ["op-alpha", "op-beta"]          # 3 ready, then 1
+    assert browser.find_element(By.ID, "topic-count").text.startswith("2 of ")
+    screenshot(browser, "fleet-sorted")
+    assert console_errors(browser) == []
+
+    # -- the charts: the span switch, a point's values under the pointer ---------------------
+    navigate(browser, browser.find_element(By.LINK_TEXT, "op-alpha").click)
+    navigate(browser, browser.find_element(By.CSS_SELECTOR, '.spans a[data-span="5m"]').click)
+    assert "span=5m" in browser.current_url
+    assert browser.find_element(By.CSS_SELECTOR, ".spans a[aria-current]").text == "5m"
+    charts = browser.find_elements(By.CSS_SELECTOR, "svg.chart")
+    assert len(charts) == 4
+    # 5 min of 1 s intervals: 150 points of 2 s each.
+    assert len(charts[0].find_elements(By.CSS_SELECTOR, "rect.hit")) == 150
+    last = charts[0].find_elements(By.CSS_SELECTOR, "rect.hit")[-1]
+    ActionChains(browser).move_to_element(last).perform()
+    readout = browser.find_elements(By.CSS_SELECTOR, "figure .readout")[0]
+    wait_until(lambda: "sent/s" in readout.text, 5, message="no readout under the pointer")
+    assert "UTC (so far): sent/s " in readout.text and " · delivered/s " in readout.text
+    assert browser.find_element(By.CSS_SELECTOR, "svg.chart line.marker"
+                                ).get_attribute("visibility") == "visible"
+    units = [t.text for t in charts[0].find_elements(By.CSS_SELECTOR, "text.axis-unit")]
+    assert units == ["messages/s", "time (UTC)"]
+    navigate(browser, browser.find_element(By.CSS_SELECTOR, '.spans a[data-span="24h"]').click)
+    assert browser.find_element(By.ID, "span-cut").text.endswith("they cover 24 min.")
+    screenshot(browser, "topic-24h")
+
+    # -- the test-message form round trip ----------------------------------------------------
+    body = browser.find_element(By.CSS_SELECTOR, '#publish-form textarea[name="msg"]')
+    body.clear()
+    body.send_keys("hello from the browser")
+    browser.find_element(By.CSS_SELECTOR, '#publish-form input[name="delayMillis"]'
+                         ).send_keys("60000")
+    navigate(browser, browser.find_element(By.ID, "publish-send").click)
+    done = flash_text(browser)
+    assert done.startswith("sent: msgId ")
+    sent = node.call("getMsg", topic="op-alpha", msgId=done.removeprefix("sent: msgId "))
+    assert sent["delayMsg"]["msg"] == "hello from the browser"
+    assert sent["delayMsg"]["status"] == 1                     # waiting its 60 s
+
+    # -- a dead letter's own Purge asks first, like Purge all --------------------------------
+    node.call("setTopicConfig", topic="op-alpha", maxRetry=0)
+    node.call("sendMsg", topic="op-alpha", msg="bad", msgId="op-poison")
+    while node.call("pullMsg", topic="op-alpha", batch=10)["delayMsgList"]:
+        pass
+    assert node.call("ackMsg", topic="op-alpha", msgId="op-poison", ack="false")["code"] == 200
+    browser.get(f"{node.url}/dashboard/topic?topic=op-alpha")
+    purge = 'tr[data-msg-id="op-poison"] button.purge'
+    browser.find_element(By.CSS_SELECTOR, purge).click()
+    dialog = confirm_dialog(browser)
+    assert dialog.text == "Purge dead letter op-poison of topic op-alpha? It is deleted for good."
+    dialog.dismiss()
+    assert node.call("getTopicInfo", topic="op-alpha")["data"]["deadQueueSize"] == 1
+    navigate(browser, lambda: (browser.find_element(By.CSS_SELECTOR, purge).click(),
+                               confirm_dialog(browser).accept()))
+    assert flash_text(browser) == "purged: 1"
+    assert node.call("getTopicInfo", topic="op-alpha")["data"]["deadQueueSize"] == 0
+    assert console_errors(browser) == []
+
+    # -- an unknown topic says so, creates nothing, and links back ---------------------------
+    browser.get(f"{node.url}/dashboard/topic?topic=doesnotexist")
+    assert "no topic 'doesnotexist'" in browser.find_element(By.ID, "unknown-topic").text
+    screenshot(browser, "unknown-topic")
+    # The one console error: the browser logs the page's own HTTP 404.
+    assert [("topic=doesnotexist" in e, "404" in e) for e in console_errors(browser)] == \
+        [(True, True)]
+    navigate(browser, browser.find_element(By.ID, "back").click)
+    assert "q=doesnotexist" in browser.current_url and topics_shown(browser) == []
+    assert "doesnotexist" not in [i["topic"] for i in node.call("getTopicInfoList")["data"]]
+
+    # -- the Nodes page: the running node, Redis ---------------------------------------------
+    navigate(browser, browser.find_element(By.LINK_TEXT, "Nodes").click)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#nodes tbody tr[data-node]")
+    mine = [r for r in rows if r.get_attribute("data-node").endswith(f":{node.port}")]
+    assert len(mine) == 1, [r.get_attribute("data-node") for r in rows]
+    cell = {td.get_attribute("data-field"): td.text
+            for td in mine[0].find_elements(By.CSS_SELECTOR, "[data-field]")}
+    assert cell["state"] == "up" and cell["processes"] == "1"
+    assert cell["version"] == __version__
+    assert cell["lastSeen"] in ("now", *(f"{s} s ago" for s in range(1, 16)))
+    assert browser.find_element(By.CSS_SELECTOR, '#redis [data-field="health"]').text == "ok"
+    assert browser.find_element(By.CSS_SELECTOR, '#redis [data-field="role"]').text == "master"
+    screenshot(browser, "nodes")
     assert console_errors(browser) == []

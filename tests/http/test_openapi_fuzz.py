@@ -203,6 +203,7 @@ def test_console_error_answers_are_documented(node, schema, method, path, values
     """Found by the fuzz: the console's error envelopes (HTTP 400, or JSON in place of the
     page) were missing from the document."""
     served, _ = node
+    served.call("sendMsg", topic="t", msg="x")     # the page of a topic that exists
     operation = schema[path][method]
     if method == "GET":
         case = operation.Case(query=values)
@@ -214,6 +215,15 @@ def test_console_error_answers_are_documented(node, schema, method, path, values
     assert response.status_code == status
     assert response.json()["code"] == 400
     assert check(case, response, headers) is None
+
+
+def test_the_unknown_topic_page_is_a_documented_404(node, schema):
+    served, _ = node
+    case = schema["/dashboard/topic"]["GET"].Case(query={"topic": "never-sent-to"})
+    response = case.call(base_url=served.url, timeout=15, allow_redirects=False)
+    assert response.status_code == 404
+    assert "<h1>No topic" in response.text
+    assert check(case, response, {}) is None
 
 
 @pytest.mark.parametrize("path", ["/camellia/delayQueue/sendMsg", "/camellia/health/check",

@@ -170,7 +170,7 @@ def test_catch_up_is_bounded_per_tick_and_crosses_hour_files(redis_client, tmp_p
 def test_a_mark_older_than_redis_retention_skips_ahead(fleet):
     fleet.client.set(fleet.keys.snapshot_mark, START_MS - 100 * 3_600_000)
     fleet.clock.advance(INTERVAL_MS + GRACE_MS)
-    fleet.writer.max_catch_up = 1000
+    fleet.writer.max_catch_up = 5000
     written = fleet.writer.tick()
     assert written == fleet.monitor.retention_ms // INTERVAL_MS
     assert fleet.mark() == START_MS

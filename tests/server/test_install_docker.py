@@ -11,6 +11,7 @@ node is taken offline (HTTP 500) or is gone.
 from __future__ import annotations
 
 import fnmatch
+import importlib.metadata
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ import pytest
 import requests
 import yaml
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from test_wheel import build_wheel
 
 from delayqueue.cli.serve import GUNICORN_ARGS
@@ -171,13 +174,17 @@ def test_dependencies_are_installed_before_the_project_is_copied(final_stage, do
     assert installs, "the final stage installs no dependencies"
     deps = installs[0]
     assert "-r " in deps.args, "the dependency layer should install a requirements list"
+    assert re.search(r"\s-c\s+\S*constraints\.txt", deps.args), \
+        "the dependency layer should install at constraints.txt's versions (-c)"
     before = final_stage[:final_stage.index(deps)]
     for instruction in before:
         if instruction.keyword in ("COPY", "ADD"):
-            # Only the files the dependency list comes from: pyproject.toml (and README.md).
+            # Only the files the dependency list comes from: pyproject.toml (and README.md),
+            # and the versions it is installed at: constraints.txt.
             sources = instruction.operands()[:-1]
             assert "from" not in instruction.flags(), instruction
-            assert sources and set(sources) <= {"pyproject.toml", "README.md"}, \
+            assert sources and set(sources) <= {"pyproject.toml", "README.md",
+                                                "constraints.txt"}, \
                 f"line {instruction.line}: {instruction.keyword} {instruction.args} comes " \
                 "before the dependency install, so every change to it reinstalls everything"
     after = final_stage[final_stage.index(deps) + 1:]
@@ -206,11 +213,12 @@ def _dependency_script(final_stage) -> tuple[str, str]:
     return script, copy.operands()[-1]
 
 
-@pytest.mark.parametrize("extras", ["", "[report]"])
+@pytest.mark.parametrize("extras", ["", "[report]", "[server,report]"])
 def test_dependency_layer_installs_what_the_wheel_requires(final_stage, tmp_path_factory,
                                                            extras):
-    """The list the dependency layer installs is exactly the wheel's requirements (with the
-    EXTRAS build argument's too), so `pip install --no-deps` of the wheel then lacks nothing."""
+    """The list the dependency layer installs is exactly the wheel's requirements with the
+    server extra's (and the EXTRAS build argument's), so `pip install --no-deps` of the wheel
+    then lacks nothing the node needs."""
     script, pyproject_in_image = _dependency_script(final_stage)
     script = script.replace(pyproject_in_image, str(REPO / "pyproject.toml"))
     result = subprocess.run([sys.executable, "-c", script, extras], capture_output=True,
@@ -222,7 +230,7 @@ def test_dependency_layer_installs_what_the_wheel_requires(final_stage, tmp_path
     with zipfile.ZipFile(wheel) as archive:
         metadata = archive.read(next(n for n in archive.namelist()
                                      if n.endswith(".dist-info/METADATA"))).decode()
-    wanted_extras = set(re.findall(r"[A-Za-z0-9_-]+", extras))
+    wanted_extras = {"server", *re.findall(r"[A-Za-z0-9_-]+", extras)}
     required = set()
     for line in metadata.splitlines():
         if not line.startswith("Requires-Dist:"):
@@ -239,6 +247,65 @@ def test_dependency_layer_installs_what_the_wheel_requires(final_stage, tmp_path
             req = Requirement(line)
         required.add(str(req))
     assert listed == required
+
+
+def read_constraints(path: Path = REPO / "constraints.txt") -> dict[str, str]:
+    """constraints.txt's pins: normalized name -> version; every line must be ``name==version``."""
+    pins = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        req = Requirement(line)
+        (spec,) = req.specifier
+        assert spec.operator == "==" and not req.marker and not req.extras, \
+            f"constraints.txt: {line!r} is not an exact pin (make constraints writes them)"
+        pins[canonicalize_name(req.name)] = spec.version
+    return pins
+
+
+def dependency_closure(extras: set[str]) -> dict[str, list[Requirement]]:
+    """Every distribution `pip install 'delayqueue[<extras>]'` installs here, by normalized
+    name, with the requirements that bring it: pyproject.toml's, then each installed
+    dependency's own (markers evaluated for this machine, a requirement's extras followed)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    roots = list(project["dependencies"])
+    for extra in extras:
+        roots += project["optional-dependencies"][extra]
+    wanted: dict[str, list[Requirement]] = {}
+    todo = [(Requirement(text), "") for text in roots]
+    seen_extras: set[tuple[str, str]] = set()
+    while todo:
+        req, parent_extra = todo.pop()
+        if req.marker and not req.marker.evaluate({"extra": parent_extra}):
+            continue
+        name = canonicalize_name(req.name)
+        wanted.setdefault(name, []).append(req)
+        try:
+            dist = importlib.metadata.distribution(req.name)
+        except importlib.metadata.PackageNotFoundError:
+            continue  # not installed here: pip's resolution in test_install_wheel.py covers it
+        for extra in ("", *req.extras):
+            if (name, extra) in seen_extras:
+                continue
+            seen_extras.add((name, extra))
+            todo += [(Requirement(text), extra) for text in dist.requires or []]
+    return wanted
+
+
+def test_constraints_pin_every_package_of_the_server_image():
+    """Every package the node's image (and the report job's) installs is pinned, at a version
+    its requirements accept: the image builds the same packages until constraints.txt
+    changes. (test_install_wheel.py installs `.[server]` with it into a fresh venv.)"""
+    pins = read_constraints()
+    closure = dependency_closure({"server", "report"})
+    closure.pop("delayqueue", None)
+    missing = sorted(set(closure) - set(pins))
+    assert not missing, f"not pinned in constraints.txt (run make constraints): {missing}"
+    for name, reqs in closure.items():
+        for req in reqs:
+            assert req.specifier.contains(pins[name], prereleases=True), \
+                f"constraints.txt pins {name}=={pins[name]}, outside {req} (make constraints)"
 
 
 def test_cmd_is_what_delayqueue_serve_runs(final_stage):
@@ -345,6 +412,7 @@ def test_build_context_builds_the_same_wheel(tmp_path, tmp_path_factory):
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
     assert not (context / "tests").exists() and (context / "lua").is_dir()
+    assert (context / "constraints.txt").is_file()  # the dependency layer's pins
 
     out = tmp_path / "dist"
     isolation = ["--no-build-isolation"] if _have("hatchling") else []

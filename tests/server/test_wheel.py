@@ -112,8 +112,9 @@ def test_installed_wheel_reads_its_packaged_default_config(wheel, tmp_path):
 
 
 def test_wheel_bounds_every_runtime_requirement(wheel):
-    """Each runtime requirement has an upper bound, and gunicorn comes with its gevent extra
-    (what its gevent worker imports: gevent, and `packaging` since gunicorn 27)."""
+    """Each requirement of the client (no extra) and of the server (the `server` extra) has an
+    upper bound, and gunicorn comes with its gevent extra (what its gevent worker imports:
+    gevent, and `packaging` since gunicorn 27)."""
     from packaging.requirements import Requirement
 
     with zipfile.ZipFile(wheel) as archive:
@@ -121,7 +122,11 @@ def test_wheel_bounds_every_runtime_requirement(wheel):
                                      if n.endswith(".dist-info/METADATA"))).decode()
     runtime = [Requirement(line.split(":", 1)[1].strip())
                for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
-    runtime = [req for req in runtime if req.marker is None or "extra" not in str(req.marker)]
+    client = [req for req in runtime if req.marker is None or "extra" not in str(req.marker)]
+    server = [req for req in runtime if req.marker is not None
+              and req.marker.evaluate({"extra": "server"}) and not req.marker.evaluate()]
+    assert {req.name.lower() for req in client} == {"requests", "urllib3", "httpx"}
+    runtime = client + server
     names = {req.name.lower(): req for req in runtime}
     assert "gevent" in names["gunicorn"].extras
     for req in runtime:

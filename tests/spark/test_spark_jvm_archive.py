@@ -63,3 +63,19 @@ def test_archive_name_follows_the_java_runtime(tmp_path, monkeypatch):
     assert second != first  # another runtime (or the same one upgraded in place)
     assert second.name.split("-")[:3] == first.name.split("-")[:3]  # same pyspark prefix
     assert Path(str(second)).suffix == ".jsa"
+
+
+def test_archive_lives_in_the_checkouts_build_folder_unless_installed(tmp_path, monkeypatch):
+    # Run from the checkout: its build/ folder, which make clean removes (not ~/.cache, where
+    # each checkout left its own 150 MB archive behind).
+    monkeypatch.delenv(jvm_options.DIR_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    repo = Path(jvm_options.__file__).resolve().parents[1]
+    assert jvm_options.archive_dir() == repo / "build" / "jvm-archive"
+    # Installed from the wheel (no checkout around the package): the user's cache folder.
+    installed = tmp_path / "site-packages" / "spark_jobs"
+    installed.mkdir(parents=True)
+    assert jvm_options.archive_dir(installed) == tmp_path / "cache" / "delayqueue"
+    # The variable wins over both.
+    monkeypatch.setenv(jvm_options.DIR_ENV, str(tmp_path / "chosen"))
+    assert jvm_options.archive_dir() == tmp_path / "chosen"

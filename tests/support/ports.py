@@ -13,8 +13,9 @@ import contextlib
 import socket
 from typing import Callable, Iterator
 
-# What a server prints when its port is taken: redis-server, gunicorn.
-PORT_TAKEN = ("Address already in use", "Connection in use")
+# What a server prints when its port is taken: redis-server, gunicorn, a node
+# (delayqueue/server/startup.py).
+PORT_TAKEN = ("Address already in use", "Connection in use", "is in use; choose another")
 START_ATTEMPTS = 5
 
 

@@ -7,16 +7,23 @@ database leased for that test (conftest.py's ``redis_db_url``), so flushing it n
 the shared node. Import the fixtures a module uses:
 
     from support.sdk import FAST_STOP, node, topic  # noqa: F401 - fixtures
+
+``stop_in_background`` stops a consumer while the test still holds its handlers.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import re
+import threading
+from typing import Any, Callable, Coroutine
 
 import pytest
 
 from support.node import ServerProcess
 from support.redis_server import SHARED_NODE_DB, flush_db
+from support.wait import wait_until
 
 FAST_STOP = {"graceful-timeout-seconds": 1}
 
@@ -34,3 +41,24 @@ def node(redis_server):
 def topic(request):
     """A topic name unique to the test."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:200]
+
+
+def run_async(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an ``async def`` test in its own event loop (the dev dependencies have no
+    pytest-asyncio); its fixtures are the coroutine function's parameters."""
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(test(*args, **kwargs))
+    return run
+
+
+def stop_in_background(consumer, **stop_options) -> threading.Thread:
+    """Call ``consumer.stop()`` in a thread and return once the consumer is stopping: no pull
+    starts any more and what a poll in flight brings back is nacked, while stop() still waits
+    for the running handlers. A test then releases its handlers and joins the thread, so
+    whatever it asserts about stopping does not hang on how fast this machine calls stop()."""
+    thread = threading.Thread(target=consumer.stop, kwargs=stop_options, daemon=True,
+                              name="test-stop")
+    thread.start()
+    wait_until(consumer._stopping.is_set, 5, message="stop() never began")
+    return thread

@@ -1,8 +1,9 @@
-"""How the console's templates write times, rates and message bodies.
+"""How the console's templates write times, durations, counts, rates and message bodies.
 
 Times are ms since the epoch everywhere in the API; a page shows them relative to the page's
 ``now`` ("in 4 min 10 s", "12 s ago"), which is what an operator reads first, with the exact
-UTC moment beside them or in the element's title.
+UTC moment beside them or in the element's title. Durations (lags, uptimes) read the same
+way ("120 ms", "41 s", "2 h 5 min"), counts as whole numbers with thousands separators.
 """
 
 from __future__ import annotations
@@ -34,19 +35,45 @@ def ago(ms: int | None, now_ms: int) -> str:
     left = abs(delta)
     if left < 1000:
         return "now"
-    parts = []
-    for unit, size in UNITS:
-        if left >= size and len(parts) < 2:
-            parts.append(f"{left // size} {unit}")
-            left %= size
-        elif parts:
-            break                       # "2 h 5 s" reads as more exact than it is: "2 h"
-    text = " ".join(parts)
+    text = _two_units(left)             # "2 h 5 s" reads as more exact than it is: "2 h"
     return f"in {text}" if delta > 0 else f"{text} ago"
 
 
+def _two_units(ms: int) -> str:
+    """``ms`` (at least a second) in its two largest units, the second left out when 0:
+    "41 s", "3 min", "3 min 5 s", "2 h 5 min"."""
+    parts = []
+    for unit, size in UNITS:
+        if ms >= size and len(parts) < 2:
+            parts.append(f"{ms // size} {unit}")
+            ms %= size
+        elif parts:
+            break
+    return " ".join(parts)
+
+
+def duration(ms: float | None) -> str:
+    """A length of time: "120 ms" under a second ("0.5 ms" under ten), "4.2 s" or "6 s"
+    under ten, then "41 s", "3 min", "2 h 5 min"."""
+    if ms is None:
+        return ""
+    if ms < 10 and not float(ms).is_integer():
+        return f"{ms:.1f} ms"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 10_000:
+        return f"{ms / 1000:g} s" if ms % 1000 == 0 else f"{ms / 1000:.1f} s"
+    return _two_units(int(ms))
+
+
+def count(value: float | None) -> str:
+    """A count as a whole number: ``41,156``."""
+    return "" if value is None else f"{int(value):,}"
+
+
 def rate(value: float) -> str:
-    return f"{value:.2f}" if value < 100 else f"{value:.0f}"
+    """Messages a second: two decimals below 100, then whole."""
+    return f"{value:.2f}" if value < 100 else f"{value:,.0f}"
 
 
 def preview(text: str | None, chars: int = PREVIEW_CHARS) -> str:

@@ -1,12 +1,18 @@
 """The operator's console at /dashboard/: server-rendered pages, no build step.
 
-- ``/dashboard/``: every topic, largest backlog first, paged (fleet_view.py); the table
-  refreshes itself every ``refresh`` seconds (default 5; it fetches ``?fragment=1`` and swaps
-  the table in).
-- ``/dashboard/topic?topic=t``: its description, sizes, pause / resume and purge, its live
-  messages a queue and a page at a time (messages_view.py), the last hour in charts,
-  settings (editable), dead letters with redrive and purge buttons.
+- ``/dashboard/``: every topic, largest backlog first or sorted by any column (``sort``,
+  ``order``), filtered by name (``q``), paged (fleet_view.py); the table refreshes itself
+  every ``refresh`` seconds (default 5; it fetches ``?fragment=1`` and swaps the table in).
+- ``/dashboard/nodes``: the nodes of the fleet from the node registry (version, uptime, held
+  long polls, last seen) and Redis (nodes_view.py).
+- ``/dashboard/topic?topic=t``: its description, sizes, pause / resume and purge, a test
+  message form, its live messages a queue and a page at a time (messages_view.py), charts
+  over ``span`` (5m, 1h, 6h, 24h), settings (editable), dead letters with redrive and purge
+  buttons. A topic that does not exist answers 404 and creates nothing.
 - ``/dashboard/message?topic=t&msgId=m``: one message's state and fields.
+
+The pages carry no inline script or style: console.js and console.css, served by this
+blueprint, so they work under ``Content-Security-Policy: default-src 'self'``.
 
 A form answers 303 back to the topic page, whose ``done`` (or ``error``, when the service
 refused: an unknown topic's pause or purge) says what happened.
@@ -19,32 +25,59 @@ too — scripts use the HTTP API, not the console.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from flask import Blueprint, Response, abort, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    redirect,
+    render_template,
+    request,
+    send_file,
+    url_for,
+)
 from markupsafe import Markup
 
-from delayqueue.core.errors import DelayQueueError, NotFound
+from delayqueue.core.errors import BadRequest, DelayQueueError, NotFound
+from delayqueue.core.queue import SendRequest
 from delayqueue.core.status import Status
 from delayqueue.core.topic_controls import PURGE_LIMIT
+from delayqueue.http import audit
 from delayqueue.http.endpoints import route
 from delayqueue.http.request import params, runtime
 from delayqueue.settings.topic_setting import BY_NAME
 
 from . import filters
-from .charts import Series, line_chart
-from .fleet_view import PAGE_SIZES, FleetView, backlog_of
+from .charts import Series, line_chart, number
+from .fleet_view import (
+    DEFAULT_SORT,
+    DEFAULT_SPAN,
+    MAX_INTERVALS,
+    ORDERS,
+    PAGE_SIZES,
+    SORTS,
+    SPAN_LABELS,
+    SPANS,
+    FleetView,
+    backlog_of,
+)
 from .messages_view import MSG_PAGE_SIZES, TABS, read_section
+from .nodes_view import read_nodes, read_redis
 
 console = Blueprint("console", __name__, template_folder="templates")
+STATIC = Path(__file__).parent / "static"
+STATIC_MAX_AGE_S = 300         # console.js / console.css: kept 5 min, then revalidated (ETag)
 
 REFRESH_S = 5
 DEAD_PAGE = 100
 DESCRIPTION = "description"      # the one free-text setting: a textarea holding its value
 PURGE_PER_POST = PURGE_LIMIT     # live messages one "Purge topic" ends (purgeTopic's default)
 
-for _filter in (filters.when, filters.iso, filters.ago, filters.rate, filters.preview):
+for _filter in (filters.when, filters.iso, filters.ago, filters.rate, filters.preview,
+                filters.duration, filters.count):
     console.add_app_template_filter(_filter)
 
 
@@ -84,14 +117,68 @@ def _int_arg(name: str, default: int) -> int:
         return default
 
 
+def _choice(name: str, choices: tuple[str, ...], default: str | None) -> str | None:
+    """A page parameter that takes one of ``choices``: 400 naming it and them otherwise."""
+    value = request.args.get(name) or default
+    if value is not None and value not in choices:
+        raise BadRequest(f"{name}: must be one of {', '.join(choices)}, got {value[:64]!r}")
+    return value
+
+
 @route(console, "fleet")
 def fleet() -> str:
     size = _int_arg("size", 50)
     size = size if size in PAGE_SIZES else 50
     refresh_s = min(max(_int_arg("refresh", REFRESH_S), 1), 3600)
-    page = view().fleet_page(_int_arg("page", 1), size)
+    sort = _choice("sort", SORTS, DEFAULT_SORT) or DEFAULT_SORT
+    order = _choice("order", ORDERS, None)
+    q = request.args.get("q", "")
+    limit = runtime().settings.max_topic_length
+    if len(q) > limit:
+        raise BadRequest(f"q: must be at most {limit} characters (a topic name's), "
+                         f"got {len(q)}")
+    page = view().fleet_page(_int_arg("page", 1), size, sort, order, q)
     template = "console/fleet_table.html" if request.args.get("fragment") else "console/fleet.html"
-    return render_template(template, page=page, refresh_s=refresh_s, sizes=PAGE_SIZES)
+    return render_template(template, page=page, refresh_s=refresh_s, sizes=PAGE_SIZES,
+                           link=fleet_link(page))
+
+
+def fleet_link(page: Any) -> Any:
+    """``link(**changes)``: the URL of the topics page as shown, with ``changes`` (the sort,
+    filter, size and page carry over; a new sort or filter starts at page 1)."""
+    def link(**changes: Any) -> str:
+        args = {"q": page.q or None, "sort": page.sort, "order": page.order,
+                "size": page.size, "page": page.page}
+        if "sort" in changes or "q" in changes:
+            args["page"] = 1
+        if "sort" in changes and "order" not in changes:
+            args["order"] = None
+        args.update(changes)
+        query = {k: v for k, v in args.items() if v is not None}
+        if query.get("sort") == DEFAULT_SORT:
+            query.pop("sort")
+        return url_for("console.fleet", **query)
+    return link
+
+
+@route(console, "nodes")
+def nodes() -> str:
+    rt = runtime()
+    found = read_nodes(rt)
+    return render_template("console/nodes.html", nodes=found, redis=read_redis(rt),
+                           now=found.now_ms, this_node=rt.node_id)
+
+
+@route(console, "consoleScript")
+def script() -> Response:
+    return send_file(STATIC / "console.js", mimetype="text/javascript",
+                     max_age=STATIC_MAX_AGE_S, conditional=True, etag=True)
+
+
+@route(console, "consoleStyle")
+def style() -> Response:
+    return send_file(STATIC / "console.css", mimetype="text/css", max_age=STATIC_MAX_AGE_S,
+                     conditional=True, etag=True)
 
 
 def status_name(status: int) -> str:
@@ -99,38 +186,56 @@ def status_name(status: int) -> str:
 
 
 @route(console, "topic")
-def topic() -> str:
+def topic() -> str | tuple[str, int]:
     p = params()
     name = p.topic()
     rt = runtime()
+    if not rt.controls.known(name):
+        return render_template("console/unknown_topic.html", topic=name,
+                               error=request.args.get("error")), 404
+    span = _choice("span", tuple(SPANS), DEFAULT_SPAN) or DEFAULT_SPAN
     info = rt.queue.topic_info(name)
     messages = read_section(p, name, info)
     backlog = backlog_of(info)
-    history = view().topic_history(name, backlog)
-    seconds = rt.monitor.interval_ms / 1000
-    starts = history.starts
-    charts = [
-        Markup(line_chart("Throughput (messages/s)", starts, [
-            Series("sent/s", [s.counters["sendMsg"] / seconds for s in history.stats]),
-            Series("delivered/s", [s.counters["pullMsg"] / seconds for s in history.stats]),
-            Series("acked/s", [s.counters["ackMsg"] / seconds for s in history.stats]),
-        ])),
-        Markup(line_chart("Delivery lag (ms after triggerTime)", starts, [
-            Series("p50", [s.lag_p50 for s in history.stats]),
-            Series("p99", [s.lag_p99 for s in history.stats]),
-        ], "")),
-        Markup(line_chart("Backlog (estimated)", starts, [Series("backlog", history.backlog)])),
-    ]
+    history = view().topic_history(name, backlog, SPANS[span])
     data, source = rt.admin.get_config(name)
     dead = rt.admin.list(name, DEAD_PAGE, request.args.get("cursor") or None)
     return render_template("console/topic.html", topic=name, info=info, backlog=backlog,
-                           charts=charts, config=data, source=source, rules=BY_NAME,
+                           config=data, source=source, rules=BY_NAME,
                            dead=dead, status_name=status_name, done=request.args.get("done"),
                            error=request.args.get("error"), messages=messages, tabs=TABS,
                            msg_sizes=MSG_PAGE_SIZES, now=rt.clock.now_ms(),
-                           purge_per_post=PURGE_PER_POST,
-                           interval_s=int(seconds),
-                           minutes=round(len(starts) * seconds / 60))
+                           purge_per_post=PURGE_PER_POST, charts=topic_charts(history),
+                           history=history, span=span, spans=SPANS, span_labels=SPAN_LABELS,
+                           max_intervals=MAX_INTERVALS, retention_ms=rt.monitor.retention_ms,
+                           interval_s=rt.monitor.interval_ms // 1000)
+
+
+def topic_charts(history: Any) -> list[tuple[str, Markup]]:
+    """(caption, SVG) of each chart: rates per second, failures per point, lag, backlog."""
+    stats, starts, point = history.stats, history.starts, history.point_ms
+    per_s = [[s.counters[name] / seconds for s, seconds in zip(stats, history.seconds)]
+             for name in ("sendMsg", "pullMsg", "ackMsg")]
+    per_point = filters.duration(point)
+
+    def chart(title: str, series: list[Series], unit: str, fmt: Any = number) -> Markup:
+        return Markup(line_chart(title, starts, series, unit, point, fmt))
+
+    return [
+        ("Throughput", chart("Throughput", [
+            Series("sent/s", per_s[0]), Series("delivered/s", per_s[1]),
+            Series("acked/s", per_s[2])], "messages/s")),
+        (f"Failures (messages per {per_point})", chart("Failures", [
+            Series("nacked", [s.counters["nackMsg"] for s in stats]),
+            Series("ack timeouts", [s.counters["triggerMsgTimeout"] for s in stats]),
+            Series("dead-lettered", [s.counters["deadLettered"] for s in stats])],
+            f"messages per {per_point}")),
+        ("Delivery lag (after triggerTime)", chart("Delivery lag", [
+            Series("p50", [s.lag_p50 for s in stats]),
+            Series("p99", [s.lag_p99 for s in stats])], "lag", filters.duration)),
+        ("Backlog (estimated)", chart("Backlog", [Series("backlog", history.backlog)],
+                                      "messages")),
+    ]
 
 
 @route(console, "message")
@@ -164,6 +269,7 @@ def redrive() -> Response:
     p = params()
     name, msg_id = p.topic(), p.msg_id(required=False)
     count = runtime().admin.redrive(name, msg_id, p.limit(1000))
+    audit.note(count=count)
     return back_to_topic(name, f"redriven: {count}")
 
 
@@ -172,6 +278,7 @@ def purge() -> Response:
     p = params()
     name, msg_id = p.topic(), p.msg_id(required=False)
     count = runtime().admin.purge(name, msg_id)
+    audit.note(count=count)
     return back_to_topic(name, f"purged: {count}")
 
 
@@ -182,6 +289,7 @@ def settings() -> Response:
     values = {k: v for k, v in p.values.items() if k in BY_NAME and v != ""
               and k != DESCRIPTION}
     values = with_description(name, values, p.values.get(DESCRIPTION))  # "": emptied
+    audit.note(settings=values)
     runtime().admin.set_config(name, values, p.boolean("reset", default=False))
     return back_to_topic(name, "settings saved")
 
@@ -209,7 +317,9 @@ def pause() -> Response:
     name = params().topic()
     try:
         changed = runtime().controls.pause(name)
+        audit.note(changed=changed)
     except NotFound as exc:
+        audit.note(code=exc.code, msg=exc.msg)
         return back_to_topic(name, exc.msg, "error")
     return back_to_topic(name, "paused: nothing is handed out until resumed" if changed
                          else "already paused")
@@ -220,7 +330,9 @@ def resume() -> Response:
     name = params().topic()
     try:
         changed = runtime().controls.resume(name)
+        audit.note(changed=changed)
     except NotFound as exc:
+        audit.note(code=exc.code, msg=exc.msg)
         return back_to_topic(name, exc.msg, "error")
     return back_to_topic(name, "resumed" if changed else "not paused: nothing to resume")
 
@@ -232,7 +344,30 @@ def purge_messages() -> Response:
     name = params().topic()
     try:
         result = runtime().controls.purge(name, PURGE_PER_POST)
+        audit.note(count=result.count, remaining=result.remaining,
+                   params={"limit": PURGE_PER_POST})
     except NotFound as exc:
+        audit.note(code=exc.code, msg=exc.msg)
         return back_to_topic(name, exc.msg, "error")
     more = " (purge again to go on)" if result.remaining else ""
     return back_to_topic(name, f"purged: {result.count}, remaining: {result.remaining}{more}")
+
+
+@route(console, "publish")
+def publish() -> Response:
+    """A test message: sendMsg's ``msg`` and ``delayMillis`` (the topic's settings for the
+    rest); the topic page says its msgId, or why it was refused."""
+    p = params()
+    name = p.topic()
+    try:
+        test = SendRequest(p.body(), delay_ms=p.duration("delayMillis"))
+        result = runtime().queue.send_batch(name, [test])[0]
+    except DelayQueueError as exc:
+        if exc.code >= 500:
+            raise
+        return back_to_topic(name, exc.msg, "error")
+    if isinstance(result, DelayQueueError):
+        if result.code >= 500:
+            raise result
+        return back_to_topic(name, result.msg, "error")
+    return back_to_topic(name, f"sent: msgId {result.message.msg_id}")
