@@ -13,7 +13,7 @@ from delayqueue.background.longpoll import long_poll
 from delayqueue.core.errors import BadRequest, DelayQueueError, MissingParameter, redis_errors
 from delayqueue.core.queue import AckRequest, SendRequest, SendResult, VisibilityRequest
 from delayqueue.core.topic_controls import BLOCKED, PURGE_LIMIT, PURGE_MAX, VIEWS
-from delayqueue.monitoring.metrics import Process, render_metrics
+from delayqueue.monitoring.metrics import render_metrics
 from delayqueue.monitoring.monitor_text import monitor_string
 
 from .endpoints import route
@@ -328,9 +328,11 @@ def offline() -> Response:
 def prometheus() -> Response:
     """Answers even when Redis cannot be read: delayqueue_redis_up 0, no fleet series."""
     rt = runtime()
-    body, content_type = render_metrics(
-        rt.monitor, rt.queue.queue_sizes, Process(rt.node_id, rt.hub.held_long_polls),
-        rt.settings.metrics_max_topics)
+
+    def long_polls() -> dict[str, int]:
+        return {n.node: n.held_long_polls for n in rt.nodes.nodes() if not n.lost}
+    body, content_type = render_metrics(rt.monitor, rt.queue.queue_sizes, long_polls,
+                                        rt.settings.metrics_max_topics)
     return Response(body, content_type=content_type)
 
 

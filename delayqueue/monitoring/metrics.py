@@ -6,7 +6,7 @@ flushed samples), so any worker of any node answers for the whole fleet; scrape 
 or sum with care. A fresh registry per scrape keeps no state between requests.
 
 When the scrape's own reads of Redis fail, /metrics still answers: ``delayqueue_redis_up``
-0, the build and the long polls this process holds, and no series read from Redis.
+0, the build, and no series read from Redis.
 
 Past ``metrics-max-topics`` topics (in name order), the rest are summed under one label,
 ``topic="_other"`` (``OTHER_TOPIC``), and ``delayqueue_metrics_topics_folded`` says how many:
@@ -54,18 +54,12 @@ REDIS_FAILURES = (redis.RedisError, RedisClusterException, DelayQueueError)
 
 
 @dataclass(frozen=True)
-class Process:
-    """What the answering worker process knows without Redis."""
-    node: str = ""                                   # Runtime.node_id: host:port
-    held_long_polls: Callable[[], int] = lambda: 0   # Hub.held_long_polls
-
-
-@dataclass(frozen=True)
 class FleetReads:
     """One scrape's reads of Redis."""
     totals: dict[str, Any]
     sizes: dict[str, TopicSizes]
     redis_version: str
+    long_polls: dict[str, int]      # node -> long polls its live processes hold
 
 
 def cumulative_buckets(counts: list[int], bounds: tuple[float, ...] = BOUNDS_MS,
@@ -111,17 +105,18 @@ class MonitorCollector(Collector):
 
     def __init__(self, monitor: Monitor,
                  queue_sizes: Callable[[], dict[str, TopicSizes]],
-                 process: Process = Process(), max_topics: int = 0) -> None:
+                 long_polls: Callable[[], dict[str, int]] = dict, max_topics: int = 0
+                 ) -> None:
         self.monitor = monitor
         self.queue_sizes = queue_sizes
-        self.process = process
+        self.long_polls = long_polls
         self.max_topics = max_topics
 
     def read(self) -> FleetReads | None:
         """The scrape's Redis reads, or None when one failed (redis_up 0)."""
         try:
             return FleetReads(self.monitor.totals(), self.queue_sizes(),
-                              redis_version(self.monitor.client))
+                              redis_version(self.monitor.client), self.long_polls())
         except REDIS_FAILURES as exc:
             logger.debug("/metrics: Redis read failed: %s", exc)
             return None
@@ -142,13 +137,6 @@ class MonitorCollector(Collector):
         build.add_metric([__version__, platform.python_version(),
                           reads.redis_version if reads else ""], 1)
         yield build
-
-        polls = GaugeMetricFamily(
-            "delayqueue_long_polls_held",
-            "Long polls (longPollingMsg) held now by the worker process that answered.",
-            labels=["node"])
-        polls.add_metric([self.process.node], self.process.held_long_polls())
-        yield polls
 
         if reads is not None:
             yield from self.fleet(reads)
@@ -228,6 +216,14 @@ class MonitorCollector(Collector):
 
         yield from self.requests(totals["requests"])
 
+        polls = GaugeMetricFamily(
+            "delayqueue_long_polls_held",
+            "Long polls (longPollingMsg) held per node: the sum of its live processes' counts "
+            "in the node registry (each beats every 5 s).", labels=["node"])
+        for node, held in sorted(reads.long_polls.items()):
+            polls.add_metric([node], held)
+        yield polls
+
     def sizes(self, queue_sizes: dict[str, TopicSizes], label: dict[str, str]
               ) -> Iterable[Metric]:
         """Sizes and dead letters summed, paused topics counted, the oldest age the largest,
@@ -295,8 +291,10 @@ class MonitorCollector(Collector):
 
 
 def render_metrics(monitor: Monitor, queue_sizes: Callable[[], dict[str, TopicSizes]],
-                   process: Process = Process(), max_topics: int = 0) -> tuple[bytes, str]:
-    """The /metrics body and its content type."""
+                   long_polls: Callable[[], dict[str, int]] = dict, max_topics: int = 0
+                   ) -> tuple[bytes, str]:
+    """The /metrics body and its content type. ``long_polls``: node -> held long polls (the
+    node registry's, read by the caller: this floor does not know the registry)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(MonitorCollector(monitor, queue_sizes, process, max_topics))
+    registry.register(MonitorCollector(monitor, queue_sizes, long_polls, max_topics))
     return generate_latest(registry), CONTENT_TYPE_LATEST

@@ -68,6 +68,7 @@ def exported(redis_server):
         assert http.post(Q + "pauseTopic", data={"topic": "t"}).get_json()["paused"] is True
         rt.monitor.observe_loop("schedule", 1.5)
         rt.monitor.flush()
+        rt.nodes.tick()      # this process in the node registry: its held long polls
         text = http.get("/metrics").get_data(as_text=True)
     samples: dict[str, dict[str, set[str]]] = {}
     for family in text_string_to_metric_families(text):

@@ -17,6 +17,7 @@ from test_metrics import START_MS, make_monitor, samples_by_name, value
 
 from delayqueue import __version__
 from delayqueue.background.longpoll import long_poll
+from delayqueue.background.node_registry import NodeRegistry
 from delayqueue.background.runtime import Runtime
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.histogram import REQUEST_BOUNDS_MS
@@ -27,7 +28,6 @@ from delayqueue.monitoring.metrics import (
     OTHER_TOPIC,
     QUEUE_STATES,
     SERIES_PER_TOPIC,
-    Process,
     render_metrics,
 )
 from delayqueue.settings.config import load_settings
@@ -172,14 +172,13 @@ def test_metrics_answer_with_redis_up_0_and_no_fleet_series_while_redis_is_down(
     _, samples = samples_by_name(response.get_data())
     assert value(samples, "delayqueue_redis_up") == 0
     assert value(samples, "delayqueue_build_info", redis_version="") == 1
-    node = app.extensions["delayqueue"].node_id
-    assert value(samples, "delayqueue_long_polls_held", node=node) == 0
-    assert set(samples) == {"delayqueue_redis_up", "delayqueue_build_info",
-                            "delayqueue_long_polls_held"}
+    assert set(samples) == {"delayqueue_redis_up", "delayqueue_build_info"}
 
 
-def test_held_long_polls_are_the_answering_process_own(redis_url):
-    rt = make_runtime(redis_url)
+def test_held_long_polls_are_every_node_s_from_the_node_registry(redis_db_url):
+    """Any worker answers for every node: the sums of their processes' last beats."""
+    app = create_app(overrides={"redis_url": redis_db_url, "snapshot_dir": ""})
+    rt = app.extensions["delayqueue"]
     threads = [threading.Thread(target=long_poll, daemon=True,
                                 args=(rt.queue, rt.hub, rt.clock, "held", 1, None, 2_000, 5.0))
                for _ in range(3)]
@@ -187,11 +186,13 @@ def test_held_long_polls_are_the_answering_process_own(redis_url):
         thread.start()
     wait_until(lambda: rt.hub.held_long_polls() == 3, 5, interval_s=0.01,
                message="three polls not held")
-    body, _ = render_metrics(rt.monitor, rt.queue.queue_sizes,
-                             Process(rt.node_id, rt.hub.held_long_polls))
-    _, samples = samples_by_name(body)
-    assert [(s.labels, s.value) for s in samples["delayqueue_long_polls_held"]] == [
-        ({"node": rt.node_id}, 3)]
+    rt.nodes.tick()                                       # this process's beat: 3 held
+    for pid, held in ((101, 4), (102, 1)):                # another node's two workers
+        NodeRegistry(rt.client, rt.keys, rt.clock, "other-host:8080", lambda h=held: h,
+                     pid=pid).tick()
+    _, samples = samples_by_name(app.test_client().get("/metrics").get_data())
+    assert {s.labels["node"]: s.value for s in samples["delayqueue_long_polls_held"]} == {
+        rt.node_id: 3, "other-host:8080": 5}
     for thread in threads:
         thread.join(5)
     assert rt.hub.held_long_polls() == 0
