@@ -32,21 +32,23 @@ run: install-server
 	$(VENV)/bin/delayqueue serve
 
 # Debian packages some tests need: faketime (a node with a skewed clock), chromium (the
-# report and the console open in a headless browser) and chromium-driver (selenium drives the
-# console's browser tests). Installed when missing and we are root; otherwise make test stops
+# report and the console open in a headless browser), chromium-driver (selenium drives the
+# console's browser tests) and prometheus, for its promtool (the alert rules are checked and
+# unit-tested with it). Installed when missing and we are root; otherwise make test stops
 # here, rather than let those tests fail or be skipped.
-SYSTEM_PACKAGES := faketime chromium chromium-driver
+SYSTEM_PACKAGES := faketime chromium chromium-driver prometheus
 system-deps:
 	@missing=""; \
 	command -v faketime >/dev/null 2>&1 || missing="$$missing faketime"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
+	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing Debian packages:$$missing"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else \
-	    echo "error: missing$$missing: install them with apt-get as root (the clock-skew, report and console tests need them)"; exit 1; \
+	    echo "error: missing$$missing: install them with apt-get as root (the clock-skew, report, console and alert-rule tests need them)"; exit 1; \
 	  fi; \
 	fi
 

@@ -10,6 +10,12 @@ BOUNDS_MS: tuple[float, ...] = (
     1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000, math.inf,
 )
 
+# Upper bounds (ms) of the HTTP request-duration buckets: finer below a millisecond, where a
+# send or an ack answers, and up to the longest long-poll hold (60 s by default).
+REQUEST_BOUNDS_MS: tuple[float, ...] = (
+    0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, math.inf,
+)
+
 
 def bucket_index(gap_ms: float) -> int:
     """Index of the bucket a gap falls in (negative gaps count in the first bucket)."""

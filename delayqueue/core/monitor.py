@@ -13,12 +13,16 @@ Scheduler loop timings use the pseudo-topic ``LOOP_TOPIC = "\\tloop"`` (no real 
 with a tab) and the loop's name as the histogram: ``"\\tloop\\tpromote:b0"``; server events
 (``EVENTS``, such as a write Redis refused over maxmemory) the pseudo-topic ``"\\tevent"``;
 audited writes (http/audit.py) the pseudo-topic ``"\\taudit"`` and the endpoint's name.
+Answered HTTP requests use ``REQUEST_TOPIC = "\\trequest"``: ``"\\trequest\\t<route>\\t<code>"``
+counts them, ``"\\trequest\\t<route>:sum"`` and ``:b<i>`` (buckets of
+``histogram.REQUEST_BOUNDS_MS``; the count is their sum) hold their durations in ms.
 Time gaps are whole milliseconds (rounded, negatives clamped to 0); loop durations keep
 fractional ms in sum and max.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import threading
@@ -28,9 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from delayqueue.core.clock import Clock
-from delayqueue.core.histogram import BOUNDS_MS, bucket_index, percentile
+from delayqueue.core.histogram import BOUNDS_MS, REQUEST_BOUNDS_MS, bucket_index, percentile
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.scripts import Scripts
 
@@ -46,6 +51,7 @@ EVENTS = ("redisOutOfMemory",)
 LOOP_TOPIC = "\tloop"
 EVENT_TOPIC = "\tevent"
 AUDIT_TOPIC = "\taudit"
+REQUEST_TOPIC = "\trequest"
 FIELD_SEPARATOR = "\t"
 # Intervals kept in the local buffer while Redis is unreachable; older ones are dropped.
 MAX_BUFFERED_INTERVALS = 10
@@ -91,8 +97,8 @@ class _Samples:
         return out
 
 
-def empty_histogram() -> dict[str, Any]:
-    return {"count": 0, "sum": 0, "max": 0, "counts": [0] * len(BOUNDS_MS)}
+def empty_histogram(bounds: tuple[float, ...] = BOUNDS_MS) -> dict[str, Any]:
+    return {"count": 0, "sum": 0, "max": 0, "counts": [0] * len(bounds)}
 
 
 def empty_topic_stats() -> dict[str, Any]:
@@ -118,7 +124,7 @@ def _number(value: str | bytes) -> int | float:
 def _apply_histogram_field(hist: dict[str, Any], suffix: str, value: float) -> None:
     if suffix in ("count", "sum", "max"):
         hist[suffix] = value
-    elif suffix.startswith("b") and suffix[1:].isdigit() and int(suffix[1:]) < len(BOUNDS_MS):
+    elif suffix.startswith("b") and suffix[1:].isdigit() and int(suffix[1:]) < len(hist["counts"]):
         hist["counts"][int(suffix[1:])] = int(value)
 
 
@@ -141,13 +147,51 @@ def parse_monitor_hash(raw: dict) -> tuple[dict[str, dict], dict[str, dict]]:
         if not sep:
             continue
         if metric in COUNTERS:
-            topics.setdefault(topic, empty_topic_stats())[metric] = int(value)
+            _topic_stats(topics, topic)[metric] = int(value)
             continue
         hist_name, _, suffix = metric.rpartition(":")
         if hist_name in HISTOGRAMS:
-            stats = topics.setdefault(topic, empty_topic_stats())
-            _apply_histogram_field(stats[hist_name], suffix, value)
+            _apply_histogram_field(_topic_stats(topics, topic)[hist_name], suffix, value)
     return topics, loops
+
+
+def _topic_stats(topics: dict[str, dict], topic: str) -> dict:
+    """The topic's stats, made on its first field only (a /metrics scrape parses ~20 fields
+    per topic: building empty stats for each was a tenth of a scrape of 10,000 topics)."""
+    stats = topics.get(topic)
+    if stats is None:
+        stats = topics[topic] = empty_topic_stats()
+    return stats
+
+
+@dataclass
+class RequestStats:
+    """The HTTP requests answered: counts by (route, code), a duration histogram by route."""
+
+    counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    durations: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def parse_requests(raw: dict) -> RequestStats:
+    """The ``REQUEST_TOPIC`` fields of a monitor HASH; a histogram's count is its buckets' sum."""
+    stats = RequestStats()
+    prefix = REQUEST_TOPIC + FIELD_SEPARATOR
+    for raw_field, raw_value in raw.items():
+        name = _text(raw_field)
+        if not name.startswith(prefix):
+            continue
+        route, sep, code = name[len(prefix):].partition(FIELD_SEPARATOR)
+        if sep:
+            stats.counts[(route, code)] = int(_number(raw_value))
+            continue
+        route, _, suffix = route.rpartition(":")
+        hist = stats.durations.get(route)
+        if hist is None:
+            hist = stats.durations[route] = empty_histogram(REQUEST_BOUNDS_MS)
+        _apply_histogram_field(hist, suffix, _number(raw_value))
+    for hist in stats.durations.values():
+        hist["count"] = sum(hist["counts"])
+    return stats
 
 
 def time_gap_stats(topic: str, hist: dict[str, Any]) -> dict[str, Any]:
@@ -182,9 +226,10 @@ class Monitor:
 
     # -- recording (hot path: no I/O) ---------------------------------------------------------
 
-    def _samples(self) -> _Samples:
-        """The current interval's samples; the caller holds the lock."""
-        start = self.interval_start(self.clock.now_ms())
+    def _samples(self, now_ms: int | None = None) -> _Samples:
+        """The current interval's samples (now by the clock unless given); the caller holds
+        the lock."""
+        start = self.interval_start(self.clock.now_ms() if now_ms is None else now_ms)
         samples = self._pending.get(start)
         if samples is None:
             samples = self._pending[start] = _Samples()
@@ -243,6 +288,21 @@ class Monitor:
             samples.floats[prefix + "sum"] += duration
             samples.set_max(prefix + "max", duration)
             samples.ints[f"{prefix}b{bucket_index(duration)}"] += 1
+
+    def record_request(self, route: str, code: str, duration_ms: float) -> None:
+        """One answered HTTP request, by route and code, and its duration: three dict updates,
+        the cheapest record there is (the hot path of every request)."""
+        try:
+            now = self.clock.now_ms()
+        except (redis.RedisError, RedisClusterException):
+            return  # never reached Redis, so no clock: an answer must not fail for a count
+        prefix = f"{REQUEST_TOPIC}{FIELD_SEPARATOR}{route}"
+        bucket = bisect.bisect_left(REQUEST_BOUNDS_MS, duration_ms)
+        with self._lock:
+            samples = self._samples(now)
+            samples.ints[f"{prefix}{FIELD_SEPARATOR}{code}"] += 1
+            samples.ints[f"{prefix}:b{bucket}"] += 1
+            samples.floats[prefix + ":sum"] += duration_ms
 
     # -- flushing ------------------------------------------------------------------------------
 
@@ -357,7 +417,8 @@ class Monitor:
 
     def totals(self) -> dict:
         """Cumulative fleet-wide stats: {"topics": {topic: stats}, "loops": {loop: histogram},
-        "events": {event: count}, "audit": {route: audited writes}}."""
+        "events": {event: count}, "audit": {route: audited writes},
+        "requests": RequestStats}."""
         raw = self.client.hgetall(self.keys.monitor_total)
         topics, loops = parse_monitor_hash(raw)
         events = dict.fromkeys(EVENTS, 0)
@@ -370,4 +431,5 @@ class Monitor:
                 events[name[len(prefix):]] = int(_number(raw_value))
             elif name.startswith(audit_prefix):
                 audit[name[len(audit_prefix):]] = int(_number(raw_value))
-        return {"topics": topics, "loops": loops, "events": events, "audit": audit}
+        return {"topics": topics, "loops": loops, "events": events, "audit": audit,
+                "requests": parse_requests(raw)}

@@ -93,12 +93,15 @@ class VisibilityRequest:
 
 
 class TopicSizes(NamedTuple):
-    """A topic's queue sizes (``queue_sizes``), and whether it is paused."""
+    """A topic's queue sizes (``queue_sizes``), whether it is paused, its dead letters and
+    how long its oldest ready message has waited."""
     waiting: int          # not yet due, blocked ones included
     ready: int
     consuming: int
     group_blocked: int    # due, behind their group's head
     paused: bool = False
+    dead: int = 0         # dead letters kept for redrive: not live, not in the backlog
+    oldest_ready_age_ms: int = 0   # now - when the ready queue's head became ready; 0: none
 
     @property
     def backlog(self) -> int:
@@ -442,10 +445,15 @@ class DelayQueue:
         default = self.settings.dead_letter_retention_millis
         return {topic: int(value) if value else default for topic, value in zip(topics, own)}
 
-    def queue_sizes(self) -> dict[str, TopicSizes]:
+    def queue_sizes(self, health: bool = True) -> dict[str, TopicSizes]:
         """The sizes of every registered topic and its pause, one pipelined round trip
-        (waiting counts blocked messages not yet due, as getTopicInfo does)."""
+        (waiting counts blocked messages not yet due, as getTopicInfo does); with ``health``
+        (/metrics), its dead letters and the age of its oldest ready message too, in the
+        same round trip: the ready queue scores each message by when it became ready, and
+        the age is against the fleet's clock. Without (the console's sort by backlog), two
+        commands fewer per topic."""
         topics = self.topics()
+        width = 8 if health else 6
         with redis_errors():
             now = self.clock.now_ms()
             pipe = self.client.pipeline(transaction=False)
@@ -454,12 +462,17 @@ class DelayQueue:
                 pipe.zcard(tk.waiting).zcard(tk.ready).zcard(tk.ack)
                 pipe.zcount(tk.held, f"({now}", "+inf").zcount(tk.held, "-inf", now)
                 pipe.hget(tk.config, "paused")
+                if health:
+                    pipe.zcard(tk.dead).zrange(tk.ready, 0, 0, withscores=True)
             counts = pipe.execute()
         sizes = {}
         for i, topic in enumerate(topics):
-            waiting, ready, ack, held_waiting, blocked, paused = counts[6 * i:6 * i + 6]
+            waiting, ready, ack, held_waiting, blocked, paused, *rest = (
+                counts[width * i:width * i + width])
+            dead, head = rest or (0, None)
+            age = max(0, now - int(head[0][1])) if head else 0
             sizes[topic] = TopicSizes(waiting + held_waiting, ready, ack, blocked,
-                                      paused == "1")
+                                      paused == "1", dead, age)
         return sizes
 
 

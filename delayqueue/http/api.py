@@ -326,9 +326,13 @@ def offline() -> Response:
 
 @route(api, "metrics")
 def prometheus() -> Response:
+    """Answers even when Redis cannot be read: delayqueue_redis_up 0, no fleet series."""
     rt = runtime()
-    with redis_errors():
-        body, content_type = render_metrics(rt.monitor, rt.queue.queue_sizes)
+
+    def long_polls() -> dict[str, int]:
+        return {n.node: n.held_long_polls for n in rt.nodes.nodes() if not n.lost}
+    body, content_type = render_metrics(rt.monitor, rt.queue.queue_sizes, long_polls,
+                                        rt.settings.metrics_max_topics)
     return Response(body, content_type=content_type)
 
 

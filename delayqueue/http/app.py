@@ -19,6 +19,7 @@ from .body_encoding import register_body_encoding
 from .headers import register_headers
 from .jsonio import OrjsonProvider
 from .request import envelope
+from .request_metrics import register_request_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ def create_app(overrides: Mapping[str, Any] | None = None,
     register_access(app, settings)
     register_headers(app)
     register_audit(app)
+    register_request_metrics(app, app.extensions["delayqueue"].monitor)
     return app
 
 

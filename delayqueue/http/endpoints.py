@@ -379,8 +379,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("consoleStyle", "/dashboard/console.css", ("GET",), namespace(ADMIN), PLAIN,
              "console", "The console pages' style sheet.", answer="CSS.", media="text/css"),
     Endpoint("metrics", "/metrics", ("GET",), namespace(ADMIN), PLAIN, "monitoring",
-             "Prometheus text: fleet-wide counters, queue sizes, time-gap histograms, "
-             "scheduler loop timings.", answer="Prometheus exposition format 0.0.4.",
+             "Prometheus text: fleet-wide counters, queue sizes, dead letters, the oldest "
+             "ready age, time-gap histograms, scheduler loop timings, HTTP requests; and "
+             "whether Redis could be read (still HTTP 200 when not).",
+             answer="Prometheus exposition format 0.0.4.",
              example="delayqueue_queue_size{topic=\"orders\",state=\"ready\"} 3.0\n",
              media="text/plain"),
     Endpoint("openapi", "/openapi.json", ("GET",), OPEN, PLAIN, "meta", "This document.",

@@ -317,6 +317,9 @@ class Settings:
     # Monitoring.
     snapshot_dir: str = _setting("./data/snapshots", "snapshot directory; empty disables",
                                  _string(empty_ok=True))
+    metrics_max_topics: int = _setting(
+        1000, "most topics with their own /metrics series; the others are summed under "
+        "topic=\"_other\" (0: no limit)", _integer(0))
     # HTTP server (gunicorn).
     host: str = _setting("0.0.0.0", "listen address", _string(empty_ok=False))
     port: int = _setting(8080, "listen port", _integer(1, 65535))

@@ -64,7 +64,14 @@ def test_metrics_is_prometheus_text_with_queue_sizes(node, topic):
     assert "delayqueue_queue_size" in families
     sizes = {s.labels["state"]: s.value for s in families["delayqueue_queue_size"].samples
              if s.labels.get("topic") == topic}
-    assert sizes["waiting"] == 1 and sizes["ready"] == 1
+    assert sizes["waiting"] == 1 and sizes["ready"] == 1 and sizes["dead"] == 0
+    # Every topology's reads succeed: the sizes pipeline (its ready head too) and INFO.
+    assert [s.value for s in families["delayqueue_redis_up"].samples] == [1]
+    (build,) = families["delayqueue_build_info"].samples
+    assert build.labels["redis_version"] and build.value == 1
+    (age,) = [s.value for s in families["delayqueue_oldest_ready_age_seconds"].samples
+              if s.labels["topic"] == topic]
+    assert age >= 0
     api.pull(node, topic)
 
     def flushed():

@@ -125,20 +125,20 @@ def test_group_blocked_is_exported_exactly_and_waiting_holds_the_blocked_not_yet
     queue.send("t", "b", msg_id="u1")                                    # ungrouped
     queue.send("t", "b", msg_id="u2", delay_ms=120_000)
     assert queue_size_gauge(rt, "t") == {
-        "waiting": 2, "ready": 3, "consuming": 0, "group_blocked": 1}
+        "waiting": 2, "ready": 3, "consuming": 0, "group_blocked": 1, "dead": 0}
 
     pulled = queue.pull("t", count=10).messages
     assert [m.msg_id for m in pulled] == ["g1", "h1", "u1"]   # one per group, send order
     assert queue_size_gauge(rt, "t") == {
-        "waiting": 2, "ready": 0, "consuming": 3, "group_blocked": 1}
+        "waiting": 2, "ready": 0, "consuming": 3, "group_blocked": 1, "dead": 0}
 
     clock.advance(60_000)   # g3 falls due behind g1: waiting -> group_blocked, no promotion
     assert queue_size_gauge(rt, "t") == {
-        "waiting": 1, "ready": 0, "consuming": 3, "group_blocked": 2}
+        "waiting": 1, "ready": 0, "consuming": 3, "group_blocked": 2, "dead": 0}
 
     queue.ack("t", "g1", pulled[0].receipt)     # the head ends: g2 is the group's front
     assert queue_size_gauge(rt, "t") == {
-        "waiting": 1, "ready": 1, "consuming": 2, "group_blocked": 1}
+        "waiting": 1, "ready": 1, "consuming": 2, "group_blocked": 1, "dead": 0}
     info = queue.topic_info("t")
     assert (info["waitingQueueSize"], info["readyQueueSize"], info["ackQueueSize"],
             info["groupBlockedSize"]) == (1, 1, 2, 1)

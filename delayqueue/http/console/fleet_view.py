@@ -248,7 +248,7 @@ class FleetView:
                    order: str | None = None, q: str = "") -> FleetPage:
         """A page of the topics whose name holds ``q``, sorted by ``sort`` (one of SORTS)."""
         order = order or default_order(sort)
-        sizes = self.queue.queue_sizes()
+        sizes = self.queue.queue_sizes(health=False)
         names = [t for t in sizes if q in t] if q else list(sizes)
         window = Window.at(self.monitor, self.queue.clock.now_ms())
         ordered, recent = self._ordered(sizes, names, sort, order, window)
