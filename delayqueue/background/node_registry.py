@@ -160,7 +160,7 @@ class NodeRegistry:
         was taken offline: two round trips."""
         now = self.clock.now_ms()
         by_node: dict[str, list[ProcessBeat]] = {}
-        for text in self.client.hvals(self.key):
+        for text in self.client.hgetall(self.key).values():   # the ACL has HGETALL
             beat = ProcessBeat.from_json(text)
             if beat is not None and now - beat.seen_ms <= DROP_AFTER_MS:
                 by_node.setdefault(beat.node, []).append(beat)

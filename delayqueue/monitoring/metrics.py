@@ -75,8 +75,13 @@ def cumulative_buckets(counts: list[int], bounds: tuple[float, ...] = BOUNDS_MS,
 
 
 def redis_version(client: redis.Redis) -> str:
-    """The Redis server's version (on a Cluster client, the first node's)."""
-    info = client.info("server")
+    """The Redis server's version (on a Cluster client, the first node's); "" when it cannot
+    be read (a Redis user without INFO): a label, never what decides redis_up."""
+    try:
+        info = client.info("server")
+    except REDIS_FAILURES as exc:
+        logger.debug("/metrics: INFO failed: %s", exc)
+        return ""
     if "redis_version" not in info and info:
         info = next(iter(info.values()))
     return str(info.get("redis_version", ""))
