@@ -21,6 +21,8 @@ from delayqueue.http.console.filters import rate
 from delayqueue.http.console.fleet_view import RECENT_INTERVALS
 from delayqueue.settings.config import load_settings
 
+from support.round_trips import RoundTrips
+
 Q = "/camellia/delayQueue/"
 SAME_ORIGIN = {"Sec-Fetch-Site": "same-origin"}
 
@@ -661,6 +663,23 @@ def test_topics_sort_by_any_column_both_ways_ties_by_name(http):
     assert re.search(r'<a data-sort="ready" href="/dashboard/\?sort=ready&amp;order=desc'
                      r'&amp;size=50&amp;page=1"\s*aria-sort="ascending">ready ▲</a>', html)
     assert '<a data-sort="topic" href="/dashboard/?sort=topic&amp;size=50&amp;page=1">' in html
+
+
+def test_sorting_by_dead_letters_reads_them_with_the_sizes(http, monkeypatch):
+    """The dead sort asks queue_sizes for its health reads: the dead-letter counts ride in
+    the sizes' round trip, so the page costs the round trips the backlog sort does."""
+    make_dead(http, "d-dead")
+    send(http, "a-live", 2)
+    http.get("/dashboard/")                       # anything loaded once is loaded
+    trips = {}
+    for sort in ("backlog", "dead"):
+        counted = RoundTrips(monkeypatch)
+        html = http.get(f"/dashboard/?sort={sort}").get_data(as_text=True)
+        monkeypatch.undo()
+        trips[sort] = counted.count
+        assert sorted(shown_order(html)) == ["a-live", "d-dead"]
+    assert shown_order(html) == ["d-dead", "a-live"]
+    assert trips["dead"] == trips["backlog"], trips
 
 
 def test_the_filter_keeps_sort_and_paging_in_its_links(http, redis_client, app):

@@ -18,6 +18,7 @@ conftest modules only one can be importable by that name. pyproject's pytest set
     topologies.py    Sentinel (1+2+3) and Cluster (3+3) topologies from redis-server, and the
                      Backend a parametrized node runs on (standalone, sentinel, cluster)
     failover.py      a steady load with a checker (lost, early, unavailability) for failovers
+    round_trips.py   RoundTrips: how many round trips redis-py made (a bound a test asserts)
 """
 
 from support.wait import wait_until

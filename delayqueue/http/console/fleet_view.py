@@ -4,8 +4,9 @@ topic's history over a span.
 Reads only, and only what a page needs. The fleet page filters the registered topics by
 name (``q``: a substring), sorts them (``sort``, ``order``) and pages them. Sorting by a size
 reads the sizes of every matching topic (``DelayQueue.queue_sizes``: three ZCARDs and two
-ZCOUNTs per topic, one pipelined round trip; ``dead`` adds a ZCARD of each dead-letter
-queue), by a rate or a lag the recent intervals' monitor hashes whole (one HGETALL each).
+ZCOUNTs per topic, one pipelined round trip; ``dead`` asks for its health reads too, the
+dead-letter ZCARD in the same round trip), by a rate or a lag the recent intervals' monitor
+hashes whole (one HGETALL each).
 Then it reads the sizes (``DelayQueue.topic_infos``) and, for the default sorts, the monitor
 counters of the page's topics alone: HMGET of their fields in the ``RECENT_INTERVALS`` last
 complete intervals' hashes and the current one's. So a page costs about the same with 10
@@ -147,14 +148,14 @@ class TopicRow:
 SIZE_SORTS = {
     "backlog": lambda s: s.backlog, "waiting": lambda s: s.waiting,
     "ready": lambda s: s.ready, "consuming": lambda s: s.consuming,
-    "blocked": lambda s: s.group_blocked,
+    "blocked": lambda s: s.group_blocked, "dead": lambda s: s.dead,
 }
 RATE_SORTS = {
     "sendRate": lambda r, seconds: r.counters["sendMsg"] / seconds,
     "deliveryRate": lambda r, seconds: r.counters["pullMsg"] / seconds,
     "lagP50": lambda r, seconds: r.lag_p50, "lagP99": lambda r, seconds: r.lag_p99,
 }
-SORTS = ("topic", *SIZE_SORTS, "dead", *RATE_SORTS)
+SORTS = ("topic", *SIZE_SORTS, *RATE_SORTS)
 DEFAULT_SORT = "backlog"
 ORDERS = ("asc", "desc")
 
@@ -215,14 +216,6 @@ class FleetView:
                 per_topic.setdefault(topic, []).append(stats_of(entry))
         return {topic: merge(stats) for topic, stats in per_topic.items()}
 
-    def _dead_sizes(self, topics: list[str]) -> dict[str, int]:
-        """Each topic's dead-letter queue as stored (ZCARD: letters past their retention
-        count until the scheduler drops them), one round trip."""
-        pipe = self.monitor.client.pipeline(transaction=False)
-        for topic in topics:
-            pipe.zcard(self.queue.topic_keys(topic).dead)
-        return dict(zip(topics, pipe.execute()))
-
     def _ordered(self, sizes: dict[str, TopicSizes], names: list[str], sort: str, order: str,
                  window: Window) -> tuple[list[str], dict[str, IntervalStats] | None]:
         """``names`` in the page's order (ties by name), and every topic's recent stats when
@@ -235,8 +228,6 @@ class FleetView:
         if sort in SIZE_SORTS:
             size_of = SIZE_SORTS[sort]
             values: dict[str, float] = {t: size_of(sizes[t]) for t in names}
-        elif sort == "dead":
-            values = self._dead_sizes(names) if names else {}
         else:
             recent = self._recent_all(window.starts)
             rate_of = RATE_SORTS[sort]
@@ -248,7 +239,8 @@ class FleetView:
                    order: str | None = None, q: str = "") -> FleetPage:
         """A page of the topics whose name holds ``q``, sorted by ``sort`` (one of SORTS)."""
         order = order or default_order(sort)
-        sizes = self.queue.queue_sizes(health=False)
+        # Only the dead sort needs the health reads (dead letters, and the ready head's age).
+        sizes = self.queue.queue_sizes(health=sort == "dead")
         names = [t for t in sizes if q in t] if q else list(sizes)
         window = Window.at(self.monitor, self.queue.clock.now_ms())
         ordered, recent = self._ordered(sizes, names, sort, order, window)
