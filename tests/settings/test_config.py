@@ -18,7 +18,7 @@ from delayqueue.settings.config import (
     find_config_file,
     load_settings,
 )
-from delayqueue.settings.redis_connection import RedisTarget, parse_target
+from delayqueue.settings.redis_url import RedisTarget, parse_target
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "config" / "delayqueue.yaml"
 
