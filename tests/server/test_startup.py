@@ -20,7 +20,7 @@ from delayqueue.server.startup import insecure_line, port_in_use, urls_line
 from delayqueue.settings.config import load_settings
 
 from support.node import REPO, ServerProcess
-from support.ports import PORT_TAKEN, free_port
+from support.ports import PORT_TAKEN, free_port, refused_port
 from support.wait import wait_until
 
 DELAYQUEUE = Path(sys.executable).parent / "delayqueue"
@@ -99,6 +99,40 @@ def test_a_storage_refusal_in_the_masters_check_still_stops_gunicorn(redis_url, 
                             env=serve_env(DELAYQUEUE_REDIS_URL=redis_url))
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("delayqueue: storage: namespace 'default'"), result.stderr
+
+
+def test_an_unreachable_redis_in_the_masters_check_is_a_warning_and_gunicorn_starts():
+    """The check's child exits 0 when it cannot reach Redis (a node starts whenever Redis is
+    down): one warning line, in LOG_FORMAT, from the child, not the master."""
+    code = "import os, delayqueue.gunicorn_conf\nprint(os.getpid())"
+    with refused_port() as port:
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                cwd=REPO, timeout=60,
+                                env=serve_env(DELAYQUEUE_REDIS_URL=f"redis://127.0.0.1:{port}"))
+    assert result.returncode == 0, result.stderr
+    [line] = result.stderr.splitlines()
+    pid, level = LOG_LINE.match(line).groups()
+    assert level == "WARNING" and pid != result.stdout.strip(), line
+    assert "storage format not checked, Redis unreachable" in line, line
+
+
+@pytest.mark.parametrize("inherited", [None, "GUNICORN_FD", "LISTEN_FDS"])
+def test_the_masters_port_check_skips_sockets_handed_over(redis_url, inherited):
+    """A USR2 re-exec or systemd hands the master its listening sockets (the port is in use
+    by design): only a master binding its own port stops on a port in use."""
+    code = "import delayqueue.gunicorn_conf as conf\nconf.on_starting(None)\nprint('started')"
+    env = {inherited: "3"} if inherited else {}
+    with listening_socket() as taken:
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
+            env=serve_env(DELAYQUEUE_REDIS_URL=redis_url, DELAYQUEUE_HOST="127.0.0.1",
+                          DELAYQUEUE_PORT=str(port), **env))
+    if inherited:
+        assert (result.returncode, result.stdout) == (0, "started\n"), result.stderr
+    else:
+        assert result.returncode == 2, result.stderr
+        assert result.stderr == f"port {port} is in use; choose another with DELAYQUEUE_PORT\n"
 
 
 def test_gunicorn_on_a_port_in_use_exits_at_once_with_one_line(redis_url):
