@@ -7,7 +7,8 @@ reading the settings here, at import, is the point of it (no other module does t
 gunicorn's master runs this, so it imports nothing that imports redis-py: a worker forked
 from a master holding redis-py is monkey-patched by gevent too late, and gevent warns
 (``MonkeyPatchWarning``). The storage check, which talks to Redis, runs in a forked child
-(server/startup.py); tests/server/test_startup.py holds the master to that.
+(server/startup.py), from ``on_starting``; tests/server/test_startup.py holds the master to
+that.
 """
 
 from __future__ import annotations
@@ -29,10 +30,6 @@ if not _settings.redis_url:
     print("delayqueue: config error: redis-url: is empty; set DELAYQUEUE_REDIS_URL, or start "
           "with `delayqueue serve`, which runs an embedded Redis", file=sys.stderr)
     sys.exit(2)
-# A namespace written in an older storage format must be migrated first (core/storage.py).
-_code = startup.check_storage_apart(_settings)
-if _code:
-    sys.exit(_code)
 
 proc_name = "delayqueue"
 bind = f"{_settings.host}:{_settings.port}"
@@ -74,12 +71,20 @@ control_socket_disable = True
 
 
 def on_starting(server) -> None:
-    """A port already in use stops the node at once, where gunicorn would retry its bind for
+    """Once per master start, before it binds and forks workers: the port, then the storage.
+
+    A port already in use stops the node at once, where gunicorn would retry its bind for
     five seconds and then exit with a traceback-like line; sockets handed over by a USR2
-    re-exec or systemd are in use by design."""
+    re-exec or systemd are in use by design. Then a namespace written in an older storage
+    format must be migrated first (core/storage.py): checked after the port, since the check
+    waits on Redis (up to its timeouts when Redis does not answer).
+    """
     if not startup.sockets_inherited() and startup.port_in_use(_settings.host, _settings.port):
         print(startup.port_in_use_message(_settings.port, "DELAYQUEUE_PORT"), file=sys.stderr)
         sys.exit(2)
+    code = startup.check_storage_apart(_settings)
+    if code:
+        sys.exit(code)
 
 
 def when_ready(server) -> None:

@@ -36,6 +36,8 @@ import warnings
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterator
 
+from delayqueue import extras
+
 if TYPE_CHECKING:
     import redis
 
@@ -249,9 +251,8 @@ def _settings(**values: Any) -> Settings:
     try:
         from delayqueue.settings.config import Settings
     except ModuleNotFoundError as exc:
-        raise ImportError("delayqueue.testing runs the server in-process: "
-                          f"pip install 'delayqueue[testing]' (no module named {exc.name!r})"
-                          ) from exc
+        raise ImportError(extras.missing_extra("delayqueue.testing (the server in-process)",
+                                               "testing", exc)) from exc
     return Settings(**values)
 
 

@@ -18,6 +18,8 @@ import json
 import sys
 from typing import Any, NoReturn, Sequence
 
+from delayqueue import extras
+
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_STALE, EXIT_BACKLOG = 0, 1, 2, 3, 4, 5
 EXIT_INTERRUPTED = 130  # as a shell reports a command stopped by SIGINT
 
@@ -91,8 +93,5 @@ def missing_extra(what: str, extra: str, error: ModuleNotFoundError) -> int:
     """A command whose extra is not installed says which one in one line (exit 1): the
     client commands come with ``pip install delayqueue``, ``serve`` and ``migrate-storage``
     with the ``server`` extra, ``report`` with the ``report`` extra. A missing module of our
-    own is a broken install, not a missing extra: raised as it is."""
-    if (error.name or "").split(".")[0] in ("delayqueue", "spark_jobs"):
-        raise error
-    return fail(f"{what} needs `pip install 'delayqueue[{extra}]'` "
-                f"(no module named {error.name!r})", EXIT_FAILURE, kind="missing_extra")
+    own is a broken install, not a missing extra: raised as it is (delayqueue/extras.py)."""
+    return fail(extras.missing_extra(what, extra, error), EXIT_FAILURE, kind="missing_extra")

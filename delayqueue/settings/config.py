@@ -33,6 +33,7 @@ from .redis_url import (
     STANDALONE_SCHEMES,
     RedisUrlError,
     parse_target,
+    scheme_of,
 )
 from .topic_setting import BY_NAME
 from .value import ValueProblem, parse_bool, parse_int, parse_number
@@ -180,7 +181,7 @@ def _check_redis_url(key: str, raw: Any) -> str:
     if not url:
         return ""  # embedded Redis
     shown = redact_url(url)
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    scheme = scheme_of(url)
     if scheme in (*SENTINEL_SCHEMES, *CLUSTER_SCHEMES):
         try:
             parse_target(url)

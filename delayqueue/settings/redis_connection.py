@@ -23,15 +23,7 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 
 # The URL's reading, apart so that gunicorn's master reads it without redis-py (redis_url.py).
-from .redis_url import (  # noqa: F401 - names this module has always offered
-    CLUSTER_SCHEMES,
-    SENTINEL_SCHEMES,
-    STANDALONE_SCHEMES,
-    RedisTarget,
-    RedisUrlError,
-    parse_target,
-    scheme_of,
-)
+from .redis_url import CLUSTER_SCHEMES, SENTINEL_SCHEMES, parse_target, scheme_of
 
 # Attempts of a cluster command through MOVED/ASK, a failover's CLUSTERDOWN and a dead node;
 # with the backoff below they span ~3 s, more than a graceful CLUSTER FAILOVER takes.

@@ -20,7 +20,7 @@ from delayqueue.server.startup import insecure_line, port_in_use, urls_line
 from delayqueue.settings.config import load_settings
 
 from support.node import REPO, ServerProcess
-from support.ports import PORT_TAKEN, free_port
+from support.ports import PORT_TAKEN, free_port, refused_port
 from support.wait import wait_until
 
 DELAYQUEUE = Path(sys.executable).parent / "delayqueue"
@@ -36,6 +36,17 @@ def serve_env(**values: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.update(values)
     return env
+
+
+# What gunicorn's master runs of ours before it binds: the config module, then on_starting.
+MASTER_START = "import delayqueue.gunicorn_conf as conf\nconf.on_starting(None)\n"
+
+
+def master_env(redis_url: str, **values: str) -> dict[str, str]:
+    """A master's environment on a loopback port free when asked (its own check is the
+    port's: a port taken meanwhile fails the test with that line, not silently)."""
+    return serve_env(DELAYQUEUE_REDIS_URL=redis_url, DELAYQUEUE_HOST="127.0.0.1",
+                     DELAYQUEUE_PORT=str(free_port()), **values)
 
 
 def listening_socket(host: str = "127.0.0.1") -> socket.socket:
@@ -83,22 +94,54 @@ def test_port_in_use_sees_a_listener_and_not_a_free_port():
 def test_gunicorn_master_imports_no_redis_py(redis_url):
     """A worker forked from a master holding redis-py (which takes ssl.SSLContext by name in
     redis.asyncio) is monkey-patched by gevent too late: the MonkeyPatchWarning."""
-    code = ("import sys, delayqueue.gunicorn_conf\n"
+    code = (f"import sys\n{MASTER_START}"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('redis', 'urllib3')))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env=serve_env(DELAYQUEUE_REDIS_URL=redis_url), cwd=REPO,
-                            timeout=60)
+                            env=master_env(redis_url), cwd=REPO, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]", result.stdout
 
 
 def test_a_storage_refusal_in_the_masters_check_still_stops_gunicorn(redis_url, redis_client):
     redis_client.set("dq:{default}:storage-format", "records-9")
-    result = subprocess.run([sys.executable, "-c", "import delayqueue.gunicorn_conf"],
-                            capture_output=True, text=True, cwd=REPO, timeout=60,
-                            env=serve_env(DELAYQUEUE_REDIS_URL=redis_url))
+    result = subprocess.run([sys.executable, "-c", MASTER_START], capture_output=True,
+                            text=True, cwd=REPO, timeout=60, env=master_env(redis_url))
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("delayqueue: storage: namespace 'default'"), result.stderr
+
+
+def test_an_unreachable_redis_in_the_masters_check_is_a_warning_and_gunicorn_starts():
+    """The check's child exits 0 when it cannot reach Redis (a node starts whenever Redis is
+    down): one warning line, in LOG_FORMAT, from the child, not the master."""
+    code = f"import os\n{MASTER_START}print(os.getpid())"
+    with refused_port() as port:
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                cwd=REPO, timeout=60,
+                                env=master_env(f"redis://127.0.0.1:{port}"))
+    assert result.returncode == 0, result.stderr
+    [line] = result.stderr.splitlines()
+    pid, level = LOG_LINE.match(line).groups()
+    assert level == "WARNING" and pid != result.stdout.strip(), line
+    assert "storage format not checked, Redis unreachable" in line, line
+
+
+@pytest.mark.parametrize("inherited", [None, "GUNICORN_FD", "LISTEN_FDS"])
+def test_the_masters_port_check_skips_sockets_handed_over(redis_url, inherited):
+    """A USR2 re-exec or systemd hands the master its listening sockets (the port is in use
+    by design): only a master binding its own port stops on a port in use."""
+    code = f"{MASTER_START}print('started')"
+    env = {inherited: "3"} if inherited else {}
+    with listening_socket() as taken:
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
+            env=serve_env(DELAYQUEUE_REDIS_URL=redis_url, DELAYQUEUE_HOST="127.0.0.1",
+                          DELAYQUEUE_PORT=str(port), **env))
+    if inherited:
+        assert (result.returncode, result.stdout) == (0, "started\n"), result.stderr
+    else:
+        assert result.returncode == 2, result.stderr
+        assert result.stderr == f"port {port} is in use; choose another with DELAYQUEUE_PORT\n"
 
 
 def test_gunicorn_on_a_port_in_use_exits_at_once_with_one_line(redis_url):
@@ -114,6 +157,25 @@ def test_gunicorn_on_a_port_in_use_exits_at_once_with_one_line(redis_url):
     assert result.returncode == 2, result.stderr
     assert result.stderr == f"port {port} is in use; choose another with DELAYQUEUE_PORT\n"
     assert took < 3.0, f"took {took:.2f} s: gunicorn retried its bind"
+
+
+def test_gunicorn_checks_the_port_before_the_storage_which_waits_on_redis():
+    """A Redis that accepts and never answers holds the storage check for its socket timeout
+    (10 s here); a port in use stops the master first, without asking Redis at all."""
+    with listening_socket() as mute_redis, listening_socket() as taken:
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        result = subprocess.run(
+            [sys.executable, "-m", "gunicorn", "-c", "python:delayqueue.gunicorn_conf",
+             "delayqueue.wsgi:app"], capture_output=True, text=True, cwd=REPO, timeout=60,
+            env=serve_env(DELAYQUEUE_REDIS_URL=f"redis://127.0.0.1:{mute_redis.getsockname()[1]}",
+                          DELAYQUEUE_REDIS_SOCKET_TIMEOUT_MILLIS="10000",
+                          DELAYQUEUE_HOST="127.0.0.1", DELAYQUEUE_PORT=str(port),
+                          DELAYQUEUE_LOG_LEVEL="warning"))
+        took = time.monotonic() - started
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == f"port {port} is in use; choose another with DELAYQUEUE_PORT\n"
+    assert took < 5.0, f"took {took:.2f} s: the storage check waited on Redis first"
 
 
 @pytest.mark.parametrize("tokens, warned", [(None, True), (TOKENS, False)])

@@ -18,7 +18,7 @@ from delayqueue.settings.config import (
     find_config_file,
     load_settings,
 )
-from delayqueue.settings.redis_connection import RedisTarget, parse_target
+from delayqueue.settings.redis_url import RedisTarget, parse_target
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "config" / "delayqueue.yaml"
 
@@ -298,6 +298,8 @@ def test_unknown_env_var_is_only_a_warning(no_files, caplog):
     "redis://localhost:6379/0", "rediss://u:p@h:6380/1", "unix:///tmp/redis.sock", "",
     "redis-sentinel://h1:26379,h2:26379/mymaster", "redis+sentinel://s3cret@h1:26379/mm/3",
     "redis-cluster://h1:7000,h2:7001", "redis+cluster://u:s3cret@10.0.0.1:7000",
+    # The scheme in any case, as connect_redis reads it (redis_url.scheme_of).
+    "REDIS://localhost:6379/0", "Redis-Sentinel://h1:26379/mymaster", "REDIS+CLUSTER://h1:7000",
 ])
 def test_accepted_redis_urls(no_files, url):
     assert load_settings(env={}, overrides={"redis_url": url}).redis_url == url
