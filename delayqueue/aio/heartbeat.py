@@ -1,8 +1,8 @@
 """AsyncHeartbeats: the asyncio consumer's heartbeats, one task per long-running delivery.
 
 What a beat does and what its answer means are the threaded Heartbeats' (client/heartbeat.py,
-``after_beat``): every half ack timeout from the pull, a changeVisibility with the delivery's
-receipt until the handler returns; a 409 or 404 marks the delivery lost.
+``HeartbeatsBase._after_beat``): every half ack timeout from the pull, a changeVisibility with
+the delivery's receipt until the handler returns; a 409 or 404 marks the delivery lost.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Callable
 
-from delayqueue.client.heartbeat import Delivery, HeartbeatsBase, after_beat
+from delayqueue.client.heartbeat import Delivery, HeartbeatsBase
 from delayqueue.client.model import DelayMsg
 
 if TYPE_CHECKING:
@@ -67,5 +67,5 @@ class AsyncHeartbeats(HeartbeatsBase):
             await self.client.change_visibility(msg.topic, msg.msg_id, self.ack_timeout_ms,
                                                 receipt=msg.receipt)
         except Exception as exc:  # noqa: BLE001 - a beat's failure is an answer too
-            return after_beat(delivery, exc, sent_at, self._clock(), self.ack_timeout_ms)
-        return after_beat(delivery, None, sent_at, self._clock(), self.ack_timeout_ms)
+            return self._after_beat(delivery, exc, sent_at)
+        return self._after_beat(delivery, None, sent_at)

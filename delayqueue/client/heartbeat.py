@@ -58,6 +58,37 @@ class HeartbeatsBase:
         self.interval_s = self.ack_timeout_ms / 2000
         self._clock = clock
 
+    def _after_beat(self, delivery: Delivery, error: Exception | None,
+                    sent_at: float) -> float | None:
+        """What a beat's answer (``error`` None: extended) means (the module's docstring), for
+        the threaded Heartbeats and the asyncio ones (delayqueue.aio): the monotonic time of
+        the next beat, or None for no more (``delivery.lost`` set when it was taken away)."""
+        msg = delivery.msg
+        if error is None:
+            delivery.beats += 1
+            logger.debug("%s: extended the ack deadline of %s by %d ms", msg.topic, msg.msg_id,
+                         self.ack_timeout_ms)
+            return sent_at + self.interval_s
+        if isinstance(error, StaleReceiptError):
+            delivery.lost = f"delivered again since ({error})"
+        elif isinstance(error, NotFoundError):
+            delivery.lost = f"message is gone ({error})"
+        elif isinstance(error, BadRequestError):
+            logger.warning("%s: heartbeat of %s came too late, its ack deadline had passed: "
+                           "%s; the ack may still succeed", msg.topic, msg.msg_id, error)
+            return None
+        else:
+            if isinstance(error, DelayQueueError):
+                logger.warning("%s: heartbeat of %s failed: %s; retrying", msg.topic,
+                               msg.msg_id, error)
+            else:
+                logger.error("%s: heartbeat of %s failed; retrying", msg.topic, msg.msg_id,
+                             exc_info=error)
+            return self._clock() + min(RETRY_AFTER_FAILURE_S, self.interval_s / 4)
+        logger.warning("%s: delivery of %s lost while its handler ran: %s; it will be "
+                       "neither acked nor nacked", msg.topic, msg.msg_id, delivery.lost)
+        return None
+
 
 class Heartbeats(HeartbeatsBase):
     """Beat every tracked delivery each ``interval_s`` (half the ack timeout) from its pull,
@@ -134,38 +165,5 @@ class Heartbeats(HeartbeatsBase):
             self.client.change_visibility(msg.topic, msg.msg_id, self.ack_timeout_ms,
                                           receipt=msg.receipt)
         except Exception as exc:  # noqa: BLE001 - the heartbeat thread must not die
-            return after_beat(delivery, exc, sent_at, self._clock(), self.ack_timeout_ms)
-        return after_beat(delivery, None, sent_at, self._clock(), self.ack_timeout_ms)
-
-
-def after_beat(delivery: Delivery, error: Exception | None, sent_at: float, now: float,
-               ack_timeout_ms: int) -> float | None:
-    """What a beat's answer means (the module's docstring), for the threaded Heartbeats and
-    the asyncio ones (delayqueue.aio): the monotonic time of the next beat, or None for no
-    more (``delivery.lost`` set when the delivery was taken away)."""
-    msg = delivery.msg
-    interval_s = ack_timeout_ms / 2000
-    if error is None:
-        delivery.beats += 1
-        logger.debug("%s: extended the ack deadline of %s by %d ms", msg.topic, msg.msg_id,
-                     ack_timeout_ms)
-        return sent_at + interval_s
-    if isinstance(error, StaleReceiptError):
-        delivery.lost = f"delivered again since ({error})"
-    elif isinstance(error, NotFoundError):
-        delivery.lost = f"message is gone ({error})"
-    elif isinstance(error, BadRequestError):
-        logger.warning("%s: heartbeat of %s came too late, its ack deadline had passed: "
-                       "%s; the ack may still succeed", msg.topic, msg.msg_id, error)
-        return None
-    else:
-        if isinstance(error, DelayQueueError):
-            logger.warning("%s: heartbeat of %s failed: %s; retrying", msg.topic, msg.msg_id,
-                           error)
-        else:
-            logger.error("%s: heartbeat of %s failed; retrying", msg.topic, msg.msg_id,
-                         exc_info=error)
-        return now + min(RETRY_AFTER_FAILURE_S, interval_s / 4)
-    logger.warning("%s: delivery of %s lost while its handler ran: %s; it will be "
-                   "neither acked nor nacked", msg.topic, msg.msg_id, delivery.lost)
-    return None
+            return self._after_beat(delivery, exc, sent_at)
+        return self._after_beat(delivery, None, sent_at)

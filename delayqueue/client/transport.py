@@ -152,39 +152,21 @@ class Transport(TransportBase):
     def close(self) -> None:
         self.session.close()
 
-    def call(self, endpoint: str, params: Mapping[str, Any], *, idempotent: bool,
-             read_timeout_s: float | None = None) -> dict[str, Any]:
-        """Send one request (a form); return the envelope of a code-200 answer.
-
-        Raises:
-            DelayQueueError: the subclass for the server's code, or UnavailableError.
-        """
-        return self._post(endpoint, params, None, idempotent, read_timeout_s)
-
     def send(self, request: Request) -> dict[str, Any]:
-        """Carry out one request of a plan (plan.py)."""
-        if request.body is not None:
-            return self.call_json(request.endpoint, request.body, idempotent=request.idempotent)
-        return self.call(request.endpoint, request.params or {}, idempotent=request.idempotent,
-                         read_timeout_s=request.read_timeout_s)
-
-    def call_json(self, endpoint: str, body: bytes, *, idempotent: bool) -> dict[str, Any]:
-        """As ``call``, with a JSON body already encoded (the batch endpoints).
+        """Carry out one request of a plan (plan.py): the envelope of a code-200 answer.
 
         Raises:
-            UnsupportedError: the server has no such endpoint (HTTP 404).
+            DelayQueueError: the subclass for the server's code, or UnavailableError;
+                UnsupportedError when the server has no such endpoint (HTTP 404).
         """
-        return self._post(endpoint, None, body, idempotent, None)
-
-    def _post(self, endpoint: str, params: Mapping[str, Any] | None, body: bytes | None,
-              idempotent: bool, read_timeout_s: float | None) -> dict[str, Any]:
-        timeout = (self.connect_timeout_s, read_timeout_s or self.read_timeout_s)
-        body, headers = encode_body(body, self.compress_over_bytes)
-        attempts = Attempts(self.pool, endpoint, idempotent)
+        endpoint = request.endpoint
+        timeout = (self.connect_timeout_s, request.read_timeout_s or self.read_timeout_s)
+        body, headers = encode_body(request.body, self.compress_over_bytes)
+        attempts = Attempts(self.pool, endpoint, request.idempotent)
         for node in attempts.nodes():
             try:
                 response = self.session.post(node.url + BASE_PATH + endpoint,
-                                             data=params if body is None else body,
+                                             data=(request.params or {}) if body is None else body,
                                              headers=headers, timeout=timeout)
             except requests.RequestException as exc:
                 attempts.failed(node, exc, _reason(exc), _never_sent(exc))

@@ -1,5 +1,6 @@
 """AsyncDelayQueueClient.listen against a live node: True acks, False or an exception nacks,
-the concurrency bound, heartbeats for long handlers, limit, and a graceful stop."""
+the concurrency bound, heartbeats for long handlers (and a delivery they find lost), limit,
+and a graceful stop."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Callable
 
 import pytest
 
-from delayqueue.aio import AsyncDelayQueueClient, DelayMsg, Status
+from delayqueue.aio import AsyncDelayQueueClient, DelayMsg, StaleReceiptError, Status
 
 from support.ports import refused_port
 from support.sdk import node, run_async, topic  # noqa: F401 - fixtures
@@ -96,6 +97,43 @@ async def test_heartbeat_keeps_a_handler_running_past_its_ack_timeout_from_redel
         assert deliveries == [1] and consumer.lost == 0 and consumer.nacked == 0
         got = await client.get(topic, sent.msg_id)
         assert got.status is Status.ACKED and got.retry == 1
+
+
+class StaleBeats(AsyncDelayQueueClient):
+    """Counts the heartbeats the server refused as stale (409)."""
+
+    stale = 0
+
+    async def change_visibility(self, *args, **kwargs):
+        try:
+            return await super().change_visibility(*args, **kwargs)
+        except StaleReceiptError:
+            self.stale += 1
+            raise
+
+
+@run_async
+async def test_a_delivery_its_heartbeat_found_lost_is_neither_acked_nor_nacked(node, topic):
+    async with AsyncDelayQueueClient(node.url, timeout=5) as client, \
+            StaleBeats(node.url, timeout=5) as listening:
+        sent = await client.send(topic, "x")
+        other: list[DelayMsg] = []
+
+        async def handler(m: DelayMsg) -> bool:
+            await client.change_visibility(m, 0)  # given up: someone else takes it
+            other.extend(await client.pull(topic, ack_timeout_ms=60_000))
+            # Runs until a heartbeat (every 500 ms) has met the newer receipt.
+            await until(lambda: listening.stale > 0, 5, "a heartbeat met the newer receipt")
+            return True
+
+        async with listening.listen(topic, handler, ack_timeout_ms=1_000, **FAST) as consumer:
+            await until(lambda: consumer.lost == 1, 5, "the lost delivery counted")
+        assert consumer.acked == 0 and consumer.nacked == 0
+        assert consumer._acks.requests == 0  # skipped, not sent and refused with 409
+        assert [m.retry for m in other] == [2]
+        got = await client.get(topic, sent.msg_id)
+        assert got.status is Status.CONSUMING and got.retry == 2  # the other delivery's
+        await client.ack(other[0])
 
 
 @run_async

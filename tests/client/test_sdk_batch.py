@@ -28,6 +28,7 @@ from delayqueue.client.ack_batcher import AckBatcher
 from delayqueue.client.batch import MAX_BATCH_BYTES
 from delayqueue.client.consumer import Consumer
 from delayqueue.client.model import BatchResult
+from delayqueue.client.plan import Request
 
 from support import wait_until
 from support.node import ServerProcess
@@ -43,15 +44,16 @@ class CountingClient(DelayQueueClient):
         super().__init__(*args, **kwargs)
         self.batches: list[tuple[str, int]] = []  # (endpoint, body bytes)
         self.entries: list[int] = []              # entries of each request
-        call_json = self._transport.call_json
+        send = self._transport.send
 
-        def counted(endpoint, body, **kwargs):
-            self.batches.append((endpoint, len(body)))
-            self.entries.append(max((len(v) for v in json.loads(body).values()
-                                     if isinstance(v, list)), default=0))
-            return call_json(endpoint, body, **kwargs)
+        def counted(request: Request):
+            if request.body is not None:  # the batch endpoints' JSON bodies
+                self.batches.append((request.endpoint, len(request.body)))
+                self.entries.append(max((len(v) for v in json.loads(request.body).values()
+                                         if isinstance(v, list)), default=0))
+            return send(request)
 
-        self._transport.call_json = counted  # type: ignore[method-assign]
+        self._transport.send = counted  # type: ignore[method-assign]
 
 
 @pytest.fixture
@@ -163,7 +165,7 @@ def test_a_batch_refused_as_a_whole_raises_and_writes_nothing(client, topic):
 
 def test_a_missing_batch_endpoint_raises_unsupported(client):
     with pytest.raises(UnsupportedError):
-        client._transport.call_json("noSuchMsgBatch", b"{}", idempotent=True)
+        client._transport.send(Request("noSuchMsgBatch", body=b"{}", idempotent=True))
 
 
 # ---- ack_batch, delete_batch -------------------------------------------------------------------

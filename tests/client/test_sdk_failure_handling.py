@@ -271,6 +271,7 @@ def test_listener_neither_acks_nor_nacks_a_delivery_its_heartbeat_found_lost(cli
         with listening.listen(topic, handler, ack_timeout_ms=1_000, **FAST) as consumer:
             wait_until(lambda: consumer.lost == 1, 5)
     assert consumer.acked == 0 and consumer.nacked == 0
+    assert consumer._acks.requests == 0  # skipped, not sent and refused with 409
     assert [m.retry for m in other] == [2]
     got = client.get(topic, sent.msg_id)
     assert got.status is Status.CONSUMING and got.retry == 2  # the other delivery's
