@@ -4,7 +4,7 @@ Each process (each gunicorn worker) writes one field of the namespace HASH ``key
 ``"<node id>/<pid>"`` -> a small JSON record, every ``HEARTBEAT_S``: one HSET, one round
 trip. The node id is ``Runtime.node_id`` (host:port), so the workers of one node group under
 it. The record holds what the console's Nodes page shows: the version, when the process
-started, when it last beat and the long polls it holds (``Hub.held_long_polls``); whether a
+started, when it last beat and the long polls it holds (``Hub.held``); whether a
 node was taken offline (``keys.offline``) is read with the records. Times are on the shared
 clock (Redis time), so "last seen" compares across machines.
 

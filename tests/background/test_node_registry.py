@@ -104,16 +104,16 @@ def test_a_clean_stop_leaves_the_registry(redis_url, redis_client):
 def test_held_long_polls_is_the_count_of_polls_the_process_holds(redis_url, redis_client):
     settings = load_settings(overrides={"redis_url": redis_url, "snapshot_dir": ""})
     rt = Runtime(settings, client=redis.Redis.from_url(redis_url, decode_responses=True))
-    assert rt.hub.held_long_polls() == 0
+    assert rt.hub.held() == 0
     threads = [threading.Thread(target=long_poll, daemon=True, args=(
         rt.queue, rt.hub, rt.clock, "held-topic", 1, None, 3000, 5.0)) for _ in range(3)]
     for thread in threads:
         thread.start()
-    wait_until(lambda: rt.hub.held_long_polls() == 3, 5, message="three polls not held")
+    wait_until(lambda: rt.hub.held() == 3, 5, message="three polls not held")
     rt.nodes.tick()
     node = rt.nodes.nodes()[0]
     assert (node.node, node.held_long_polls) == (rt.node_id, 3)
     rt.hub.release_held()
     for thread in threads:
         thread.join(5)
-    assert rt.hub.held_long_polls() == 0
+    assert rt.hub.held() == 0

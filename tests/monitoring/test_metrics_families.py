@@ -184,7 +184,7 @@ def test_held_long_polls_are_every_node_s_from_the_node_registry(redis_db_url):
                for _ in range(3)]
     for thread in threads:
         thread.start()
-    wait_until(lambda: rt.hub.held_long_polls() == 3, 5, interval_s=0.01,
+    wait_until(lambda: rt.hub.held() == 3, 5, interval_s=0.01,
                message="three polls not held")
     rt.nodes.tick()                                       # this process's beat: 3 held
     for pid, held in ((101, 4), (102, 1)):                # another node's two workers
@@ -195,7 +195,7 @@ def test_held_long_polls_are_every_node_s_from_the_node_registry(redis_db_url):
         rt.node_id: 3, "other-host:8080": 5}
     for thread in threads:
         thread.join(5)
-    assert rt.hub.held_long_polls() == 0
+    assert rt.hub.held() == 0
 
 
 def busy_monitor(redis_client, topics):
