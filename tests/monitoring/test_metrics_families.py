@@ -17,7 +17,7 @@ from test_metrics import START_MS, make_monitor, samples_by_name, value
 
 from delayqueue import __version__
 from delayqueue.background.longpoll import long_poll
-from delayqueue.background.node_registry import NodeRegistry
+from delayqueue.background.node_registry import LOST_AFTER_MS, NodeRegistry, ProcessBeat
 from delayqueue.background.runtime import Runtime
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.histogram import REQUEST_BOUNDS_MS
@@ -190,6 +190,9 @@ def test_held_long_polls_are_every_node_s_from_the_node_registry(redis_db_url):
     for pid, held in ((101, 4), (102, 1)):                # another node's two workers
         NodeRegistry(rt.client, rt.keys, rt.clock, "other-host:8080", lambda h=held: h,
                      pid=pid).tick()
+    # A node whose processes all fell silent (lost) is not exported, whatever it last held.
+    lost = ProcessBeat("lost-host:8080", 7, "0", 0, rt.clock.now_ms() - LOST_AFTER_MS - 1_000, 9)
+    rt.client.hset(rt.keys.nodes, lost.field, lost.to_json())
     _, samples = samples_by_name(app.test_client().get("/metrics").get_data())
     assert {s.labels["node"]: s.value for s in samples["delayqueue_long_polls_held"]} == {
         rt.node_id: 3, "other-host:8080": 5}
