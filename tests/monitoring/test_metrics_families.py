@@ -66,6 +66,13 @@ def test_dead_letters_are_a_queue_state_read_with_the_other_sizes(redis_url):
     assert by_topic(samples, "delayqueue_queue_size", state="dead") == {"t": 2, "u": 0}
     assert by_topic(samples, "delayqueue_queue_size", state="ready") == {"t": 1, "u": 0}
     assert {s.labels["state"] for s in samples["delayqueue_queue_size"]} == set(QUEUE_STATES)
+    # Without health (the console's sort by backlog) each topic reads two commands fewer:
+    # the same sizes and pause for every topic, no dead letters or age.
+    rt.controls.pause("u")
+    full, lean = rt.queue.queue_sizes(), rt.queue.queue_sizes(health=False)
+    assert full["t"].dead == 2 and full["u"].paused
+    assert lean == {topic: sizes._replace(dead=0, oldest_ready_age_ms=0)
+                    for topic, sizes in full.items()}
 
 
 def test_oldest_ready_age_is_how_long_the_ready_head_has_waited_by_the_fleet_clock(redis_url):
