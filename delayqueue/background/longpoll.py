@@ -110,13 +110,10 @@ class Hub:
             return bool(waiters) and waiters[0] is waiter
 
     def held(self) -> int:
+        """The long polls this process holds now: what its node registry heartbeat
+        (node_registry.py) reports, and so the Nodes page and /metrics."""
         with self._lock:
             return sum(len(w) for w in self._waiters.values())
-
-    def held_long_polls(self) -> int:
-        """The long polls this process holds now: what the node registry's heartbeat
-        (node_registry.py) and /metrics report. The one count both read, so they agree."""
-        return self.held()
 
     def wake(self, topic: str, count: int) -> None:
         """Wake up to ``count`` idle waiters of ``topic``, oldest first (at least one)."""

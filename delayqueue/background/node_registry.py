@@ -4,7 +4,7 @@ Each process (each gunicorn worker) writes one field of the namespace HASH ``key
 ``"<node id>/<pid>"`` -> a small JSON record, every ``HEARTBEAT_S``: one HSET, one round
 trip. The node id is ``Runtime.node_id`` (host:port), so the workers of one node group under
 it. The record holds what the console's Nodes page shows: the version, when the process
-started, when it last beat and the long polls it holds (``Hub.held_long_polls``); whether a
+started, when it last beat and the long polls it holds (``Hub.held``); whether a
 node was taken offline (``keys.offline``) is read with the records. Times are on the shared
 clock (Redis time), so "last seen" compares across machines.
 
@@ -155,15 +155,20 @@ class NodeRegistry:
         except redis.RedisError as exc:
             logger.warning("could not remove this process from the node registry: %s", exc)
 
-    def nodes(self) -> list[NodeStatus]:
-        """Every node with a record younger than DROP_AFTER_MS, by node id, and whether it
-        was taken offline: two round trips."""
-        now = self.clock.now_ms()
+    def _by_node(self, now: int) -> dict[str, list[ProcessBeat]]:
+        """The records younger than DROP_AFTER_MS, by node id: one HGETALL."""
         by_node: dict[str, list[ProcessBeat]] = {}
         for text in self.client.hgetall(self.key).values():   # the ACL has HGETALL
             beat = ProcessBeat.from_json(text)
             if beat is not None and now - beat.seen_ms <= DROP_AFTER_MS:
                 by_node.setdefault(beat.node, []).append(beat)
+        return by_node
+
+    def nodes(self) -> list[NodeStatus]:
+        """Every node with a record younger than DROP_AFTER_MS, by node id, and whether it
+        was taken offline: two round trips."""
+        now = self.clock.now_ms()
+        by_node = self._by_node(now)
         names = sorted(by_node)
         pipe = self.client.pipeline(transaction=False)
         for node in names:
@@ -171,3 +176,11 @@ class NodeRegistry:
         offline = pipe.execute() if names else []
         return [NodeStatus(node, sorted(by_node[node], key=lambda b: b.pid), now, not gone)
                 for node, gone in zip(names, offline)]
+
+    def long_polls(self) -> dict[str, int]:
+        """Node -> the long polls its live processes hold, for the nodes not lost (what
+        /metrics exports): one round trip, as it needs no offline flags."""
+        now = self.clock.now_ms()
+        statuses = (NodeStatus(node, beats, now, online=True)   # (offline flags not read)
+                    for node, beats in self._by_node(now).items())
+        return {n.node: n.held_long_polls for n in statuses if not n.lost}

@@ -89,7 +89,7 @@ class Runtime:
             topics=self.queue.topics, topic_infos=self.queue.topic_infos,
         )
         self.nodes = NodeRegistry(self.client, self.keys, self.clock, self.node_id,
-                                  self.hub.held_long_polls)
+                                  self.hub.held)
         self.loops: list[Loop] = []
 
     def _lease(self, name: str) -> Lease:

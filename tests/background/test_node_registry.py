@@ -64,6 +64,7 @@ def test_processes_group_by_node_and_a_silent_one_reads_as_lost_then_is_dropped(
     assert nodes["host-a:8080"].held_long_polls == 7 and not nodes["host-a:8080"].lost
     assert [p.pid for p in nodes["host-a:8080"].processes] == [1, 2]
     assert nodes["host-a:8080"].online and not nodes["host-b:8080"].online
+    assert a1.long_polls() == {"host-a:8080": 7, "host-b:8080": 7}   # offline still counts
     # a2 and b fall silent: a2's polls no longer count, b is lost.
     clock.advance(LOST_AFTER_MS + 1)
     a1.tick()
@@ -71,6 +72,12 @@ def test_processes_group_by_node_and_a_silent_one_reads_as_lost_then_is_dropped(
     assert nodes["host-a:8080"].held_long_polls == 2
     assert [p.pid for p in nodes["host-a:8080"].live] == [1]
     assert nodes["host-b:8080"].lost and nodes["host-b:8080"].held_long_polls == 0
+    # What /metrics exports: the live nodes' counts, the lost one absent, in one HGETALL.
+    redis_client.config_resetstat()
+    assert a1.long_polls() == {"host-a:8080": 2}
+    stats = redis_client.info("commandstats")
+    assert {n for n in stats if not n.startswith("cmdstat_config")} == {"cmdstat_hgetall"}
+    assert stats["cmdstat_hgetall"]["calls"] == 1
     # Past DROP_AFTER_MS they are not shown, and a beating process's prune deletes them.
     clock.advance(DROP_AFTER_MS)
     for _ in range(PRUNE_EVERY):
@@ -104,16 +111,16 @@ def test_a_clean_stop_leaves_the_registry(redis_url, redis_client):
 def test_held_long_polls_is_the_count_of_polls_the_process_holds(redis_url, redis_client):
     settings = load_settings(overrides={"redis_url": redis_url, "snapshot_dir": ""})
     rt = Runtime(settings, client=redis.Redis.from_url(redis_url, decode_responses=True))
-    assert rt.hub.held_long_polls() == 0
+    assert rt.hub.held() == 0
     threads = [threading.Thread(target=long_poll, daemon=True, args=(
         rt.queue, rt.hub, rt.clock, "held-topic", 1, None, 3000, 5.0)) for _ in range(3)]
     for thread in threads:
         thread.start()
-    wait_until(lambda: rt.hub.held_long_polls() == 3, 5, message="three polls not held")
+    wait_until(lambda: rt.hub.held() == 3, 5, message="three polls not held")
     rt.nodes.tick()
     node = rt.nodes.nodes()[0]
     assert (node.node, node.held_long_polls) == (rt.node_id, 3)
     rt.hub.release_held()
     for thread in threads:
         thread.join(5)
-    assert rt.hub.held_long_polls() == 0
+    assert rt.hub.held() == 0

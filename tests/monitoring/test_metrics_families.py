@@ -17,7 +17,7 @@ from test_metrics import START_MS, make_monitor, samples_by_name, value
 
 from delayqueue import __version__
 from delayqueue.background.longpoll import long_poll
-from delayqueue.background.node_registry import NodeRegistry
+from delayqueue.background.node_registry import LOST_AFTER_MS, NodeRegistry, ProcessBeat
 from delayqueue.background.runtime import Runtime
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.histogram import REQUEST_BOUNDS_MS
@@ -66,6 +66,13 @@ def test_dead_letters_are_a_queue_state_read_with_the_other_sizes(redis_url):
     assert by_topic(samples, "delayqueue_queue_size", state="dead") == {"t": 2, "u": 0}
     assert by_topic(samples, "delayqueue_queue_size", state="ready") == {"t": 1, "u": 0}
     assert {s.labels["state"] for s in samples["delayqueue_queue_size"]} == set(QUEUE_STATES)
+    # Without health (the console's sort by backlog) each topic reads two commands fewer:
+    # the same sizes and pause for every topic, no dead letters or age.
+    rt.controls.pause("u")
+    full, lean = rt.queue.queue_sizes(), rt.queue.queue_sizes(health=False)
+    assert full["t"].dead == 2 and full["u"].paused
+    assert lean == {topic: sizes._replace(dead=0, oldest_ready_age_ms=0)
+                    for topic, sizes in full.items()}
 
 
 def test_oldest_ready_age_is_how_long_the_ready_head_has_waited_by_the_fleet_clock(redis_url):
@@ -184,18 +191,21 @@ def test_held_long_polls_are_every_node_s_from_the_node_registry(redis_db_url):
                for _ in range(3)]
     for thread in threads:
         thread.start()
-    wait_until(lambda: rt.hub.held_long_polls() == 3, 5, interval_s=0.01,
+    wait_until(lambda: rt.hub.held() == 3, 5, interval_s=0.01,
                message="three polls not held")
     rt.nodes.tick()                                       # this process's beat: 3 held
     for pid, held in ((101, 4), (102, 1)):                # another node's two workers
         NodeRegistry(rt.client, rt.keys, rt.clock, "other-host:8080", lambda h=held: h,
                      pid=pid).tick()
+    # A node whose processes all fell silent (lost) is not exported, whatever it last held.
+    lost = ProcessBeat("lost-host:8080", 7, "0", 0, rt.clock.now_ms() - LOST_AFTER_MS - 1_000, 9)
+    rt.client.hset(rt.keys.nodes, lost.field, lost.to_json())
     _, samples = samples_by_name(app.test_client().get("/metrics").get_data())
     assert {s.labels["node"]: s.value for s in samples["delayqueue_long_polls_held"]} == {
         rt.node_id: 3, "other-host:8080": 5}
     for thread in threads:
         thread.join(5)
-    assert rt.hub.held_long_polls() == 0
+    assert rt.hub.held() == 0
 
 
 def busy_monitor(redis_client, topics):
