@@ -328,10 +328,7 @@ def offline() -> Response:
 def prometheus() -> Response:
     """Answers even when Redis cannot be read: delayqueue_redis_up 0, no fleet series."""
     rt = runtime()
-
-    def long_polls() -> dict[str, int]:
-        return {n.node: n.held_long_polls for n in rt.nodes.nodes() if not n.lost}
-    body, content_type = render_metrics(rt.monitor, rt.queue.queue_sizes, long_polls,
+    body, content_type = render_metrics(rt.monitor, rt.queue.queue_sizes, rt.nodes.long_polls,
                                         rt.settings.metrics_max_topics)
     return Response(body, content_type=content_type)
 
