@@ -18,6 +18,7 @@ from delayqueue.core.queue import AckRequest, SendRequest, VisibilityRequest
 
 from support.node import ServerProcess
 from support.redis_server import RedisServer
+from support.round_trips import RoundTrips
 
 BATCH_LIMIT = 1000
 
@@ -148,21 +149,6 @@ def test_a_malformed_batch_is_refused_whole_and_writes_nothing(node_and_db, endp
     assert response.status_code == 400 and answer["code"] == 400, answer
     assert answer["msg"].startswith(rule), answer
     assert redis_client.dbsize() == before
-
-
-class RoundTrips:
-    """Counts the writes redis-py makes to its sockets: each is one round trip (a pipeline
-    writes all its commands at once, then reads every reply)."""
-
-    def __init__(self, monkeypatch) -> None:
-        self.count = 0
-        send = redis.connection.AbstractConnection.send_packed_command
-
-        def counted(connection, command, check_health=True):
-            self.count += 1
-            return send(connection, command, check_health)
-
-        monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
 
 
 @pytest.fixture
