@@ -36,7 +36,7 @@ import warnings
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterator
 
-from delayqueue import extras
+from delayqueue.cli.failure import extra_line
 
 if TYPE_CHECKING:
     import redis
@@ -251,8 +251,8 @@ def _settings(**values: Any) -> Settings:
     try:
         from delayqueue.settings.config import Settings
     except ModuleNotFoundError as exc:
-        raise ImportError(extras.missing_extra("delayqueue.testing (the server in-process)",
-                                               "testing", exc)) from exc
+        raise ImportError(extra_line("delayqueue.testing (the server in-process)",
+                                     "testing", exc)) from exc
     return Settings(**values)
 
 

@@ -18,8 +18,6 @@ import json
 import sys
 from typing import Any, NoReturn, Sequence
 
-from delayqueue import extras
-
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_STALE, EXIT_BACKLOG = 0, 1, 2, 3, 4, 5
 EXIT_INTERRUPTED = 130  # as a shell reports a command stopped by SIGINT
 
@@ -89,9 +87,25 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(self, message)
 
 
+# Our own top-level packages: a module of theirs missing is a broken install, not an extra.
+OWN_PACKAGES = ("delayqueue", "spark_jobs")
+
+
+def extra_line(what: str, extra: str, error: ModuleNotFoundError) -> str:
+    """``what`` needs ``extra``, in one line naming the missing module: what a command (below)
+    and the testing helpers (delayqueue/testing.py) say when an extra is not installed.
+
+    Raises:
+        ModuleNotFoundError: ``error`` itself, when the missing module is one of our own (a
+        broken install, not a missing extra).
+    """
+    if (error.name or "").split(".")[0] in OWN_PACKAGES:
+        raise error
+    return f"{what} needs `pip install 'delayqueue[{extra}]'` (no module named {error.name!r})"
+
+
 def missing_extra(what: str, extra: str, error: ModuleNotFoundError) -> int:
     """A command whose extra is not installed says which one in one line (exit 1): the
     client commands come with ``pip install delayqueue``, ``serve`` and ``migrate-storage``
-    with the ``server`` extra, ``report`` with the ``report`` extra. A missing module of our
-    own is a broken install, not a missing extra: raised as it is (delayqueue/extras.py)."""
-    return fail(extras.missing_extra(what, extra, error), EXIT_FAILURE, kind="missing_extra")
+    with the ``server`` extra, ``report`` with the ``report`` extra (``extra_line``)."""
+    return fail(extra_line(what, extra, error), EXIT_FAILURE, kind="missing_extra")

@@ -1,5 +1,5 @@
 """A path whose extra is not installed names the extra in one line, one way for the command
-line and the testing helpers (delayqueue/extras.py); a module of our own missing is a broken
+line and the testing helpers (cli/failure.py extra_line); a module of our own missing is a broken
 install and is raised as it is. tests/server/test_install_wheel.py runs the real thing in a
 venv without the extras; these hold the rule itself, fast."""
 
@@ -9,7 +9,6 @@ import json
 
 import pytest
 
-from delayqueue import extras
 from delayqueue.cli import failure
 
 
@@ -18,7 +17,7 @@ def missing(name: str) -> ModuleNotFoundError:
 
 
 def test_a_missing_package_names_the_extra_to_install():
-    assert extras.missing_extra("the server", "server", missing("yaml.loader")) == (
+    assert failure.extra_line("the server", "server", missing("yaml.loader")) == (
         "the server needs `pip install 'delayqueue[server]'` (no module named 'yaml.loader')")
 
 
@@ -26,7 +25,7 @@ def test_a_missing_package_names_the_extra_to_install():
 def test_a_missing_module_of_our_own_is_raised_not_taken_for_an_extra(own, capsys):
     error = missing(own)
     with pytest.raises(ModuleNotFoundError) as raised:
-        extras.missing_extra("the server", "server", error)
+        failure.extra_line("the server", "server", error)
     assert raised.value is error
     with pytest.raises(ModuleNotFoundError):
         failure.missing_extra("the server", "server", error)
