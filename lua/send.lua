@@ -33,7 +33,7 @@
   Publishes "<k> <topic>" on the hint channel once, when k > 0 messages are ready at once
   (held long polls wake k waiters). ]]
 --@include settings
---@include group
+--@include accept
 local now, channel, topic, n = tonumber(ARGV[1]), ARGV[2], ARGV[3], tonumber(ARGV[4])
 local atomic = ARGV[5] == '1'
 local FIRST, ENTRY = 6, 7
@@ -68,29 +68,14 @@ local function send_one(at)
   local verdict, existing, slot = check(at)
   if verdict == DUPLICATE then return {DUPLICATE, shown_status(existing, now), -1} end
   if verdict == BACKLOG then return {BACKLOG, {}, -1} end
-  local seq = next_seq()   -- first: the deny-oom write (see Memory above)
   live = live + 1
   if trigger < 0 then trigger = now + s.delayMillis end
   if ttl < 0 then ttl = s.ttlMillis end
   if max_retry < 0 then max_retry = s.maxRetry end
-  local expire_at = trigger + ttl
-  -- A whole new record, so an ended message with this id is wholly replaced (same slot).
-  local m = {id = msg_id, slot = slot, seq = seq}
-  m[BODY], m[ATTRIBUTES] = body, attributes ~= '' and attributes or false
-  m[PRODUCE_TIME], m[TRIGGER_TIME], m[EXPIRE_TIME] = now, trigger, expire_at
-  m[MAX_RETRY], m[DELIVERIES], m[STATUS] = max_retry, 0, Status.WAITING
-  m[RECEIPT], m[GROUP] = false, group ~= '' and group or false
-  if existing then
-    redis.call('ZREM', tk.ended, m.slot)
-    redis.call('ZREM', tk.dead, m.slot)
-  end
-  -- The entry that counts for the due time: waiting, its trigger; ready or blocked, its expiry.
-  local entry = expire_at
-  if not m[GROUP] or join_group(m) then
-    place(m, now, trigger)
-    if m[STATUS] == Status.WAITING then entry = trigger end
-  end
-  save_message(tk.msgs, m)
+  -- accept's first write is the deny-oom INCR of the sequence (see Memory above)
+  local m, entry = accept(now, msg_id, slot, existing, body,
+    attributes ~= '' and attributes or false, trigger, ttl, max_retry,
+    group ~= '' and group or false)
   -- A send adds one entry that counts for the due time (a group front stepping back behind
   -- it adds its expiry, later than this message's trigger), so the due time after it is the
   -- lower of that entry and the one before.
