@@ -43,7 +43,8 @@ logger = logging.getLogger(__name__)
 
 COUNTERS = ("sendMsg", "pullMsg", "ackMsg", "nackMsg", "getMsg", "deleteMsg",
             "triggerMsgReady", "triggerMsgEndLife", "triggerMsgTimeout",
-            "deadLettered", "redriven", "purged", "backlogRefused")
+            "deadLettered", "redriven", "purged", "backlogRefused",
+            "replaced", "deduplicated", "scheduleSent", "scheduleMissed")
 HISTOGRAMS = ("pullMsgTimeGap", "readyQueueTimeGap")
 # Fleet-wide counts of server events, not of any topic.
 EVENTS = ("redisOutOfMemory",)

@@ -226,8 +226,8 @@ def test_a_busy_topic_costs_series_per_topic_series(redis_client):
     body, _ = render_metrics(monitor, lambda: sizes)
     _, samples = samples_by_name(body)
     per_topic = [s for group in samples.values() for s in group if s.labels.get("topic") == "b"]
-    # 13 counters + 5 states + paused + oldest age + 2 histograms x (16 buckets + _sum + _count)
-    assert len(per_topic) == SERIES_PER_TOPIC == 56
+    # 17 counters + 5 states + paused + oldest age + 2 histograms x (16 buckets + _sum + _count)
+    assert len(per_topic) == SERIES_PER_TOPIC == 60
 
 
 def test_topics_past_the_cap_are_summed_under_other_and_counted(redis_client):
