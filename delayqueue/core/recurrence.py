@@ -85,7 +85,7 @@ _EPOCH = dt.datetime(1970, 1, 1)
 _MS = dt.timedelta(milliseconds=1)
 _SECOND = dt.timedelta(seconds=1)
 _DAY = dt.timedelta(days=1)
-_LAST_DAY = dt.date(9999, 12, 30)    # walking past it would leave datetime's range
+_LAST_DAY = dt.date.max
 _CRON_WORD = re.compile(r"[A-Za-z]+")
 _CRON_CHARS = re.compile(r"[0-9A-Za-z*,/\-]+")
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
@@ -488,7 +488,9 @@ def _plain_day(day: dt.date, zone: zoneinfo.ZoneInfo) -> dt.timedelta | None:
     """The day's one UTC offset when no clock change falls inside it (from its midnight to
     the next), else None."""
     midnight = dt.datetime(day.year, day.month, day.day)
-    offsets = {zone.utcoffset(midnight), zone.utcoffset(midnight.replace(fold=1)),
+    if day == _LAST_DAY:
+        return None                      # no next midnight to look at: walk its times
+    offsets = {zone.utcoffset(midnight), zone.utcoffset(_folded(midnight)),
                zone.utcoffset(midnight + _DAY)}
     return offsets.pop() if len(offsets) == 1 else None
 
@@ -525,9 +527,7 @@ def _cron_after(cron: _Cron, zone: zoneinfo.ZoneInfo, low: int, high: int) -> It
     if low >= high:
         return
     last = low
-    day = _near_day(low, -2)
-    final = _near_day(high, 2)
-    while day <= final:
+    for day in _days(_near_day(low, -2), _near_day(high, 2)):
         if cron.day_matches(day):
             for fire in _day_fires(cron, day, zone):
                 if fire > high:
@@ -535,7 +535,6 @@ def _cron_after(cron: _Cron, zone: zoneinfo.ZoneInfo, low: int, high: int) -> It
                 if fire > last:
                     last = fire
                     yield fire
-        day += _DAY
 
 
 def _cron_before(cron: _Cron, zone: zoneinfo.ZoneInfo, low: int, high: int) -> Iterator[int]:
@@ -543,9 +542,7 @@ def _cron_before(cron: _Cron, zone: zoneinfo.ZoneInfo, low: int, high: int) -> I
     if low >= high:
         return
     previous = None
-    day = _near_day(high, 2)
-    first = _near_day(low, -2)
-    while day >= first:
+    for day in _days(_near_day(high, 2), _near_day(low, -2), backwards=True):
         if cron.day_matches(day):
             for fire in _day_fires(cron, day, zone, reverse=True):
                 if fire <= low:
@@ -553,7 +550,6 @@ def _cron_before(cron: _Cron, zone: zoneinfo.ZoneInfo, low: int, high: int) -> I
                 if fire <= high and fire != previous:
                     previous = fire
                     yield fire
-        day -= _DAY
 
 
 def _cron_count(cron: _Cron, zone: zoneinfo.ZoneInfo, low: int, high: int) -> int:
@@ -563,26 +559,34 @@ def _cron_count(cron: _Cron, zone: zoneinfo.ZoneInfo, low: int, high: int) -> in
     count = 0
     last = low
     per_day = len(cron.hours) * len(cron.minutes)
-    day = _near_day(low, -2)
-    final = _near_day(high, 2)
-    while day <= final:
-        if cron.day_matches(day):
-            offset = _plain_day(day, zone)
-            if offset is not None:
-                start = _ms_naive(dt.datetime(day.year, day.month, day.day)) - offset // _MS
-                if start > last and start + 86_400_000 - 1 <= high:
-                    count += per_day
-                    last = _ms_naive(next(cron.times(day, reverse=True))) - offset // _MS
-                    day += _DAY
-                    continue
-            for fire in _day_fires(cron, day, zone, offset):
-                if fire > high:
-                    return count
-                if fire > last:
-                    last = fire
-                    count += 1
-        day += _DAY
+    for day in _days(_near_day(low, -2), _near_day(high, 2)):
+        if not cron.day_matches(day):
+            continue
+        offset = _plain_day(day, zone)
+        if offset is not None:
+            start = _ms_naive(dt.datetime(day.year, day.month, day.day)) - offset // _MS
+            if start > last and start + 86_400_000 - 1 <= high:
+                count += per_day
+                last = _ms_naive(next(cron.times(day, reverse=True))) - offset // _MS
+                continue
+        for fire in _day_fires(cron, day, zone, offset):
+            if fire > high:
+                return count
+            if fire > last:
+                last = fire
+                count += 1
     return count
+
+
+def _days(first: dt.date, last: dt.date, backwards: bool = False) -> Iterator[dt.date]:
+    """The days from first to last, both included (stepping past date.max would raise)."""
+    step = -_DAY if backwards else _DAY
+    day = first
+    while (day >= last) if backwards else (day <= last):
+        yield day
+        if day == last:
+            return
+        day += step
 
 
 def _ms_naive(naive: dt.datetime) -> int:

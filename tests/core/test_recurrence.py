@@ -531,3 +531,33 @@ def test_misfire_and_limit_checks():
         with pytest.raises(RecurrenceError) as err:
             check_limit(bad)
         assert (err.value.param, str(err.value)) == ("limit", "limit must be an integer >= 1")
+
+
+# -- the ends of time and stored schedules ----------------------------------------------------
+
+def test_fire_times_stop_at_the_end_of_year_9999_in_any_zone():
+    last_ms = 253_402_300_799_999
+    assert make(every_ms=1000, start_ms=0).fire_times(last_ms - 2_500, 5) == [
+        last_ms - 1_999, last_ms - 999]
+    # 00:00 on Dec 31st 9999 in UTC+14 is Dec 30th 10:00 UTC; nothing follows it.
+    rec = make(cron="0 0 * * *", timezone="Pacific/Kiritimati", start_ms=0)
+    assert rec.fire_times(last_ms - 2 * DAY, 5) == [last_ms + 1 - DAY - 14 * HOUR]
+    assert plan_advance(rec, after_ms=last_ms - DAY, now_ms=last_ms, misfire="all",
+                        remaining=None) == Advance((), last_ms - DAY, None, 0)
+
+
+def test_a_stored_recurrence_rebuilt_without_validation_plans_the_same():
+    made = make(cron="*/30 * * * *", timezone="Europe/Paris", start_ms=utc(2026, 3, 1))
+    again = recurrence_module.Recurrence(cron=made.cron, timezone=made.timezone, every_ms=None,
+                                         start_ms=made.start_ms, end_ms=None)
+    assert again == made
+    kwargs = dict(after_ms=utc(2026, 3, 29), now_ms=utc(2026, 3, 29, 3), misfire="all",
+                  remaining=None)
+    assert plan_advance(again, **kwargs) == plan_advance(made, **kwargs)
+
+
+def test_a_cursor_before_the_start_time_counts_nothing_before_it_missed():
+    rec = make(every_ms=MINUTE, start_ms=S)
+    now = S + 2 * MINUTE + 30_000            # S, S+1 missed; S+2 within the grace
+    assert plan_advance(rec, after_ms=0, now_ms=now, misfire="all", remaining=None) == Advance(
+        ((S, now), (F1, now), (F2, now), (F3, F3)), F3, F3, 2)
