@@ -69,8 +69,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterator
 
-from croniter import croniter
-from croniter.croniter import CroniterError
+from croniter import CroniterError, croniter
 
 MISFIRE_GRACE_MS = 60_000
 MISFIRE_POLICIES = ("once", "skip", "all")

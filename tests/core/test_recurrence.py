@@ -239,6 +239,24 @@ def test_fire_times_across_clock_changes_match_the_brute_force_oracle(expr, zone
     assert rec._last(low, high, len(want) + 5) == want
 
 
+@pytest.mark.parametrize("zone", ["Europe/Paris", "America/New_York", "Australia/Lord_Howe",
+                                  "America/Santiago", "Asia/Kolkata"])
+@pytest.mark.parametrize("expr", ["15,45 1-3 * * *", "*/7 * * 3,4,10,11 *", "0 0 1 * 1",
+                                  "* 0,23 * * *"])
+def test_the_count_by_day_agrees_with_the_walk_over_months_at_any_window(zone, expr):
+    """The count takes whole plain days at once; its edges and clock-change days walk. A
+    window starting and ending at odd milliseconds checks both against the plain walk."""
+    rec = make(cron=expr, timezone=zone, start_ms=0)
+    low, high = utc(2026, 2, 27, 13, 17, 11) + 123, utc(2026, 11, 9, 22, 3, 59) + 987
+    within = []
+    for fire in rec._after(low):                  # at most 60 * 24 * 256 of them
+        if fire > high:
+            break
+        within.append(fire)
+    assert rec._count(low, high) == len(within) > 0
+    assert rec._last(low, high, 50) == within[-50:]
+
+
 def test_fire_times_strictly_increase_over_a_year_of_a_zone():
     rec = make(cron="*/20 * * * *", timezone="America/New_York", start_ms=0)
     fires = rec.fire_times(utc(2026, 1, 1), 3 * 366 * 24)
