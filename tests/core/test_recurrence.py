@@ -247,14 +247,22 @@ def test_the_count_by_day_agrees_with_the_walk_over_months_at_any_window(zone, e
     """The count takes whole plain days at once; its edges and clock-change days walk. A
     window starting and ending at odd milliseconds checks both against the plain walk."""
     rec = make(cron=expr, timezone=zone, start_ms=0)
-    low, high = utc(2026, 2, 27, 13, 17, 11) + 123, utc(2026, 11, 9, 22, 3, 59) + 987
-    within = []
-    for fire in rec._after(low):                  # at most 60 * 24 * 256 of them
-        if fire > high:
-            break
-        within.append(fire)
-    assert rec._count(low, high) == len(within) > 0
-    assert rec._last(low, high, 50) == within[-50:]
+    tz = zoneinfo.ZoneInfo(zone)
+
+    def local(*wall):
+        return int(dt.datetime(*wall, tzinfo=tz).timestamp() * 1000)
+    windows = [(utc(2026, 2, 27, 13, 17, 11) + 123, utc(2026, 11, 9, 22, 3, 59) + 987),
+               # just inside the local days at both ends, and just outside them
+               (local(2026, 2, 27, 0, 0, 30), local(2026, 11, 9, 23, 58, 30)),
+               (local(2026, 2, 26, 23, 59, 30), local(2026, 11, 10, 0, 0, 30))]
+    for low, high in windows:
+        within = []
+        for fire in rec._after(low):              # at most 60 * 24 * 257 of them
+            if fire > high:
+                break
+            within.append(fire)
+        assert rec._count(low, high) == len(within) > 0
+        assert rec._last(low, high, 50) == within[-50:]
 
 
 def test_fire_times_strictly_increase_over_a_year_of_a_zone():
