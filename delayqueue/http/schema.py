@@ -84,7 +84,8 @@ EXAMPLE_CONFIG = {"ttlMillis": 3_600_000, "maxRetry": 2, "ackTimeoutMillis": 30_
                   "redeliveryDelayMillis": 500, "redeliveryBackoffMultiplier": 2,
                   "redeliveryMaxDelayMillis": 3_600_000, "deadLetter": True,
                   "deadLetterRetentionMillis": 604_800_000, "deadLetterMaxSize": 100_000,
-                  "delayMillis": 0, "maxBacklog": 0, "description": ""}
+                  "delayMillis": 0, "maxBacklog": 0, "dedupWindowMillis": 0,
+                  "description": ""}
 EXAMPLE_SOURCE = {name: "server" for name in EXAMPLE_CONFIG} | {
     "maxRetry": "topic", "redeliveryDelayMillis": "topic", "redeliveryBackoffMultiplier": "topic"}
 
