@@ -85,7 +85,9 @@ def assert_one_place(client, tk: TopicKeys, msg_id: str, expected_status: int | 
         assert in_expire == (status != 1 and not left_index)
     elif status == 6 and "dead" in places:  # a dead letter: its own place, its own retention
         assert places == {"dead", "ended"} and not in_expire
-        assert client.zscore(tk.ended, slot) == client.zscore(tk.dead, slot) + DEAD_RETENTION
+        window = int(client.hget(tk.config, "dedupWindowMillis") or 0)   # kept at least that
+        assert client.zscore(tk.ended, slot) == client.zscore(tk.dead, slot) + max(
+            DEAD_RETENTION, window)
     else:
         assert places == {"ended"}
         assert not in_expire
@@ -172,9 +174,11 @@ def retention_end(client, tk: TopicKeys, msg_id: str) -> float | None:
     return None if slot is None else client.zscore(tk.ended, slot)
 
 
-def send(scripts, tk, msg_id, now, trigger, ttl=HOUR, max_retry=10, body="body", group=""):
-    return scripts.send(tk, msg_id, body, now, trigger, ttl, max_retry, "", CHANNEL, DEFAULTS,
-                        group)
+def send(scripts, tk, msg_id, now, trigger, ttl=HOUR, max_retry=10, body="body", group="",
+         replace=False, attributes=""):
+    """sendMsg's script for one message (``replace``: onDuplicate=replace)."""
+    return scripts.send(tk, msg_id, body, now, trigger, ttl, max_retry, attributes, CHANNEL,
+                        DEFAULTS, group, replace)
 
 
 def pull(scripts, tk, now, batch=1, ack_timeout=30_000):
