@@ -152,6 +152,12 @@ def record_group(client, tk: TopicKeys, slot: str) -> str | None:
 
 _RECORD_GROUP = assemble(Path(__file__).with_name("record_group.lua"))
 _RECORDS_1 = assemble(Path(__file__).with_name("records1.lua"))
+_RECORDS_2 = assemble(Path(__file__).with_name("records2.lua"))
+
+
+def as_records_2(client, tk: TopicKeys) -> None:
+    """Turn the topic's records into what storage format records-2 kept: no end time."""
+    client.eval(_RECORDS_2, len(tk.queues), *tk.queues, *client.hkeys(tk.msgs))
 
 
 def as_records_1(client, tk: TopicKeys) -> list[str]:
