@@ -3,7 +3,7 @@
   KEYS: the topic's 12 keys (includes/keys.lua); config is read only.
   ARGV[1] now_ms  ARGV[2] msg_id ('' = the oldest `limit`)
   ARGV[3] limit (<= 1000)  ARGV[4] hint channel  ARGV[5] topic
-  ARGV[6..14] the server's default settings
+  ARGV[6..] the server's default settings
   A dead letter past its retention (not yet purged) is removed, not redriven.
   A redriven message takes a new acceptance sequence and rejoins its group as a new send
   would: behind the group's head, if the group has one.

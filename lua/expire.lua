@@ -10,7 +10,7 @@
   of their retention) is <= now are removed, with their dead-queue entry.
   KEYS: the topic's 12 keys (includes/keys.lua).
   ARGV[1] now_ms  ARGV[2] limit (<= 1000)  ARGV[3] end_life_ms  ARGV[4] hint channel
-  ARGV[5] topic  ARGV[6..14] the server's default settings
+  ARGV[5] topic  ARGV[6..] the server's default settings
   A blocked message of a group expires where it waits; an expired group front releases its
   group (published as a hint when the next one is ready).
   Returns: {expired, exhausted, scanned, due, dead, purged}; the caller repeats while scanned
@@ -30,7 +30,7 @@ for _, slot in ipairs(due) do
     local status = m and tonumber(m[STATUS])
     if status == Status.WAITING or status == Status.READY then
       if tonumber(m[DELIVERIES]) == 0 then
-        end_message(m, Status.EXPIRED, now, end_life)
+        end_message(m, Status.EXPIRED, now, end_life, s.dedupWindowMillis)
         expired = expired + 1
       else
         dead_lettered = dead_lettered + end_exhausted(m, now, end_life, s)

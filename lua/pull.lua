@@ -8,7 +8,7 @@
   ARGV[1] now_ms  ARGV[2] count (<= 1000; the API's `batch`)
   ARGV[3] ack_timeout_ms (-1: the topic's)
   ARGV[4] end_life_ms  ARGV[5] promote limit  ARGV[6] hint channel  ARGV[7] topic
-  ARGV[8..18] the server's default settings
+  ARGV[8..] the server's default settings
   Returns: {messages, promoted, gaps, ended, next_trigger, ready_left, lowered_due, dead}
     messages     list of {msgId, m, p, t, e, r, n, s, a, c} as stored after the pull
     promoted     moved waiting -> ready by this call; gaps: their promotion gaps (ms)
@@ -48,7 +48,7 @@ while #messages < count and pops_left > 0 do
     local deliveries, max_retry = tonumber(m[DELIVERIES]), tonumber(m[MAX_RETRY])
     if now >= tonumber(m[EXPIRE_TIME]) or deliveries >= max_retry + 1 then
       if deliveries == 0 then
-        end_message(m, Status.EXPIRED, now, end_life)
+        end_message(m, Status.EXPIRED, now, end_life, s.dedupWindowMillis)
       else
         dead_lettered = dead_lettered + end_exhausted(m, now, end_life, s)
       end

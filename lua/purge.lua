@@ -10,7 +10,9 @@
   -1: the topic's sequence now, for the first slice)  ARGV[4] HSCAN cursor ('0' to start)
   ARGV[5] HSCAN COUNT  ARGV[6] hint channel  ARGV[7] topic  ARGV[8] budget (most messages
   to end; the slice stops there and its cursor is not worth going on from: a purge that
-  stops at its budget starts its next call from '0')
+  stops at its budget starts its next call from '0')  ARGV[9..] the server's default settings
+  (includes/settings.lua: the topic's dedupWindowMillis keeps a purged record at least that
+  long)
   Returns: {ended, next_cursor, cutoff, lowered_due, live}
     ended        messages ended by this slice
     next_cursor  the cursor of the next slice; '0' when every record has been visited
@@ -19,10 +21,12 @@
     live         the topic's live messages after this slice
   Memory: drains or keeps (a record rewritten in place, an `ended` entry per message; the
   first write is ZREM). Publishes "<k> <topic>" when a group's next message became ready. ]]
+--@include settings
 --@include group
 local now, end_life, cutoff = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local cursor, count, channel, topic = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local budget = tonumber(ARGV[8])
+local window = topic_settings(tk.config).dedupWindowMillis
 
 if cutoff < 0 then cutoff = tonumber(redis.call('GET', tk.seq) or '0') end
 local before = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
@@ -36,7 +40,7 @@ for i = 1, #fields, 2 do
     -- release makes the next message front); the page holds the record as it was.
     local m = load_slot(tk.msgs, fields[i])
     if m and is_live(m[STATUS]) and m.seq <= cutoff then
-      end_message(m, Status.DELETED, now, end_life)
+      end_message(m, Status.DELETED, now, end_life, window)
       ended = ended + 1
     end
   end

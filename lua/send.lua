@@ -6,26 +6,39 @@
   KEYS: the topic's 12 keys (includes/keys.lua); config is read only.
   ARGV[1] now_ms  ARGV[2] hint channel  ARGV[3] topic  ARGV[4] n, the number of messages
   ARGV[5] atomic (1: every message is written or none, see below; 0: each on its own)
-  then n times 7 ARGV, one message each:
+  then n times 8 ARGV, one message each:
     msg_id, body, trigger_ms (>= now_ms; -1: now + the topic's delayMillis), ttl_ms (-1: the
-    topic's), max_retry (-1: the topic's), attributes (JSON text, '' = none), group ('' = none)
-  then the server's 11 default settings (includes/settings.lua)
+    topic's), max_retry (-1: the topic's; for a replace, the replaced message's), attributes
+    (JSON text, '' = none), group ('' = none), replace (1: onDuplicate=replace, 0: keep)
+  then the server's default settings (includes/settings.lua)
   Each accepted message takes the topic's next acceptance sequence, in entry order: equal
   trigger times are handed out in that order.
   Returns one reply per message, in order: {outcome, fields, lowered_due}
-    outcome      OK accepted; DUPLICATE a live message (1..3) has this id: nothing written,
-                 its stored fields returned. An ended (4..7) one is replaced. A message of
-                 the same call counts: the second of two equal msgIds is a DUPLICATE.
+    outcome      OK accepted; DUPLICATE a live message (1..3) has this id and replace is 0,
+                 or an ended (4..7) one ended less than the topic's dedupWindowMillis ago
+                 (replace or not): nothing written, its stored fields returned. An ended one
+                 outside the window is replaced by an ordinary send. A message of the same
+                 call counts: the second of two equal msgIds is a DUPLICATE (with replace 0).
+                 REPLACED (replace 1) a waiting or ready (or group-blocked) namesake begins
+                 again in its slot: new body, attributes, triggerTime, expireTime (and
+                 maxRetry if given), retry 0, no receipt (an earlier one is stale), a new
+                 acceptance sequence: it queues, in its group too, as a new send would.
+                 CONSUMING (replace 1) the namesake is being consumed (status 3): refused,
+                 nothing written, its fields returned. OTHER_GROUP (replace 1) the replace
+                 gives another groupId (or none where it had one, or one where it had none):
+                 refused, nothing written, its fields returned.
                  BACKLOG refused, nothing written: the topic already holds maxBacklog live
                  messages (every message of waiting and of the expiry index: ready, consuming
-                 and blocked ones; a DUPLICATE adds none). NOT_WRITTEN (atomic only) refused
+                 and blocked ones; a DUPLICATE or REPLACED adds none). NOT_WRITTEN (atomic
+                 only) refused
                  because another message of the call was.
     fields       {m, p, t, e, r, n, s, a, c, g} of the message now stored ({} if refused)
     lowered_due  the topic's new due time if this message brought it forward, else -1
   or, for a message whose own writes failed (a Lua error: a bug), that error reply in its
   place; the other messages stand, as if each had been its own call.
-  Atomic: every check (duplicates, the backlog) runs for the whole call before its first
-  write, so a refusal writes nothing; then every message is written (no pcall: a Lua error,
+  Atomic: every check (duplicates, replaces, the backlog) runs for the whole call before its
+  first write, so a refusal (BACKLOG, CONSUMING, OTHER_GROUP; a DUPLICATE is none) writes
+  nothing; then every message is written (no pcall: a Lua error,
   a bug, fails the whole call).
   Memory: grows Redis (one record, one zset entry per message), so the first write is INCR
   of the sequence, a deny-oom command: over maxmemory Redis refuses the whole call (OOM) before anything is
@@ -36,7 +49,7 @@
 --@include accept
 local now, channel, topic, n = tonumber(ARGV[1]), ARGV[2], ARGV[3], tonumber(ARGV[4])
 local atomic = ARGV[5] == '1'
-local FIRST, ENTRY = 6, 7
+local FIRST, ENTRY = 6, 8
 
 local s = topic_settings(tk.config)
 -- The due time before each message: read once, then lowered by the messages accepted.
@@ -49,16 +62,38 @@ local function entry_at(i)
   return FIRST + (i - 1) * ENTRY
 end
 
--- What the message at `at` meets before any write: DUPLICATE (a live namesake), BACKLOG (the
--- topic is full) or nil (it can be written); then the message with its msgId (live, or ended
--- and replaced by this one), and the slot it takes.
+-- Whether the entry at `at` asks for onDuplicate=replace, and its groupId ('' = none).
+local function replacing(at)
+  return ARGV[at + 7] == '1', ARGV[at + 6]
+end
+
+-- The verdict of a replace of `existing`, a live namesake: OTHER_GROUP (another groupId),
+-- CONSUMING (status 3) or REPLACED (it begins again).
+local function replace_verdict(existing, group)
+  if (existing[GROUP] or '') ~= group then return OTHER_GROUP end
+  if tonumber(existing[STATUS]) == Status.CONSUMING then return CONSUMING end
+  return REPLACED
+end
+
+-- What the message at `at` meets before any write: DUPLICATE (a live namesake and no
+-- replace, or an ended one inside the dedup window), REPLACED / CONSUMING / OTHER_GROUP (a
+-- replace of a live namesake), BACKLOG (the topic is full) or nil (a new message); then the
+-- message with its msgId (live, or ended), and the slot it takes.
 local function check(at)
   local existing, slot = find_message(tk.msgs, ARGV[at])
+  local replace, group = replacing(at)
   local verdict = nil
-  if existing and is_live(existing[STATUS]) then verdict = DUPLICATE
+  if existing and is_live(existing[STATUS]) then
+    verdict = replace and replace_verdict(existing, group) or DUPLICATE
+  elseif existing and in_dedup_window(existing, now, s.dedupWindowMillis)
+      and retained(existing, tk.ended, now) then
+    verdict = DUPLICATE
   elseif s.maxBacklog > 0 and live >= s.maxBacklog then verdict = BACKLOG end
   return verdict, existing, slot
 end
+
+-- Verdicts that refuse the entry (nothing written; in an atomic call, nothing at all).
+local REFUSING = {[BACKLOG] = true, [CONSUMING] = true, [OTHER_GROUP] = true}
 
 local function send_one(at)
   local msg_id, body = ARGV[at], ARGV[at + 1]
@@ -68,37 +103,51 @@ local function send_one(at)
   local verdict, existing, slot = check(at)
   if verdict == DUPLICATE then return {DUPLICATE, shown_status(existing, now), -1} end
   if verdict == BACKLOG then return {BACKLOG, {}, -1} end
-  live = live + 1
+  if REFUSING[verdict] then return {verdict, shown_status(existing, now), -1} end
+  local replaced = verdict == REPLACED
+  if not replaced then live = live + 1 end
   if trigger < 0 then trigger = now + s.delayMillis end
   if ttl < 0 then ttl = s.ttlMillis end
-  if max_retry < 0 then max_retry = s.maxRetry end
+  if max_retry < 0 then max_retry = replaced and tonumber(existing[MAX_RETRY]) or s.maxRetry end
   -- accept's first write is the deny-oom INCR of the sequence (see Memory above)
   local m, entry = accept(now, msg_id, slot, existing, body,
     attributes ~= '' and attributes or false, trigger, ttl, max_retry,
     group ~= '' and group or false)
   -- A send adds one entry that counts for the due time (a group front stepping back behind
-  -- it adds its expiry, later than this message's trigger), so the due time after it is the
-  -- lower of that entry and the one before.
-  if due and entry >= due then return {OK, shown_status(m, now), -1} end
+  -- it adds its expiry, later than this message's trigger); a replace that hands its group's
+  -- front to the next message may put that one into waiting (advanced.due). The due time
+  -- after it is the lowest of those and the one before (a replace's removed entries can
+  -- only raise it: a due index left lower costs one early visit).
+  if advanced.due and advanced.due < entry then entry = advanced.due end
+  local outcome = replaced and REPLACED or OK
+  if due and entry >= due then return {outcome, shown_status(m, now), -1} end
   due = entry
-  return {OK, shown_status(m, now), entry}
+  return {outcome, shown_status(m, now), entry}
 end
 
 -- Atomic: refused entries answer their refusal, the others NOT_WRITTEN, when any is refused.
--- The checks count the call's own messages: a msgId given twice is a DUPLICATE the second
--- time, and each new message takes one place of the backlog.
+-- The checks count the call's own messages: a msgId an earlier entry writes is live (waiting,
+-- ready or blocked, never consuming) in that entry's group when a later one meets it, so the
+-- later one is a DUPLICATE, or with replace a REPLACED or OTHER_GROUP; each new message takes
+-- one place of the backlog.
 local function refusals()
-  local seen, verdicts, refused = {}, {}, false
+  local written, verdicts, refused = {}, {}, false   -- written: msgId -> its groupId
   for i = 1, n do
     local at = entry_at(i)
-    local verdict = check(at)
-    if verdict == DUPLICATE or seen[ARGV[at]] then
-      verdicts[i] = NOT_WRITTEN
-    elseif verdict == BACKLOG then
-      verdicts[i], refused = BACKLOG, true
+    local id = ARGV[at]
+    local replace, group = replacing(at)
+    local verdict
+    if written[id] then
+      verdict = not replace and DUPLICATE or (written[id] == group and REPLACED or OTHER_GROUP)
     else
-      verdicts[i], seen[ARGV[at]] = NOT_WRITTEN, true
-      live = live + 1
+      verdict = check(at)
+    end
+    if REFUSING[verdict] then
+      verdicts[i], refused = verdict, true
+    else
+      verdicts[i] = NOT_WRITTEN
+      if verdict == nil then live = live + 1 end
+      if verdict == nil or verdict == REPLACED then written[id] = group end
     end
   end
   if not refused then return nil end

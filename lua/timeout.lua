@@ -4,7 +4,7 @@
   redelivery would come at or after its expireTime.
   KEYS: the topic's 12 keys (includes/keys.lua).
   ARGV[1] now_ms  ARGV[2] limit (<= 1000)  ARGV[3] end_life_ms  ARGV[4] hint channel
-  ARGV[5] topic  ARGV[6..14] the server's default settings
+  ARGV[5] topic  ARGV[6..] the server's default settings
   Returns: {requeued, ended, due, dead}; the caller repeats while requeued + ended equals limit.
     due   the topic's next due time, -1 when it holds nothing (live or retained).
     dead  how many of the ended became dead letters

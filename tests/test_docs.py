@@ -376,6 +376,7 @@ WALKTHROUGHS = [
     ("docs/api.md", "### Example: a group, end to end"),
     ("docs/api.md", "### Compressed bodies (ours)"),
     ("docs/api.md", "### Example: pause, look, purge"),
+    ("docs/api.md", "### Example: debounce and the dedup window"),
 ]
 DOCS_PORT = "localhost:8080"   # the address the examples use; replaced by the test node's
 DOCS_URL = "http://127.0.0.1:8080"

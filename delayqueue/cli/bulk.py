@@ -43,11 +43,14 @@ class LineError:
 
 @dataclass
 class BulkReport:
-    """What ``send_lines`` did so far: entries sent (``duplicates`` among them) and errors."""
+    """What ``send_lines`` did so far: entries sent (``duplicates`` and ``replaced`` among
+    them) and errors."""
 
     lines: int = 0        # non-blank lines read
     sent: int = 0         # entries the server accepted (code 200)
-    duplicates: int = 0   # accepted as duplicates of a live msgId: nothing enqueued
+    duplicates: int = 0   # accepted as duplicates (a live or recently ended msgId): nothing
+    #                       enqueued
+    replaced: int = 0     # onDuplicate=replace began a waiting or ready namesake again
     errors: list[LineError] = field(default_factory=list)
     aborted: str | None = None  # why sending stopped before the end (a request failed)
     aborted_code: int | None = None  # the server's code for it (None: no server answered)
@@ -171,15 +174,17 @@ def _send(client: "DelayQueueClient", topic: str, batch: list[tuple[int, SendEnt
     if atomic and results and not all(r.ok for r in results):
         # 429 when the backlog alone refused it (try later), else 400 (lines to fix).
         report.aborted = "atomic batch refused: nothing written"
-        report.aborted_code = 429 if all(r.code in (200, 409, 429) for r in results) else 400
+        report.aborted_code = 429 if all(r.code in (200, 429) or _not_written(r)
+                                         for r in results) else 400
     for i, (number, _) in enumerate(batch):
         if i >= len(results):
             report.errors.append(LineError(number, code, f"not sent: {report.aborted}"))
-        elif atomic and results[i].code == 409:
-            continue    # "not written": another line was refused, and is reported
+        elif atomic and _not_written(results[i]):
+            continue    # another line was refused, and is reported
         elif results[i].ok:
             report.sent += 1
             report.duplicates += results[i].duplicate
+            report.replaced += results[i].replaced
         else:
             # "msgs[3].msg: ..." names the entry in its request; the line number replaces it.
             msg = ENTRY_PREFIX.sub("", results[i].msg)
@@ -187,3 +192,9 @@ def _send(client: "DelayQueueClient", topic: str, batch: list[tuple[int, SendEnt
     if progress is not None:
         progress(report)
     return ok
+
+
+def _not_written(result: SendResult) -> bool:
+    """An atomic batch's entry left unwritten because another was refused (409 "not
+    written"), not one refused itself (a 409 of its own: a replace of a consuming message)."""
+    return result.code == 409 and result.msg.startswith("not written")

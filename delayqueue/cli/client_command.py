@@ -21,6 +21,7 @@ from delayqueue.client import (
     DelayMsg,
     DelayQueueClient,
     DelayQueueError,
+    MessageConsumingError,
     NotFoundError,
     RateLimitedError,
     ServerError,
@@ -50,6 +51,7 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 SERVER_ERRORS: tuple[tuple[type[DelayQueueError], int, str, str], ...] = (
     (NotFoundError, EXIT_NOT_FOUND, "not_found", "not found"),
     (StaleReceiptError, EXIT_STALE, "stale_receipt", "stale receipt"),
+    (MessageConsumingError, EXIT_STALE, "consuming", "being consumed"),
     (BadRequestError, EXIT_USAGE, "bad_request", "rejected"),
     (BacklogExceededError, EXIT_BACKLOG, "backlog_full", "backlog full"),
     (UnavailableError, EXIT_FAILURE, "unreachable", ""),

@@ -177,7 +177,11 @@ def message_detail(m: DelayMsg) -> str:
     if m.attributes:
         rows.append(("attributes", json.dumps(dict(m.attributes), ensure_ascii=False)))
     if m.duplicate:
-        rows.append(("duplicate", "yes: the msgId is live, nothing was enqueued"))
+        rows.append(("duplicate", "yes: a message with this msgId answered (live, or ended "
+                                  "within the dedup window), nothing was enqueued"))
+    if m.replaced:
+        rows.append(("replaced", "yes: the waiting or ready message began again with these "
+                                 "values"))
     rows.append(("msg", m.msg))
     return "\n".join(f"{k:<12} {v}" for k, v in rows)
 

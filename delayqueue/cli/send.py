@@ -47,8 +47,9 @@ def register(subparsers: Any) -> None:
                    help="JSON Lines: one sendMsgBatch entry per line ({\"msg\": ..., "
                         "\"msgId\": ..., \"delayMillis\": ..., \"triggerTime\": ..., "
                         "\"ttlMillis\": ..., \"maxRetry\": ..., \"attributes\": {...}, "
-                        "\"groupId\": ...}), '-' for stdin; --delay, --at, --ttl, --max-retry, "
-                        "--attr and --group fill in what a line leaves out")
+                        "\"groupId\": ..., \"onDuplicate\": ...}), '-' for stdin; --delay, --at, "
+                        "--ttl, --max-retry, --attr, --group and --on-duplicate fill in what a "
+                        "line leaves out")
     p.add_argument("--batch-size", type=positive, default=MAX_BATCH, metavar="N",
                    help=f"with --file, entries per request (default and most {MAX_BATCH})")
     p.add_argument("--atomic", action="store_true",
@@ -68,10 +69,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--group", dest="group_id", metavar="GROUP_ID",
                    help="its message group (groupId): the group's messages are delivered one "
                         "at a time, in order")
+    p.add_argument("--on-duplicate", choices=("keep", "replace"), metavar="keep|replace",
+                   help="what a live message with this msgId meets: keep (the default: it "
+                        "is answered, nothing enqueued) or replace (debounce: a waiting or "
+                        "ready one begins again with these values; a consuming one is "
+                        "refused, exit 4)")
 
 
 def _msg_json(m: DelayMsg) -> dict[str, Any]:
-    return {**m.to_json(), "duplicate": True} if m.duplicate else m.to_json()
+    return {**m.to_json(), **({"duplicate": True} if m.duplicate else {}),
+            **({"replaced": True} if m.replaced else {})}
 
 
 def cmd_send(client: DelayQueueClient, args: argparse.Namespace) -> int:
@@ -84,7 +91,8 @@ def cmd_send(client: DelayQueueClient, args: argparse.Namespace) -> int:
     body = sys.stdin.read() if args.msg == "-" else args.msg
     sent = client.send(args.topic, body, delay_ms=args.delay, trigger_time=args.at,
                        msg_id=args.msg_id, ttl_ms=args.ttl, max_retry=args.max_retry,
-                       attributes=dict(args.attr) or None, group_id=args.group_id)
+                       attributes=dict(args.attr) or None, group_id=args.group_id,
+                       on_duplicate=args.on_duplicate or "keep")
     if args.json:
         print_json(_msg_json(sent))
     else:
@@ -101,7 +109,7 @@ def _send_file(client: DelayQueueClient, args: argparse.Namespace) -> int:
     for key, value in (("delayMillis", args.delay), ("triggerTime", args.at),
                        ("ttlMillis", args.ttl),
                        ("maxRetry", args.max_retry), ("attributes", dict(args.attr) or None),
-                       ("groupId", args.group_id)):
+                       ("groupId", args.group_id), ("onDuplicate", args.on_duplicate)):
         if value is not None:
             defaults[key] = value
     source: BinaryIO | nullcontext[BinaryIO]
@@ -132,7 +140,8 @@ def _send_file(client: DelayQueueClient, args: argparse.Namespace) -> int:
     if args.json:
         summary: dict[str, Any] = {
             "topic": args.topic, "lines": report.lines, "sent": report.sent,
-            "duplicates": report.duplicates, "failed": report.failed,
+            "duplicates": report.duplicates, "replaced": report.replaced,
+            "failed": report.failed,
             "aborted": report.aborted,
             "errors": [{"line": e.line, "code": e.code, "msg": e.msg} for e in report.errors]}
         if code != EXIT_OK:   # one JSON document: the summary carries the failure
@@ -141,8 +150,11 @@ def _send_file(client: DelayQueueClient, args: argparse.Namespace) -> int:
                 code=report.aborted_code if why else None)
         print_json(summary)
         return code
-    dup = f" ({report.duplicates} duplicate(s) of live messages)" if report.duplicates \
-        else ""
+    notes = [f"{report.duplicates} duplicate(s), nothing enqueued"] if report.duplicates \
+        else []
+    if report.replaced:
+        notes.append(f"{report.replaced} replaced")
+    dup = f" ({'; '.join(notes)})" if notes else ""
     print(f"sent {report.sent} of {report.lines} message(s) to {args.topic}{dup}; "
           f"{report.failed} failed")
     return fail(why, code) if why is not None else code

@@ -23,6 +23,7 @@ from .errors import (
     BacklogExceededError,
     BadRequestError,
     DelayQueueError,
+    MessageConsumingError,
     NotFoundError,
     RateLimitedError,
     ServerError,
@@ -49,7 +50,8 @@ from .model import (
 __all__ = [
     "AccessDeniedError", "AckEntry", "Backoff", "BacklogExceededError", "BadRequestError",
     "BatchResult", "Consumer", "DeadLetterPage", "DelayMsg", "DelayQueueClient",
-    "DelayQueueError", "MessagePage", "MonitorData", "NotFoundError", "PurgeResult",
+    "DelayQueueError", "MessageConsumingError", "MessagePage", "MonitorData",
+    "NotFoundError", "PurgeResult",
     "RateLimitedError", "SendEntry", "SendResult", "ServerError",
     "StaleReceiptError", "Status", "TOPIC_SETTINGS", "TopicConfig", "TopicInfo",
     "UnavailableError", "UnsupportedError", "VisibilityEntry",

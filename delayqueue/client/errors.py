@@ -37,6 +37,13 @@ class StaleReceiptError(DelayQueueError):
     """
 
 
+class MessageConsumingError(DelayQueueError):
+    """Code 409 answering a send with ``on_duplicate="replace"``: the message with that msgId
+    is being consumed (status 3), so it cannot be replaced; nothing was written. Retry once
+    its delivery has ended, or send under another msgId.
+    """
+
+
 class AccessDeniedError(DelayQueueError):
     """Code 401 (no valid token) or 403 (the token lacks the role, namespace or topic)."""
 
@@ -80,7 +87,9 @@ ERRORS_BY_CODE: dict[int, type[DelayQueueError]] = {
 def error_for(code: int, msg: str | None, http_status: int | None = None,
               envelope: dict[str, Any] | None = None) -> DelayQueueError:
     """The exception for an envelope whose code is not 200 (``http_status``: the answer's,
-    which tells a full topic's 429, in HTTP 200, from the token rate limit's HTTP 429)."""
+    which tells a full topic's 429, in HTTP 200, from the token rate limit's HTTP 429; a
+    409 about the msgId, not the receipt, is a replace of a message being consumed)."""
     cls = BacklogExceededError if code == 429 and http_status == 200 else \
+        MessageConsumingError if code == 409 and (msg or "").startswith("msgId:") else \
         ERRORS_BY_CODE.get(code, ServerError)
     return cls(msg or f"server answered code {code}", code, envelope)

@@ -91,6 +91,7 @@ class TopicConfig:
     dead_letter_max_size: int | None = None
     delay_ms: int | None = None       # the delay of a send that gives no delay nor time
     max_backlog: int | None = None    # most live messages; 0: no limit
+    dedup_window_ms: int | None = None  # re-sends this long after an end are duplicates
     description: str | None = None    # free text for operators
     sources: dict[str, str] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -185,7 +186,19 @@ def attributes_json(attributes: Mapping[str, str]) -> str:
 # ---- batches (sendMsgBatch, ackMsgBatch, deleteMsgBatch, changeVisibilityBatch) ------------
 # The fields a sendMsgBatch entry may carry, as the API names them.
 SEND_FIELDS = ("msg", "msgId", "delayMillis", "triggerTime", "ttlMillis", "maxRetry",
-               "attributes", "groupId")
+               "attributes", "groupId", "onDuplicate")
+ON_DUPLICATE = ("keep", "replace")   # what a send does to a live namesake (sendMsg onDuplicate)
+
+
+def on_duplicate_value(value: Any) -> str:
+    """``on_duplicate`` checked: "keep" or "replace".
+
+    Raises:
+        ValueError: anything else (nothing sent).
+    """
+    if value not in ON_DUPLICATE:
+        raise ValueError(f"on_duplicate: must be keep or replace, got {value!r}")
+    return value
 
 
 def _whole(name: str, value: Any) -> int:
@@ -207,6 +220,7 @@ class SendEntry:
     max_retry: int | None = None
     attributes: Mapping[str, str] | None = None
     group_id: str | None = None
+    on_duplicate: str = "keep"   # "replace": a waiting or ready namesake begins again
 
     @classmethod
     def from_json(cls, data: Any) -> "SendEntry":
@@ -227,6 +241,9 @@ class SendEntry:
         for api in ("msgId", "groupId"):
             if data.get(api) is not None and not isinstance(data[api], str):
                 raise ValueError(f"{api}: must be a string, got {data[api]!r}")
+        on_duplicate = data.get("onDuplicate") or "keep"
+        if on_duplicate not in ON_DUPLICATE:
+            raise ValueError(f"onDuplicate: must be keep or replace, got {on_duplicate!r}")
         attributes = data.get("attributes")
         if attributes is not None:
             if not isinstance(attributes, Mapping) or not all(
@@ -240,7 +257,7 @@ class SendEntry:
                    trigger_time=ints.get("triggerTime"), ttl_ms=ints.get("ttlMillis"),
                    max_retry=ints.get("maxRetry"),
                    attributes=dict(attributes) if attributes else None,
-                   group_id=data.get("groupId") or None)
+                   group_id=data.get("groupId") or None, on_duplicate=on_duplicate)
 
     def to_json(self) -> dict[str, Any]:
         """The sendMsgBatch entry (fields left at their default are left out: without a delay
@@ -262,6 +279,8 @@ class SendEntry:
             entry["attributes"] = dict(self.attributes)
         if self.group_id:
             entry["groupId"] = self.group_id
+        if self.on_duplicate != "keep":
+            entry["onDuplicate"] = on_duplicate_value(self.on_duplicate)
         return entry
 
 
@@ -319,7 +338,9 @@ class SendResult:
     """The answer for one entry of ``send_batch``, in request order.
 
     ``code`` is what ``sendMsg`` would answer (200, 400, 500, ...); ``delay_msg`` is set when
-    it is 200 (``duplicate`` when the msgId was live and nothing was enqueued).
+    it is 200 (``duplicate`` when a namesake answered and nothing was enqueued: a live one,
+    or an ended one inside the topic's dedup window; ``replaced`` when ``on_duplicate=
+    "replace"`` began a waiting or ready namesake again).
     """
 
     msg_id: str
@@ -335,12 +356,17 @@ class SendResult:
     def duplicate(self) -> bool:
         return self.delay_msg is not None and self.delay_msg.duplicate
 
+    @property
+    def replaced(self) -> bool:
+        return self.delay_msg is not None and self.delay_msg.replaced
+
     @classmethod
     def from_json(cls, msg_id: str, data: Mapping[str, Any]) -> "SendResult":
         code = int(data.get("code", 500))
         delay_msg = data.get("delayMsg")
         return cls(msg_id, code, str(data.get("msg") or ""),
-                   DelayMsg.from_json(delay_msg, bool(data.get("duplicate")))
+                   DelayMsg.from_json(delay_msg, bool(data.get("duplicate")),
+                                      bool(data.get("replaced")))
                    if code == 200 and delay_msg else None)
 
 

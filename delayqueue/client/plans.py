@@ -24,6 +24,7 @@ from .model import (
     attributes_json,
     epoch_ms,
     millis,
+    on_duplicate_value,
     setting_name,
 )
 from .plan import Plan, Request
@@ -94,7 +95,7 @@ class Plans(BatchPlans):
              ttl_ms: int | timedelta | None = None,
              max_retry: int | None = None,
              attributes: Mapping[str, str] | None = None,
-             group_id: str | None = None) -> Plan[DelayMsg]:
+             group_id: str | None = None, on_duplicate: str = "keep") -> Plan[DelayMsg]:
         """Send a message due in ``delay_ms`` or at ``trigger_time`` (epoch ms or datetime).
 
         With neither it is due after the topic's ``delay_ms`` setting (0, due now, unless the
@@ -105,13 +106,23 @@ class Plans(BatchPlans):
         ``group_id`` puts it in a message group: the group's messages are delivered one at a
         time, in order of (trigger time, acceptance), each after the one before it ended
         (the msgId rules: at most 256 characters, no control characters; "" is no group).
+        ``on_duplicate`` is what a live message with this msgId meets: ``"keep"`` (it is
+        answered, ``DelayMsg.duplicate``, nothing enqueued) or ``"replace"`` (debounce: a
+        waiting or ready one begins again with this send's body, attributes, time, ttl, and
+        max_retry if given, retry 0, its old receipt stale; ``DelayMsg.replaced``). An ended
+        one inside the topic's ``dedup_window_ms`` is a duplicate either way.
 
         Raises:
+            ValueError: ``on_duplicate`` is neither "keep" nor "replace" (nothing sent).
             BacklogExceededError: (429) the topic holds its ``max_backlog`` live messages;
                 nothing was written.
+            MessageConsumingError: (409) ``on_duplicate="replace"`` and the message is being
+                consumed; nothing was written.
+            BadRequestError: (400) among others, a replace that gives another ``group_id``.
         """
         if trigger_time is not None and delay_ms:
             raise ValueError("give at most one of delay_ms and trigger_time")
+        on_duplicate_value(on_duplicate)
         params: dict[str, Any] = {"topic": topic, "msg": msg,
                                   "msgId": msg_id or uuid.uuid4().hex}
         if trigger_time is not None:
@@ -126,8 +137,11 @@ class Plans(BatchPlans):
             params["attributes"] = attributes_json(attributes)
         if group_id:
             params["groupId"] = group_id
+        if on_duplicate != "keep":
+            params["onDuplicate"] = on_duplicate
         envelope = yield Request("sendMsg", params, idempotent=True)
-        return DelayMsg.from_json(envelope["delayMsg"], bool(envelope.get("duplicate")))
+        return DelayMsg.from_json(envelope["delayMsg"], bool(envelope.get("duplicate")),
+                                  bool(envelope.get("replaced")))
 
     def pull(self, topic: str, batch: int = 1,
              ack_timeout_ms: int | None = None) -> Plan[list[DelayMsg]]:
@@ -270,9 +284,10 @@ class Plans(BatchPlans):
         ``redelivery_delay_ms``, ``redelivery_backoff_multiplier``, ``redelivery_max_delay_ms``,
         ``dead_letter``, ``dead_letter_retention_ms``, ``dead_letter_max_size``, ``delay_ms``
         (the delay of a send that gives none), ``max_backlog`` (most live messages, 0 no
-        limit), ``description`` (text); the API names such as ``ttlMillis`` are accepted
-        too); durations may be timedeltas. A None value is left out. Returns the settings
-        now in force.
+        limit), ``dedup_window_ms`` (how long after a message ended a re-send of its msgId
+        is a duplicate, 0 none), ``description`` (text); the API names such as
+        ``ttlMillis`` are accepted too); durations may be timedeltas. A None value is left
+        out. Returns the settings now in force.
 
         Raises:
             ValueError: an unknown setting (nothing sent).

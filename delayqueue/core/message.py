@@ -30,7 +30,8 @@ class DelayMsg:
     max_retry: int
     retry: int
     status: Status
-    duplicate: bool = False  # sendMsg only (client side): the msgId was live, nothing enqueued
+    duplicate: bool = False  # sendMsg only (client side): a namesake answered, nothing enqueued
+    replaced: bool = False   # sendMsg only (client side): onDuplicate=replace began it again
     attributes: Mapping[str, str] | None = None  # string -> string, as sent
     receipt: str | None = None    # a delivery (pull, long poll), or getMsg / listMsg of a
     #                               consuming message: the latest delivery's receipt
@@ -54,14 +55,15 @@ class DelayMsg:
                    group_id=group or None)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], duplicate: bool = False) -> "DelayMsg":
+    def from_json(cls, data: Mapping[str, Any], duplicate: bool = False,
+                  replaced: bool = False) -> "DelayMsg":
         """Build from the API's JSON ``delayMsg`` object."""
         return cls(
             topic=str(data["topic"]), msg_id=str(data["msgId"]), msg=str(data["msg"]),
             produce_time=int(data["produceTime"]), trigger_time=int(data["triggerTime"]),
             expire_time=int(data["expireTime"]), max_retry=int(data["maxRetry"]),
             retry=int(data["retry"]), status=Status(int(data["status"])),
-            duplicate=duplicate,
+            duplicate=duplicate, replaced=replaced,
             attributes=dict(data["attributes"]) if data.get("attributes") else None,
             receipt=data.get("receipt") or None,
             dead_time=int(data["deadTime"]) if data.get("deadTime") is not None else None,

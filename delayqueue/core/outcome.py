@@ -15,14 +15,17 @@ class Outcome(IntEnum):
     OK = 1              # the transition happened
     ACKED_LATE = 2      # ack: accepted after an ack timeout, before the redelivery
     ALREADY_ACKED = 3   # ack: acked before; answered again (idempotent)
-    DUPLICATE = 4       # send: a live message has this msgId; nothing written
+    DUPLICATE = 4       # send: a live message has this msgId (or an ended one, inside the
+                        # topic's dedupWindowMillis); nothing written
+    REPLACED = 5        # send, onDuplicate=replace: the waiting or ready namesake began again
     KEPT = 0            # due_set / recycle: a concurrent write won; the newer value stays
     NO_MESSAGE = -1     # no such message, or it has ended (404)
     NOT_DELIVERED = -2  # ack: waiting, or ready and never delivered (400)
     NOT_CONSUMING = -3  # nack: waiting or ready, not being consumed (400)
     BAD_ARGUMENT = -4   # ARGV malformed: a bug in the caller, never a client's mistake
     STALE_RECEIPT = -5  # the receipt given is not the latest delivery's (409)
-    CONSUMING = -6      # reschedule: being consumed, cannot move (400)
+    CONSUMING = -6      # reschedule (400), send replace (409): being consumed, cannot change
     BACKLOG = -7        # send: the topic holds maxBacklog live messages (429)
     NOT_WRITTEN = -8    # send, atomic batch: another entry was refused, so none was written
     NO_TOPIC = -9       # pause, purge: the topic holds nothing and has no settings (404)
+    OTHER_GROUP = -10   # send, onDuplicate=replace: the replace gives another groupId (400)

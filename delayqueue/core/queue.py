@@ -58,7 +58,11 @@ WAITING_BUCKETS = (
 @dataclass(frozen=True)
 class SendResult:
     message: DelayMsg
-    duplicate: bool
+    duplicate: bool            # a namesake answered: live (keep), or ended inside the window
+    replaced: bool = False     # onDuplicate=replace began a waiting or ready namesake again
+
+
+ON_DUPLICATE = ("keep", "replace")   # sendMsg's onDuplicate: what a live namesake meets
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class SendRequest:
     max_retry: int | None = None
     attributes: Mapping[str, str] | None = None
     group_id: str | None = None
+    on_duplicate: str = "keep"     # ON_DUPLICATE: "replace" debounces a live namesake
 
 
 @dataclass(frozen=True)
@@ -179,11 +184,13 @@ class DelayQueue:
              delay_ms: int | None = None, trigger_time_ms: int | None = None,
              ttl_ms: int | None = None, max_retry: int | None = None,
              attributes: Mapping[str, str] | None = None,
-             group_id: str | None = None) -> SendResult:
-        """Accept a message; a trigger time in the past means now (its life counts from now)."""
+             group_id: str | None = None, on_duplicate: str = "keep") -> SendResult:
+        """Accept a message; a trigger time in the past means now (its life counts from now).
+        ``on_duplicate="replace"``: a waiting or ready namesake begins again with this one's
+        values (send.lua's REPLACED)."""
         return _raise(self.send_batch(topic, [SendRequest(
             body, msg_id, delay_ms, trigger_time_ms, ttl_ms, max_retry, attributes,
-            group_id)])[0])
+            group_id, on_duplicate)])[0])
 
     def send_batch(self, topic: str, requests: Sequence[SendRequest | DelayQueueError],
                    atomic: bool = False) -> list[SendResult | DelayQueueError]:
@@ -213,8 +220,12 @@ class DelayQueue:
             self.bookkeep(topic, now, _lowest_due(replies))
         answers = [_sent(topic, entry.msg_id, reply)
                    for entry, reply in zip(entries, replies)]
-        self.monitor.incr(topic, "sendMsg", sum(
-            1 for a in answers if isinstance(a, SendResult) and not a.duplicate))
+        results = [a for a in answers if isinstance(a, SendResult)]
+        # A replace is an accepted send too (it enqueues a new delivery state); a duplicate
+        # enqueues nothing.
+        self.monitor.incr(topic, "sendMsg", sum(1 for a in results if not a.duplicate))
+        self.monitor.incr(topic, "replaced", sum(1 for a in results if a.replaced))
+        self.monitor.incr(topic, "deduplicated", sum(1 for a in results if a.duplicate))
         self.monitor.incr(topic, "backlogRefused", sum(
             1 for r in replies if isinstance(r, SendReply) and r.outcome == Outcome.BACKLOG))
         return _in_place(requests, answers)
@@ -278,7 +289,8 @@ class DelayQueue:
                     for start in range(0, len(entries), ACK_CHUNK):
                         self.scripts.ack_many(tk, now, self.end_life_ms,
                                               entries[start:start + ACK_CHUNK], trip=trip,
-                                              channel=self.keys.hint_channel)
+                                              channel=self.keys.hint_channel,
+                                              defaults=self.defaults)
                     continue
                 for r in run:
                     self.scripts.nack(tk, r.msg_id, now, self.end_life_ms,
@@ -375,7 +387,7 @@ class DelayQueue:
             trip = self.scripts.round_trip()
             for msg_id in asked:
                 self.scripts.delete(tk, msg_id, now, self.end_life_ms, release, trip=trip,
-                                    channel=self.keys.hint_channel)
+                                    channel=self.keys.hint_channel, defaults=self.defaults)
             replies = self._execute(topic, now, trip)
             self.bookkeep(topic, now, _lowest_due(replies))
         answers = [_answer("delete", topic, msg_id, reply)
@@ -490,18 +502,20 @@ def _send_args(request: SendRequest, now_ms: int) -> SendArgs:
     return SendArgs(r.msg_id or uuid.uuid4().hex, r.body, trigger,
                      r.ttl_ms if r.ttl_ms and r.ttl_ms > 0 else -1,
                      r.max_retry if r.max_retry is not None and r.max_retry >= 0 else -1,
-                     _attributes_json(r.attributes), r.group_id or "")
+                     _attributes_json(r.attributes), r.group_id or "",
+                     1 if r.on_duplicate == "replace" else 0)
 
 
 def _sent(topic: str, msg_id: str, reply: SendReply | DelayQueueError
           ) -> SendResult | DelayQueueError:
     if isinstance(reply, DelayQueueError):
         return reply
-    refused = refusal("send", reply.outcome, topic, msg_id)
+    message = DelayMsg.from_fields(topic, msg_id, reply.fields) if reply.fields else None
+    refused = refusal("send", reply.outcome, topic, msg_id, message)
     if refused is not None:
         return refused
-    return SendResult(DelayMsg.from_fields(topic, msg_id, reply.fields),
-                      reply.outcome == Outcome.DUPLICATE)
+    return SendResult(message, reply.outcome == Outcome.DUPLICATE,
+                      reply.outcome == Outcome.REPLACED)
 
 
 def _answer(script: str, topic: str, msg_id: str, reply: Any) -> DelayMsg | DelayQueueError:

@@ -55,6 +55,13 @@ REFUSALS: dict[tuple[str, Outcome], Refusal] = {
     ("send", Outcome.BACKLOG): Refusal(
         BacklogExceeded, "topic: backlog quota exceeded: topic '{topic}' holds its maxBacklog "
                          "live messages; nothing was written"),
+    ("send", Outcome.CONSUMING): Refusal(
+        Conflict, "msgId: message '{msg_id}' is being consumed (status {status}); "
+                  "onDuplicate=replace replaces only a waiting or ready message; nothing "
+                  "was written"),
+    ("send", Outcome.OTHER_GROUP): Refusal(
+        BadRequest, "groupId: onDuplicate=replace must keep the groupId of message "
+                    "'{msg_id}' in topic '{topic}'; nothing was written"),
     ("send", Outcome.NOT_WRITTEN): Refusal(
         Conflict, "not written: another entry of this atomic batch was refused"),
     # purge answers it from Python (purge.lua is never called for an unknown topic).

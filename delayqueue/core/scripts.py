@@ -52,6 +52,7 @@ from .replies import (
     TimeoutReply,
 )
 from .script_runner import RoundTrip, ScriptCall, ScriptRunner
+from .topic_config import server_defaults
 
 _INCLUDE = re.compile(r"^--@include (\w+)[ \t]*$", re.MULTILINE)
 _KEY = re.compile(r"KEYS\[(\d+)\]")
@@ -107,7 +108,8 @@ def key_count(source: str) -> int:
 
 class SendArgs(NamedTuple):
     """One message of a send call, in send.lua's ARGV order (ttl_ms, max_retry: -1 = the
-    topic's setting; attributes: JSON text, '' for none; group: its groupId, '' for none)."""
+    topic's setting; attributes: JSON text, '' for none; group: its groupId, '' for none;
+    replace: 1 for onDuplicate=replace, 0 for keep)."""
     msg_id: str
     body: str
     trigger_ms: int
@@ -115,12 +117,26 @@ class SendArgs(NamedTuple):
     max_retry: int
     attributes: str
     group: str = ""
+    replace: int = 0
 
 
 class AckArgs(NamedTuple):
     """One ack of an ack call, in ack.lua's ARGV order (receipt '' = none)."""
     msg_id: str
     receipt: str
+
+
+_BUILT_IN_DEFAULTS: list[str] = []
+
+
+def built_in_defaults() -> list[str]:
+    """The topic settings' built-in server defaults, as ARGV: what ack, delete and purge
+    pass when their caller gives no ``defaults`` (tests and tools; the service always passes
+    its own, which a node's configuration may change)."""
+    if not _BUILT_IN_DEFAULTS:
+        from delayqueue.settings.config import Settings
+        _BUILT_IN_DEFAULTS.extend(server_defaults(Settings()))
+    return _BUILT_IN_DEFAULTS
 
 
 class Scripts:
@@ -184,10 +200,11 @@ class Scripts:
 
     def send(self, tk: TopicKeys, msg_id: str, body: str, now_ms: int, trigger_ms: int,
              ttl_ms: int, max_retry: int, attributes: str, channel: str,
-             defaults: Sequence[str], group: str = "") -> SendReply:
+             defaults: Sequence[str], group: str = "", replace: bool = False) -> SendReply:
         """One message (``send_many`` of one)."""
         return _only(self.send_many(tk, now_ms, channel, defaults, [
-            SendArgs(msg_id, body, trigger_ms, ttl_ms, max_retry, attributes, group)]))
+            SendArgs(msg_id, body, trigger_ms, ttl_ms, max_retry, attributes, group,
+                     1 if replace else 0)]))
 
     def promote(self, tk: TopicKeys, now_ms: int, limit: int, channel: str,
                 trip: RoundTrip | None = None) -> PromoteReply:
@@ -205,20 +222,23 @@ class Scripts:
 
     def ack_many(self, tk: TopicKeys, now_ms: int, end_life_ms: int,
                  entries: Sequence[AckArgs], trip: RoundTrip | None = None,
-                 channel: str = "") -> list[AckReply | Exception]:
+                 channel: str = "", defaults: Sequence[str] | None = None
+                 ) -> list[AckReply | Exception]:
         """Acks, each on its own, in one script call: a reply per entry, in order, or the
         error an entry's own writes failed with. ``channel``: where to publish the groups'
         next messages made ready ('' = nowhere)."""
         args: list[Any] = [now_ms, end_life_ms, channel, tk.topic, len(entries)]
         for entry in entries:
             args.extend(entry)
+        args.extend(built_in_defaults() if defaults is None else defaults)
         return self._run("ack", tk.queues, args, trip, entries=len(entries))
 
     def ack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int,
-            receipt: str = "", channel: str = "") -> AckReply:
+            receipt: str = "", channel: str = "",
+            defaults: Sequence[str] | None = None) -> AckReply:
         """One ack (``ack_many`` of one)."""
         return _only(self.ack_many(tk, now_ms, end_life_ms, [AckArgs(msg_id, receipt)],
-                                   channel=channel))
+                                   channel=channel, defaults=defaults))
 
     def nack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int, channel: str,
              defaults: Sequence[str], receipt: str = "", delay_ms: int = -1,
@@ -241,10 +261,11 @@ class Scripts:
                          [msg_id, now_ms, trigger_ms, channel, tk.topic])
 
     def delete(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int, release: bool,
-               trip: RoundTrip | None = None, channel: str = "") -> DeleteReply:
+               trip: RoundTrip | None = None, channel: str = "",
+               defaults: Sequence[str] | None = None) -> DeleteReply:
         return self._run("delete", tk.queues,
-                         [msg_id, now_ms, end_life_ms, 1 if release else 0, channel, tk.topic],
-                         trip)
+                         [msg_id, now_ms, end_life_ms, 1 if release else 0, channel, tk.topic,
+                          *(built_in_defaults() if defaults is None else defaults)], trip)
 
     def get(self, tk: TopicKeys, msg_id: str, now_ms: int | None) -> GetReply:
         """The message, or an empty reply when there is none (``now_ms`` None: an ended one
@@ -271,11 +292,12 @@ class Scripts:
         return self._run("list", tk.queues, [now_ms, view, limit, max_bytes, score, member])
 
     def purge(self, tk: TopicKeys, now_ms: int, end_life_ms: int, cutoff: int, cursor: str,
-              count: int, channel: str, budget: int) -> PurgeReply:
+              count: int, channel: str, budget: int,
+              defaults: Sequence[str] | None = None) -> PurgeReply:
         """One slice of a topic's purge (cutoff -1: the topic's sequence now)."""
         return self._run("purge", tk.queues,
                          [now_ms, end_life_ms, cutoff, cursor, count, channel, tk.topic,
-                          budget])
+                          budget, *(built_in_defaults() if defaults is None else defaults)])
 
     def pause(self, tk: TopicKeys, paused: bool, known: bool, channel: str) -> PauseReply:
         return self._run("pause", tk.queues,

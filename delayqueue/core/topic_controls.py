@@ -121,7 +121,7 @@ class TopicControls:
                 now = self.clock.now_ms()
                 reply = self.scripts.purge(tk, now, self.queue.end_life_ms, cutoff, cursor,
                                            PURGE_SCAN, self.queue.keys.hint_channel,
-                                           limit - total)
+                                           limit - total, self.queue.defaults)
                 total += reply.ended
                 cutoff, cursor = reply.cutoff, reply.next_cursor
                 self.queue.bookkeep(topic, now, reply.lowered_due)

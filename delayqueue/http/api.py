@@ -49,12 +49,13 @@ def send_request(p: Params) -> SendRequest:
     if delay_ms is not None and trigger_ms is not None:
         raise BadRequest("delayMillis, triggerTime: give at most one of them")
     return SendRequest(body, msg_id, delay_ms, trigger_ms, p.duration("ttlMillis"),
-                       p.max_retry(), p.attributes(), p.group_id())
+                       p.max_retry(), p.attributes(), p.group_id(), p.on_duplicate())
 
 
 def sent(result: SendResult) -> dict[str, Any]:
     return {"delayMsg": result.message.to_json(),
-            **({"duplicate": True} if result.duplicate else {})}
+            **({"duplicate": True} if result.duplicate else {}),
+            **({"replaced": True} if result.replaced else {})}
 
 
 @route(api, "sendMsgBatch")

@@ -32,6 +32,7 @@ from .schema import (
     GROUPED_MSG,
     LIMIT_DEAD,
     MSG_ID,
+    ON_DUPLICATE,
     OPTIONAL_MSG_ID,
     PULL_COUNT,
     RECEIPT,
@@ -161,7 +162,8 @@ CONSOLE_SPANS = ("5m", "1h", "6h", "24h")
 ENDPOINTS: tuple[Endpoint, ...] = (
     camellia("sendMsg", topic(PRODUCE),
              "Send a message, due after delayMillis or at triggerTime; messages due at the same "
-             "time leave in the order they were accepted.",
+             "time leave in the order they were accepted. A live namesake is kept (duplicate: "
+             "true) or, with onDuplicate=replace, begun again (replaced: true).",
              "DelayMsgAnswer", ok_example(delayMsg=EXAMPLE_MSG),
              [TOPIC, OPTIONAL_MSG_ID,
               Param("msg", string("The body: at most max-msg-bytes (1 MiB) of UTF-8.",
@@ -173,7 +175,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
               Param("attributes", {"type": ["string", "object"], "description":
                                    "A JSON object of string keys to string values (JSON text "
                                    "in a form); at most 32 keys and 8 KiB."}),
-              GROUP_ID]),
+              GROUP_ID, ON_DUPLICATE], (400, 409)),
     camellia("pullMsg", topic(CONSUME), "Take up to batch ready messages (short poll), in "
              "the order they became ready, at most one per message group.",
              "DelayMsgListAnswer", ok_example(delayMsgList=[DELIVERED_MSG]),
@@ -277,7 +279,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
               "type": "boolean", "description": "(ours) Every entry is written or none (one "
               "script call, every check before its first write). A refused entry (400, 409, "
               "429) makes the answer code 400, with each refused entry's own code and every "
-              "other entry code 409 \"not written\"; a live duplicate is not a refusal."}}),
+              "other entry code 409 \"not written\"; a duplicate is not a refusal, nor is a "
+              "replace, but a replace of a consuming message (409) or with another groupId "
+              "(400) is."}}),
           {"topic": EXAMPLE_TOPIC, "msgs": [{"msg": "hello", "delayMillis": 5000},
                                             {"msg": "again", "msgId": "m2"},
                                             {"msg": "paid", "groupId": "order-42"}]}),

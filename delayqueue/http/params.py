@@ -14,6 +14,7 @@ import re
 from typing import Any, Mapping
 
 from delayqueue.core.errors import BadRequest, DelayQueueError, MissingParameter
+from delayqueue.core.queue import ON_DUPLICATE
 from delayqueue.settings.value import (
     BOOLEAN_RULE,
     MAX_DURATION_MS,
@@ -130,6 +131,16 @@ class Params:
                              f"got {len(value)}")
         if has_control_chars(value):
             raise BadRequest(f"{name}: must not contain control characters")
+        return value
+
+    def on_duplicate(self) -> str:
+        """sendMsg's ``onDuplicate``: "keep" (absent or empty) or "replace"."""
+        value = self.string("onDuplicate")
+        if value is None:
+            return "keep"
+        if value not in ON_DUPLICATE:
+            shown = value if len(value) <= 40 else value[:40] + "…"
+            raise BadRequest(f"onDuplicate: must be keep or replace, got {shown!r}")
         return value
 
     def body(self) -> str:

@@ -52,6 +52,14 @@ GROUP_ID = Param("groupId", string(
     "(triggerTime, acceptance), the next only once the one delivered has ended (ack, delete, "
     "expiry, retries used up). The msgId rules: at most max-msg-id-length (256) characters, "
     "no control characters; empty counts as absent (no group)."))
+ON_DUPLICATE = Param("onDuplicate", {"type": "string", "enum": ["keep", "replace"],
+                                     "description": (
+    "(ours) What a live namesake (a message with this msgId) meets: keep (the default) answers "
+    "it as a duplicate and enqueues nothing; replace (debounce) begins a waiting or ready one "
+    "again with this send's body, attributes, triggerTime, ttl (and maxRetry if given), retry "
+    "0, a new acceptance order, its earlier receipt stale, answering replaced: true; a "
+    "consuming one answers 409, another groupId 400, nothing changed. An ended namesake inside "
+    "the topic's dedupWindowMillis answers duplicate: true either way.")})
 RECEIPT = Param("receipt", string("The receipt of the delivery being answered; a stale one "
                                   "answers 409 and changes nothing, one not of the receipt's "
                                   "form (hex.hex) 400 (malformed)."))
@@ -84,7 +92,8 @@ EXAMPLE_CONFIG = {"ttlMillis": 3_600_000, "maxRetry": 2, "ackTimeoutMillis": 30_
                   "redeliveryDelayMillis": 500, "redeliveryBackoffMultiplier": 2,
                   "redeliveryMaxDelayMillis": 3_600_000, "deadLetter": True,
                   "deadLetterRetentionMillis": 604_800_000, "deadLetterMaxSize": 100_000,
-                  "delayMillis": 0, "maxBacklog": 0, "description": ""}
+                  "delayMillis": 0, "maxBacklog": 0, "dedupWindowMillis": 0,
+                  "description": ""}
 EXAMPLE_SOURCE = {name: "server" for name in EXAMPLE_CONFIG} | {
     "maxRetry": "topic", "redeliveryDelayMillis": "topic", "redeliveryBackoffMultiplier": "topic"}
 
@@ -136,7 +145,8 @@ def schemas() -> dict[str, Any]:
                                            "enum": [200, 400, 404, 409, 429, 500]},
                                   "msg": {"type": ["string", "null"]},
                                   "delayMsg": ref("DelayMsg"),
-                                  "duplicate": {"type": "boolean"}}}
+                                  "duplicate": {"type": "boolean"},
+                                  "replaced": {"type": "boolean"}}}
     return {
         "DelayMsg": {
             "type": "object",
@@ -170,7 +180,8 @@ def schemas() -> dict[str, Any]:
         },
         "Success": ok({}, ["msg"]),
         "DelayMsgAnswer": ok({"delayMsg": ref("DelayMsg"),
-                              "duplicate": {"type": "boolean", "const": True}}, ["delayMsg"]),
+                              "duplicate": {"type": "boolean", "const": True},
+                              "replaced": {"type": "boolean", "const": True}}, ["delayMsg"]),
         "DelayMsgListAnswer": ok({"delayMsgList": {"type": "array", "items": ref("DelayMsg")}},
                                  ["delayMsgList"]),
         "DeadPageAnswer": ok({"delayMsgList": {"type": "array", "items": ref("DelayMsg")},
@@ -260,7 +271,7 @@ SEND_ENTRY = {"type": "object", "required": ["msg"], "properties": {
     "maxRetry": {"type": "integer"},
     "attributes": {"type": "object", "additionalProperties": {"type": "string"},
                    "maxProperties": 32},
-    "groupId": GROUP_ID.schema}}
+    "groupId": GROUP_ID.schema, "onDuplicate": ON_DUPLICATE.schema}}
 ACK_ENTRY = {"type": "object", "required": ["msgId"], "properties": {
     "msgId": MSG_ID.schema, "receipt": RECEIPT.schema, "ack": {"type": "boolean"},
     "delayMillis": {"type": "integer", "minimum": 0}}}

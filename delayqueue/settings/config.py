@@ -271,6 +271,9 @@ class Settings:
                                "delayMillis nor triggerTime")
     max_backlog: int = _topic("maxBacklog", 0, "most live messages per topic; a send over it "
                               "is refused with code 429 (0: no limit)")
+    dedup_window_millis: int = _topic(
+        "dedupWindowMillis", 0, "how long after a message ended a re-send of its msgId answers "
+        "it as a duplicate and enqueues nothing (0: no window)")
     topic_description: str = _topic("description", "", "description of a topic that has none "
                                     "of its own")
     # Redis.

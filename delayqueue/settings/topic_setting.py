@@ -96,6 +96,10 @@ SETTINGS: tuple[TopicSetting, ...] = (
     TopicSetting("delayMillis", "delay_ms", "delay-millis", int, 0, MAX_DURATION_MS),
     # Most live messages (1..3) of the topic; a send over it is refused (429). 0: no limit.
     TopicSetting("maxBacklog", "max_backlog", "max-backlog", int, 0, 1_000_000_000),
+    # How long after a message ended a re-send of its msgId answers the ended message as a
+    # duplicate and enqueues nothing (its record is kept at least this long). 0: no window.
+    TopicSetting("dedupWindowMillis", "dedup_window_ms", "dedup-window-millis", int,
+                 0, MAX_DURATION_MS),
     # Free text for operators (the console shows it); no script reads it.
     TopicSetting("description", "description", "topic-description", str, 0, 1024),
 )

@@ -3,28 +3,43 @@
   Its functions use the topic's keys by name (includes/keys.lua). ]]
 --@include group
 
--- Write a new message with this msgId at `slot` (replacing `existing`, an ended record with
--- this msgId, when there is one): it takes the topic's next acceptance sequence (the INCR is
--- its first write: see send.lua's Memory note), joins its group when it has one, and is placed
+-- Write a new message with this msgId at `slot` (replacing `existing`, a record with this
+-- msgId, when there is one): it takes the topic's next acceptance sequence (the INCR is its
+-- first write: see send.lua's Memory note), joins its group when it has one, and is placed
 -- (waiting, ready or blocked) and saved. `attributes` and `group` are false when none.
+-- `existing` ended: it is wholly replaced (out of `ended` and the dead queue). `existing`
+-- live, waiting or ready or blocked (a replace, sendMsg onDuplicate=replace; the caller has
+-- checked it is not consuming and has this group): it leaves its place first, and the new
+-- delivery state queues as a new send would: behind the group's front when it was blocked,
+-- and, when it was the front, the group's next message takes over if it now comes first.
 -- Returns the message and the entry that counts for the topic's due time: its triggerTime
 -- when it waits, else its expireTime.
 local function accept(now, msg_id, slot, existing, body, attributes, trigger, ttl, max_retry,
     group)
   local seq = next_seq()
+  local is_replace = existing and is_live(existing[STATUS])
+  local was_front = is_replace and existing[GROUP] and
+    redis.call('HGET', tk.groups, existing[GROUP]) == existing.slot
   local expire_at = trigger + ttl
-  -- A whole new record, so an ended message with this id is wholly replaced (same slot).
+  -- A whole new record, so a message with this id is wholly replaced (same slot): no
+  -- deliveries, no receipt, no end time.
   local m = {id = msg_id, slot = slot, seq = seq}
   m[BODY], m[ATTRIBUTES] = body, attributes
   m[PRODUCE_TIME], m[TRIGGER_TIME], m[EXPIRE_TIME] = now, trigger, expire_at
   m[MAX_RETRY], m[DELIVERIES], m[STATUS] = max_retry, 0, Status.WAITING
   m[RECEIPT], m[GROUP] = false, group
-  if existing then
+  if is_replace then
+    unqueue(existing)   -- its group's front stays named in tk.groups: settle_front decides
+  elseif existing then
     redis.call('ZREM', tk.ended, m.slot)
     redis.call('ZREM', tk.dead, m.slot)
   end
   local entry = expire_at
-  if not m[GROUP] or join_group(m) then
+  local front
+  if not m[GROUP] then front = true
+  elseif was_front then front = settle_front(m, now)
+  else front = join_group(m) end
+  if front then
     place(m, now, trigger)
     if m[STATUS] == Status.WAITING then entry = trigger end
   end

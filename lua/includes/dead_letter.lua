@@ -8,13 +8,17 @@
 local DEAD_TRIM_LIMIT = 100   -- most dead letters one call drops for size or age
 
 -- Drop at most `limit` dead letters past the topic's retention or beyond its max size,
--- oldest first. Returns how many were dropped.
+-- oldest first. Returns how many were dropped. One still inside the topic's dedup window
+-- only leaves the dead queue: its record stays in `ended` (scored by the window's end at
+-- least) as a status 6 that is no dead letter, so a re-send is still a duplicate.
 local function trim_dead(msgs, ended, dead, now, s, limit)
   local dropped = 0
   local function drop(slot)
     redis.call('ZREM', dead, slot)
     local record = redis.call('HGET', msgs, slot)
-    if record and stored_status(record) == Status.RETRY_EXHAUSTED then
+    if record and stored_status(record) == Status.RETRY_EXHAUSTED and
+        not (s.dedupWindowMillis > 0 and
+             in_dedup_window(decode(record, slot), now, s.dedupWindowMillis)) then
       redis.call('ZREM', ended, slot)
       redis.call('HDEL', msgs, slot)
     end
@@ -31,13 +35,13 @@ local function trim_dead(msgs, ended, dead, now, s, limit)
 end
 
 -- End a message with status 6: into the dead queue when the topic keeps dead letters, else
--- kept end_life_ms like any ended message. Returns 1 when it became a dead letter, else 0.
+-- kept end_life_ms like any ended message (either at least the topic's dedup window). Returns 1 when it became a dead letter, else 0.
 local function end_exhausted(m, now, end_life, s)
   if s.deadLetter ~= 1 then
-    end_message(m, Status.RETRY_EXHAUSTED, now, end_life)
+    end_message(m, Status.RETRY_EXHAUSTED, now, end_life, s.dedupWindowMillis)
     return 0
   end
-  end_message(m, Status.RETRY_EXHAUSTED, now, s.deadLetterRetentionMillis)
+  end_message(m, Status.RETRY_EXHAUSTED, now, s.deadLetterRetentionMillis, s.dedupWindowMillis)
   redis.call('ZADD', tk.dead, now, m.slot)
   trim_dead(tk.msgs, tk.ended, tk.dead, now, s, DEAD_TRIM_LIMIT)
   return 1

@@ -175,13 +175,15 @@ local function leave(m, now)
 end
 
 -- End a live message, wherever it sits, with an ended status (4..7). Ended messages keep
--- their body for `retention` ms so getMsg and dedup can see them: `ended` holds the end of
--- their retention; the scheduler purges them after it.
-local function end_message(m, status, now, retention)
+-- their record for max(`retention`, `window`) ms (window: the topic's dedupWindowMillis; nil
+-- counts as 0) so getMsg and a re-send's duplicate check see them: the record notes when it
+-- ended (m.ended_at), `ended` holds the end of its retention; the scheduler purges it after.
+local function end_message(m, status, now, retention, window)
   if is_live(m[STATUS]) then leave(m, now) end
   m[STATUS] = status
+  m.ended_at = now
   save_message(tk.msgs, m)
-  redis.call('ZADD', tk.ended, now + retention, m.slot)
+  redis.call('ZADD', tk.ended, now + math.max(retention, window or 0), m.slot)
 end
 
 -- Publish "<k> <topic>" when this call made k messages ready.

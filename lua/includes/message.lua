@@ -5,7 +5,9 @@
   the two equal), read and written by name, m[TRIGGER_TIME] (the index constants below),
   plus m.id (the msgId, read from the record), m.slot, m.dt (time of the latest delivery),
   m.seq (the acceptance sequence: the topic's order of sends, 0 for a record written before
-  it existed) and m.blocked (true while it waits behind its group's head: includes/group.lua).
+  it existed), m.blocked (true while it waits behind its group's head: includes/group.lua)
+  and m.ended_at (when an ended message ended, for the dedup window; nil when live, or ended
+  under storage format records-2, which kept no end time).
   A script replies with m as it is: the fields are its reply, in that order.
   Slot: the first SLOT_HEX hex chars of sha1(msgId); when that slot holds another msgId's
   record, "=" .. msgId. Every zset of the topic (waiting, ready, ack, expire, dead, ended)
@@ -14,12 +16,14 @@
   A lookup reads the digest slot, then (on a miss or another id)
   "=" .. msgId: two msgIds never share a record.
   Record: struct '>BBI3I3I6I6I6' status, flags (bit0 attributes, bit1 delivered, bit2 seq,
-  bit3 group, bit4 blocked), maxRetry, deliveries, produceTime, triggerTime, expireTime
+  bit3 group, bit4 blocked, bit5 end time), maxRetry, deliveries, produceTime, triggerTime, expireTime
   (26 bytes); msgId ('>H' length + bytes); attributes ('>H' length + JSON) if flagged; the
   latest delivery time ('>I6') if flagged (the receipt is '%x.%x' of it and the deliveries);
   the acceptance sequence ('>I6') if flagged; the groupId ('>H' length + bytes) if flagged;
-  then the body to the end. Records of storage format records-1 have no sequence (bits 2..4
-  unset) and read as sequence 0.
+  the time it ended ('>I6') if flagged (written only for an ended status: a redriven dead
+  letter drops it); then the body to the end. Records of storage format records-1 have no
+  sequence (bits 2..4 unset) and read as sequence 0; records-2 ones have no end time (bit 5,
+  storage format records-3: an older node would read those 6 bytes as the body's start).
   Live statuses 1..3 sit in exactly one of waiting / ready / ack, or (blocked behind their
   group's head, stored as status 1) in the group structures; ready, consuming and blocked
   ones are in the expiry index too. Ended ones (4..7) are in `ended`, scored by the end of their
@@ -30,7 +34,7 @@ local SLOT_HEX = 14          -- digest chars of a slot (scripts.py can lower it 
 local PURGE_SLACK_MS = 60000 -- ended records wait this much past their retention, so a busy
                              -- topic's purge runs in batches, not once per ended message
 local HEADER = '>BBI3I3I6I6I6'
-local HAS_ATTRIBUTES, DELIVERED, HAS_SEQ, HAS_GROUP, BLOCKED = 1, 2, 4, 8, 16
+local HAS_ATTRIBUTES, DELIVERED, HAS_SEQ, HAS_GROUP, BLOCKED, HAS_END = 1, 2, 4, 8, 16, 32
 
 -- The index of each field of a decoded message, with its MESSAGE_FIELDS letter.
 local BODY = 1           -- m  the body
@@ -82,19 +86,25 @@ local function decode(record, slot)
     group = string.sub(record, pos, pos + len - 1)
     pos = pos + len
   end
+  local ended_at = nil
+  if flagged(flags, HAS_END) then ended_at, pos = struct.unpack('>I6', record, pos) end
   local m = {string.sub(record, pos), num(produce), num(trigger), num(expire), num(max_retry),
     num(deliveries), tostring(status), attributes, receipt, group}   -- BODY .. GROUP
   m.id, m.slot, m.dt, m.seq, m.blocked = id, slot, delivered_at, seq, flagged(flags, BLOCKED)
+  m.ended_at = ended_at
   return m
 end
 
 local function encode(m)
+  -- The end time only while ended: a message that lives again (a redrive) drops it.
+  local ended_at = not is_live(m[STATUS]) and m.ended_at or nil
   local flags = 0
   if m[ATTRIBUTES] then flags = flags + HAS_ATTRIBUTES end
   if m.dt then flags = flags + DELIVERED end
   if m.seq and m.seq > 0 then flags = flags + HAS_SEQ end
   if m[GROUP] then flags = flags + HAS_GROUP end
   if m.blocked then flags = flags + BLOCKED end
+  if ended_at then flags = flags + HAS_END end
   local parts = {struct.pack(HEADER, tonumber(m[STATUS]), flags, tonumber(m[MAX_RETRY]),
       tonumber(m[DELIVERIES]), tonumber(m[PRODUCE_TIME]), tonumber(m[TRIGGER_TIME]),
       tonumber(m[EXPIRE_TIME])),
@@ -109,6 +119,7 @@ local function encode(m)
     parts[#parts + 1] = struct.pack('>H', #m[GROUP])
     parts[#parts + 1] = m[GROUP]
   end
+  if ended_at then parts[#parts + 1] = struct.pack('>I6', ended_at) end
   parts[#parts + 1] = m[BODY]
   return table.concat(parts)
 end
@@ -143,6 +154,12 @@ local function retained(m, ended, now)
   local retention_end = redis.call('ZSCORE', ended, m.slot)
   if retention_end and tonumber(retention_end) <= now then return nil end
   return m
+end
+
+-- Whether m, an ended message, is within the topic's dedup window at `now`: a re-send of its
+-- msgId is then a duplicate of it. A record that kept no end time (records-2) never is.
+local function in_dedup_window(m, now, window)
+  return m.ended_at ~= nil and window > 0 and now < m.ended_at + window
 end
 
 -- Store m (at m.slot): every write of a record goes through here. Numbers are kept as the

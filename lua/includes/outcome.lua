@@ -4,6 +4,7 @@ local OK = 1
 local ACKED_LATE = 2
 local ALREADY_ACKED = 3
 local DUPLICATE = 4
+local REPLACED = 5
 local KEPT = 0
 local NO_MESSAGE = -1
 local NOT_DELIVERED = -2
@@ -14,6 +15,7 @@ local CONSUMING = -6
 local BACKLOG = -7
 local NOT_WRITTEN = -8
 local NO_TOPIC = -9
+local OTHER_GROUP = -10
 
 -- The replies of a call that handles n entries each on its own: one(i) for i = 1..n, each
 -- under pcall, so an entry whose Lua fails (a bug) answers that error in its place and the

@@ -1,10 +1,11 @@
 --[[ The topic's effective settings: its config hash (setTopicConfig) over the server's
-  defaults, which the caller passes as the last 11 ARGV in SETTING_NAMES order. The names are
+  defaults, which the caller passes as the last 12 ARGV in SETTING_NAMES order. The names are
   the table delayqueue/settings/topic_setting.py SETTINGS, in its order (Lua cannot read it;
   tests/core/test_lua_contract.py keeps the two equal). Booleans are 1 / 0. ]]
 local SETTING_NAMES = {'ttlMillis', 'maxRetry', 'ackTimeoutMillis', 'redeliveryDelayMillis',
   'redeliveryBackoffMultiplier', 'redeliveryMaxDelayMillis', 'deadLetter',
-  'deadLetterRetentionMillis', 'deadLetterMaxSize', 'delayMillis', 'maxBacklog'}
+  'deadLetterRetentionMillis', 'deadLetterMaxSize', 'delayMillis', 'maxBacklog',
+  'dedupWindowMillis'}
 -- Not a setting but the topic's state, kept in the same hash (pauseTopic): read in the same
 -- HMGET, never reset by setTopicConfig's reset.
 local PAUSED = 'paused'

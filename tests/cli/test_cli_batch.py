@@ -41,8 +41,8 @@ def test_send_file_reports_each_bad_line_by_number_and_exits_non_zero(node, clie
     assert "not JSON" in errors[0] and "(code 400)" in errors[1] and "msg" in errors[1]
     assert "JSON object" in errors[2] and "delay: unknown field" in errors[3]
     assert "7 line(s) read" in result.stderr                              # progress
-    assert result.stdout.strip() == (f"sent 3 of 7 message(s) to {topic} (1 duplicate(s) of "
-                                     "live messages); 4 failed")
+    assert result.stdout.strip() == (f"sent 3 of 7 message(s) to {topic} (1 duplicate(s), "
+                                     "nothing enqueued); 4 failed")
     assert client.get(topic, "a").status is Status.READY
     assert client.get(topic, "b").attributes == {"lang": "日本語"}
     assert client.get(topic, "dup").msg == "live"
@@ -60,7 +60,7 @@ def test_send_file_sends_in_batches_with_defaults_from_the_options(node, client,
     assert result.returncode == EXIT_OK, result.stderr
     summary = json.loads(result.stdout)
     assert summary == {"topic": topic, "lines": 2_300, "sent": 2_300, "duplicates": 0,
-                       "failed": 0, "aborted": None, "errors": []}
+                       "replaced": 0, "failed": 0, "aborted": None, "errors": []}
     info = client.topic_info(topic)
     assert (info.waiting_queue_size, info.ready_queue_size) == (2_299, 1)
     m0, m7 = client.get(topic, "m0"), client.get(topic, "m7")

@@ -300,3 +300,33 @@ def test_a_visibility_batch_is_one_round_trip_and_counts_the_messages_it_ends(ow
     assert {name: after[name] - before[name] for name in
             ("triggerMsgEndLife", "deadLettered", "nackMsg", "ackMsg")} == {
         "triggerMsgEndLife": 1, "deadLettered": 1, "nackMsg": 0, "ackMsg": 0}
+
+
+def test_a_send_batch_counts_replaced_and_deduplicated_sends(own_redis):
+    """A replace counts as replaced and as a send (it enqueues a new delivery state); a
+    duplicate, of a live message or of one ended inside the dedup window, as deduplicated and
+    not as a send; a refused replace as neither."""
+    redis_url, _ = own_redis
+    rt = make_runtime(redis_url, ManualClock())
+    queue = rt.queue
+    rt.admin.set_config("dedup", {"dedupWindowMillis": 60_000})
+    queue.send_batch("dedup", [SendRequest("x", "live", delay_ms=5_000),
+                               SendRequest("x", "ended"), SendRequest("x", "busy")])
+    pulled = {m.msg_id: m for m in queue.pull("dedup", count=2).messages}
+    queue.ack("dedup", "ended", pulled["ended"].receipt)
+    rt.monitor.flush()
+    before = rt.monitor.totals()["topics"]["dedup"]
+    results = queue.send_batch("dedup", [
+        SendRequest("y", "live", on_duplicate="replace"),
+        SendRequest("y", "live"),
+        SendRequest("y", "ended", on_duplicate="replace"),
+        SendRequest("y", "busy", on_duplicate="replace"),
+        SendRequest("y", "new", on_duplicate="replace")])
+    assert [getattr(r, "code", 200) for r in results] == [200, 200, 200, 409, 200]
+    assert [(r.replaced, r.duplicate) for i, r in enumerate(results) if i != 3] == [
+        (True, False), (False, True), (False, True), (False, False)]
+    rt.monitor.flush()
+    after = rt.monitor.totals()["topics"]["dedup"]
+    assert {name: after.get(name, 0) - before.get(name, 0)
+            for name in ("sendMsg", "replaced", "deduplicated")} == {
+        "sendMsg": 2, "replaced": 1, "deduplicated": 2}

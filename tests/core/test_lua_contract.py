@@ -96,7 +96,7 @@ def test_lua_reads_a_topic_value_over_the_server_default_from_the_argv_tail(redi
                       redelivery_delay_millis=14, redelivery_backoff_multiplier=1.5,
                       redelivery_max_delay_millis=16, dead_letter=False,
                       dead_letter_retention_millis=18, dead_letter_max_size=19,
-                      delay_millis=20, max_backlog=21)
+                      delay_millis=20, max_backlog=21, dedup_window_millis=22)
     own = {"maxRetry": "7", "deadLetter": "1", "redeliveryBackoffMultiplier": "2.5"}
     redis_client.hset("contract:config", mapping=own)
     probe = (LUA / "includes" / "settings.lua").read_text() + """
@@ -108,7 +108,7 @@ return out"""
                              *server_defaults(server))
     values, _ = effective(own, server)
     assert [float(v) for v in read] == [float(stored(values[s.name])) for s in SCRIPT_SETTINGS]
-    assert [float(v) for v in read] == [11, 7, 13, 14, 2.5, 16, 1, 18, 19, 20, 21]
+    assert [float(v) for v in read] == [11, 7, 13, 14, 2.5, 16, 1, 18, 19, 20, 21, 22]
 
 
 def test_lua_message_fields_are_in_python_field_order(redis_client):

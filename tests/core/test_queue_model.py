@@ -1,8 +1,9 @@
 """A Hypothesis state machine drives DelayQueue (the Lua scripts) on a real Redis against a
-model of the queue: send (one or a batch, atomic or not, with or without a groupId), pull,
-ack, nack, changeVisibility, timeout, expiry, delete, reschedule, redrive, pause and resume,
-purge, a backlog limit, clock advances and SCRIPT FLUSH in any order, with every invariant of
-docs/design.md checked after every step, and listMsg's pages compared with the model's queues.
+model of the queue: send (one or a batch, atomic or not, with or without a groupId, keeping or
+replacing a live namesake: onDuplicate), pull, ack, nack, changeVisibility, timeout, expiry,
+delete, reschedule, redrive, pause and resume, purge, a backlog limit, a dedup window, clock
+advances and SCRIPT FLUSH in any order, with every invariant of docs/design.md checked after
+every step, and listMsg's pages compared with the model's queues.
 
 The model knows the acceptance order (each accepted send, and each redrive, takes the next
 sequence), so it predicts each pull's answer exactly, in order: ready messages leave by
@@ -43,6 +44,7 @@ IDS = st.sampled_from(["a", "b", "c", "d", "e"])
 GROUPS = st.sampled_from([None, "g1", "g2"])
 DELAYS = st.sampled_from([0, 1, 500, 5_000])
 TTLS = st.sampled_from([None, 1_500])          # None: the topic's ttl (an hour)
+ON_DUPLICATE = st.sampled_from(["keep", "replace"])
 # A msgId, or (an int) the k-th message being consumed: a random msgId rarely is one.
 TARGETS = st.one_of(IDS, st.integers(0, 3))
 ACK_TIMEOUT_MS = 3_000
@@ -70,6 +72,7 @@ class Model:
     receipt: str = ""
     deadline: int = 0
     left_index: bool = False  # consuming past its expireTime, and expiry visited it
+    ended_at: int | None = None  # when it ended (the dedup window counts from it)
 
     def place_in_group(self) -> tuple[int, int]:
         return self.trigger, self.seq
@@ -100,6 +103,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.last_pull: list[str] = []
         self.paused = False
         self.backlog = 0                      # maxBacklog (0: none)
+        self.window = 0                       # dedupWindowMillis (0: none)
 
     @initialize()
     def start(self) -> None:
@@ -158,7 +162,7 @@ class QueueMachine(RuleBasedStateMachine):
     def _end(self, msg_id: str, status: int) -> None:
         """Every ending: a front releases its group to its next message."""
         m = self.model[msg_id]
-        m.status, m.blocked = status, False
+        m.status, m.blocked, m.ended_at = status, False, self.now()
         if m.group and self.fronts.get(m.group) == msg_id:
             following = self._next_in(m.group)
             if following is None:
@@ -205,78 +209,132 @@ class QueueMachine(RuleBasedStateMachine):
     def _live(self) -> int:
         return sum(m.status in LIVE for m in self.model.values())
 
-    def _verdict(self, msg_id: str, added: int = 0) -> str:
-        """What a send of ``msg_id`` meets: "duplicate", "backlog" or "new" (``added``: new
-        messages of the same call before it)."""
+    def _verdict(self, msg_id: str, added: int = 0, replace: bool = False,
+                 group: str | None = None) -> str:
+        """What a send of ``msg_id`` meets: "duplicate" (a live namesake kept, or an ended
+        one inside the dedup window), "replaced", "consuming" or "other_group" (a replace of
+        a live one), "backlog" or "new" (``added``: new messages of the same call before
+        it)."""
         old = self.model.get(msg_id)
         if old is not None and old.status in LIVE:
+            if not replace:
+                return "duplicate"
+            if old.group != group:
+                return "other_group"
+            return "consuming" if old.status == Status.CONSUMING else "replaced"
+        if old is not None and old.ended_at is not None and \
+                self.now() < old.ended_at + self.window:
             return "duplicate"
         if self.backlog and self._live() + added >= self.backlog:
             return "backlog"
         return "new"
 
     def _accept(self, msg_id: str, delay: int, max_retry: int, group: str | None,
-                ttl: int | None, result) -> None:
+                ttl: int | None, result, replace: bool = False) -> None:
         old = self.model.get(msg_id)
-        if old is not None and old.status in LIVE:
-            assert result.duplicate
+        verdict = self._verdict(msg_id, replace=replace, group=group)
+        if verdict == "duplicate":
+            assert result.duplicate and not result.replaced, result
             assert result.message.status == self.shown(old), (msg_id, old)
             return
-        if self._verdict(msg_id) == "backlog":
+        if verdict == "backlog":
             assert isinstance(result, BacklogExceeded), result
             return
-        assert not result.duplicate
+        if verdict == "consuming":
+            assert isinstance(result, Conflict) and result.msg.startswith("msgId: "), result
+            return
+        if verdict == "other_group":
+            assert type(result) is BadRequest and result.msg.startswith("groupId: "), result
+            return
+        assert not result.duplicate and result.replaced == (verdict == "replaced"), result
         trigger = self.now() + delay
         m = Model(Status.WAITING, trigger, trigger + (ttl or TOPIC_TTL_MS), max_retry,
                   self._next_seq(), group)
-        self.model[msg_id] = m
-        if not group or self._join(msg_id, m):
+        was_front = verdict == "replaced" and group is not None and \
+            self.fronts.get(group) == msg_id
+        self.model[msg_id] = m     # a replace: a fresh delivery state, a new acceptance
+        front = True
+        if group and was_front:
+            # It stays front unless the group's next message now comes first.
+            following = self._next_in(group)
+            if following is not None and \
+                    self.model[following].place_in_group() < m.place_in_group():
+                self._block(m)
+                self._make_front(following)
+                front = False
+        elif group:
+            front = self._join(msg_id, m)
+        if front:
             self._place(m, trigger)
         assert result.message.trigger_time == trigger
         assert result.message.group_id == group
+        assert result.message.retry == 0 and result.message.msg == "body"
         assert result.message.status == self.shown(m), (msg_id, m)
 
     # -- rules ---------------------------------------------------------------------------
     @rule(msg_id=IDS, delay=DELAYS, max_retry=st.sampled_from([0, 1, 3]), group=GROUPS,
-          ttl=TTLS)
-    def send(self, msg_id, delay, max_retry, group, ttl=None) -> None:
+          ttl=TTLS, on_duplicate=ON_DUPLICATE)
+    def send(self, msg_id, delay, max_retry, group, ttl=None, on_duplicate="keep") -> None:
         [result] = self.queue.send_batch(TOPIC, [SendRequest(
-            "body", msg_id, delay, max_retry=max_retry, group_id=group, ttl_ms=ttl)])
-        self._accept(msg_id, delay, max_retry, group, ttl, result)
+            "body", msg_id, delay, max_retry=max_retry, group_id=group, ttl_ms=ttl,
+            on_duplicate=on_duplicate)])
+        self._accept(msg_id, delay, max_retry, group, ttl, result, on_duplicate == "replace")
 
-    @rule(entries=st.lists(st.tuples(IDS, DELAYS, GROUPS), min_size=2, max_size=4))
+    @rule(entries=st.lists(st.tuples(IDS, DELAYS, GROUPS, ON_DUPLICATE), min_size=2,
+                           max_size=4))
     def send_batch(self, entries) -> None:
         """A batch is accepted in entry order (equal triggerTimes leave in that order)."""
         results = self.queue.send_batch(TOPIC, [
-            SendRequest("body", msg_id, delay, max_retry=1, group_id=group)
-            for msg_id, delay, group in entries])
-        for (msg_id, delay, group), result in zip(entries, results, strict=True):
-            self._accept(msg_id, delay, 1, group, None, result)
+            SendRequest("body", msg_id, delay, max_retry=1, group_id=group, on_duplicate=on)
+            for msg_id, delay, group, on in entries])
+        for (msg_id, delay, group, on), result in zip(entries, results, strict=True):
+            self._accept(msg_id, delay, 1, group, None, result, on == "replace")
 
-    @rule(entries=st.lists(st.tuples(IDS, DELAYS, GROUPS), min_size=1, max_size=4))
+    @rule(entries=st.lists(st.tuples(IDS, DELAYS, GROUPS, ON_DUPLICATE), min_size=1,
+                           max_size=4))
     def send_atomic(self, entries) -> None:
-        """All or nothing: refused whole when any new message would pass the backlog."""
+        """All or nothing: refused whole when any new message would pass the backlog, or any
+        replace meets a consuming namesake or another groupId (a duplicate refuses
+        nothing). A msgId an earlier entry writes is live, in that entry's group."""
         results = self.queue.send_batch(TOPIC, [
-            SendRequest("body", msg_id, delay, max_retry=1, group_id=group)
-            for msg_id, delay, group in entries], atomic=True)
-        added, seen, refused = 0, set(), False
-        for msg_id, _, _ in entries:
-            verdict = "duplicate" if msg_id in seen else self._verdict(msg_id, added)
-            if verdict == "backlog":
-                refused = True
-            elif verdict == "new":
-                added, seen = added + 1, seen | {msg_id}
-        if refused:
-            assert all(isinstance(r, (BacklogExceeded, Conflict)) for r in results), results
-            assert any(isinstance(r, BacklogExceeded) for r in results)
+            SendRequest("body", msg_id, delay, max_retry=1, group_id=group, on_duplicate=on)
+            for msg_id, delay, group, on in entries], atomic=True)
+        added, written, verdicts = 0, {}, []
+        for msg_id, _, group, on in entries:
+            replace = on == "replace"
+            if msg_id in written:
+                verdict = "duplicate" if not replace else \
+                    "replaced" if written[msg_id] == group else "other_group"
+            else:
+                verdict = self._verdict(msg_id, added, replace, group)
+            if verdict == "new":
+                added += 1
+            if verdict in ("new", "replaced"):
+                written[msg_id] = group
+            verdicts.append(verdict)
+        refusals = {"backlog": BacklogExceeded, "consuming": Conflict,
+                    "other_group": BadRequest}
+        if any(v in refusals for v in verdicts):
+            for verdict, result in zip(verdicts, results, strict=True):
+                if verdict in refusals:
+                    assert type(result) is refusals[verdict], (verdict, result)
+                else:
+                    assert type(result) is Conflict and result.msg.startswith("not written")
             return
-        for (msg_id, delay, group), result in zip(entries, results, strict=True):
-            self._accept(msg_id, delay, 1, group, None, result)
+        for (msg_id, delay, group, on), result in zip(entries, results, strict=True):
+            self._accept(msg_id, delay, 1, group, None, result, on == "replace")
 
     @rule(backlog=st.sampled_from([0, 2, 4]))
     def set_backlog(self, backlog) -> None:
         self.rt.admin.set_config(TOPIC, {"maxBacklog": backlog})
         self.backlog = backlog
+
+    @rule(window=st.sampled_from([0, 1_000, 7_000]))
+    def set_dedup_window(self, window) -> None:
+        """Ended messages answer a re-send as a duplicate this long after they ended (the
+        model's retention, END_LIFE, is longer than any window)."""
+        self.rt.admin.set_config(TOPIC, {"dedupWindowMillis": window})
+        self.window = window
 
     @rule(paused=st.booleans())
     def pause(self, paused) -> None:
@@ -344,7 +402,8 @@ class QueueMachine(RuleBasedStateMachine):
             assert m is None or m.status > Status.ACKED
             return
         except Conflict:
-            assert m is not None and stale and m.deliveries > 0, m
+            # A receipt of a message not delivered since (never, or replaced) is stale too.
+            assert m is not None and stale, m
             return
         except BadRequest:
             assert m is not None and m.deliveries == 0 and m.status < Status.CONSUMING, m
@@ -455,7 +514,7 @@ class QueueMachine(RuleBasedStateMachine):
             return
         assert m is not None and m.status == Status.RETRY_EXHAUSTED and count == 1
         m.trigger, m.expire, m.deliveries = self.now(), self.now() + TOPIC_TTL_MS, 0
-        m.left_index = False
+        m.left_index, m.ended_at = False, None
         m.seq = self._next_seq()
         if not m.group or self._join(msg_id, m):
             self._place(m, self.now())

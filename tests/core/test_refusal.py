@@ -44,7 +44,9 @@ def test_each_refusal_has_a_client_error_code_and_names_its_parameter(script, ou
         assert error.msg.startswith("not written: ")
         return
     about_topic = outcome in (Outcome.BACKLOG, Outcome.NO_TOPIC)
-    assert error.msg.split(":")[0] in (("topic",) if about_topic else ("msgId", "receipt"))
+    about_group = outcome == Outcome.OTHER_GROUP
+    assert error.msg.split(":")[0] in (("topic",) if about_topic else ("groupId",)
+                                       if about_group else ("msgId", "receipt"))
     assert ("'orders'" if about_topic else "'m1'") in error.msg
 
 
@@ -112,6 +114,15 @@ TRANSITIONS = {
                     rt.queue.send("t", "body")),
         "topic: backlog quota exceeded: topic 't' holds its maxBacklog live messages; nothing "
         "was written"),
+    ("send", Outcome.CONSUMING): (
+        lambda rt: rt.queue.send("t", "new body", msg_id="c", on_duplicate="replace"),
+        "msgId: message 'c' is being consumed (status 3); onDuplicate=replace replaces only a "
+        "waiting or ready message; nothing was written"),
+    ("send", Outcome.OTHER_GROUP): (
+        lambda rt: rt.queue.send("t", "new body", msg_id="w", group_id="g",
+                                 on_duplicate="replace"),
+        "groupId: onDuplicate=replace must keep the groupId of message 'w' in topic 't'; "
+        "nothing was written"),
     ("send", Outcome.NOT_WRITTEN): (
         lambda rt: (rt.admin.set_config("t", {"maxBacklog": "3"}), _raise_first(
             rt.queue.send_batch("t", [SendRequest("a"), SendRequest("b")], atomic=True))),

@@ -1,6 +1,6 @@
 """The storage format: ``delayqueue migrate-storage`` converts a namespace written with a
-hash per message, or with records-1 (no acceptance order), into records-2, and a node refuses
-to start on an unconverted namespace."""
+hash per message, or with records-1 (no acceptance order), or records-2 (no end time), into
+records-3, and a node refuses to start on an unconverted namespace."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.keys import NamespaceKeys
+from delayqueue.core.outcome import Outcome
 from delayqueue.core.scripts import Scripts
 from delayqueue.core.storage import STORAGE_FORMAT, StorageFormatError, check_format, migrate
 
@@ -21,7 +22,9 @@ from support.lua import (
     HOUR,
     T0,
     as_records_1,
+    as_records_2,
     assert_one_place,
+    configure,
     read,
     send,
     slot_of,
@@ -178,3 +181,31 @@ def test_an_unmarked_records_1_namespace_and_an_unknown_mark_are_refused(redis_c
         except StorageFormatError as exc:
             assert "storage: namespace 'default'" in str(exc)
         assert redis_client.get(NS.storage_format) == mark
+
+
+def test_a_records_2_namespace_is_refused_then_marked_and_its_records_read_as_they_are(
+        redis_client):
+    """records-2 records have no end time: they read as they are, outside any dedup window,
+    so the migration converts nothing and sets the mark (which keeps records-2 nodes out)."""
+    scripts, tk = Scripts(redis_client), NS.topic("orders")
+    send(scripts, tk, "acked", T0, T0, body="kept")
+    scripts.pull(tk, T0, 1, 1000, END_LIFE, 1000, CHANNEL, DEFAULTS)
+    scripts.ack(tk, "acked", T0, END_LIFE)
+    send(scripts, tk, "w", T0, T0 + HOUR)
+    redis_client.zadd(NS.topics, {"orders": T0})
+    as_records_2(redis_client, tk)
+    redis_client.set(NS.storage_format, "records-2")
+    try:
+        check_format(redis_client, NS)
+        raise AssertionError("a records-2 namespace was not refused")
+    except StorageFormatError as exc:
+        assert "marked 'records-2'" in str(exc) and "delayqueue migrate-storage" in str(exc)
+    assert migrate(redis_client, NS, ManualClock(T0).now_ms) == 0
+    assert redis_client.get(NS.storage_format) == STORAGE_FORMAT == "records-3"
+    check_format(redis_client, NS)
+    assert read(redis_client, tk, "acked")[0][0] == "kept"
+    assert_one_place(redis_client, tk, "acked", 4)
+    assert_one_place(redis_client, tk, "w", 1)
+    # No end time: outside a window however long, so a re-send is an ordinary send.
+    configure(scripts, tk, dedupWindowMillis=HOUR)
+    assert send(scripts, tk, "acked", T0 + 1, T0 + 1)[0] == Outcome.OK

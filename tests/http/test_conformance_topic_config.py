@@ -13,7 +13,7 @@ SERVER_DEFAULTS = {
     "redeliveryDelayMillis": 0, "redeliveryBackoffMultiplier": 1,
     "redeliveryMaxDelayMillis": api.HOUR, "deadLetter": True,
     "deadLetterRetentionMillis": 7 * api.DAY, "deadLetterMaxSize": 100_000,
-    "delayMillis": 0, "maxBacklog": 0, "description": "",
+    "delayMillis": 0, "maxBacklog": 0, "dedupWindowMillis": 0, "description": "",
 }
 
 
@@ -31,7 +31,8 @@ def test_set_topic_config_sets_every_setting_merges_and_resets(node, topic):
               "redeliveryDelayMillis": 250, "redeliveryBackoffMultiplier": 1.5,
               "redeliveryMaxDelayMillis": 4000, "deadLetter": False,
               "deadLetterRetentionMillis": 60_000, "deadLetterMaxSize": 50,
-              "delayMillis": 1500, "maxBacklog": 20, "description": "orders of the shop"}
+              "delayMillis": 1500, "maxBacklog": 20, "dedupWindowMillis": 60_000,
+              "description": "orders of the shop"}
     form = {k: ("false" if v is False else v) for k, v in values.items()}
     reply = api.set_config(node, topic, **form)
     assert reply["data"] == values
@@ -74,6 +75,8 @@ BAD_SETTINGS = [
     ("delayMillis", -1, 200), ("delayMillis", 3_153_600_000_001, 200),
     ("delayMillis", "soon", 400),
     ("maxBacklog", -1, 200), ("maxBacklog", 1_000_000_001, 200), ("maxBacklog", "big", 400),
+    ("dedupWindowMillis", -1, 200), ("dedupWindowMillis", 3_153_600_000_001, 200),
+    ("dedupWindowMillis", "long", 400),
     ("description", "x" * 1025, 200), ("description", "a\x00b", 200),
 ]
 
@@ -102,10 +105,11 @@ def test_set_topic_config_accepts_the_edges_of_every_rule(node, topic):
     edges = {"ttlMillis": 1, "maxRetry": 0, "ackTimeoutMillis": 1, "redeliveryDelayMillis": 0,
              "redeliveryBackoffMultiplier": 1, "redeliveryMaxDelayMillis": 0,
              "deadLetterRetentionMillis": 1, "deadLetterMaxSize": 1, "delayMillis": 0,
-             "maxBacklog": 0}
+             "maxBacklog": 0, "dedupWindowMillis": 0}
     assert api.set_config(node, topic, **edges)["data"] == {**edges, "deadLetter": True,
                                                           "description": ""}
     upper = {"delayMillis": 3_153_600_000_000, "maxBacklog": 1_000_000_000,
+             "dedupWindowMillis": 3_153_600_000_000,
              "description": "é" * 512}                       # 1024 bytes of UTF-8
     assert api.set_config(node, topic, **upper)["data"] == {**edges, **upper,
                                                             "deadLetter": True}

@@ -31,6 +31,7 @@ def test_the_table_holds_the_settings_in_the_scripts_order_with_their_three_spel
         ("deadLetterMaxSize", "dead_letter_max_size", "dead-letter-max-size"),
         ("delayMillis", "delay_ms", "delay-millis"),
         ("maxBacklog", "max_backlog", "max-backlog"),
+        ("dedupWindowMillis", "dedup_window_ms", "dedup-window-millis"),
         ("description", "description", "topic-description"),      # no script reads it
     ]
 

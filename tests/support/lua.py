@@ -85,7 +85,9 @@ def assert_one_place(client, tk: TopicKeys, msg_id: str, expected_status: int | 
         assert in_expire == (status != 1 and not left_index)
     elif status == 6 and "dead" in places:  # a dead letter: its own place, its own retention
         assert places == {"dead", "ended"} and not in_expire
-        assert client.zscore(tk.ended, slot) == client.zscore(tk.dead, slot) + DEAD_RETENTION
+        window = int(client.hget(tk.config, "dedupWindowMillis") or 0)   # kept at least that
+        assert client.zscore(tk.ended, slot) == client.zscore(tk.dead, slot) + max(
+            DEAD_RETENTION, window)
     else:
         assert places == {"ended"}
         assert not in_expire
@@ -150,6 +152,12 @@ def record_group(client, tk: TopicKeys, slot: str) -> str | None:
 
 _RECORD_GROUP = assemble(Path(__file__).with_name("record_group.lua"))
 _RECORDS_1 = assemble(Path(__file__).with_name("records1.lua"))
+_RECORDS_2 = assemble(Path(__file__).with_name("records2.lua"))
+
+
+def as_records_2(client, tk: TopicKeys) -> None:
+    """Turn the topic's records into what storage format records-2 kept: no end time."""
+    client.eval(_RECORDS_2, len(tk.queues), *tk.queues, *client.hkeys(tk.msgs))
 
 
 def as_records_1(client, tk: TopicKeys) -> list[str]:
@@ -172,9 +180,11 @@ def retention_end(client, tk: TopicKeys, msg_id: str) -> float | None:
     return None if slot is None else client.zscore(tk.ended, slot)
 
 
-def send(scripts, tk, msg_id, now, trigger, ttl=HOUR, max_retry=10, body="body", group=""):
-    return scripts.send(tk, msg_id, body, now, trigger, ttl, max_retry, "", CHANNEL, DEFAULTS,
-                        group)
+def send(scripts, tk, msg_id, now, trigger, ttl=HOUR, max_retry=10, body="body", group="",
+         replace=False, attributes=""):
+    """sendMsg's script for one message (``replace``: onDuplicate=replace)."""
+    return scripts.send(tk, msg_id, body, now, trigger, ttl, max_retry, attributes, CHANNEL,
+                        DEFAULTS, group, replace)
 
 
 def pull(scripts, tk, now, batch=1, ack_timeout=30_000):
