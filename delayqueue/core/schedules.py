@@ -277,7 +277,10 @@ class Schedules:
             if not record.get("paused"):
                 return {**self.get(topic, schedule_id), "changed": False}
             now = self.clock.now_ms()
-            after = max(now, int(record.get("cursor", -1)) + 1)
+            # A cursor still ahead is the occurrence the pause deleted before its time: it
+            # may be written again. One that has come may have been delivered: after it.
+            cursor = int(record.get("cursor", -1))
+            after = now if cursor > now else max(now, cursor + 1)
             plan = as_plan(plan_start(recurrence_of(record), now_ms=after,
                                       remaining=remaining(record)))
             with redis_errors():
