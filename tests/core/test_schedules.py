@@ -177,6 +177,25 @@ def test_end_time_finishes_the_schedule(rt, clock):
     assert rt.schedules.get("t", "s")["nextFireTime"] is None
 
 
+def test_an_end_time_already_past_is_finished_at_once(rt):
+    created = rt.schedules.create("t", every(start_ms=T0 - 10_000, end_ms=T0 - 1))
+    assert (created["sentCount"], created["nextFireTime"], created["nextFireTimes"]) == (
+        0, None, [])
+    assert rt.client.zscore(rt.keys.schedule_index, member("t", "s")) is None
+    assert occurrences(rt, "t", "s") == {}
+
+
+def test_resume_never_writes_again_an_occurrence_whose_time_had_come(rt, clock):
+    rt.schedules.create("t", every())                       # T0, due at once
+    [delivered] = rt.queue.pull("t").messages
+    rt.queue.ack("t", delivered.msg_id, delivered.receipt)
+    rt.schedules.pause("t", "s")                            # T0 is not waiting: left alone
+    resumed = rt.schedules.resume("t", "s")                 # the same millisecond
+    assert resumed["nextFireTime"] == T0 + 1000
+    assert occurrences(rt, "t", "s") == {T0: (T0, Status.ACKED),
+                                          T0 + 1000: (T0 + 1000, Status.WAITING)}
+
+
 MINUTE = 60_000
 
 

@@ -74,7 +74,7 @@ def test_occurrences_are_pulled_with_the_real_clock_never_early_and_exactly_once
             assert now >= fire and message["triggerTime"] == fire, (now, message)
             seen[message["msgId"]] = fire
             assert api.ack(node, topic, message["msgId"], message["receipt"])["code"] == 200
-    fires = sorted(seen.values())
+    fires = list(seen.values())                              # in delivery order
     assert len(fires) >= 4 and fires == [first + k * 1000 for k in range(len(fires))]
     info = api.call(node, "getSchedule", topic=topic, scheduleId="s")["schedule"]
     assert info["missedCount"] == 0 and info["nextFireTime"] == fires[-1] + 1000
