@@ -1,7 +1,8 @@
 """The recurring schedule endpoints (ours) on a live node: create (form and JSON), the
 waiting occurrence seen by getMsg and listMsg, occurrences pulled with the real clock never
 early and exactly once, get, list, delete, pause, resume, every bad parameter, unknown topic
-and schedule, and the token rule of listSchedules without a topic."""
+and schedule, and the token rule of listSchedules without a topic. On standalone, Sentinel and Cluster:
+the scripts take the topic's slot, the index the namespace's."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 from delayqueue.http.app import create_app
 
 from support import conformance as api
+
+pytestmark = pytest.mark.every_topology
 
 Q = "/camellia/delayQueue/"
 
