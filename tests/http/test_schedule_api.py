@@ -1,8 +1,8 @@
 """The recurring schedule endpoints (ours) on a live node: create (form and JSON), the
 waiting occurrence seen by getMsg and listMsg, occurrences pulled with the real clock never
 early and exactly once, get, list, delete, pause, resume, every bad parameter, unknown topic
-and schedule, and the token rule of listSchedules without a topic. On standalone, Sentinel and Cluster:
-the scripts take the topic's slot, the index the namespace's."""
+and schedule, and the token rule of listSchedules without a topic. On standalone, Sentinel
+and Cluster: the scripts take the topic's slot, the index the namespace's."""
 
 from __future__ import annotations
 
