@@ -9,7 +9,7 @@ import json
 import pytest
 import redis
 
-from delayqueue.background.recurring import Recurring
+from delayqueue.background.recurring import SCHEDULES_PER_TICK, Recurring
 from delayqueue.background.runtime import Runtime
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.errors import BadRequest, NotFound
@@ -331,3 +331,14 @@ def test_list_pages_by_topic_and_schedule_id(rt):
     assert [(s["topic"], s["scheduleId"]) for s in rest.schedules] == [("c", "9")]
     assert rest.next_cursor is None
     assert [s["scheduleId"] for s in rt.schedules.list("a").schedules] == ["1", "2"]
+
+
+def test_a_tick_advances_at_most_its_limit_and_then_asks_to_run_again(rt, clock):
+    for i in range(SCHEDULES_PER_TICK + 50):
+        rt.schedules.create("t", every(f"s{i}"))              # each due at once
+    recurring = loop(rt)
+    recurring._repaired_at = float("inf")                     # the repair pass aside
+    assert recurring.tick() == 0.0                            # a full tick: again at once
+    assert rt.client.zcount(rt.keys.schedule_index, "-inf", clock.now_ms()) == 50
+    assert 0 < recurring.tick() <= 0.1
+    assert rt.client.zcount(rt.keys.schedule_index, "-inf", clock.now_ms()) == 0
