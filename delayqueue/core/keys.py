@@ -69,6 +69,14 @@ class NamespaceKeys:
         schedule: its pending fire time (core/schedules.py)."""
         return f"{self.base}:schedule-index"
 
+    @property
+    def schedule_topics(self) -> str:
+        """SET of the topics that hold (or held) schedules: what the schedules' repair pass
+        and an unfiltered listSchedules visit, instead of every registered topic. Added
+        before a create; a topic left without schedules leaves it on the repair pass
+        (core/schedules.py)."""
+        return f"{self.base}:schedule-topics"
+
     def offline(self, node: str) -> str:
         """STRING present while the node was taken offline by /camellia/health/offline."""
         return f"{self.base}:offline:{node}"

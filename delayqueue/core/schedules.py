@@ -52,7 +52,7 @@ from .scripts import SchedulePlan
 FIRE_TIME_DIGITS = 14        # an occurrence's msgId ends with ':' and its fire time in ms
 NEXT_FIRE_TIMES = 5          # fire times getSchedule and createSchedule show
 RESUME_ATTEMPTS = 5          # a resume planned from a state that changed meanwhile plans again
-REPAIR_CHUNK = 500           # topics per pipelined round trip of the repair pass
+REPAIR_CHUNK = 500           # schedule topics per pipelined round trip (repair, list)
 REPAIR_SCAN = 200            # schedules per HSCAN slice of the repair pass
 REPAIR_CALLS = 100           # repair script calls per round trip
 
@@ -180,6 +180,7 @@ class Schedules:
         self.monitor = queue.monitor
         self.keys = queue.keys
         self.max_id_length = queue.settings.max_msg_id_length - 1 - FIRE_TIME_DIGITS
+        self._empty_last_pass: set[str] = set()   # topics the last repair found without any
 
     # -- the API --------------------------------------------------------------------------
     def create(self, topic: str, spec: ScheduleSpec) -> dict[str, Any]:
@@ -198,6 +199,7 @@ class Schedules:
         with redis_errors():
             pipe = self.client.pipeline(transaction=False)
             pipe.zadd(self.keys.topics, {topic: now})
+            pipe.sadd(self.keys.schedule_topics, topic)
             pipe.zadd(self.keys.schedule_index, {entry: now})
             pipe.execute()
             reply = self.scripts.schedule_put(
@@ -225,7 +227,7 @@ class Schedules:
                 self._known(topic)
                 topics = [topic]
             else:
-                topics = [t for t in sorted(self.client.zrange(self.keys.topics, 0, -1))
+                topics = [t for t in sorted(self.client.smembers(self.keys.schedule_topics))
                           if t >= after[0]]
             found: list[tuple[str, str]] = []
             for part in _chunks(topics, REPAIR_CHUNK):
@@ -340,18 +342,28 @@ class Schedules:
         lost it, and its waiting occurrence if it was deleted or purged before its fire
         time (same msgId, same fire time). Returns the occurrences written again.
 
-        Cost: one EXISTS per registered topic (pipelined), then per topic holding schedules
-        HSCAN slices and one script call per schedule waiting for a future fire time,
-        ``REPAIR_CALLS`` a round trip."""
+        Cost: one EXISTS per topic of ``schedule_topics`` (pipelined), never per registered
+        topic: idle topics without schedules cost the pass nothing. Then per topic holding
+        schedules HSCAN slices and one script call per schedule waiting for a future fire
+        time, ``REPAIR_CALLS`` a round trip. A topic found without schedules on two passes
+        in a row leaves ``schedule_topics`` (one pass could fall between a create's SADD
+        and its script)."""
         repaired = 0
-        topics = sorted(self.client.zrange(self.keys.topics, 0, -1))
+        topics = sorted(self.client.smembers(self.keys.schedule_topics))
+        empty: set[str] = set()
         for part in _chunks(topics, REPAIR_CHUNK):
             pipe = self.client.pipeline(transaction=False)
             for topic in part:
                 pipe.exists(self.queue.topic_keys(topic).schedules)
-            holding = [t for t, n in zip(part, pipe.execute()) if n]
-            for topic in holding:
-                repaired += self._repair_topic(topic)
+            for topic, n in zip(part, pipe.execute()):
+                if n:
+                    repaired += self._repair_topic(topic)
+                else:
+                    empty.add(topic)
+        gone = empty & self._empty_last_pass
+        if gone:
+            self.client.srem(self.keys.schedule_topics, *gone)
+        self._empty_last_pass = empty - gone
         return repaired
 
     def _repair_topic(self, topic: str) -> int:

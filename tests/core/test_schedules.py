@@ -236,6 +236,28 @@ def test_the_repair_puts_back_a_lost_index_entry(rt):
     assert rt.client.zscore(rt.keys.schedule_index, member("t", "s")) == T0 + 5000
 
 
+def test_the_repair_visits_the_topics_with_schedules_not_every_registered_topic(rt):
+    rt.client.zadd(rt.keys.topics, {f"idle-{i}": T0 for i in range(500)})
+    rt.schedules.create("t", every(start_ms=T0 + 5000))
+    rt.schedules.create("u", every(start_ms=T0 + 5000))
+    rt.client.config_resetstat()
+    rt.schedules.repair()
+    stats = rt.client.info("commandstats")
+    assert stats["cmdstat_exists"]["calls"] == 2            # t and u, none of the 500
+    assert [s["topic"] for s in rt.schedules.list().schedules] == ["t", "u"]
+
+
+def test_a_topic_left_without_schedules_leaves_the_set_on_the_second_repair(rt):
+    rt.schedules.create("t", every(start_ms=T0 + 5000))
+    rt.schedules.delete("t", "s")
+    rt.schedules.repair()           # one pass may fall between a create's SADD and its script
+    assert rt.client.sismember(rt.keys.schedule_topics, "t")
+    rt.schedules.repair()
+    assert not rt.client.sismember(rt.keys.schedule_topics, "t")
+    rt.schedules.create("t", every(start_ms=T0 + 5000))
+    assert rt.client.sismember(rt.keys.schedule_topics, "t")
+
+
 def test_two_advances_planned_from_one_state_write_once(rt, clock):
     rt.schedules.create("t", every())
     clock.advance(1000)
