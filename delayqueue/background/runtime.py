@@ -18,6 +18,7 @@ from delayqueue.core.errors import redis_errors
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.monitor import Monitor
 from delayqueue.core.queue import DelayQueue
+from delayqueue.core.schedules import Schedules
 from delayqueue.core.script_runner import ScriptRunner
 from delayqueue.core.scripts import Scripts
 from delayqueue.core.topic_admin import TopicAdmin
@@ -30,6 +31,7 @@ from .lease import Lease
 from .longpoll import CONTROL_PREFIX, Hub
 from .loop import Loop
 from .node_registry import HEARTBEAT_S, NodeRegistry
+from .recurring import TICK_MS, Recurring
 from .scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
@@ -69,6 +71,8 @@ class Runtime:
         self.queue = DelayQueue(self.client, self.scripts, self.clock, self.monitor, settings)
         self.admin = TopicAdmin(self.queue)
         self.controls = TopicControls(self.queue)
+        self.schedules = Schedules(self.queue)
+        self.recurring = Recurring(self.schedules, self.clock, self.keys)
         self.scheduler = Scheduler(
             self.client, self.scripts, self.clock, self.monitor, self.keys,
             end_life_ms=settings.end_life_msg_expire_millis,
@@ -104,6 +108,9 @@ class Runtime:
         self.hub.on_due_hint = lambda topic: schedule.nudge()
         return [
             schedule,
+            # Recurring schedules' next occurrences (and their repair pass), leased.
+            Loop("recurring", self.recurring.tick, TICK_MS / 1000, self._lease("recurring"),
+                 timing, tick_returns_delay=True),
             Loop("repair", self.scheduler.repair_tick, s.due_repair_seconds, None, timing),
             Loop("recycle", self.scheduler.recycle_tick, min(s.topic_schedule_seconds, 60),
                  None, timing),

@@ -63,6 +63,12 @@ class NamespaceKeys:
         last seen, held long polls): the node registry (background/node_registry.py)."""
         return f"{self.base}:nodes"
 
+    @property
+    def schedule_index(self) -> str:
+        """ZSET "<topic>\\n<scheduleId>" -> the time (ms) the schedules loop must look at the
+        schedule: its pending fire time (core/schedules.py)."""
+        return f"{self.base}:schedule-index"
+
     def offline(self, node: str) -> str:
         """STRING present while the node was taken offline by /camellia/health/offline."""
         return f"{self.base}:offline:{node}"
@@ -157,6 +163,12 @@ class TopicKeys:
         getTopicInfo's groupBlockedSize)."""
         return f"{self.base}:held"
 
+    @property
+    def schedules(self) -> str:
+        """HASH scheduleId -> JSON: the topic's recurring schedules, definition and state
+        (lua/includes/schedule.lua). KEYS[13] of the schedule scripts, after ``queues``."""
+        return f"{self.base}:schedules"
+
     @functools.cached_property
     def queues(self) -> tuple[str, ...]:
         """waiting, ready, ack, expire, dead, config, msgs, ended, seq, groups, blocked, held:
@@ -167,9 +179,10 @@ class TopicKeys:
 
     @functools.cached_property
     def holdings(self) -> tuple[str, ...]:
-        """Every key of ``queues`` but ``seq``: a topic holding none of them holds nothing
-        (its sequence is dropped when it is recycled)."""
-        return tuple(key for key in self.queues if key != self.seq)
+        """Every key of ``queues`` but ``seq``, and ``schedules``: a topic holding none of
+        them holds nothing (its sequence is dropped when it is recycled); a topic with a
+        schedule is never recycled."""
+        return (*(key for key in self.queues if key != self.seq), self.schedules)
 
     @property
     def legacy_msg_prefix(self) -> str:

@@ -24,6 +24,7 @@ class Refusal(NamedTuple):
 
 _NOT_LIVE = Refusal(NotFound, "msgId: no live message '{msg_id}' in topic '{topic}'")
 _NOT_DEAD = Refusal(NotFound, "msgId: no dead letter '{msg_id}' in topic '{topic}'")
+_NO_SCHEDULE = Refusal(NotFound, "scheduleId: no schedule '{msg_id}' in topic '{topic}'")
 _STALE = Refusal(Conflict, "receipt: stale receipt: message '{msg_id}' was delivered again "
                            "since (status {status}, retry {retry})")
 
@@ -62,6 +63,10 @@ REFUSALS: dict[tuple[str, Outcome], Refusal] = {
                                                    "message and has no settings"),
     ("dead_redrive", Outcome.NO_MESSAGE): _NOT_DEAD,
     ("dead_purge", Outcome.NO_MESSAGE): _NOT_DEAD,
+    # The schedule scripts: msg_id is the scheduleId.
+    ("schedule_advance", Outcome.NO_MESSAGE): _NO_SCHEDULE,
+    ("schedule_pause", Outcome.NO_MESSAGE): _NO_SCHEDULE,
+    ("schedule_delete", Outcome.NO_MESSAGE): _NO_SCHEDULE,
 }
 
 

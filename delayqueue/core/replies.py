@@ -216,6 +216,35 @@ class MigrateOrderReply(Reply):
     skipped: int
 
 
+class SchedulePutReply(Reply):
+    outcome: Outcome     # OK
+    gen: int             # the schedule's generation now
+    written: int         # occurrences written (0: finished at once)
+    replaced: int        # 1 when a schedule with this id was replaced
+    lowered_due: int
+
+
+class ScheduleAdvanceReply(Reply):
+    outcome: Outcome     # OK; KEPT: planned from a stale state, nothing written; NO_MESSAGE
+    pending: int         # the pending fire time now, -1: none (finished, paused or gone)
+    written: int
+    paused: int
+    lowered_due: int
+
+
+class SchedulePauseReply(Reply):
+    outcome: Outcome     # OK; KEPT (resume): planned from a stale gen; NO_MESSAGE
+    gen: int
+    changed: int         # 1 when the pause state changed
+    written: int
+    lowered_due: int
+
+
+class ScheduleDeleteReply(Reply):
+    outcome: Outcome     # OK, or NO_MESSAGE when there is no such schedule
+    dropped: int         # 1 when its waiting occurrence was ended
+
+
 class DueClaimReply(Reply):
     topics: list[str]    # claimed for this tick, earliest due first
     head: int            # with no topic due: the earliest unclaimed due time, -1 if none
@@ -256,7 +285,7 @@ def _list(raw: list) -> ListReply:
 
 
 # Script name -> the builder of its typed reply. Scripts answering a single number give an
-# Outcome (due_set, recycle, topic_config) or a count (dead_trim, monitor_flush).
+# Outcome (due_set, recycle, topic_config, schedule_unindex) or a count (dead_trim, monitor_flush).
 BUILDERS: dict[str, Callable[[Any], Any]] = {
     "send": _each(SendReply),
     "promote": _typed(PromoteReply),
@@ -284,4 +313,9 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "due_set": Outcome,
     "recycle": Outcome,
     "monitor_flush": int,
+    "schedule_put": _typed(SchedulePutReply),
+    "schedule_advance": _typed(ScheduleAdvanceReply),
+    "schedule_pause": _typed(SchedulePauseReply),
+    "schedule_delete": _typed(ScheduleDeleteReply),
+    "schedule_unindex": Outcome,
 }

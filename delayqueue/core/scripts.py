@@ -48,6 +48,10 @@ from .replies import (
     PullReply,
     PurgeReply,
     RescheduleReply,
+    ScheduleAdvanceReply,
+    ScheduleDeleteReply,
+    SchedulePauseReply,
+    SchedulePutReply,
     SendReply,
     TimeoutReply,
 )
@@ -115,6 +119,21 @@ class SendArgs(NamedTuple):
     max_retry: int
     attributes: str
     group: str = ""
+
+
+class SchedulePlan(NamedTuple):
+    """What a schedule script writes (recurrence.Advance, as the scripts take it): the
+    occurrences (fireTime, triggerTime) in order, the new cursor, the pending fire time (-1:
+    none, finished), the fire times missed and the latest fire time that has come (-1)."""
+    occurrences: tuple[tuple[int, int], ...]
+    cursor: int
+    pending: int
+    missed: int = 0
+    last_fire: int = -1
+
+    def pairs(self) -> list[int]:
+        """n, then the n pairs flat, as the scripts read them."""
+        return [len(self.occurrences), *(t for pair in self.occurrences for t in pair)]
 
 
 class AckArgs(NamedTuple):
@@ -316,7 +335,50 @@ class Scripts:
         """Drop the acceptance sequence of a topic that holds nothing else (recycling)."""
         return self._run("drop_sequence", tk.queues, [])
 
+    # -- schedule scripts: KEYS = TopicKeys.queues + schedules (lua/includes/schedule.lua) --
+    def schedule_put(self, tk: TopicKeys, now_ms: int, channel: str, schedule_id: str,
+                     end_life_ms: int, definition: str, plan: "SchedulePlan",
+                     defaults: Sequence[str]) -> SchedulePutReply:
+        """Create or replace a schedule (``definition``: its JSON) with its first
+        occurrences (``plan``: plan_start's)."""
+        return self._run("schedule_put", (*tk.queues, tk.schedules),
+                         [now_ms, channel, tk.topic, schedule_id, end_life_ms, definition,
+                          plan.cursor, plan.pending, *plan.pairs(), *defaults])
+
+    def schedule_advance(self, tk: TopicKeys, now_ms: int, channel: str, schedule_id: str,
+                         gen: int, cursor: int, plan: "SchedulePlan | None",
+                         defaults: Sequence[str], trip: RoundTrip | None = None
+                         ) -> ScheduleAdvanceReply:
+        """Write ``plan`` (made from ``gen`` and ``cursor``: a compare-and-set), or, with no
+        plan, repair the waiting occurrence."""
+        if plan is None:
+            head: list[Any] = [-1, -1, 0, -1, 0]
+        else:
+            head = [plan.cursor, plan.pending, plan.missed, plan.last_fire, *plan.pairs()]
+        return self._run("schedule_advance", (*tk.queues, tk.schedules),
+                         [now_ms, channel, tk.topic, schedule_id, gen, cursor, *head,
+                          *defaults], trip)
+
+    def schedule_pause(self, tk: TopicKeys, now_ms: int, channel: str, schedule_id: str,
+                       end_life_ms: int, paused: bool, gen: int, plan: "SchedulePlan | None",
+                       defaults: Sequence[str]) -> SchedulePauseReply:
+        """Pause (``plan`` None), or resume with ``plan`` made from ``gen``."""
+        tail: list[Any] = [-1, -1, 0] if plan is None else [plan.cursor, plan.pending,
+                                                            *plan.pairs()]
+        return self._run("schedule_pause", (*tk.queues, tk.schedules),
+                         [now_ms, channel, tk.topic, schedule_id, end_life_ms,
+                          1 if paused else 0, gen, *tail, *defaults])
+
+    def schedule_delete(self, tk: TopicKeys, now_ms: int, schedule_id: str,
+                        end_life_ms: int) -> ScheduleDeleteReply:
+        return self._run("schedule_delete", (*tk.queues, tk.schedules),
+                         [now_ms, schedule_id, end_life_ms])
+
     # -- namespace scripts (bookkeeping, slot {ns}) ----------------------------------------
+    def schedule_unindex(self, nk: NamespaceKeys, member: str, seen_ms: float) -> Outcome:
+        """Drop a schedule's index entry if its score is still ``seen_ms``."""
+        return self._run("schedule_unindex", [nk.schedule_index], [member, seen_ms])
+
     def due_claim(self, nk: NamespaceKeys, now_ms: int, limit: int,
                   claim_ms: int) -> DueClaimReply:
         """Claim the due topics for a tick: their scores become ``claim_ms`` until

@@ -46,8 +46,10 @@ def create_app(overrides: Mapping[str, Any] | None = None,
 
     from .api import api
     from .docs_page import docs
+    from .schedule_api import schedules
 
     app.register_blueprint(api)
+    app.register_blueprint(schedules)
     app.register_blueprint(console)
     app.register_blueprint(docs)
     register_error_handlers(app)

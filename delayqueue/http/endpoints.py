@@ -23,9 +23,11 @@ from .schema import (
     DELAY,
     DELIVERED_MSG,
     EXAMPLE_CONFIG,
+    EXAMPLE_FIRE_TIMES,
     EXAMPLE_ID,
     EXAMPLE_INFO,
     EXAMPLE_MSG,
+    EXAMPLE_SCHEDULE,
     EXAMPLE_SOURCE,
     EXAMPLE_TOPIC,
     GROUP_ID,
@@ -35,6 +37,7 @@ from .schema import (
     OPTIONAL_MSG_ID,
     PULL_COUNT,
     RECEIPT,
+    SCHEDULE_ID,
     SEND_ENTRY,
     SETTING_PARAMS,
     T0,
@@ -152,6 +155,32 @@ def form(name: str, path: str, summary: str, params: Sequence[Param]) -> Endpoin
 
 
 RESET = Param("reset", boolean("Drop every topic value first."))
+SCHEDULE_PARAMS = (
+    Param("cron", string("A cron expression of 5 fields (minute hour day-of-month month "
+                         "day-of-week), in timezone; give cron or everyMillis.")),
+    Param("timezone", string("The cron's IANA time zone (default UTC).")),
+    Param("everyMillis", integer("Fire every this many ms from startTime (>= 1000); give "
+                                 "cron or everyMillis.", 1000)),
+    Param("msg", string("Each occurrence's body: at most max-msg-bytes of UTF-8.",
+                        minLength=1), True),
+    Param("attributes", {"type": ["string", "object"], "description":
+                         "Each occurrence's attributes: a JSON object of strings to strings "
+                         "(JSON text in a form)."}),
+    GROUP_ID,
+    Param("ttlMillis", integer("Each occurrence's life after its triggerTime (absent: the "
+                               "topic's when it is written).", 1)),
+    Param("maxRetry", integer("Each occurrence's deliveries beyond the first (absent: the "
+                              "topic's when it is written).", 0)),
+    Param("startTime", integer("The first fire time is at or after it (ms since the epoch; "
+                               "default: now).", 0)),
+    Param("endTime", integer("No fire time after it (inclusive; ms since the epoch).", 0)),
+    Param("limit", integer("Most occurrences in all.", 1)),
+    Param("misfire", {"type": "string", "enum": ["once", "skip", "all"], "description":
+                      "Fire times missed by more than the grace (60 s), while no node ran "
+                      "the schedule: once (default) one occurrence now for the latest, skip "
+                      "none, all one each (at most 1000)."}),
+)
+SCHEDULE_ANSWER = ok_example(schedule={**EXAMPLE_SCHEDULE, "nextFireTimes": EXAMPLE_FIRE_TIMES})
 # The console's sort columns and chart spans (console/fleet_view.py SORTS and SPANS: a test
 # keeps them equal).
 CONSOLE_SORTS = ("topic", "backlog", "waiting", "ready", "consuming", "blocked", "dead",
@@ -250,6 +279,36 @@ ENDPOINTS: tuple[Endpoint, ...] = (
          "and their source.", "TopicConfigAnswer",
          ok_example(data=EXAMPLE_CONFIG, source=EXAMPLE_SOURCE), [TOPIC],
          tag="topic settings"),
+    ours("createSchedule", topic(PRODUCE), "Create a recurring schedule, or replace the one "
+         "with this scheduleId (its waiting occurrence deleted, the first written anew): "
+         "each fire time becomes an ordinary message, msgId '<scheduleId>:<fireTime>', "
+         "written exactly once, the next one always waiting.", "ScheduleAnswer",
+         SCHEDULE_ANSWER, [TOPIC, SCHEDULE_ID, *SCHEDULE_PARAMS], (400,), tag="schedules",
+         methods=POST),
+    ours("listSchedules", topic(PRODUCE, CONSUME), "A page of schedules by (topic, "
+         "scheduleId): the topic's, or without topic every topic's (a token limited to "
+         "some topics must give one). An unknown topic answers 404.", "SchedulePageAnswer",
+         ok_example(schedules=[EXAMPLE_SCHEDULE]),
+         [Param("topic", TOPIC.schema),
+          Param("limit", integer("Most schedules (1..max-batch; default 100).", 1)),
+          Param("cursor", string("nextCursor of the previous page."))], (400, 403, 404),
+         tag="schedules"),
+    ours("getSchedule", topic(PRODUCE, CONSUME), "A schedule with its next fire times.",
+         "ScheduleAnswer", SCHEDULE_ANSWER, [TOPIC, SCHEDULE_ID], (400, 404),
+         tag="schedules"),
+    ours("deleteSchedule", topic(PRODUCE), "Delete a schedule and its waiting occurrence "
+         "(one already due goes on).", "ScheduleDeleteAnswer",
+         ok_example(deleted=True, occurrenceDeleted=True), [TOPIC, SCHEDULE_ID], (400, 404),
+         tag="schedules", methods=POST),
+    ours("pauseSchedule", topic(PRODUCE), "Pause a schedule: its waiting occurrence is "
+         "deleted and nothing fires until resumeSchedule.", "ScheduleAnswer",
+         ok_example(schedule={**EXAMPLE_SCHEDULE, "paused": True, "nextFireTime": None},
+                    changed=True), [TOPIC, SCHEDULE_ID], (400, 404), tag="schedules",
+         methods=POST),
+    ours("resumeSchedule", topic(PRODUCE), "Resume a schedule: its next fire time from now "
+         "is written; the fire times the pause covered are skipped, not missed.",
+         "ScheduleAnswer", ok_example(schedule=EXAMPLE_SCHEDULE, changed=True),
+         [TOPIC, SCHEDULE_ID], (400, 404), tag="schedules", methods=POST),
     camellia("getMonitorData", namespace(ADMIN), "The last complete monitoring interval, "
              "fleet-wide.", "MonitorDataAnswer",
              ok_example(data={

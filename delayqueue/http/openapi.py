@@ -113,6 +113,8 @@ TAGS = {
     "topic controls": "Pause and resume a topic, purge its live messages, list them page by "
                       "page (ours).",
     "topic settings": "A topic's own settings over the server's defaults (ours).",
+    "schedules": "Recurring schedules (ours): a message sent on a cron expression or every n "
+                 "ms, each occurrence an ordinary message of the topic, written once.",
     "monitoring": "Queue sizes, the last monitoring interval (camellia's), Prometheus "
                   "metrics.",
     "health": "Load balancers' probes, and taking a node offline or back online.",

@@ -89,6 +89,20 @@ EXAMPLE_SOURCE = {name: "server" for name in EXAMPLE_CONFIG} | {
     "maxRetry": "topic", "redeliveryDelayMillis": "topic", "redeliveryBackoffMultiplier": "topic"}
 
 
+SCHEDULE_ID = Param("scheduleId", string(
+    "(ours) The schedule's id, unique within the topic: the msgId rules (no control "
+    "characters), at most max-msg-id-length - 15 (241) characters, as its occurrences' msgIds "
+    "are '<scheduleId>:<fireTime>'.", minLength=1), True)
+EXAMPLE_SCHEDULE = {
+    "scheduleId": "nightly-report", "topic": EXAMPLE_TOPIC, "cron": "30 2 * * *",
+    "timezone": "Europe/Paris", "everyMillis": None, "msg": "{\"report\":\"daily\"}",
+    "attributes": None, "groupId": None, "ttlMillis": None, "maxRetry": None,
+    "startTime": T0, "endTime": None, "limit": None, "misfire": "once", "paused": False,
+    "createdTime": T0, "sentCount": 1, "missedCount": 0, "lastFireTime": None,
+    "nextFireTime": 1_763_861_400_000}
+EXAMPLE_FIRE_TIMES = [1_763_861_400_000 + day * 86_400_000 for day in range(5)]
+
+
 JSON_TYPES = {int: "integer", float: "number", bool: "boolean", str: "string"}
 
 
@@ -137,6 +151,39 @@ def schemas() -> dict[str, Any]:
                                   "msg": {"type": ["string", "null"]},
                                   "delayMsg": ref("DelayMsg"),
                                   "duplicate": {"type": "boolean"}}}
+    nullable_int = {"type": ["integer", "null"]}
+    nullable_str = {"type": ["string", "null"]}
+    schedule = {
+        "type": "object",
+        "required": ["scheduleId", "topic", "cron", "timezone", "everyMillis", "msg",
+                     "attributes", "groupId", "ttlMillis", "maxRetry", "startTime", "endTime",
+                     "limit", "misfire", "paused", "createdTime", "sentCount", "missedCount",
+                     "lastFireTime", "nextFireTime"],
+        "properties": {
+            "scheduleId": {"type": "string"}, "topic": {"type": "string"},
+            "cron": nullable_str, "timezone": nullable_str, "everyMillis": nullable_int,
+            "msg": {"type": "string"},
+            "attributes": {"type": ["object", "null"],
+                           "additionalProperties": {"type": "string"}},
+            "groupId": nullable_str, "ttlMillis": nullable_int, "maxRetry": nullable_int,
+            "startTime": {"type": "integer"}, "endTime": nullable_int, "limit": nullable_int,
+            "misfire": {"enum": ["once", "skip", "all"]}, "paused": {"type": "boolean"},
+            "createdTime": {"type": "integer"},
+            "sentCount": {"type": "integer", "minimum": 0, "description": "Occurrences "
+                          "written so far, the waiting one included."},
+            "missedCount": {"type": "integer", "minimum": 0, "description": "Fire times not "
+                            "sent at their own time (more than the misfire grace late)."},
+            "lastFireTime": {**nullable_int, "description": "The latest fire time that has "
+                             "come (its occurrence due), null before the first."},
+            "nextFireTime": {**nullable_int, "description": "The fire time of the waiting "
+                             "occurrence; null while paused or once finished."},
+            "nextFireTimes": {"type": "array", "items": {"type": "integer"}, "maxItems": 5,
+                              "description": "getSchedule, createSchedule: the next fire "
+                                             "times from nextFireTime on (at most 5; none "
+                                             "while paused or finished)."},
+        },
+        "additionalProperties": False,
+    }
     return {
         "DelayMsg": {
             "type": "object",
@@ -234,6 +281,20 @@ def schemas() -> dict[str, Any]:
                                     "written; each result says why (the refused entries "
                                     "their own code, the others 409)."},
                            "results": {"type": "array", "items": batch_entry}}, ["results"]),
+        "Schedule": schedule,
+        "ScheduleAnswer": ok({"schedule": ref("Schedule"),
+                              "changed": {"type": "boolean", "description": "pauseSchedule, "
+                                          "resumeSchedule: false when it already was so."}},
+                             ["schedule"]),
+        "SchedulePageAnswer": ok({"schedules": {"type": "array", "items": ref("Schedule")},
+                                  "nextCursor": {"type": "string", "description":
+                                                 "The next page's cursor; absent at the "
+                                                 "end."}}, ["schedules"]),
+        "ScheduleDeleteAnswer": ok({"deleted": {"type": "boolean", "const": True},
+                                    "occurrenceDeleted": {"type": "boolean", "description":
+                                                          "true when its waiting occurrence "
+                                                          "was deleted with it."}},
+                                   ["deleted", "occurrenceDeleted"]),
         "Health": {"type": "object", "required": ["code"],
                    "properties": {"code": {"type": "integer", "enum": [200, 500]}}},
     }
