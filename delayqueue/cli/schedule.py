@@ -128,29 +128,38 @@ def cmd_get(client: DelayQueueClient, args: argparse.Namespace) -> int:
 
 
 def cmd_delete(client: DelayQueueClient, args: argparse.Namespace) -> int:
-    client.delete_schedule(args.topic, args.schedule_id)
+    dropped = client.delete_schedule(args.topic, args.schedule_id)
     if args.json:
-        print_json({"topic": args.topic, "scheduleId": args.schedule_id, "result": "deleted"})
+        print_json({"topic": args.topic, "scheduleId": args.schedule_id, "result": "deleted",
+                    "occurrenceDeleted": dropped})
     else:
         print(f"deleted schedule {args.topic}/{args.schedule_id}")
     return EXIT_OK
 
 
 def cmd_pause(client: DelayQueueClient, args: argparse.Namespace) -> int:
-    return _controlled(args, "paused", client.pause_schedule(args.topic, args.schedule_id))
+    return _paused(client, args, True, client.pause_schedule(args.topic, args.schedule_id))
 
 
 def cmd_resume(client: DelayQueueClient, args: argparse.Namespace) -> int:
-    return _controlled(args, "resumed", client.resume_schedule(args.topic, args.schedule_id))
+    return _paused(client, args, False, client.resume_schedule(args.topic, args.schedule_id))
 
 
-def _controlled(args: argparse.Namespace, verb: str, s: Schedule) -> int:
-    """``paused schedule T/ID`` (``resumed ...; next fire: DATE (in ...)``), or the JSON."""
+def _paused(client: DelayQueueClient, args: argparse.Namespace, paused: bool,
+            changed: bool) -> int:
+    """As ``topic pause|resume``: what changed (a resume adds its next fire time), or the
+    JSON ``{"topic", "scheduleId", "paused", "changed"}``."""
     if args.json:
-        print_json(s.to_json())
+        print_json({"topic": args.topic, "scheduleId": args.schedule_id, "paused": paused,
+                    "changed": changed})
         return EXIT_OK
-    line = f"{verb} schedule {s.topic}/{s.schedule_id}"
-    if not s.paused and s.next_fire_time is not None:
+    name = f"{args.topic}/{args.schedule_id}"
+    if not changed:
+        print(f"schedule {name} was {'already paused' if paused else 'not paused'}")
+        return EXIT_OK
+    line = f"{'paused' if paused else 'resumed'} schedule {name}"
+    s = None if paused else client.get_schedule(args.topic, args.schedule_id)
+    if s is not None and s.next_fire_time is not None:
         zone = s.timezone if s.cron else None
         line += (f"; next fire: {display.zoned_iso(s.next_fire_time, zone)} "
                  f"({display.relative(s.next_fire_time)})")

@@ -89,7 +89,7 @@ class SchedulePlans:
         # Sent again after a lost answer: the same definition replaces itself, and its
         # occurrences keep their msgIds (<scheduleId>:<fireTime>), so nothing doubles.
         envelope = yield Request("createSchedule", params, idempotent=True)
-        return Schedule.from_json(envelope["data"])
+        return Schedule.from_json(envelope["schedule"])
 
     def list_schedules(self, topic: str | None = None, cursor: str | None = None,
                        limit: int | None = None) -> Plan[SchedulePage]:
@@ -97,7 +97,12 @@ class SchedulePlans:
 
         ``schedules, cursor = client.list_schedules(topic)``; pass the cursor back for the
         next page; it is None on the last page. ``limit``: the page size (the server's
-        default when None). The schedules carry no ``next_fire_times`` (``get_schedule``).
+        default, 100, when None; at most its max-batch). The schedules carry no
+        ``next_fire_times`` (``get_schedule`` does).
+
+        Raises:
+            NotFoundError: (404) an unknown topic.
+            AccessDeniedError: (403) no ``topic`` with a token limited to some topics.
         """
         params: dict[str, Any] = {}
         if topic is not None:
@@ -107,11 +112,8 @@ class SchedulePlans:
         if limit is not None:
             params["limit"] = int(limit)
         envelope = yield Request("listSchedules", params, idempotent=True)
-        data = envelope.get("data")
-        items = data.get("schedules") if isinstance(data, Mapping) else data
-        cursor = envelope.get("nextCursor") or (
-            data.get("nextCursor") if isinstance(data, Mapping) else None)
-        return SchedulePage([Schedule.from_json(s) for s in items or []], cursor or None)
+        return SchedulePage([Schedule.from_json(s) for s in envelope.get("schedules") or []],
+                            envelope.get("nextCursor") or None)
 
     def get_schedule(self, topic: str, schedule_id: str) -> Plan[Schedule | None]:
         """The schedule with its next five fire times, or None when the server has none
@@ -121,31 +123,36 @@ class SchedulePlans:
                                      idempotent=True)
         except NotFoundError:
             return None
-        return Schedule.from_json(envelope["data"])
+        return Schedule.from_json(envelope["schedule"])
 
-    def delete_schedule(self, topic: str, schedule_id: str) -> Plan[None]:
-        """Delete the schedule and its waiting occurrence (occurrences already due stay).
+    def delete_schedule(self, topic: str, schedule_id: str) -> Plan[bool]:
+        """Delete the schedule and its waiting occurrence. Returns whether that occurrence
+        was deleted with it: False when none was waiting (paused, finished) or it was
+        already due or being delivered (it goes on, as any message).
 
         Raises:
             NotFoundError: (404) no such schedule or topic.
         """
         # Not re-sent: after a lost answer the second call would answer 404 for a success.
-        yield Request("deleteSchedule", {"topic": topic, "scheduleId": schedule_id},
-                      idempotent=False)
+        envelope = yield Request("deleteSchedule", {"topic": topic, "scheduleId": schedule_id},
+                                 idempotent=False)
+        return bool(envelope.get("occurrenceDeleted"))
 
-    def pause_schedule(self, topic: str, schedule_id: str) -> Plan[Schedule]:
+    def pause_schedule(self, topic: str, schedule_id: str) -> Plan[bool]:
         """Stop the schedule: its waiting occurrence is deleted and nothing is sent until
-        ``resume_schedule``. Returns the schedule as it is now (``paused`` True).
+        ``resume_schedule``. Returns whether this call paused it (False: it was paused
+        already), as ``pause_topic`` does.
 
         Raises:
             NotFoundError: (404) no such schedule or topic.
         """
         return (yield from self._control("pauseSchedule", topic, schedule_id))
 
-    def resume_schedule(self, topic: str, schedule_id: str) -> Plan[Schedule]:
-        """Start a paused schedule again from now: its next fire time after now is written
-        waiting; the fire times of the pause are skipped, not missed. Returns the schedule
-        as it is now.
+    def resume_schedule(self, topic: str, schedule_id: str) -> Plan[bool]:
+        """Start a paused schedule again from now: its first fire time from now is written
+        waiting; the fire times of the pause are skipped, not missed. Returns whether this
+        call resumed it (False: it was not paused); ``get_schedule`` shows its next fire
+        times.
 
         Raises:
             NotFoundError: (404) no such schedule or topic.
@@ -153,7 +160,7 @@ class SchedulePlans:
         return (yield from self._control("resumeSchedule", topic, schedule_id))
 
     @staticmethod
-    def _control(endpoint: str, topic: str, schedule_id: str) -> Plan[Schedule]:
+    def _control(endpoint: str, topic: str, schedule_id: str) -> Plan[bool]:
         params = {"topic": topic, "scheduleId": schedule_id}
         envelope = yield Request(endpoint, params, idempotent=True)
-        return Schedule.from_json(envelope["data"])
+        return bool(envelope.get("changed"))
