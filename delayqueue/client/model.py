@@ -208,8 +208,19 @@ class Schedule:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The server's object as it was answered."""
-        return dict(self.raw)
+        """The API's schedule object (``nextFireTimes`` only when there are some to show)."""
+        shown: dict[str, Any] = {
+            "scheduleId": self.schedule_id, "topic": self.topic, "cron": self.cron,
+            "timezone": self.timezone, "everyMillis": self.every_ms, "msg": self.msg,
+            "attributes": dict(self.attributes) if self.attributes else None,
+            "groupId": self.group_id, "ttlMillis": self.ttl_ms, "maxRetry": self.max_retry,
+            "startTime": self.start_time, "endTime": self.end_time, "limit": self.limit,
+            "misfire": self.misfire, "paused": self.paused, "createdTime": self.created_time,
+            "sentCount": self.sent_count, "missedCount": self.missed_count,
+            "lastFireTime": self.last_fire_time, "nextFireTime": self.next_fire_time}
+        if self.next_fire_times or "nextFireTimes" in self.raw:
+            shown["nextFireTimes"] = list(self.next_fire_times)
+        return shown
 
     @property
     def recurrence(self) -> str:

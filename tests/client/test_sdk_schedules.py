@@ -54,6 +54,7 @@ def test_an_every_schedule_fires_from_its_start_and_keeps_its_next_occurrence_wa
     assert s.next_fire_time == start
     assert (s.sent_count, s.missed_count) == (1, 0)         # the waiting one is written
     assert s.recurrence == "every 1m"
+    assert s.to_json() == s.raw                 # every field of the server's object is read
     waiting = client.get(topic, f"tick:{start}")
     assert waiting is not None and waiting.status == Status.WAITING
     assert (waiting.trigger_time, waiting.msg, waiting.attributes, waiting.group_id,
@@ -118,6 +119,7 @@ def test_list_schedules_pages_through_a_topic_and_across_topics(client, topic):
     assert {(topic, i) for i in ids} | {(other, "elsewhere")} <= everywhere
     listed = next(s for s in client.iter_schedules(other))
     assert (listed.cron, listed.timezone, listed.msg) == ("0 0 1 1 *", "UTC", "x")
+    assert listed.to_json() == listed.raw and "nextFireTimes" not in listed.raw
 
 
 def test_get_schedule_answers_none_for_an_unknown_schedule_or_topic(client, topic):
