@@ -40,6 +40,7 @@ from .recurrence import (
     Advance,
     Recurrence,
     RecurrenceError,
+    check_limit,
     check_misfire,
     plan_advance,
     plan_start,
@@ -54,7 +55,6 @@ RESUME_ATTEMPTS = 5          # a resume planned from a state that changed meanwh
 REPAIR_CHUNK = 500           # topics per pipelined round trip of the repair pass
 REPAIR_SCAN = 200            # schedules per HSCAN slice of the repair pass
 REPAIR_CALLS = 100           # repair script calls per round trip
-MAX_LIMIT = 1_000_000_000    # the most occurrences a schedule may be limited to
 
 
 @dataclass(frozen=True)
@@ -111,9 +111,12 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
 
 
 def rule_error(error: RecurrenceError) -> BadRequest:
-    """A recurrence rule broken, as the API answers it: the parameter, then the rule."""
-    text = str(error)
-    return BadRequest(text if text.startswith(f"{error.param}:") else f"{error.param}: {text}")
+    """A recurrence rule broken, as the API answers it: the parameter, then the rule
+    ("everyMillis must be ..." becomes "everyMillis: must be ...")."""
+    param, rule = error.param, str(error)
+    if rule.startswith(f"{param} "):
+        rule = rule[len(param) + 1:]
+    return BadRequest(f"{param}: {rule}")
 
 
 def recurrence_of(record: Mapping[str, Any]) -> Recurrence:
@@ -274,7 +277,10 @@ class Schedules:
             if not record.get("paused"):
                 return {**self.get(topic, schedule_id), "changed": False}
             now = self.clock.now_ms()
-            after = max(now, int(record.get("cursor", -1)) + 1)
+            # A cursor still ahead is the occurrence the pause deleted before its time: it
+            # may be written again. One that has come may have been delivered: after it.
+            cursor = int(record.get("cursor", -1))
+            after = now if cursor > now else max(now, cursor + 1)
             plan = as_plan(plan_start(recurrence_of(record), now_ms=after,
                                       remaining=remaining(record)))
             with redis_errors():
@@ -386,9 +392,6 @@ class Schedules:
                              f"(max-msg-id-length less {1 + FIRE_TIME_DIGITS} for "
                              f"':<fireTime>' of its occurrences' msgIds), got "
                              f"{len(spec.schedule_id)}")
-        if spec.limit is not None and not 1 <= spec.limit <= MAX_LIMIT:
-            raise BadRequest(f"limit: must be between 1 and {MAX_LIMIT} occurrences, got "
-                             f"{spec.limit}")
         if spec.ttl_ms is not None and spec.ttl_ms < 1:
             raise BadRequest(f"ttlMillis: must be >= 1 (absent: the topic's), got "
                              f"{spec.ttl_ms}")
@@ -397,6 +400,7 @@ class Schedules:
                              f"{spec.max_retry}")
         try:
             misfire = check_misfire(spec.misfire or "once")
+            limit = check_limit(spec.limit)
         except RecurrenceError as error:
             raise rule_error(error) from None
         return {
@@ -406,7 +410,7 @@ class Schedules:
             "attributes": json.dumps(dict(spec.attributes), ensure_ascii=False,
                                      separators=(",", ":")) if spec.attributes else None,
             "groupId": spec.group_id, "ttlMillis": spec.ttl_ms, "maxRetry": spec.max_retry,
-            "startTime": spec.start_ms, "endTime": spec.end_ms, "limit": spec.limit,
+            "startTime": spec.start_ms, "endTime": spec.end_ms, "limit": limit,
             "misfire": misfire, "createdTime": now,
         }
 

@@ -44,7 +44,9 @@ def test_each_refusal_has_a_client_error_code_and_names_its_parameter(script, ou
         assert error.msg.startswith("not written: ")
         return
     about_topic = outcome in (Outcome.BACKLOG, Outcome.NO_TOPIC)
-    assert error.msg.split(":")[0] in (("topic",) if about_topic else ("msgId", "receipt"))
+    about_schedule = script.startswith("schedule_")     # its msg_id is the scheduleId
+    assert error.msg.split(":")[0] in (("topic",) if about_topic else ("scheduleId",)
+                                       if about_schedule else ("msgId", "receipt"))
     assert ("'orders'" if about_topic else "'m1'") in error.msg
 
 
@@ -72,6 +74,7 @@ def queue(redis_url):
 
 STALE = "receipt: stale receipt: message 'c' was delivered again since (status 3, retry 1)"
 NOT_LIVE = "msgId: no live message 'ghost' in topic 't'"
+NO_SCHEDULE = "scheduleId: no schedule 'ghost' in topic 't'"
 # (script, outcome) -> the request that meets it, and the exact text it answers.
 TRANSITIONS = {
     ("ack", Outcome.NO_MESSAGE): (
@@ -116,10 +119,23 @@ TRANSITIONS = {
         lambda rt: (rt.admin.set_config("t", {"maxBacklog": "3"}), _raise_first(
             rt.queue.send_batch("t", [SendRequest("a"), SendRequest("b")], atomic=True))),
         "not written: another entry of this atomic batch was refused"),
+    ("schedule_delete", Outcome.NO_MESSAGE): (
+        lambda rt: rt.schedules.delete("t", "ghost"), NO_SCHEDULE),
+    ("schedule_pause", Outcome.NO_MESSAGE): (
+        lambda rt: rt.schedules.pause("t", "ghost"), NO_SCHEDULE),
+    ("schedule_advance", Outcome.NO_MESSAGE): (
+        lambda rt: _advance_gone(rt), NO_SCHEDULE),
     ("pause", Outcome.NO_TOPIC): (
         lambda rt: rt.controls.pause("ghost-topic"),
         "topic: no topic 'ghost-topic': it holds no message and has no settings"),
 }
+
+
+def _advance_gone(rt):
+    """The loop's advance of a schedule deleted since it was read: the script's refusal."""
+    reply = rt.scripts.schedule_advance(rt.queue.topic_keys("t"), 0, "", "ghost", 1, 0, None,
+                                        rt.queue.defaults)
+    raise refusal("schedule_advance", reply.outcome, "t", "ghost")
 
 
 def _raise_first(results):

@@ -22,6 +22,9 @@ NAMED = {
     "reschedule": replies.RescheduleReply, "dead_list": replies.DeadListReply,
     "dead_redrive": replies.DeadRedriveReply, "dead_purge": replies.DeadPurgeReply,
     "migrate": replies.MigrateReply, "due_claim": replies.DueClaimReply,
+    "schedule_put": replies.SchedulePutReply, "schedule_advance": replies.ScheduleAdvanceReply,
+    "schedule_pause": replies.SchedulePauseReply,
+    "schedule_delete": replies.ScheduleDeleteReply,
 }
 
 
