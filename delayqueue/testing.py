@@ -15,7 +15,8 @@ application's own tests::
 
 or take the ``fake_delayqueue`` pytest fixture (registered by the package's pytest plugin entry
 point). Nothing runs in the background: ``advance(ms)`` moves the injected clock and runs the
-scheduler's work (promotion, ack timeouts, expiry) and the monitor flush, as the loops would.
+scheduler's work (promotion, ack timeouts, expiry), the recurring schedules' next
+occurrences and the monitor flush, as the loops would.
 
 Every script is checked on fakeredis once per process (``fakeredis_failures``); if one fails
 (a command fakeredis lacks), the helpers say so in a warning and fall back to a real
@@ -81,7 +82,13 @@ class FakeDelayQueue:
         return self.clock.now_ms()
 
     def run_scheduler(self) -> None:
-        """Do what the background loops would have done by now (promote, time out, expire)."""
+        """Do what the background loops would have done by now (write the schedules' due
+        occurrences; promote, time out, expire)."""
+        from delayqueue.background.recurring import SCHEDULES_PER_TICK
+
+        for _ in range(MAX_TICKS):
+            if self.runtime.recurring.advance_due() < SCHEDULES_PER_TICK:
+                break
         scheduler = self.runtime.scheduler
         for _ in range(MAX_TICKS):
             next_due = scheduler.run_due()
@@ -223,6 +230,16 @@ def _scenario(dq: FakeDelayQueue) -> None:
     _check(dq.call("listMsg", topic=t, status=2), "list")
     _check(dq.call("resumeTopic", topic=t), "resume")
     _check(dq.call("purgeTopic", topic=t), "purge topic")           # ends p
+    s = "probe-schedule"
+    _check(dq.call("createSchedule", topic=s, scheduleId="every", msg="tick",
+                   everyMillis=1000), "create schedule")
+    _check(dq.call("createSchedule", topic=s, scheduleId="once", msg="tick",
+                   everyMillis=1000, limit=1), "create schedule")
+    dq.advance(1000)                                  # the next occurrence; "once" finished
+    _check(dq.call("pauseSchedule", topic=s, scheduleId="every"), "pause schedule")
+    _check(dq.call("resumeSchedule", topic=s, scheduleId="every"), "resume schedule")
+    rt.schedules.repair()
+    _check(dq.call("deleteSchedule", topic=s, scheduleId="every"), "delete schedule")
     _check(dq.call("sendMsg", topic=d, msg="z", msgId="z"), "send dead")
     _check(dq.call("pullMsg", topic=d), "pull dead")
     _check(dq.call("ackMsg", topic=d, msgId="z", ack=False), "nack")      # -> dead letter

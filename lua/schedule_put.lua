@@ -15,8 +15,10 @@
     written      occurrences written (the first one; 0 when it was finished at once)
     replaced     1 when a schedule with this id was replaced
     lowered_due  the topic's new due time if the occurrence brought it forward, else -1
-  Memory: grows Redis (a hash field, a record). The first write is the old occurrence's end or
-  the HSET: over maxmemory a create is refused before anything is written.
+  Memory: grows Redis (a hash field, a record). A create's first write is the occurrence's
+  INCR (deny-oom): over maxmemory it is refused before anything is written. A replace ends
+  the old waiting occurrence first (removals, allowed when full), and Redis then lets the
+  script finish.
   Publishes "<k> <topic>" when the occurrence is ready at once. ]]
 --@include schedule
 local schedules = KEYS[13]

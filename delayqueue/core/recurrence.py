@@ -8,7 +8,8 @@ the API documents as it is.
 **Two kinds of schedule**, exactly one per schedule:
 
 - ``everyMillis`` (an integer >= 1000): fire times ``startTime + k * everyMillis`` for
-  k = 0, 1, 2, ... The time zone plays no part.
+  k = 0, 1, 2, ...: a fixed interval of real time, so the time zone and its clock changes
+  play no part.
 - ``cron``: exactly 5 fields, ``minute hour day-of-month month day-of-week``, read as wall
   clock times in ``timezone`` (an IANA name such as ``Europe/Paris``; ``UTC`` by default).
   Accepted, as standard cron: numbers, ``*``, ranges ``a-b`` (low to high), steps ``*/n``
@@ -16,8 +17,10 @@ the API documents as it is.
   (any case), 0 or 7 for Sunday. Refused: a seconds or year field, croniter's extensions
   (``L``, ``W``, ``#``, ``H``, ``?``), macros (``@daily``, ...), a range from high to low,
   and an expression that matches no date (``0 0 30 2 *``). When both day-of-month and
-  day-of-week are restricted (neither starts the expansion with every value, as croniter
-  decides), a day matches when either does, as in cron; otherwise both must.
+  day-of-week are restricted, a day matches when either does, as in cron; otherwise both
+  must. A field is restricted unless it is ``*`` (or ``*/1``), as croniter decides: so
+  ``0 0 */2 * 1`` fires on odd days and on Mondays (Vixie cron, which looks for a leading
+  ``*``, would fire on odd Mondays).
   croniter parses the expression (its ``expanded`` fields); the wall times are then walked
   day by day here, which counts an outage of a year of per-minute fire times in
   milliseconds, where croniter's ``get_next`` takes about 60 us a fire time.
@@ -32,21 +35,23 @@ times that land on one instant (02:00 and 03:00 on the spring-forward day of
 
 **Bounds.** ``startTime`` (default: the schedule's creation time) is the earliest fire
 time; ``endTime``, when given, is the latest (inclusive) and must be after ``startTime``;
-``limit`` caps the number of occurrences written over the schedule's life.
+``limit`` caps the number of occurrences written over the schedule's life. Fire times end
+with year 9999.
 
 **Misfires.** A fire time is *missed* when the schedule is looked at more than the grace
-(``MISFIRE_GRACE_MS``, 60 s) after it, as after an outage of every node. What
+(``MISFIRE_GRACE_MS``, 60 s) after it, as after an outage of every node (one exactly the
+grace late is within it). What
 ``misfire`` does with the missed fire times of one look:
 
-- ``once`` (the default for the API to choose): one occurrence for the latest missed fire
-  time, triggered now;
+- ``once``: one occurrence for the latest missed fire time, triggered now;
 - ``skip``: none;
 - ``all``: one occurrence per missed fire time, triggered now, but only the latest
   ``MAX_MISFIRE_ALL`` (1000): the earlier ones are skipped.
 
 A fire time late but within the grace is written as usual, triggered now; the next fire
 time in the future is written as a waiting occurrence triggered at its fire time (the
-*pending* one). An occurrence is (fireTime, triggerTime); ``limit`` counts the occurrences
+*pending* one); when ``endTime`` or ``limit`` leaves none, the schedule is finished. An
+occurrence is (fireTime, triggerTime); ``limit`` counts the occurrences
 written, in fire time order, so skipped fire times use none of it. ``missed`` counts the
 fire times not sent at their own time because they were past the grace: with ``once`` the
 one sent late counts too, and so do the ones ``all`` sends late; the late ones within the
@@ -64,8 +69,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterator
 
-from croniter import croniter
-from croniter.croniter import CroniterError
+from croniter import CroniterError, croniter
 
 MISFIRE_GRACE_MS = 60_000
 MISFIRE_POLICIES = ("once", "skip", "all")
@@ -80,7 +84,7 @@ _EPOCH = dt.datetime(1970, 1, 1)
 _MS = dt.timedelta(milliseconds=1)
 _SECOND = dt.timedelta(seconds=1)
 _DAY = dt.timedelta(days=1)
-_LAST_DAY = dt.date(9999, 12, 30)    # walking past it would leave datetime's range
+_LAST_DAY = dt.date.max
 _CRON_WORD = re.compile(r"[A-Za-z]+")
 _CRON_CHARS = re.compile(r"[0-9A-Za-z*,/\-]+")
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
@@ -256,7 +260,8 @@ class Advance:
     occurrences: tuple[tuple[int, int], ...]  # (fireTime, triggerTime) to write now, in order
     cursor_ms: int          # the last fire time this advance accounts for (written or missed)
     pending_ms: int | None  # fire time of the occurrence left waiting (> now), None: finished
-    missed: int             # fire times missed (not sent on time: collapsed or skipped)
+    missed: int             # fire times more than the grace late: sent late, collapsed or
+    #                         skipped (counted up to cursor_ms, whatever the policy)
 
 
 def plan_advance(rec: Recurrence, *, after_ms: int, now_ms: int, misfire: str,
@@ -307,7 +312,9 @@ def plan_advance(rec: Recurrence, *, after_ms: int, now_ms: int, misfire: str,
 
 def plan_start(rec: Recurrence, *, now_ms: int, remaining: int | None) -> Advance:
     """A new schedule's first occurrence: its first fire time >= max(startTime, now), as the
-    pending one. Nothing before now is written or counted missed (no catching up)."""
+    pending one. Nothing before now is written or counted missed (no catching up). With
+    nothing to write (remaining 0, or no fire time left before endTime) the cursor is
+    max(startTime, now) - 1 and pending_ms None."""
     after = max(rec.start_ms, now_ms) - 1
     if remaining is not None and remaining <= 0:
         return Advance((), after, None, 0)
@@ -480,7 +487,9 @@ def _plain_day(day: dt.date, zone: zoneinfo.ZoneInfo) -> dt.timedelta | None:
     """The day's one UTC offset when no clock change falls inside it (from its midnight to
     the next), else None."""
     midnight = dt.datetime(day.year, day.month, day.day)
-    offsets = {zone.utcoffset(midnight), zone.utcoffset(midnight.replace(fold=1)),
+    if day == _LAST_DAY:
+        return None                      # no next midnight to look at: walk its times
+    offsets = {zone.utcoffset(midnight), zone.utcoffset(_folded(midnight)),
                zone.utcoffset(midnight + _DAY)}
     return offsets.pop() if len(offsets) == 1 else None
 
@@ -517,9 +526,7 @@ def _cron_after(cron: _Cron, zone: zoneinfo.ZoneInfo, low: int, high: int) -> It
     if low >= high:
         return
     last = low
-    day = _near_day(low, -2)
-    final = _near_day(high, 2)
-    while day <= final:
+    for day in _days(_near_day(low, -2), _near_day(high, 2)):
         if cron.day_matches(day):
             for fire in _day_fires(cron, day, zone):
                 if fire > high:
@@ -527,7 +534,6 @@ def _cron_after(cron: _Cron, zone: zoneinfo.ZoneInfo, low: int, high: int) -> It
                 if fire > last:
                     last = fire
                     yield fire
-        day += _DAY
 
 
 def _cron_before(cron: _Cron, zone: zoneinfo.ZoneInfo, low: int, high: int) -> Iterator[int]:
@@ -535,9 +541,7 @@ def _cron_before(cron: _Cron, zone: zoneinfo.ZoneInfo, low: int, high: int) -> I
     if low >= high:
         return
     previous = None
-    day = _near_day(high, 2)
-    first = _near_day(low, -2)
-    while day >= first:
+    for day in _days(_near_day(high, 2), _near_day(low, -2), backwards=True):
         if cron.day_matches(day):
             for fire in _day_fires(cron, day, zone, reverse=True):
                 if fire <= low:
@@ -545,7 +549,6 @@ def _cron_before(cron: _Cron, zone: zoneinfo.ZoneInfo, low: int, high: int) -> I
                 if fire <= high and fire != previous:
                     previous = fire
                     yield fire
-        day -= _DAY
 
 
 def _cron_count(cron: _Cron, zone: zoneinfo.ZoneInfo, low: int, high: int) -> int:
@@ -555,26 +558,34 @@ def _cron_count(cron: _Cron, zone: zoneinfo.ZoneInfo, low: int, high: int) -> in
     count = 0
     last = low
     per_day = len(cron.hours) * len(cron.minutes)
-    day = _near_day(low, -2)
-    final = _near_day(high, 2)
-    while day <= final:
-        if cron.day_matches(day):
-            offset = _plain_day(day, zone)
-            if offset is not None:
-                start = _ms_naive(dt.datetime(day.year, day.month, day.day)) - offset // _MS
-                if start > last and start + 86_400_000 - 1 <= high:
-                    count += per_day
-                    last = _ms_naive(next(cron.times(day, reverse=True))) - offset // _MS
-                    day += _DAY
-                    continue
-            for fire in _day_fires(cron, day, zone, offset):
-                if fire > high:
-                    return count
-                if fire > last:
-                    last = fire
-                    count += 1
-        day += _DAY
+    for day in _days(_near_day(low, -2), _near_day(high, 2)):
+        if not cron.day_matches(day):
+            continue
+        offset = _plain_day(day, zone)
+        if offset is not None:
+            start = _ms_naive(dt.datetime(day.year, day.month, day.day)) - offset // _MS
+            if start > last and start + 86_400_000 - 1 <= high:
+                count += per_day
+                last = _ms_naive(next(cron.times(day, reverse=True))) - offset // _MS
+                continue
+        for fire in _day_fires(cron, day, zone, offset):
+            if fire > high:
+                return count
+            if fire > last:
+                last = fire
+                count += 1
     return count
+
+
+def _days(first: dt.date, last: dt.date, backwards: bool = False) -> Iterator[dt.date]:
+    """The days from first to last, both included (stepping past date.max would raise)."""
+    step = -_DAY if backwards else _DAY
+    day = first
+    while (day >= last) if backwards else (day <= last):
+        yield day
+        if day == last:
+            return
+        day += step
 
 
 def _ms_naive(naive: dt.datetime) -> int:

@@ -344,7 +344,6 @@ class Schedules:
         HSCAN slices and one script call per schedule waiting for a future fire time,
         ``REPAIR_CALLS`` a round trip."""
         repaired = 0
-        now = self.clock.now_ms()
         topics = sorted(self.client.zrange(self.keys.topics, 0, -1))
         for part in _chunks(topics, REPAIR_CHUNK):
             pipe = self.client.pipeline(transaction=False)
@@ -352,11 +351,12 @@ class Schedules:
                 pipe.exists(self.queue.topic_keys(topic).schedules)
             holding = [t for t, n in zip(part, pipe.execute()) if n]
             for topic in holding:
-                repaired += self._repair_topic(topic, now)
+                repaired += self._repair_topic(topic)
         return repaired
 
-    def _repair_topic(self, topic: str, now: int) -> int:
+    def _repair_topic(self, topic: str) -> int:
         tk = self.queue.topic_keys(topic)
+        now = self.clock.now_ms()
         waiting: list[tuple[str, dict[str, Any]]] = []
         index = self.client.pipeline(transaction=False)
         for schedule_id, raw in _hscan(self.client, tk.schedules):
@@ -371,6 +371,8 @@ class Schedules:
         index.execute()
         written = 0
         for part in _chunks(waiting, REPAIR_CALLS):
+            # Each call's own now: the script writes only an occurrence still ahead of it.
+            now = self.clock.now_ms()
             trip = self.scripts.round_trip()
             for schedule_id, record in part:
                 self.scripts.schedule_advance(tk, now, self.keys.hint_channel, schedule_id,

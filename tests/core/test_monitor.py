@@ -236,7 +236,8 @@ def test_flush_script_rejects_malformed_groups_before_writing(redis_client, keys
 def test_counters_constant_matches_camellia_plus_ours():
     assert set(COUNTERS) == {"sendMsg", "pullMsg", "ackMsg", "nackMsg", "getMsg", "deleteMsg",
                              "triggerMsgReady", "triggerMsgEndLife", "triggerMsgTimeout",
-                             "deadLettered", "redriven", "purged", "backlogRefused"}
+                             "deadLettered", "redriven", "purged", "backlogRefused",
+                             "replaced", "deduplicated", "scheduleSent", "scheduleMissed"}
 
 
 def test_each_worker_flushes_at_least_twice_per_monitoring_interval(redis_url):

@@ -9,7 +9,7 @@ import json
 import pytest
 import redis
 
-from delayqueue.background.recurring import Recurring
+from delayqueue.background.recurring import SCHEDULES_PER_TICK, Recurring
 from delayqueue.background.runtime import Runtime
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.errors import BadRequest, NotFound
@@ -177,6 +177,25 @@ def test_end_time_finishes_the_schedule(rt, clock):
     assert rt.schedules.get("t", "s")["nextFireTime"] is None
 
 
+def test_an_end_time_already_past_is_finished_at_once(rt):
+    created = rt.schedules.create("t", every(start_ms=T0 - 10_000, end_ms=T0 - 1))
+    assert (created["sentCount"], created["nextFireTime"], created["nextFireTimes"]) == (
+        0, None, [])
+    assert rt.client.zscore(rt.keys.schedule_index, member("t", "s")) is None
+    assert occurrences(rt, "t", "s") == {}
+
+
+def test_resume_never_writes_again_an_occurrence_whose_time_had_come(rt, clock):
+    rt.schedules.create("t", every())                       # T0, due at once
+    [delivered] = rt.queue.pull("t").messages
+    rt.queue.ack("t", delivered.msg_id, delivered.receipt)
+    rt.schedules.pause("t", "s")                            # T0 is not waiting: left alone
+    resumed = rt.schedules.resume("t", "s")                 # the same millisecond
+    assert resumed["nextFireTime"] == T0 + 1000
+    assert occurrences(rt, "t", "s") == {T0: (T0, Status.ACKED),
+                                          T0 + 1000: (T0 + 1000, Status.WAITING)}
+
+
 MINUTE = 60_000
 
 
@@ -312,3 +331,14 @@ def test_list_pages_by_topic_and_schedule_id(rt):
     assert [(s["topic"], s["scheduleId"]) for s in rest.schedules] == [("c", "9")]
     assert rest.next_cursor is None
     assert [s["scheduleId"] for s in rt.schedules.list("a").schedules] == ["1", "2"]
+
+
+def test_a_tick_advances_at_most_its_limit_and_then_asks_to_run_again(rt, clock):
+    for i in range(SCHEDULES_PER_TICK + 50):
+        rt.schedules.create("t", every(f"s{i}"))              # each due at once
+    recurring = loop(rt)
+    recurring._repaired_at = float("inf")                     # the repair pass aside
+    assert recurring.tick() == 0.0                            # a full tick: again at once
+    assert rt.client.zcount(rt.keys.schedule_index, "-inf", clock.now_ms()) == 50
+    assert 0 < recurring.tick() <= 0.1
+    assert rt.client.zcount(rt.keys.schedule_index, "-inf", clock.now_ms()) == 0

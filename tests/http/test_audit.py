@@ -86,6 +86,18 @@ def cases():
                       {"msgId": "m2", "params": {"release": "true"}, "code": 200}),
         "rescheduleMsg": ({"topic": "t", "msgId": "m2", "delayMillis": "60000"},
                           {"msgId": "m2", "params": {"delayMillis": "60000"}, "code": 200}),
+        "createSchedule": ({"topic": "t", "scheduleId": "new", "msg": BODY,
+                            "everyMillis": "60000"},
+                           {"params": {"scheduleId": "new", "everyMillis": "60000"},
+                            "code": 200}),
+        "deleteSchedule": ({"topic": "t", "scheduleId": "s"},
+                           {"params": {"scheduleId": "s"}, "code": 200}),
+        "pauseSchedule": ({"topic": "t", "scheduleId": "s"},
+                          {"params": {"scheduleId": "s"}, "code": 200,
+                           "result": {"changed": True}}),
+        "resumeSchedule": ({"topic": "t", "scheduleId": "s"},
+                           {"params": {"scheduleId": "s"}, "code": 200,
+                            "result": {"changed": True}}),
     }
     for name, (form, want) in api.items():
         yield name, "POST", Q + name, {"data": form}, want
@@ -126,6 +138,11 @@ def test_an_audited_route_logs_one_line_with_who_what_outcome_and_when(
     make_dead(http, "d", "dead-1")
     if name == "resumeTopic":
         http.post(Q + "pauseTopic", data={"topic": "t"})
+    if name in ("deleteSchedule", "pauseSchedule", "resumeSchedule"):
+        http.post(Q + "createSchedule", data={"topic": "t", "scheduleId": "s", "msg": BODY,
+                                              "everyMillis": 60_000})
+    if name == "resumeSchedule":
+        http.post(Q + "pauseSchedule", data={"topic": "t", "scheduleId": "s"})
     if name == "resume":
         http.post("/dashboard/topic/pause", data={"topic": "t"}, headers=SAME_ORIGIN)
     lines()

@@ -91,7 +91,7 @@ def test_every_occurrence_once_never_early_across_a_kill_9_and_restart(redis_url
         assert errors == []
         ids = [msg_id for msg_id, _, _ in received]
         assert len(ids) == len(set(ids)), f"an occurrence was delivered twice: {ids}"
-        fires = sorted(int(msg_id.rpartition(":")[2]) for msg_id in ids)
+        fires = [int(msg_id.rpartition(":")[2]) for msg_id in ids]      # delivery order
         assert fires == list(range(start, fires[-1] + 1, 1000)), f"skipped one: {fires}"
         assert fires[-1] - start >= (RUN_S - 2) * 1000, fires
         for msg_id, trigger, at in received:
