@@ -84,6 +84,12 @@ def test_the_topic_page_shows_each_schedule_as_the_api_answers_it(http):
         assert re.match(r"\d{4}-\d\d-\d\d 02:30:00 \+0[12]:00 \(in ", text), text
     assert (cell["sentCount"], cell["missedCount"], cell["state"]) == \
         (str(paris["sentCount"]), "0", "active")
+    # The first fire time links to its waiting occurrence's message page, which finds it.
+    occurrence = unescape(re.search(r'<a class="occurrence" href="([^"]+)"',
+                                    cell["nextFireTimes"]).group(1))
+    assert occurrence == f"/dashboard/message?topic={topic}&msgId=paris:{fires[0]}"
+    page = http.get(occurrence).get_data(as_text=True)
+    assert re.search(r'data-field="status">1 \(waiting\)<', page), page[-2000:]
 
     twice = shown["twice"]
     assert (twice["rule"], twice["timezone"]) == ("every 1 min 30 s", "")
