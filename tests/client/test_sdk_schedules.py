@@ -203,6 +203,14 @@ def test_the_servers_refusals_raise_bad_request_naming_the_parameter(client, top
     assert client.get_schedule(topic, "bad") is None
 
 
+def test_a_bad_page_size_or_cursor_raises_bad_request_naming_it(client, topic):
+    client.create_schedule(topic, "one", "m", every_ms=MINUTE, start_time=later())
+    for options, param in (({"limit": 0}, "limit"), ({"cursor": "bad!"}, "cursor")):
+        with pytest.raises(BadRequestError) as caught:
+            client.list_schedules(topic, **options)
+        assert caught.value.msg.startswith(param + ":"), caught.value.msg
+
+
 # ---- delivery ----------------------------------------------------------------------------------
 def test_occurrences_are_delivered_once_each_never_before_their_fire_time(client, topic):
     start = (int(time.time()) + 2) * 1000
