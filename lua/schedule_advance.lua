@@ -7,7 +7,7 @@
   ARGV[7] new cursor (-1: a repair, no plan: the state stays)  ARGV[8] new pending (-1: none,
   the schedule is finished)  ARGV[9] missed (fire times not sent at their own time)
   ARGV[10] last fire time that has come (-1: none)  ARGV[11] n, then n (fireTime,
-  triggerTime) pairs, in order; then the server's 11 default settings (includes/settings.lua)
+  triggerTime) pairs, in order; then the server's default settings (includes/settings.lua)
   An occurrence whose msgId is live, or was delivered, is not written again (includes/
   schedule.lua may_write): a retried advance writes nothing twice.
   Returns: {outcome, pending, written, paused, lowered_due}

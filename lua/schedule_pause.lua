@@ -4,7 +4,7 @@
   ARGV[6] paused (1 pause / 0 resume)  ARGV[7] expected gen (resume: the plan was made from it;
   pause: ignored)  ARGV[8] cursor  ARGV[9] pending (-1: none)  ARGV[10] n, then n (fireTime,
   triggerTime) pairs: resume's plan (plan_start from now, after the cursor); then the server's
-  11 default settings (includes/settings.lua)
+  default settings (includes/settings.lua)
   Pause ends the waiting occurrence (status 7, as deleteMsg) unless it is due already; resume
   writes the first fire time from now: those that passed during the pause are skipped by it,
   never counted as missed. Either bumps the generation.

@@ -4,7 +4,7 @@
   ARGV[1] now_ms  ARGV[2] hint channel  ARGV[3] topic  ARGV[4] scheduleId  ARGV[5] end_life_ms
   ARGV[6] the definition (JSON object: core/schedules.py)
   ARGV[7] cursor  ARGV[8] pending (-1: none, finished at once)  ARGV[9] n, then n
-  (fireTime, triggerTime) pairs: plan_start's occurrences; then the server's 11 default
+  (fireTime, triggerTime) pairs: plan_start's occurrences; then the server's default
   settings (includes/settings.lua)
   A schedule with this id is replaced: its waiting occurrence is ended (status 7, as
   deleteMsg) and its generation bumped, so an advance planned from it writes nothing; its

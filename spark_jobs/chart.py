@@ -144,7 +144,16 @@ def charts(data: dict) -> list[tuple[str, Chart]]:
                 f"Throughput — namespace {ns}",
                 draw(
                     f"Throughput per second — namespace {ns}",
-                    {k: (t, col(f"{k}_per_s")) for k in ("sent", "delivered", "acked")},
+                    # a recurring schedule's occurrences arrive beside the sends (not in them)
+                    {
+                        label: (t, col(f"{k}_per_s"))
+                        for label, k in (
+                            ("sent", "sent"),
+                            ("scheduled", "schedule_sent"),
+                            ("delivered", "delivered"),
+                            ("acked", "acked"),
+                        )
+                    },
                     "messages/s",
                 ),
             )

@@ -5,7 +5,13 @@ Layout and line format follow docs/design.md ("Monitoring and the snapshot contr
 Traffic follows a daily cycle; by topic index:
   * i % 10 == 1  -- messages in groups: a third of each interval's sends wait behind their
                     group's head (groupBlockedSize; 0 on every other topic)
+  * i % 10 == 2  -- a recurring schedule writes one occurrence an interval (scheduleSent, not
+                    in sendMsg); at 06:00 UTC it catches up 9 fire times missed while the
+                    fleet was down, collapsed into one more occurrence (scheduleMissed 9)
   * i % 10 == 3  -- consumers fall behind from 08:00 to 20:00 UTC: the ready backlog grows
+  * i % 10 == 4  -- debounced sends: a tenth of the sends replace a waiting namesake (replaced,
+                    in sendMsg, no new message) and a twentieth more are re-sends answered
+                    duplicate inside the dedup window (deduplicated, not in sendMsg)
   * i % 10 == 5  -- delivery-lag spike from 14:00 to 16:00 UTC (p99 well above 1000 ms)
   * i % 10 == 6  -- paused from 02:00 to 04:00 UTC (paused; nothing delivered, the ready
                     queue grows), then purged at 04:00 (purged: the ready backlog)
@@ -102,7 +108,14 @@ def _day_lines(plan: Plan, day_index: int) -> dict[str, dict]:
             if role == 9 and day_index == 0 and hour < 12:
                 continue
             sent = int(base[i] * daily * (0.8 + 0.4 * rng.random()) * plan.interval_s / 60)
-            promoted = sent
+            replaced = sent // 10 if role == 4 else 0
+            deduplicated = sent // 20 if role == 4 else 0
+            missed = 0
+            scheduled = 1 if role == 2 else 0
+            if role == 2 and (k * plan.interval_s) % 86_400 == 6 * 3600:
+                missed, scheduled = 9, 2  # the catch-up of the outage, then this interval's
+            arrivals = sent - replaced + scheduled  # new messages: a replace adds none
+            promoted = arrivals  # every new message is due at once
             paused = role == 6 and 2 <= hour < 4
             purged = 0
             if role == 6 and (k * plan.interval_s) % 86_400 == 4 * 3600:
@@ -121,7 +134,7 @@ def _day_lines(plan: Plan, day_index: int) -> dict[str, dict]:
             nacked = delivered // 200
             acked = delivered - timed_out - nacked
             ended = (timed_out // 2 + 1) if role == 7 else 0
-            waiting[i] = max(0, waiting[i] + sent - promoted + rng.randint(-2, 2))
+            waiting[i] = max(0, waiting[i] + arrivals - promoted + rng.randint(-2, 2))
             lag_center = 10 if role == 5 and 14 <= hour < 16 else 3
             w = waiting[i]
             blocked = sent // 3 if role == 1 else 0
@@ -139,6 +152,8 @@ def _day_lines(plan: Plan, day_index: int) -> dict[str, dict]:
                 f'"triggerMsgReady":{promoted},'
                 f'"triggerMsgEndLife":{ended},"triggerMsgTimeout":{timed_out},{failure}'
                 f'"purged":{purged},"backlogRefused":{refused},'
+                f'"replaced":{replaced},"deduplicated":{deduplicated},'
+                f'"scheduleSent":{scheduled},"scheduleMissed":{missed},'
                 f'"pullMsgTimeGap":{_histogram(delivered, lag_center)},'
                 f'"readyQueueTimeGap":{_histogram(promoted, 1)},'
                 f'"waitingQueueSize":{w},"readyQueueSize":{ready[i]},'

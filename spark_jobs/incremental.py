@@ -23,10 +23,11 @@ import os
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-STATE_VERSION = 5
+STATE_VERSION = 6
 """Bumped whenever the tables' layout or meaning changes: older state forces a full run
 (3: the group_blocked_size columns; 4: purged, backlog_refused and the paused columns;
-5: ``ended`` without the dead letters)."""
+5: ``ended`` without the dead letters; 6: replaced, deduplicated, schedule_sent and
+schedule_missed, with their rates)."""
 STATE_PATH = "_state/manifest.json"
 
 

@@ -18,7 +18,8 @@ Schema versions 1 and 2 are read alike: version 2 adds the optional counters
 version 1; lines written before it read as 0. So were the topic controls' counters ``purged``
 and ``backlogRefused`` (absent -> 0) and the flag ``paused`` (a JSON boolean, read as the
 gauge 1 / 0; absent -> 0; any other type makes the line malformed, as a wrong type does
-anywhere).
+anywhere), and then the debounce and schedule counters ``replaced``, ``deduplicated``,
+``scheduleSent`` and ``scheduleMissed`` (absent -> 0).
 
 A line is classified into ``status``:
   * ``ok``          -- schemaVersion 1 or 2 with namespace, topic, intervalStart <
@@ -77,6 +78,14 @@ COUNTERS = (
     # added within version 1 (the topic controls): absent in older lines -> 0
     ("purged", "purged"),
     ("backlogRefused", "backlog_refused"),
+    # added within version 1 (debounced sends and recurring schedules): absent in older lines
+    # -> 0. ``replaced`` sends are in ``sent`` too; ``deduplicated`` re-sends and the
+    # schedules' occurrences (``schedule_sent``) are not; ``schedule_missed`` counts fire
+    # times, not messages (docs/design.md, "Monitoring and the snapshot contract")
+    ("replaced", "replaced"),
+    ("deduplicated", "deduplicated"),
+    ("scheduleSent", "schedule_sent"),
+    ("scheduleMissed", "schedule_missed"),
 )
 LAGS = (("pullMsgTimeGap", "delivery_lag"), ("readyQueueTimeGap", "scheduling_lag"))
 GAUGES = (

@@ -151,39 +151,6 @@ def schemas() -> dict[str, Any]:
                                   "msg": {"type": ["string", "null"]},
                                   "delayMsg": ref("DelayMsg"),
                                   "duplicate": {"type": "boolean"}}}
-    nullable_int = {"type": ["integer", "null"]}
-    nullable_str = {"type": ["string", "null"]}
-    schedule = {
-        "type": "object",
-        "required": ["scheduleId", "topic", "cron", "timezone", "everyMillis", "msg",
-                     "attributes", "groupId", "ttlMillis", "maxRetry", "startTime", "endTime",
-                     "limit", "misfire", "paused", "createdTime", "sentCount", "missedCount",
-                     "lastFireTime", "nextFireTime"],
-        "properties": {
-            "scheduleId": {"type": "string"}, "topic": {"type": "string"},
-            "cron": nullable_str, "timezone": nullable_str, "everyMillis": nullable_int,
-            "msg": {"type": "string"},
-            "attributes": {"type": ["object", "null"],
-                           "additionalProperties": {"type": "string"}},
-            "groupId": nullable_str, "ttlMillis": nullable_int, "maxRetry": nullable_int,
-            "startTime": {"type": "integer"}, "endTime": nullable_int, "limit": nullable_int,
-            "misfire": {"enum": ["once", "skip", "all"]}, "paused": {"type": "boolean"},
-            "createdTime": {"type": "integer"},
-            "sentCount": {"type": "integer", "minimum": 0, "description": "Occurrences "
-                          "written so far, the waiting one included."},
-            "missedCount": {"type": "integer", "minimum": 0, "description": "Fire times not "
-                            "sent at their own time (more than the misfire grace late)."},
-            "lastFireTime": {**nullable_int, "description": "The latest fire time that has "
-                             "come (its occurrence due), null before the first."},
-            "nextFireTime": {**nullable_int, "description": "The fire time of the waiting "
-                             "occurrence; null while paused or once finished."},
-            "nextFireTimes": {"type": "array", "items": {"type": "integer"}, "maxItems": 5,
-                              "description": "getSchedule, createSchedule: the next fire "
-                                             "times from nextFireTime on (at most 5; none "
-                                             "while paused or finished)."},
-        },
-        "additionalProperties": False,
-    }
     return {
         "DelayMsg": {
             "type": "object",
@@ -281,7 +248,7 @@ def schemas() -> dict[str, Any]:
                                     "written; each result says why (the refused entries "
                                     "their own code, the others 409)."},
                            "results": {"type": "array", "items": batch_entry}}, ["results"]),
-        "Schedule": schedule,
+        "Schedule": schedule_schema(),
         "ScheduleAnswer": ok({"schedule": ref("Schedule"),
                               "changed": {"type": "boolean", "description": "pauseSchedule, "
                                           "resumeSchedule: false when it already was so."}},
@@ -328,3 +295,40 @@ ACK_ENTRY = {"type": "object", "required": ["msgId"], "properties": {
 VISIBILITY_ENTRY = {"type": "object", "required": ["msgId", "ackTimeoutMillis"], "properties": {
     "msgId": MSG_ID.schema, "receipt": RECEIPT.schema,
     "ackTimeoutMillis": integer("New deadline from now in ms (0 releases it).", 0)}}
+
+
+def schedule_schema() -> dict[str, Any]:
+    """A recurring schedule as the schedule endpoints answer it (core/schedules.py info)."""
+    nullable_int = {"type": ["integer", "null"]}
+    nullable_str = {"type": ["string", "null"]}
+    return {
+        "type": "object",
+        "required": ["scheduleId", "topic", "cron", "timezone", "everyMillis", "msg",
+                     "attributes", "groupId", "ttlMillis", "maxRetry", "startTime", "endTime",
+                     "limit", "misfire", "paused", "createdTime", "sentCount", "missedCount",
+                     "lastFireTime", "nextFireTime"],
+        "properties": {
+            "scheduleId": {"type": "string"}, "topic": {"type": "string"},
+            "cron": nullable_str, "timezone": nullable_str, "everyMillis": nullable_int,
+            "msg": {"type": "string"},
+            "attributes": {"type": ["object", "null"],
+                           "additionalProperties": {"type": "string"}},
+            "groupId": nullable_str, "ttlMillis": nullable_int, "maxRetry": nullable_int,
+            "startTime": {"type": "integer"}, "endTime": nullable_int, "limit": nullable_int,
+            "misfire": {"enum": ["once", "skip", "all"]}, "paused": {"type": "boolean"},
+            "createdTime": {"type": "integer"},
+            "sentCount": {"type": "integer", "minimum": 0, "description": "Occurrences "
+                          "written so far, the waiting one included."},
+            "missedCount": {"type": "integer", "minimum": 0, "description": "Fire times not "
+                            "sent at their own time (more than the misfire grace late)."},
+            "lastFireTime": {**nullable_int, "description": "The latest fire time that has "
+                             "come (its occurrence due), null before the first."},
+            "nextFireTime": {**nullable_int, "description": "The fire time of the waiting "
+                             "occurrence; null while paused or once finished."},
+            "nextFireTimes": {"type": "array", "items": {"type": "integer"}, "maxItems": 5,
+                              "description": "getSchedule, createSchedule: the next fire "
+                                             "times from nextFireTime on (at most 5; none "
+                                             "while paused or finished)."},
+        },
+        "additionalProperties": False,
+    }

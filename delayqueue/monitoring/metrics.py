@@ -46,8 +46,8 @@ TIME_GAP_KINDS = (("pull", "pullMsgTimeGap"), ("ready", "readyQueueTimeGap"))
 # The label of the topics past metrics-max-topics; a real topic of that name is always folded,
 # so the series has one meaning.
 OTHER_TOPIC = "_other"
-# Series one busy topic adds to a scrape: 13 counters, 5 sizes, paused, oldest ready age, and
-# two time-gap histograms of 16 buckets, _sum and _count (tests/monitoring/
+# Series one busy topic adds to a scrape: 17 counters (one op each), 5 sizes, paused, oldest
+# ready age, and two time-gap histograms of 16 buckets, _sum and _count (tests/monitoring/
 # test_metrics_families.py counts them).
 SERIES_PER_TOPIC = len(COUNTERS) + len(QUEUE_STATES) + 2 + 2 * (len(BOUNDS_MS) + 2)
 REDIS_FAILURES = (redis.RedisError, RedisClusterException, DelayQueueError)
@@ -165,8 +165,16 @@ class MonitorCollector(Collector):
                 counts[key] = counts.get(key, 0) + topics[topic][op]
         messages = CounterMetricFamily(
             "delayqueue_messages",
-            "Messages handled, by topic and operation (camellia's monitor counters, and "
-            "deadLettered, redriven, purged, backlogRefused), cumulative over the whole fleet.",
+            "Messages handled, by topic and operation, cumulative over the whole fleet: "
+            "camellia's monitor counters sendMsg, pullMsg, ackMsg, nackMsg (apart from ackMsg), "
+            "getMsg, deleteMsg, triggerMsgReady, triggerMsgEndLife, triggerMsgTimeout; and "
+            "deadLettered, redriven, purged, backlogRefused (sends refused at maxBacklog), "
+            "replaced (sends that "
+            "replaced a waiting or ready message: onDuplicate=replace), "
+            "deduplicated (sends answered duplicate inside dedupWindowMillis), scheduleSent "
+            "(occurrences of recurring schedules written) and scheduleMissed (schedule fire "
+            "times missed while the fleet was down: collapsed or skipped by the misfire "
+            "policy).",
             labels=["topic", "op"])
         for key in sorted(counts):
             messages.add_metric(list(key), counts[key])

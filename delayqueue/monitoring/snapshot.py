@@ -27,8 +27,9 @@ from delayqueue.core.monitor import COUNTERS, HISTOGRAMS, Monitor, empty_topic_s
 
 logger = logging.getLogger(__name__)
 
-# deadLettered, redriven, groupBlockedSize, purged, backlogRefused and paused were added in
-# place: readers ignore new fields and read a missing one as 0 (paused: false)
+# deadLettered, redriven, groupBlockedSize, purged, backlogRefused, paused, then replaced,
+# deduplicated, scheduleSent and scheduleMissed were added in place: readers ignore new fields
+# and read a missing one as 0 (paused: false)
 SCHEMA_VERSION = 1
 WAITING_QUEUE_INFO_KEYS = (
     "sizeOf0To1min", "sizeOf1minTo10min", "sizeOf10minTo30min", "sizeOf30minTo1hour",

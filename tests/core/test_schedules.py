@@ -342,3 +342,12 @@ def test_a_tick_advances_at_most_its_limit_and_then_asks_to_run_again(rt, clock)
     assert rt.client.zcount(rt.keys.schedule_index, "-inf", clock.now_ms()) == 50
     assert 0 < recurring.tick() <= 0.1
     assert rt.client.zcount(rt.keys.schedule_index, "-inf", clock.now_ms()) == 0
+
+
+def test_sent_and_missed_occurrences_are_counted_for_the_topic(rt, clock):
+    rt.schedules.create("t", every(ms=MINUTE))                # T0: one written
+    clock.advance(4 * MINUTE + 30_000)
+    loop(rt).advance_due()                                    # 3 missed, 3 written (once)
+    rt.monitor.flush()
+    total = rt.client.hgetall(rt.keys.monitor_total)
+    assert (total["t\tscheduleSent"], total["t\tscheduleMissed"]) == ("4", "3")

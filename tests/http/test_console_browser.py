@@ -117,7 +117,9 @@ def test_console_pages_in_headless_chromium(node, browser):
     # -- the topic page: charts, dead letters, the redrive button ----------------------------
     browser.get(rows["web-poison"]["href"])      # the link the fleet table gives
     wait_until(lambda: browser.find_elements(By.ID, "topic-name"), 10)
-    assert len(browser.find_elements(By.CSS_SELECTOR, "svg.chart polyline")) == 9
+    # throughput 4 (sent, scheduled, delivered, acked), failures 3, debounce and missed fire
+    # times 3, lag 2, backlog 1
+    assert len(browser.find_elements(By.CSS_SELECTOR, "svg.chart polyline")) == 13
     assert browser.find_element(By.CSS_SELECTOR, '[data-sizes] [data-field="deadQueueSize"]'
                                 ).text == "1"
     screenshot(browser, "topic")
@@ -269,14 +271,15 @@ def test_operator_console_in_headless_chromium(node, browser):
     assert "span=5m" in browser.current_url
     assert browser.find_element(By.CSS_SELECTOR, ".spans a[aria-current]").text == "5m"
     charts = browser.find_elements(By.CSS_SELECTOR, "svg.chart")
-    assert len(charts) == 4
+    assert len(charts) == 5
     # 5 min of 1 s intervals: 150 points of 2 s each.
     assert len(charts[0].find_elements(By.CSS_SELECTOR, "rect.hit")) == 150
     last = charts[0].find_elements(By.CSS_SELECTOR, "rect.hit")[-1]
     ActionChains(browser).move_to_element(last).perform()
     readout = browser.find_elements(By.CSS_SELECTOR, "figure .readout")[0]
     wait_until(lambda: "sent/s" in readout.text, 5, message="no readout under the pointer")
-    assert "UTC (so far): sent/s " in readout.text and " · delivered/s " in readout.text
+    assert "UTC (so far): sent/s " in readout.text and " · scheduled/s " in readout.text \
+        and " · delivered/s " in readout.text
     assert browser.find_element(By.CSS_SELECTOR, "svg.chart line.marker"
                                 ).get_attribute("visibility") == "visible"
     units = [t.text for t in charts[0].find_elements(By.CSS_SELECTOR, "text.axis-unit")]

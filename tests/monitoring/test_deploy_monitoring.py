@@ -206,6 +206,27 @@ def test_the_dashboard_shows_paused_topics_purges_and_backlog_refusals():
         "panels overlap")
 
 
+def test_the_dashboard_shows_debounced_sends_and_schedules_and_misfires_alert(exported):
+    """replaced, deduplicated, scheduleSent and scheduleMissed: exported as ops (every topic's,
+    so before any debounce or schedule ran), each drawn on the dashboard, and a missed fire
+    time alerts (the rule fires in a promtool unit test, and is silent before and after)."""
+    ops = ("replaced", "deduplicated", "scheduleSent", "scheduleMissed")
+    assert set(ops) <= exported["delayqueue_messages_total"]["op"]
+    exprs = [t["expr"] for p in dashboard()["panels"] if p["type"] == "timeseries"
+             for t in p["targets"]]
+    for op in ops:
+        assert any(f'op="{op}"' in e for e in exprs), f"no panel of {op}"
+    rule = {rule["alert"]: rule for rule in alert_rules()}["DelayQueueScheduleMisfires"]
+    assert re.sub(r"\s+", " ", rule["expr"]).strip() == (
+        'max by (topic) (increase(delayqueue_messages_total{op="scheduleMissed"}[10m])) > 0')
+    assert "for" not in rule and rule["labels"]["severity"] == "warning"
+    assert "{{ $labels.topic }}" in rule["annotations"]["summary"]
+    tests = yaml.safe_load(RULE_TESTS.read_text(encoding="utf-8"))["tests"]
+    cases = [case for test in tests for case in test["alert_rule_test"]
+             if case["alertname"] == "DelayQueueScheduleMisfires"]
+    assert [bool(case["exp_alerts"]) for case in cases] == [False, True, False]
+
+
 def promtool() -> str:
     found = shutil.which("promtool")
     if found is None:

@@ -201,3 +201,51 @@ def test_the_paused_gauge_names_exactly_the_topics_the_sizes_name(redis_client):
     assert reads == [1]
     assert [(s.labels["topic"], s.value) for s in samples["delayqueue_topic_paused"]] == [
         ("a", 0), ("b", 1)]
+
+
+DEBOUNCE_AND_SCHEDULE = ("replaced", "deduplicated", "scheduleSent", "scheduleMissed")
+
+
+def test_debounce_and_schedule_counters_are_ops_counted_exactly_and_folded_past_the_cap(
+        redis_client):
+    """replaced, deduplicated, scheduleSent and scheduleMissed: ops of
+    delayqueue_messages_total like the others, each topic's own exact count, and the topics past
+    metrics-max-topics summed under _other; the family's HELP names every op."""
+    clock = ManualClock(START_MS)
+    a = make_monitor(redis_client, clock)
+    b = make_monitor(redis_client, clock)
+    for i, counter in enumerate(DEBOUNCE_AND_SCHEDULE):
+        a.incr("t1", counter, i + 1)             # 1, 2, 3, 4
+        b.incr("t2", counter, 10 * (i + 1))      # 10, 20, 30, 40
+        b.incr("t3", counter, 100)
+    clock.advance(60_000)                        # cumulative across intervals
+    a.incr("t1", "scheduleSent", 7)
+    a.flush()
+    b.flush()
+    sizes = {t: TopicSizes(0, 0, 0, 0) for t in ("t1", "t2", "t3")}
+
+    body, _ = render_metrics(a, lambda: sizes)
+    families, samples = samples_by_name(body)
+    counts = {(s.labels["topic"], s.labels["op"]): s.value
+              for s in samples["delayqueue_messages_total"]
+              if s.labels["op"] in DEBOUNCE_AND_SCHEDULE}
+    assert counts == {
+        ("t1", "replaced"): 1, ("t1", "deduplicated"): 2, ("t1", "scheduleSent"): 10,
+        ("t1", "scheduleMissed"): 4,
+        ("t2", "replaced"): 10, ("t2", "deduplicated"): 20, ("t2", "scheduleSent"): 30,
+        ("t2", "scheduleMissed"): 40,
+        **{("t3", op): 100 for op in DEBOUNCE_AND_SCHEDULE}}
+    assert value(samples, "delayqueue_messages_total", topic="t1", op="sendMsg") == 0
+    documentation = families["delayqueue_messages"].documentation
+    assert all(name in documentation for name in COUNTERS), documentation
+
+    body, _ = render_metrics(a, lambda: sizes, max_topics=1)
+    _, samples = samples_by_name(body)
+    folded = {(s.labels["topic"], s.labels["op"]): s.value
+              for s in samples["delayqueue_messages_total"]
+              if s.labels["op"] in DEBOUNCE_AND_SCHEDULE}
+    assert folded == {
+        ("t1", "replaced"): 1, ("t1", "deduplicated"): 2, ("t1", "scheduleSent"): 10,
+        ("t1", "scheduleMissed"): 4,
+        ("_other", "replaced"): 110, ("_other", "deduplicated"): 120,
+        ("_other", "scheduleSent"): 130, ("_other", "scheduleMissed"): 140}

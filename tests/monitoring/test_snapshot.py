@@ -77,6 +77,8 @@ def test_line_matches_design_format_field_for_field(fleet, tmp_path):
     fleet.monitor.incr("t1", "ackMsg", 12)
     fleet.monitor.incr("t1", "nackMsg", 1)
     fleet.monitor.incr("t1", "triggerMsgReady", 24)
+    for n, counter in enumerate(("replaced", "deduplicated", "scheduleSent", "scheduleMissed")):
+        fleet.monitor.incr("t1", counter, n + 2)
     fleet.monitor.observe("t1", "pullMsgTimeGap", [3, 4, 84])
     fleet.monitor.incr("t9", "getMsg")  # active but not in topics(): still gets a line
     fleet.monitor.flush()
@@ -92,6 +94,7 @@ def test_line_matches_design_format_field_for_field(fleet, tmp_path):
         "sendMsg": 35, "pullMsg": 12, "ackMsg": 12, "nackMsg": 1, "getMsg": 0, "deleteMsg": 0,
         "triggerMsgReady": 24, "triggerMsgEndLife": 0, "triggerMsgTimeout": 0,
         "deadLettered": 0, "redriven": 0, "purged": 0, "backlogRefused": 0,
+        "replaced": 2, "deduplicated": 3, "scheduleSent": 4, "scheduleMissed": 5,
         "pullMsgTimeGap": {"count": 3, "sum": 91, "max": 84,
                            "counts": [0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]},
         "readyQueueTimeGap": ZERO_HIST,

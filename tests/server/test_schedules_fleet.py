@@ -68,11 +68,15 @@ def test_every_occurrence_once_never_early_across_a_kill_9_and_restart(redis_url
         consumer = threading.Thread(target=consume, daemon=True)
         consumer.start()
         time.sleep(RUN_S * 0.4)
+        holder = redis_client.get(LEASE)
+        assert holder, "the loop's lease is not held"
         os.killpg(first.process.pid, signal.SIGKILL)   # master and workers, no goodbye
         first.process.wait()
         time.sleep(RUN_S * 0.2)
         first.start()                                  # restarted on the same data
         time.sleep(RUN_S * 0.4)
+        taken = redis_client.get(LEASE)
+        assert taken and taken != holder, "no other worker took the loop over"
         deleted = second.call("deleteSchedule", topic="every", scheduleId="s")
         assert deleted["code"] == 200, deleted
         end = redis_now_ms(redis_client)

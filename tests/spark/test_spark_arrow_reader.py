@@ -56,6 +56,17 @@ AWKWARD = {
         + "\n",
         True,
     ),
+    "debounce and schedule counters": (  # present, null and absent (an older server's line)
+        "\n".join(
+            [
+                _good("d", replaced=3, deduplicated=2, scheduleSent=5, scheduleMissed=4),
+                _good("n", replaced=None, scheduleMissed=None),
+                _good("old"),
+            ]
+        )
+        + "\n",
+        True,
+    ),
     "number as paused": (_good("a", paused=1) + "\n", False),
     "truncated line": (_good("a") + "\n" + _good("b")[:40] + "\n", False),
     "blank line": (_good("a") + "\n\n" + _good("b") + "\n", False),
@@ -124,7 +135,7 @@ def test_arrow_rows_equal_the_json_source_rows_and_the_rest_falls_back(spark, tm
     accepted = [str(files[n]) for n, (_, ok) in AWKWARD.items() if ok]
     expected = rows(read_snapshots(spark, accepted))
     assert rows(fast) == expected
-    assert len(expected) == 18
+    assert len(expected) == 21
     statuses = {r[0] for r in expected}
     assert statuses == {0, 1, 2, 3}  # ok, malformed, unsupported and misplaced lines alike
 

@@ -150,6 +150,44 @@ def test_the_topic_controls_read_as_counters_and_a_paused_gauge_absent_reads_zer
     }
 
 
+def test_debounce_and_schedule_counters_read_as_counters_and_absent_or_null_read_zero(
+    lines_frame, line
+):
+    """replaced, deduplicated, scheduleSent and scheduleMissed through Spark's JSON source:
+    their values where present, 0 where null or absent (a line of a server before them)."""
+    lines = [
+        line("before", 0, sendMsg=2),
+        line("counted", 0, replaced=3, deduplicated=2, scheduleSent=5, scheduleMissed=4),
+        line("nulls", 0, replaced=None, deduplicated=None, scheduleSent=None, scheduleMissed=None),
+        line("string", 0, scheduleSent="5"),
+    ]
+    parsed = parse_snapshots(lines_frame(lines))
+    named = parsed.select("topic", status_name(F.col("status")).alias("s")).collect()
+    assert {r["topic"]: r["s"] for r in named} == {
+        "before": "ok",
+        "counted": "ok",
+        "nulls": "ok",
+        "string": "malformed",
+    }
+    rows = {
+        r["topic"]: (r["sent"], r["replaced"], r["deduplicated"], r["schedule_sent"],
+                     r["schedule_missed"])
+        for r in valid_snapshots(parsed).collect()
+    }
+    assert rows == {"before": (2, 0, 0, 0, 0), "counted": (0, 3, 2, 5, 4), "nulls": (0, 0, 0, 0, 0)}
+
+
+def test_every_counter_the_server_writes_is_a_column_of_the_report():
+    """The server's COUNTERS (every one a field of its snapshot lines) are each read by the
+    report's schema under one column: a counter added to the server without the report fails
+    here."""
+    from delayqueue.core.monitor import COUNTERS as SERVER_COUNTERS
+    from spark_jobs.snapshot import COUNTERS
+
+    assert sorted(field for field, _ in COUNTERS) == sorted(SERVER_COUNTERS)
+    assert len({column for _, column in COUNTERS}) == len(COUNTERS)
+
+
 def test_schema_is_explicit_and_names_every_contract_field():
     names = set(SNAPSHOT_SCHEMA.fieldNames())
     for field in (
@@ -166,6 +204,10 @@ def test_schema_is_explicit_and_names_every_contract_field():
         "purged",
         "backlogRefused",
         "paused",
+        "replaced",
+        "deduplicated",
+        "scheduleSent",
+        "scheduleMissed",
     ):
         assert field in names
 

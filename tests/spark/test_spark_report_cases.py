@@ -5,6 +5,7 @@ failure that must stay one line."""
 from __future__ import annotations
 
 import csv
+import json
 import re
 from pathlib import Path
 
@@ -374,6 +375,119 @@ def test_topic_controls_reach_tables_csv_page_and_a_backlog_finding_older_lines_
     assert _shown(page, "namespace-totals", "default", "purged") == "4"
     assert _shown(page, "namespace-totals", "default", "paused_last") == "1"
     assert "topic capped refused 5 send(s)" in page
+
+
+DEBOUNCE_AND_SCHEDULE = {
+    "replaced": "replaced",
+    "deduplicated": "deduplicated",
+    "scheduleSent": "schedule_sent",
+    "scheduleMissed": "schedule_missed",
+}
+"""The debounce and schedule counters: snapshot field -> the tables' column."""
+
+
+def _server_line(topic: str, minute: int, counts: dict, old: bool = False) -> str:
+    """A line as the server's own writer makes it (``delayqueue.monitoring.snapshot``), with
+    ``counts`` in its stats; ``old``: without the debounce and schedule fields, as a server
+    before them wrote it."""
+    from delayqueue.core.monitor import empty_topic_stats
+    from delayqueue.monitoring.snapshot import snapshot_line as server_line
+
+    stats = {**empty_topic_stats(), **counts}
+    start = BASE_MS + minute * 60_000
+    line = server_line("default", topic, start, start + 60_000, stats, {"readyQueueSize": 1})
+    if old:
+        for field in DEBOUNCE_AND_SCHEDULE:
+            del line[field]
+    return json.dumps(line, separators=(",", ":"))
+
+
+def test_debounce_and_schedule_counters_round_trip_into_every_table_and_old_lines_read_zero(
+    spark, tmp_path, capsys
+):
+    """The server's own lines carry replaced, deduplicated, scheduleSent and scheduleMissed;
+    the report counts them per topic and namespace, hour, day and total, with their rates, in
+    the CSV and on the page. The first two minutes were written before the fields existed
+    (the server was upgraded at 00:02) and read as 0, and their other counters still count."""
+    lines = []
+    for minute in range(5):
+        old = minute < 2
+        lines += [
+            _server_line(
+                "debounced",
+                minute,
+                {"sendMsg": 10, "replaced": 3 * minute, "deduplicated": minute},
+                old=old,
+            ),
+            _server_line(
+                "cron",
+                minute,
+                {"scheduleSent": minute, "scheduleMissed": 7 if minute == 3 else 0},
+                old=old,
+            ),
+        ]
+    assert all(field not in lines[0] for field in DEBOUNCE_AND_SCHEDULE)
+    assert all(f'"{field}":' in lines[-1] for field in DEBOUNCE_AND_SCHEDULE)
+    _write(tmp_path, lines)
+    code, err = _run(tmp_path, capsys)
+    assert code == 0, err
+    out = tmp_path / "out"
+    found = _tables(spark, out)
+    # minutes 2, 3, 4 count; 0 and 1 are zeros (absent), not nulls and not a failure
+    expected = {
+        "debounced": {"replaced": 27, "deduplicated": 9, "schedule_sent": 0, "schedule_missed": 0},
+        "cron": {"replaced": 0, "deduplicated": 0, "schedule_sent": 9, "schedule_missed": 7},
+    }
+    columns = list(DEBOUNCE_AND_SCHEDULE.values())
+    for table in ("topic_hour", "topic_day", "topic_total"):
+        rows = {r["topic"]: r for r in found[table].collect()}
+        assert {t: {c: rows[t][c] for c in columns} for t in rows} == expected, table
+        assert rows["debounced"]["sent"] == 50, table  # the old lines' sends count
+        # five minutes of lines: 300 s
+        assert rows["cron"]["schedule_sent_per_s"] == pytest.approx(9 / 300), table
+        assert rows["debounced"]["replaced_per_s"] == pytest.approx(27 / 300), table
+    for table in ("namespace_hour", "namespace_day", "namespace_total"):
+        (row,) = found[table].collect()
+        assert [row[c] for c in columns] == [27, 9, 9, 7], table
+        assert row["schedule_missed_per_s"] == pytest.approx(7 / 300), table
+    hours = {r["topic"]: r for r in found["topic_hour"].collect()}
+    assert hours["cron"]["snapshot_lines"] == 5
+
+    with (out / "topic_daily.csv").open() as handle:
+        rows = {r["topic"]: r for r in csv.DictReader(handle)}
+    assert {t: {c: int(rows[t][c]) for c in columns} for t in rows} == expected
+    page = (out / "report.html").read_text()
+    for label in ("Replaced", "Deduplicated", "Scheduled", "Missed fire times"):
+        assert f"<th>{label}</th>" in page, label
+    for column in columns:
+        assert _shown(page, "latest-topics", "debounced", column) == str(
+            expected["debounced"][column]
+        ), column
+        assert _shown(page, "latest-topics", "cron", column) == str(
+            expected["cron"][column]
+        ), column
+    assert _shown(page, "namespace-totals", "default", "schedule_missed") == "7"
+    assert _shown(page, "namespace-totals", "default", "replaced") == "27"
+
+
+def test_the_throughput_charts_draw_schedule_occurrences_beside_the_sends(monkeypatch):
+    from spark_jobs import chart
+    from spark_jobs.report_html import SERIES_COLUMNS
+
+    drawn = {}
+
+    def record(title, series, *args, **kwargs):
+        drawn[title] = series
+        return ""
+
+    monkeypatch.setattr(chart, "line_chart", record)
+    row = {name: float(i) for i, name in enumerate(SERIES_COLUMNS)}
+    row.update(namespace="default", topic="t", time=BASE_MS)
+    chart.charts({"namespace_series": [row], "topic_series": []})
+    (throughput,) = [s for title, s in drawn.items() if title.startswith("Throughput")]
+    assert list(throughput) == ["sent", "scheduled", "delivered", "acked"]
+    assert throughput["scheduled"] == ([BASE_MS], [row["schedule_sent_per_s"]])
+    assert throughput["sent"] == ([BASE_MS], [row["sent_per_s"]])
 
 
 def test_the_backlog_charts_draw_group_blocked_beside_the_other_queues(monkeypatch):

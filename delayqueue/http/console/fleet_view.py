@@ -16,8 +16,9 @@ Rates include the current interval so far (``Window``): a burst shows within a f
 second), not an interval later.
 
 Backlog history is not stored: the topic page walks back from the current backlog through
-each interval's counters (sends in, acks / deletes / ends out, redrives in). It is an estimate,
-labelled as one; the other series are the fleet's exact counters.
+each interval's counters (``arrivals``: sends but replaces, redrives and schedule occurrences
+in; ``departures``: acks, deletes, ends and purges out). It is an estimate, labelled as one;
+the other series are the fleet's exact counters.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ DEFAULT_SPAN = "1h"
 MAX_POINTS = 240              # points a chart draws: longer spans sum intervals into one
 MAX_INTERVALS = 1440          # intervals a history reads at most (24 h at 60 s intervals)
 COUNTER_FIELDS = ("sendMsg", "pullMsg", "ackMsg", "nackMsg", "deleteMsg", "triggerMsgEndLife",
-                  "redriven", "triggerMsgTimeout", "deadLettered")
+                  "redriven", "triggerMsgTimeout", "deadLettered", "purged", "replaced",
+                  "deduplicated", "scheduleSent", "scheduleMissed")
 GAP = "pullMsgTimeGap"
 GAP_FIELDS = (f"{GAP}:count", f"{GAP}:max", *(f"{GAP}:b{i}" for i in range(len(BOUNDS_MS))))
 FIELDS = (*COUNTER_FIELDS, *GAP_FIELDS)
@@ -91,6 +93,19 @@ def backlog_of(info: dict[str, Any]) -> int:
     sorts by; dead letters are apart)."""
     return (info["waitingQueueSize"] + info["readyQueueSize"] + info["ackQueueSize"]
             + info["groupBlockedSize"])
+
+
+def arrivals(c: dict[str, int]) -> int:
+    """Messages an interval's counters add to the backlog: sends (a replace takes its
+    namesake's place: counted in sendMsg, it adds none), redriven dead letters, and the
+    occurrences recurring schedules wrote (not in sendMsg)."""
+    return c["sendMsg"] - c["replaced"] + c["redriven"] + c["scheduleSent"]
+
+
+def departures(c: dict[str, int]) -> int:
+    """Messages an interval's counters take from the backlog: acked, deleted, ended (expired,
+    out of retries: dead letters are among them) and purged."""
+    return c["ackMsg"] + c["deleteMsg"] + c["triggerMsgEndLife"] + c["purged"]
 
 
 EMPTY = IntervalStats(dict.fromkeys(COUNTER_FIELDS, 0), [0] * len(BOUNDS_MS), 0.0)
@@ -277,8 +292,7 @@ class FleetView:
         for i in range(count - 1, -1, -1):
             backlog[i] = max(0, level)
             c = stats[i].counters
-            level -= c["sendMsg"] + c["redriven"] - c["ackMsg"] - c["deleteMsg"] \
-                - c["triggerMsgEndLife"]
+            level -= arrivals(c) - departures(c)
         groups = [range(p * per, (p + 1) * per) for p in range(points)]
         seconds = [per * interval_ms / 1000] * points
         seconds[-1] = ((per - 1) * interval_ms + max(now - current, 1)) / 1000

@@ -216,10 +216,12 @@ def topic() -> str | tuple[str, int]:
 
 
 def topic_charts(history: Any) -> list[tuple[str, Markup]]:
-    """(caption, SVG) of each chart: rates per second, failures per point, lag, backlog."""
+    """(caption, SVG) of each chart: rates per second (schedule occurrences beside the sends),
+    failures per point, debounced sends and missed schedule fire times per point, lag,
+    backlog."""
     stats, starts, point = history.stats, history.starts, history.point_ms
     per_s = [[s.counters[name] / seconds for s, seconds in zip(stats, history.seconds)]
-             for name in ("sendMsg", "pullMsg", "ackMsg")]
+             for name in ("sendMsg", "pullMsg", "ackMsg", "scheduleSent")]
     per_point = filters.duration(point)
 
     def chart(title: str, series: list[Series], unit: str, fmt: Any = number) -> Markup:
@@ -227,13 +229,18 @@ def topic_charts(history: Any) -> list[tuple[str, Markup]]:
 
     return [
         ("Throughput", chart("Throughput", [
-            Series("sent/s", per_s[0]), Series("delivered/s", per_s[1]),
-            Series("acked/s", per_s[2])], "messages/s")),
+            Series("sent/s", per_s[0]), Series("scheduled/s", per_s[3]),
+            Series("delivered/s", per_s[1]), Series("acked/s", per_s[2])], "messages/s")),
         (f"Failures (messages per {per_point})", chart("Failures", [
             Series("nacked", [s.counters["nackMsg"] for s in stats]),
             Series("ack timeouts", [s.counters["triggerMsgTimeout"] for s in stats]),
             Series("dead-lettered", [s.counters["deadLettered"] for s in stats])],
             f"messages per {per_point}")),
+        (f"Debounced sends and missed fire times (per {per_point})", chart("Debounce", [
+            Series("replaced", [s.counters["replaced"] for s in stats]),
+            Series("deduplicated", [s.counters["deduplicated"] for s in stats]),
+            Series("missed fire times", [s.counters["scheduleMissed"] for s in stats])],
+            f"count per {per_point}")),
         ("Delivery lag (after triggerTime)", chart("Delivery lag", [
             Series("p50", [s.lag_p50 for s in stats]),
             Series("p99", [s.lag_p99 for s in stats])], "lag", filters.duration)),
