@@ -20,7 +20,7 @@ from typing import (
     TypeVar,
 )
 
-from delayqueue.client.model import DelayMsg
+from delayqueue.client.model import DelayMsg, Schedule
 from delayqueue.client.plan import Plan, result_signature
 from delayqueue.client.plans import ClientBase, Plans
 
@@ -29,7 +29,8 @@ from .transport import AsyncTransport
 
 T = TypeVar("T")
 P = ParamSpec("P")
-Page = tuple[list[DelayMsg], "str | None"]  # MessagePage, DeadLetterPage
+Item = TypeVar("Item")
+Page = tuple[list[Item], "str | None"]  # MessagePage, DeadLetterPage, SchedulePage
 
 
 async def run(plan: Plan[T], transport: AsyncTransport) -> T:
@@ -78,7 +79,8 @@ class AsyncDelayQueueClient(ClientBase):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    # Each of these is the plan of the same name (delayqueue/client/plans.py, batch.py).
+    # Each of these is the plan of the same name (delayqueue/client/plans.py, batch.py,
+    # schedules.py).
     send = awaitable(Plans.send)
     pull = awaitable(Plans.pull)
     long_poll = awaitable(Plans.long_poll)
@@ -106,6 +108,12 @@ class AsyncDelayQueueClient(ClientBase):
     ack_batch = awaitable(Plans.ack_batch)
     delete_batch = awaitable(Plans.delete_batch)
     change_visibility_batch = awaitable(Plans.change_visibility_batch)
+    create_schedule = awaitable(Plans.create_schedule)
+    list_schedules = awaitable(Plans.list_schedules)
+    get_schedule = awaitable(Plans.get_schedule)
+    delete_schedule = awaitable(Plans.delete_schedule)
+    pause_schedule = awaitable(Plans.pause_schedule)
+    resume_schedule = awaitable(Plans.resume_schedule)
 
     def iter_dead(self, topic: str, page_size: int = 100) -> AsyncIterator[DelayMsg]:
         """Every dead letter of the topic, page by page, oldest death first:
@@ -119,14 +127,21 @@ class AsyncDelayQueueClient(ClientBase):
         return self._follow(
             lambda cursor: self.list_messages(topic, status, group_blocked, page_size, cursor))
 
+    def iter_schedules(self, topic: str | None = None,
+                       page_size: int | None = None) -> AsyncIterator[Schedule]:
+        """Every schedule ``list_schedules`` shows, page by page, following the cursors:
+        ``async for s in client.iter_schedules(topic)``."""
+        return self._follow(lambda cursor: self.list_schedules(topic, cursor, page_size))
+
     @staticmethod
-    async def _follow(page: Callable[[str | None], Awaitable[Page]]) -> AsyncIterator[DelayMsg]:
-        """The messages of every page, awaiting ``page(cursor)`` for each in turn."""
+    async def _follow(page: Callable[[str | None], Awaitable[Page[Item]]]
+                      ) -> AsyncIterator[Item]:
+        """The items of every page, awaiting ``page(cursor)`` for each in turn."""
         cursor: str | None = None
         while True:
-            messages, cursor = await page(cursor)
-            for msg in messages:
-                yield msg
+            items, cursor = await page(cursor)
+            for item in items:
+                yield item
             if not cursor:
                 return
 

@@ -7,8 +7,16 @@ import re
 import time
 from datetime import datetime
 from typing import Any, Iterable, Sequence
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from delayqueue.client.model import TOPIC_SETTINGS, DelayMsg, MonitorData, TopicConfig, TopicInfo
+from delayqueue.client.model import (
+    TOPIC_SETTINGS,
+    DelayMsg,
+    MonitorData,
+    Schedule,
+    TopicConfig,
+    TopicInfo,
+)
 from delayqueue.core.status import Status
 
 BODY_WIDTH = 40
@@ -64,6 +72,19 @@ def relative(at_ms: int, now_ms: int | None = None) -> str:
 
 def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000).astimezone().isoformat(timespec="seconds")
+
+
+def zoned_iso(ms: int, zone: str | None) -> str:
+    """The time in the time zone ``zone`` (a cron schedule's: its fire times read as its
+    cron reads them), else in local time as ``iso``; a zone this machine does not know
+    falls back to local time."""
+    if zone:
+        try:
+            return datetime.fromtimestamp(ms / 1000, ZoneInfo(zone)).isoformat(
+                timespec="seconds")
+        except (ZoneInfoNotFoundError, ValueError):
+            pass
+    return iso(ms)
 
 
 def status_label(status: Status | int) -> str:
@@ -184,6 +205,75 @@ def message_detail(m: DelayMsg) -> str:
                                  "values"))
     rows.append(("msg", m.msg))
     return "\n".join(f"{k:<12} {v}" for k, v in rows)
+
+
+def schedule_state(s: Schedule) -> str:
+    """``paused``, ``finished`` (no fire time left: its end or limit reached) or ``active``."""
+    if s.paused:
+        return "paused"
+    return "active" if s.next_fire_time is not None else "finished"
+
+
+def schedule_table(schedules: Sequence[Schedule], with_topic: bool = True) -> str:
+    """Schedules, one a row: the rule, the next fire time (a date, in the schedule's zone for
+    a cron) and how far off, the counts, the state; TOPIC when they span topics."""
+    if not schedules:
+        return "(no schedules)"
+    now = int(time.time() * 1000)
+    headers = ["TOPIC"] * with_topic + ["SCHEDULE ID", "RULE", "NEXT FIRE", "IN", "SENT",
+                                        "MISSED", "STATE"]
+    rows = []
+    for s in schedules:
+        nxt = s.next_fire_time
+        zone = s.timezone if s.cron else None
+        rows.append([s.topic] * with_topic + [
+            s.schedule_id, s.recurrence, zoned_iso(nxt, zone) if nxt is not None else "-",
+            relative(nxt, now) if nxt is not None else "-", s.sent_count, s.missed_count,
+            schedule_state(s)])
+    return table(headers, rows)
+
+
+def schedule_detail(s: Schedule) -> str:
+    """One schedule, a field a line; its next fire times as dates (in its zone for a cron),
+    each with how far off."""
+    now = int(time.time() * 1000)
+    zone = s.timezone if s.cron else None
+
+    def when(ms: int | None) -> str:
+        return "-" if ms is None else f"{zoned_iso(ms, zone)}  ({relative(ms, now)})"
+
+    rows: list[tuple[str, str]] = [("topic", s.topic), ("scheduleId", s.schedule_id)]
+    if s.cron:
+        rows += [("cron", s.cron), ("timezone", s.timezone or "UTC")]
+    else:
+        rows.append(("everyMillis", f"{s.every_ms} ({span(s.every_ms or 0)})"))
+    rows.append(("state", schedule_state(s)))
+    if s.start_time is not None:
+        rows.append(("startTime", when(s.start_time)))
+    if s.end_time is not None:
+        rows.append(("endTime", when(s.end_time)))
+    if s.limit is not None:
+        rows.append(("limit", f"{s.limit} occurrences"))
+    rows.append(("misfire", s.misfire))
+    if s.group_id:
+        rows.append(("groupId", s.group_id))
+    rows.append(("ttlMillis", setting_value("ttl_ms", s.ttl_ms) if s.ttl_ms is not None
+                 else "the topic's"))
+    rows.append(("maxRetry", str(s.max_retry) if s.max_retry is not None else "the topic's"))
+    if s.attributes:
+        rows.append(("attributes", json.dumps(dict(s.attributes), ensure_ascii=False)))
+    if s.created_time is not None:
+        rows.append(("createdTime", when(s.created_time)))
+    rows += [("sent", str(s.sent_count)), ("missed", str(s.missed_count))]
+    if s.last_fire_time is not None:
+        rows.append(("lastFireTime", when(s.last_fire_time)))
+    rows.append(("nextFireTime", when(s.next_fire_time)))
+    rows.append(("msg", s.msg))
+    lines = [f"{k:<13} {v}" for k, v in rows]
+    if s.next_fire_times:
+        lines += ["", "next fire times"]
+        lines += [f"  {zoned_iso(t, zone)}  ({relative(t, now)})" for t in s.next_fire_times]
+    return "\n".join(lines)
 
 
 def topics_table(infos: Sequence[TopicInfo]) -> str:

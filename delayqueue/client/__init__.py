@@ -10,7 +10,8 @@ Deliveries carry a receipt (``DelayMsg.receipt``): ``client.ack(msg)`` / ``clien
 send it, and a stale one raises StaleReceiptError (code 409). ``send_batch``, ``ack_batch``,
 ``delete_batch`` and ``change_visibility_batch`` take up to 1000 entries a request and answer
 per entry. A topic is paused and resumed (``pause_topic``), purged (``purge_topic_all``) and
-listed by status (``iter_messages``).
+listed by status (``iter_messages``). A recurring schedule (``create_schedule``) sends a
+message at each fire time of a cron expression or every N ms.
 """
 
 from delayqueue.core.status import Status
@@ -40,6 +41,8 @@ from .model import (
     MessagePage,
     MonitorData,
     PurgeResult,
+    Schedule,
+    SchedulePage,
     SendEntry,
     SendResult,
     TopicConfig,
@@ -51,8 +54,8 @@ __all__ = [
     "AccessDeniedError", "AckEntry", "Backoff", "BacklogExceededError", "BadRequestError",
     "BatchResult", "Consumer", "DeadLetterPage", "DelayMsg", "DelayQueueClient",
     "DelayQueueError", "MessageConsumingError", "MessagePage", "MonitorData",
-    "NotFoundError", "PurgeResult",
-    "RateLimitedError", "SendEntry", "SendResult", "ServerError",
+    "NotFoundError", "PurgeResult", "RateLimitedError", "Schedule", "SchedulePage",
+    "SendEntry", "SendResult", "ServerError",
     "StaleReceiptError", "Status", "TOPIC_SETTINGS", "TopicConfig", "TopicInfo",
     "UnavailableError", "UnsupportedError", "VisibilityEntry",
 ]

@@ -7,17 +7,18 @@ only a blocking client has: iterators over pages, and ``listen``'s threaded Cons
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from .consumer import Consumer
-from .model import DelayMsg
+from .model import DelayMsg, Schedule
 from .plan import blocking
 from .plans import ClientBase, Plans, split_urls
 from .transport import Transport
 
 __all__ = ["DelayQueueClient", "split_urls"]
 
-Page = tuple[list[DelayMsg], "str | None"]  # MessagePage, DeadLetterPage
+Item = TypeVar("Item")
+Page = tuple[list[Item], "str | None"]  # MessagePage, DeadLetterPage, SchedulePage
 
 
 class DelayQueueClient(ClientBase):
@@ -49,7 +50,8 @@ class DelayQueueClient(ClientBase):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # Each of these is the plan of the same name (plans.py, batch.py), carried out at once.
+    # Each of these is the plan of the same name (plans.py, batch.py, schedules.py), carried
+    # out at once.
     send = blocking(Plans.send)
     pull = blocking(Plans.pull)
     long_poll = blocking(Plans.long_poll)
@@ -77,6 +79,12 @@ class DelayQueueClient(ClientBase):
     ack_batch = blocking(Plans.ack_batch)
     delete_batch = blocking(Plans.delete_batch)
     change_visibility_batch = blocking(Plans.change_visibility_batch)
+    create_schedule = blocking(Plans.create_schedule)
+    list_schedules = blocking(Plans.list_schedules)
+    get_schedule = blocking(Plans.get_schedule)
+    delete_schedule = blocking(Plans.delete_schedule)
+    pause_schedule = blocking(Plans.pause_schedule)
+    resume_schedule = blocking(Plans.resume_schedule)
 
     def iter_dead(self, topic: str, page_size: int = 100) -> Iterator[DelayMsg]:
         """Every dead letter of the topic, page by page, oldest death first."""
@@ -92,9 +100,15 @@ class DelayQueueClient(ClientBase):
         return self._follow(
             lambda cursor: self.list_messages(topic, status, group_blocked, page_size, cursor))
 
+    def iter_schedules(self, topic: str | None = None,
+                       page_size: int | None = None) -> Iterator[Schedule]:
+        """Every schedule ``list_schedules`` shows (the topic's, or every topic's), page by
+        page, following the cursors."""
+        return self._follow(lambda cursor: self.list_schedules(topic, cursor, page_size))
+
     @staticmethod
-    def _follow(page: Callable[[str | None], Page]) -> Iterator[DelayMsg]:
-        """The messages of every page, asking ``page(cursor)`` for each in turn."""
+    def _follow(page: Callable[[str | None], Page[Item]]) -> Iterator[Item]:
+        """The items of every page, asking ``page(cursor)`` for each in turn."""
         cursor: str | None = None
         while True:
             messages, cursor = page(cursor)

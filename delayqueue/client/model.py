@@ -1,6 +1,6 @@
-"""Typed results: the message, topic sizes, topic settings, pages of messages, purges and
-monitoring data, built from the JSON answers; the entries and per-entry results of the batch
-calls."""
+"""Typed results: the message, topic sizes, topic settings, pages of messages, purges,
+recurring schedules and monitoring data, built from the JSON answers; the entries and
+per-entry results of the batch calls."""
 
 from __future__ import annotations
 
@@ -140,6 +140,114 @@ class PurgeResult(NamedTuple):
 
     count: int
     remaining: int
+
+
+# The ways a schedule catches up on fire times it missed (its ``misfire``): one occurrence
+# for the latest missed fire time, none, or one per missed fire time (docs/api.md).
+MISFIRE_POLICIES = ("once", "skip", "all")
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A recurring schedule: ``msg`` sent to ``topic`` at each fire time of ``cron`` (in
+    ``timezone``) or every ``every_ms``, each occurrence an ordinary message whose msgId is
+    ``<schedule_id>:<fire time>``.
+
+    Times are epoch milliseconds. ``next_fire_time`` is the waiting occurrence's (None while
+    paused or once finished); ``next_fire_times`` the next five, answered by
+    ``create_schedule`` and ``get_schedule`` (empty from ``list_schedules``).
+    ``raw`` is the server's JSON object.
+    """
+
+    schedule_id: str
+    topic: str
+    msg: str
+    cron: str | None = None
+    timezone: str | None = None
+    every_ms: int | None = None
+    attributes: Mapping[str, str] | None = None
+    group_id: str | None = None
+    ttl_ms: int | None = None         # None: the topic's ttl when each occurrence is written
+    max_retry: int | None = None      # None: the topic's, likewise
+    start_time: int | None = None
+    end_time: int | None = None       # None: no end
+    limit: int | None = None          # occurrences in all; None: no limit
+    misfire: str = "once"
+    paused: bool = False
+    created_time: int | None = None
+    sent_count: int = 0               # occurrences written
+    missed_count: int = 0             # fire times not sent at their own time (misfire)
+    last_fire_time: int | None = None
+    next_fire_time: int | None = None
+    next_fire_times: tuple[int, ...] = ()
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Schedule":
+        """Build from the API's schedule object (fields it lacks keep their defaults)."""
+        return cls(
+            schedule_id=str(data["scheduleId"]), topic=str(data["topic"]),
+            msg=str(data.get("msg") or ""), cron=data.get("cron") or None,
+            timezone=data.get("timezone") or None,
+            every_ms=_opt_int(data.get("everyMillis")),
+            attributes=dict(data["attributes"]) if data.get("attributes") else None,
+            group_id=data.get("groupId") or None, ttl_ms=_opt_int(data.get("ttlMillis")),
+            max_retry=_opt_int(data.get("maxRetry")),
+            start_time=_opt_int(data.get("startTime")), end_time=_opt_int(data.get("endTime")),
+            limit=_opt_int(data.get("limit")), misfire=str(data.get("misfire") or "once"),
+            paused=bool(data.get("paused")), created_time=_opt_int(data.get("createdTime")),
+            sent_count=int(data.get("sentCount") or 0),
+            missed_count=int(data.get("missedCount") or 0),
+            last_fire_time=_opt_int(data.get("lastFireTime")),
+            next_fire_time=_opt_int(data.get("nextFireTime")),
+            next_fire_times=tuple(int(t) for t in data.get("nextFireTimes") or ()),
+            raw=dict(data),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The API's schedule object (``nextFireTimes`` only when there are some to show)."""
+        shown: dict[str, Any] = {
+            "scheduleId": self.schedule_id, "topic": self.topic, "cron": self.cron,
+            "timezone": self.timezone, "everyMillis": self.every_ms, "msg": self.msg,
+            "attributes": dict(self.attributes) if self.attributes else None,
+            "groupId": self.group_id, "ttlMillis": self.ttl_ms, "maxRetry": self.max_retry,
+            "startTime": self.start_time, "endTime": self.end_time, "limit": self.limit,
+            "misfire": self.misfire, "paused": self.paused, "createdTime": self.created_time,
+            "sentCount": self.sent_count, "missedCount": self.missed_count,
+            "lastFireTime": self.last_fire_time, "nextFireTime": self.next_fire_time}
+        if self.next_fire_times or "nextFireTimes" in self.raw:
+            shown["nextFireTimes"] = list(self.next_fire_times)
+        return shown
+
+    @property
+    def recurrence(self) -> str:
+        """``cron 0 9 * * 1-5 Europe/Paris`` or ``every 1m``: the rule in one line."""
+        if self.cron:
+            return f"cron {self.cron} {self.timezone or 'UTC'}"
+        return f"every {_span(self.every_ms or 0)}"
+
+
+def _span(ms: int) -> str:
+    """``90000`` -> ``1m30s``: the largest units that divide it exactly."""
+    if ms <= 0 or ms % 1000:
+        return f"{ms}ms"
+    out, rest = [], ms // 1000
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
+        if rest >= size:
+            out.append(f"{rest // size}{unit}")
+            rest %= size
+    return "".join(out)
+
+
+class SchedulePage(NamedTuple):
+    """One page of ``list_schedules``; ``next_cursor`` None on the last page."""
+
+    schedules: list[Schedule]
+    next_cursor: str | None
 
 
 @dataclass(frozen=True)

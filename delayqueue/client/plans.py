@@ -28,6 +28,7 @@ from .model import (
     setting_name,
 )
 from .plan import Plan, Request
+from .schedules import SchedulePlans
 
 # The server caps longPollingTimeoutMillis at this; a poll without a timeout may last as long.
 LONG_POLL_MAX_MS = 60_000
@@ -77,7 +78,7 @@ def _setting_param(name: str, value: Any) -> str:
     return str(int(value))
 
 
-class Plans(BatchPlans):
+class Plans(BatchPlans, SchedulePlans):
     """Every call of the HTTP API as a plan, shared by DelayQueueClient and the asyncio
     client: what a method checks, the requests it makes and how it reads the answers are
     written once, here, and each client only moves the requests (plan.py).

@@ -9,6 +9,7 @@ way ("120 ms", "41 s", "2 h 5 min"), counts as whole numbers with thousands sepa
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 PREVIEW_CHARS = 80           # a message body's preview in a list: its first characters
 UNITS = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000))
@@ -19,6 +20,21 @@ def when(ms: int | None) -> str:
     if ms is None:
         return ""
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+def zoned(ms: int | None, zone: str | None) -> str:
+    """The moment as a wall clock in the time zone ``zone`` reads it, with its offset:
+    ``2026-11-28 02:30:00 +01:00`` (a cron schedule's fire times, read as its cron reads
+    them); without a zone, or one this machine does not know, ``when``'s UTC."""
+    if ms is None:
+        return ""
+    if zone:
+        try:
+            at = datetime.fromtimestamp(ms / 1000, tz=ZoneInfo(zone))
+        except (ZoneInfoNotFoundError, ValueError):
+            return when(ms)
+        return at.strftime("%Y-%m-%d %H:%M:%S ") + at.isoformat()[-6:]
+    return when(ms)
 
 
 def iso(ms: int | None) -> str:

@@ -6,9 +6,10 @@
 - ``/dashboard/nodes``: the nodes of the fleet from the node registry (version, uptime, held
   long polls, last seen) and Redis (nodes_view.py).
 - ``/dashboard/topic?topic=t``: its description, sizes, pause / resume and purge, a test
-  message form, its live messages a queue and a page at a time (messages_view.py), charts
-  over ``span`` (5m, 1h, 6h, 24h), settings (editable), dead letters with redrive and purge
-  buttons. A topic that does not exist answers 404 and creates nothing.
+  message form, its live messages a queue and a page at a time (messages_view.py), its
+  recurring schedules a page at a time with their next fire times (schedules_view.py),
+  charts over ``span`` (5m, 1h, 6h, 24h), settings (editable), dead letters with redrive and
+  purge buttons. A topic that does not exist answers 404 and creates nothing.
 - ``/dashboard/message?topic=t&msgId=m``: one message's state and fields.
 
 The pages carry no inline script or style: console.js and console.css, served by this
@@ -66,6 +67,7 @@ from .fleet_view import (
 )
 from .messages_view import MSG_PAGE_SIZES, TABS, read_section
 from .nodes_view import read_nodes, read_redis
+from .schedules_view import read_schedules
 
 console = Blueprint("console", __name__, template_folder="templates")
 STATIC = Path(__file__).parent / "static"
@@ -77,7 +79,7 @@ DESCRIPTION = "description"      # the one free-text setting: a textarea holding
 PURGE_PER_POST = PURGE_LIMIT     # live messages one "Purge topic" ends (purgeTopic's default)
 
 for _filter in (filters.when, filters.iso, filters.ago, filters.rate, filters.preview,
-                filters.duration, filters.count):
+                filters.duration, filters.count, filters.zoned):
     console.add_app_template_filter(_filter)
 
 
@@ -196,6 +198,7 @@ def topic() -> str | tuple[str, int]:
     span = _choice("span", tuple(SPANS), DEFAULT_SPAN) or DEFAULT_SPAN
     info = rt.queue.topic_info(name)
     messages = read_section(p, name, info)
+    schedules = read_schedules(p, name)
     backlog = backlog_of(info)
     history = view().topic_history(name, backlog, SPANS[span])
     data, source = rt.admin.get_config(name)
@@ -204,6 +207,7 @@ def topic() -> str | tuple[str, int]:
                            config=data, source=source, rules=BY_NAME,
                            dead=dead, status_name=status_name, done=request.args.get("done"),
                            error=request.args.get("error"), messages=messages, tabs=TABS,
+                           schedules=schedules,
                            msg_sizes=MSG_PAGE_SIZES, now=rt.clock.now_ms(),
                            purge_per_post=PURGE_PER_POST, charts=topic_charts(history),
                            history=history, span=span, spans=SPANS, span_labels=SPAN_LABELS,
