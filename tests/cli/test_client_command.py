@@ -37,6 +37,12 @@ CLIENT_COMMANDS = {
     "list": ["list", "t", "--status", "waiting"],
     "monitor": ["monitor"],
     "consume": ["consume", "t", "--", "true"],
+    "schedule create": ["schedule", "create", "t", "s", "body", "--every", "1s"],
+    "schedule list": ["schedule", "list"],
+    "schedule get": ["schedule", "get", "t", "s"],
+    "schedule delete": ["schedule", "delete", "t", "s"],
+    "schedule pause": ["schedule", "pause", "t", "s"],
+    "schedule resume": ["schedule", "resume", "t", "s"],
 }
 
 
@@ -114,8 +120,9 @@ def test_every_command_and_every_argument_of_every_parser_has_help():
             elif not (action.help or "").strip() or action.help == argparse.SUPPRESS:
                 missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
     assert missing == []
-    # The walk reached every command: each, plus the command line, dlq and topic themselves.
-    assert len(list(parsers(build_parser()))) == len(commands(build_parser())) + 3
+    # The walk reached every command: each, plus the command line, dlq, topic and schedule
+    # themselves.
+    assert len(list(parsers(build_parser()))) == len(commands(build_parser())) + 4
 
 
 def test_version_prints_the_package_version(capsys):
