@@ -154,6 +154,23 @@ def test_pause_removes_the_waiting_occurrence_and_resume_skips_the_paused_fire_t
     assert rt.schedules.resume("t", "s")["changed"] is False
 
 
+def test_a_pause_and_resume_use_up_none_of_the_limit(rt, clock):
+    created = rt.schedules.create("t", every(start_ms=T0 + 5000, limit=2))
+    assert (created["sentCount"], created["nextFireTimes"]) == (1, [T0 + 5000, T0 + 6000])
+    paused = rt.schedules.pause("t", "s")
+    assert (paused["sentCount"], paused["nextFireTimes"]) == (0, [])   # ended, never sent
+    resumed = rt.schedules.resume("t", "s")                  # the same fire time, again
+    assert (resumed["sentCount"], resumed["nextFireTimes"]) == (1, [T0 + 5000, T0 + 6000])
+    recurring = loop(rt)
+    for _ in range(10):
+        clock.advance(1000)
+        recurring.advance_due()
+    assert occurrences(rt, "t", "s", count=10) == {         # both of the limit, once each
+        T0 + 5000: (T0 + 5000, Status.WAITING), T0 + 6000: (T0 + 6000, Status.WAITING)}
+    info = rt.schedules.get("t", "s")
+    assert (info["sentCount"], info["nextFireTime"]) == (2, None)
+
+
 def test_limit_finishes_the_schedule(rt, clock):
     rt.schedules.create("t", every(limit=3))
     recurring = loop(rt)
