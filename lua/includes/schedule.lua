@@ -1,5 +1,7 @@
 --[[ Recurring schedules: a schedule's record and its occurrences, for lua/schedule_*.lua.
-  A topic's schedules are one HASH (TopicKeys.schedules, KEYS[13] of the schedule scripts):
+  A topic's schedules are one HASH (TopicKeys.schedules, KEYS[13] of the schedule scripts;
+  their ids also a ZSET of scores 0, TopicKeys.schedule_ids, the 14th key of schedule_put and
+  schedule_delete, which keep the two equal, for listSchedules' pages by ZRANGEBYLEX):
   scheduleId -> JSON (cjson), the definition Python wrote (core/schedules.py: topic, cron,
   timezone, everyMillis, msg, attributes as JSON text or null, groupId, ttlMillis, maxRetry,
   startTime, endTime, limit, misfire, createdTime) and the state only these scripts change:
