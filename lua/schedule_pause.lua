@@ -5,7 +5,8 @@
   pause: ignored)  ARGV[8] cursor  ARGV[9] pending (-1: none)  ARGV[10] n, then n (fireTime,
   triggerTime) pairs: resume's plan (plan_start from now, after the cursor); then the server's
   default settings (includes/settings.lua)
-  Pause ends the waiting occurrence (status 7, as deleteMsg) unless it is due already; resume
+  Pause ends the waiting occurrence (status 7, as deleteMsg) unless it is due already, and
+  takes it out of sentCount (never delivered, it used none of the limit); resume
   writes the first fire time from now: those that passed during the pause are skipped by it,
   never counted as missed. Either bumps the generation.
   Returns: {outcome, gen, changed, written, lowered_due}
@@ -26,7 +27,7 @@ local sch = load_schedule(schedules, id)
 if not sch then return {NO_MESSAGE, 0, 0, 0, -1} end
 if (sch.paused and true or false) == pause then return {OK, sch.gen, 0, 0, -1} end
 if pause then
-  drop_waiting(id, sch, now, end_life)
+  uncount_pending(id, sch, now, drop_waiting(id, sch, now, end_life))
   sch.paused, sch.pending, sch.gen = true, cjson.null, sch.gen + 1
   save_schedule(schedules, id, sch)
   return {OK, sch.gen, 1, 0, -1}

@@ -112,7 +112,7 @@ def cmd_list(client: DelayQueueClient, args: argparse.Namespace) -> int:
         page, cursor = client.list_schedules(args.topic, cursor, args.limit)
         schedules += page
     if args.json:
-        print_json({"schedules": [s.to_json() for s in schedules], "nextCursor": cursor})
+        print_json({"data": [s.to_json() for s in schedules], "nextCursor": cursor})
     else:
         print(display.schedule_table(schedules, with_topic=args.topic is None))
         if cursor:

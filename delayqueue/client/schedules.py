@@ -89,7 +89,7 @@ class SchedulePlans:
         # Sent again after a lost answer: the same definition replaces itself, and its
         # occurrences keep their msgIds (<scheduleId>:<fireTime>), so nothing doubles.
         envelope = yield Request("createSchedule", params, idempotent=True)
-        return Schedule.from_json(envelope["schedule"])
+        return Schedule.from_json(envelope["data"])
 
     def list_schedules(self, topic: str | None = None, cursor: str | None = None,
                        limit: int | None = None) -> Plan[SchedulePage]:
@@ -112,7 +112,7 @@ class SchedulePlans:
         if limit is not None:
             params["limit"] = int(limit)
         envelope = yield Request("listSchedules", params, idempotent=True)
-        return SchedulePage([Schedule.from_json(s) for s in envelope.get("schedules") or []],
+        return SchedulePage([Schedule.from_json(s) for s in envelope.get("data") or []],
                             envelope.get("nextCursor") or None)
 
     def get_schedule(self, topic: str, schedule_id: str) -> Plan[Schedule | None]:
@@ -123,7 +123,7 @@ class SchedulePlans:
                                      idempotent=True)
         except NotFoundError:
             return None
-        return Schedule.from_json(envelope["schedule"])
+        return Schedule.from_json(envelope["data"])
 
     def delete_schedule(self, topic: str, schedule_id: str) -> Plan[bool]:
         """Delete the schedule and its waiting occurrence. Returns whether that occurrence

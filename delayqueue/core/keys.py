@@ -177,6 +177,13 @@ class TopicKeys:
         (lua/includes/schedule.lua). KEYS[13] of the schedule scripts, after ``queues``."""
         return f"{self.base}:schedules"
 
+    @property
+    def schedule_ids(self) -> str:
+        """ZSET (scores 0) scheduleId: the ids of ``schedules``, kept with it by schedule_put
+        and schedule_delete (their KEYS[14]), so that a listSchedules page is one
+        ZRANGEBYLEX of its own size, never the whole hash."""
+        return f"{self.base}:schedule-ids"
+
     @functools.cached_property
     def queues(self) -> tuple[str, ...]:
         """waiting, ready, ack, expire, dead, config, msgs, ended, seq, groups, blocked, held:

@@ -55,6 +55,7 @@ RESUME_ATTEMPTS = 5          # a resume planned from a state that changed meanwh
 REPAIR_CHUNK = 500           # schedule topics per pipelined round trip (repair, list)
 REPAIR_SCAN = 200            # schedules per HSCAN slice of the repair pass
 REPAIR_CALLS = 100           # repair script calls per round trip
+LIST_ROUNDS = 20             # rounds of a list page (more only when schedules go meanwhile)
 
 
 @dataclass(frozen=True)
@@ -220,24 +221,22 @@ class Schedules:
 
     def list(self, topic: str | None = None, cursor: str | None = None, limit: int = 100
              ) -> SchedulePage:
-        """A page of schedules by (topic, scheduleId): the topic's, or every topic's."""
+        """A page of schedules by (topic, scheduleId): the topic's, or every topic's.
+
+        Cost O(page), whatever a topic holds: each topic's ids are a sorted set
+        (``schedule_ids``), counted (``ZCARD``, or ``ZLEXCOUNT`` after the cursor's id) 500
+        topics a round trip, then read by ``ZRANGEBYLEX`` only as many as the page takes,
+        and their records by ``HGET``. An unfiltered page also reads the namespace's SET of
+        topics holding schedules (``schedule_topics``)."""
         after = decode_cursor(cursor) if cursor else ("", "")
         with redis_errors():
             if topic is not None:
                 self._known(topic)
-                topics = [topic]
+                topics = [topic] if topic >= after[0] else []
             else:
                 topics = [t for t in sorted(self.client.smembers(self.keys.schedule_topics))
                           if t >= after[0]]
-            found: list[tuple[str, str]] = []
-            for part in _chunks(topics, REPAIR_CHUNK):
-                pipe = self.client.pipeline(transaction=False)
-                for t in part:
-                    pipe.hkeys(self.queue.topic_keys(t).schedules)
-                for t, ids in zip(part, pipe.execute()):
-                    found += [(t, i) for i in sorted(ids) if (t, i) > after]
-                if len(found) > limit:
-                    break
+            found = self._page_ids(topics, after, limit + 1)
             page, more = found[:limit], len(found) > limit
             pipe = self.client.pipeline(transaction=False)
             for t, i in page:
@@ -245,6 +244,50 @@ class Schedules:
             records = pipe.execute() if page else []
         schedules = [info(json.loads(r)) for r in records if r is not None]
         return SchedulePage(schedules, encode_cursor(*page[-1]) if more else None)
+
+    def _page_ids(self, topics: list[str], after: tuple[str, str], want: int
+                  ) -> list[tuple[str, str]]:
+        """The first ``want`` (topic, scheduleId) after ``after`` among ``topics`` (sorted,
+        none before ``after``'s topic). A round counts a chunk of topics and reads the ids
+        of those the page reaches; a schedule deleted between the two leaves the round
+        short, and the next round goes on after the last id read."""
+        found: list[tuple[str, str]] = []
+        start = 0
+        for _ in range(LIST_ROUNDS):
+            if len(found) >= want or start >= len(topics):
+                break
+            part = topics[start:start + REPAIR_CHUNK]
+            pipe = self.client.pipeline(transaction=False)
+            for t in part:
+                key = self.queue.topic_keys(t).schedule_ids
+                if t == after[0]:
+                    pipe.zlexcount(key, f"({after[1]}", "+")
+                else:
+                    pipe.zcard(key)
+            asked: list[tuple[int, str, int]] = []   # (place in part, topic, most ids)
+            need, examined = want - len(found), 0
+            for t, n in zip(part, pipe.execute()):
+                if need <= 0:
+                    break
+                if n:
+                    asked.append((examined, t, need))
+                    need -= n
+                examined += 1
+            pipe = self.client.pipeline(transaction=False)
+            for _, t, most in asked:
+                low = f"({after[1]}" if t == after[0] else "-"
+                pipe.zrangebylex(self.queue.topic_keys(t).schedule_ids, low, "+", 0, most)
+            read = pipe.execute() if asked else []
+            for (_, t, _), ids in zip(asked, read):
+                found += [(t, i) for i in ids]
+            if asked and len(found) < want and len(read[-1]) == asked[-1][2]:
+                # Short (a schedule went between the count and the read), and the last
+                # topic read was cut at the page's end: go on after its last id.
+                start += asked[-1][0]
+                after = found[-1]
+            else:
+                start += examined
+        return found[:want]
 
     def delete(self, topic: str, schedule_id: str) -> bool:
         """Delete the schedule; True when its waiting occurrence was ended with it."""
@@ -342,36 +385,45 @@ class Schedules:
         lost it, and its waiting occurrence if it was deleted or purged before its fire
         time (same msgId, same fire time). Returns the occurrences written again.
 
-        Cost: one EXISTS per topic of ``schedule_topics`` (pipelined), never per registered
-        topic: idle topics without schedules cost the pass nothing. Then per topic holding
-        schedules HSCAN slices and one script call per schedule waiting for a future fire
-        time, ``REPAIR_CALLS`` a round trip. A topic found without schedules on two passes
-        in a row leaves ``schedule_topics`` (one pass could fall between a create's SADD
-        and its script)."""
+        Cost: one HLEN and one ZCARD per topic of ``schedule_topics`` (pipelined), never per
+        registered topic: idle topics without schedules cost the pass nothing. Then per
+        topic holding schedules HSCAN slices and one script call per schedule waiting for a
+        future fire time, ``REPAIR_CALLS`` a round trip. A topic found without schedules on
+        two passes in a row leaves ``schedule_topics`` (one pass could fall between a
+        create's SADD and its script). A topic whose ids (``schedule_ids``) do not count its
+        schedules has them written again from the HSCAN (schedules created before the ids
+        were kept, or an id a rebuild raced)."""
         repaired = 0
         topics = sorted(self.client.smembers(self.keys.schedule_topics))
         empty: set[str] = set()
         for part in _chunks(topics, REPAIR_CHUNK):
             pipe = self.client.pipeline(transaction=False)
             for topic in part:
-                pipe.exists(self.queue.topic_keys(topic).schedules)
-            for topic, n in zip(part, pipe.execute()):
-                if n:
-                    repaired += self._repair_topic(topic)
+                tk = self.queue.topic_keys(topic)
+                pipe.hlen(tk.schedules)
+                pipe.zcard(tk.schedule_ids)
+            counts = pipe.execute()
+            for topic, held, ids in zip(part, counts[0::2], counts[1::2]):
+                if held:
+                    repaired += self._repair_topic(topic, rebuild_ids=held != ids)
                 else:
                     empty.add(topic)
+                    if ids:
+                        self._rebuild_ids(self.queue.topic_keys(topic), set())
         gone = empty & self._empty_last_pass
         if gone:
             self.client.srem(self.keys.schedule_topics, *gone)
         self._empty_last_pass = empty - gone
         return repaired
 
-    def _repair_topic(self, topic: str) -> int:
+    def _repair_topic(self, topic: str, rebuild_ids: bool = False) -> int:
         tk = self.queue.topic_keys(topic)
         now = self.clock.now_ms()
         waiting: list[tuple[str, dict[str, Any]]] = []
+        seen: set[str] = set()
         index = self.client.pipeline(transaction=False)
         for schedule_id, raw in _hscan(self.client, tk.schedules):
+            seen.add(schedule_id)
             record = json.loads(raw)
             pending = record.get("pending")
             if pending is None or record.get("paused"):
@@ -381,6 +433,8 @@ class Schedules:
             if pending > now:
                 waiting.append((schedule_id, record))
         index.execute()
+        if rebuild_ids:
+            self._rebuild_ids(tk, seen)
         written = 0
         for part in _chunks(waiting, REPAIR_CALLS):
             # Each call's own now: the script writes only an occurrence still ahead of it.
@@ -397,6 +451,21 @@ class Schedules:
             lowered = [r.lowered_due for r in done if r.lowered_due >= 0]
             self.queue.bookkeep(topic, now, min(lowered, default=-1))
         return written
+
+    def _rebuild_ids(self, tk: TopicKeys, seen: set[str]) -> None:
+        """Make the topic's ids those of its schedules: add the ids ``seen`` (an HSCAN), drop
+        those without a schedule. Not atomic with the scripts: a create or delete racing it
+        can leave one id wrong, which the next pass finds by its count and puts right."""
+        for part in _chunks(sorted(seen), REPAIR_SCAN):
+            self.client.zadd(tk.schedule_ids, dict.fromkeys(part, 0))
+        ids = [i for i, _ in self.client.zscan_iter(tk.schedule_ids, count=REPAIR_SCAN)]
+        for part in _chunks(ids, REPAIR_SCAN):
+            pipe = self.client.pipeline(transaction=False)
+            for i in part:
+                pipe.hexists(tk.schedules, i)
+            gone = [i for i, held in zip(part, pipe.execute()) if not held]
+            if gone:
+                self.client.zrem(tk.schedule_ids, *gone)
 
     # -- helpers -------------------------------------------------------------------------
     def _definition(self, topic: str, spec: ScheduleSpec, now: int) -> dict[str, Any]:

@@ -357,13 +357,14 @@ class Scripts:
         """Drop the acceptance sequence of a topic that holds nothing else (recycling)."""
         return self._run("drop_sequence", tk.queues, [])
 
-    # -- schedule scripts: KEYS = TopicKeys.queues + schedules (lua/includes/schedule.lua) --
+    # -- schedule scripts: KEYS = TopicKeys.queues + schedules (lua/includes/schedule.lua);
+    # put and delete also the ids they keep beside it (schedule_ids) --------------------
     def schedule_put(self, tk: TopicKeys, now_ms: int, channel: str, schedule_id: str,
                      end_life_ms: int, definition: str, plan: "SchedulePlan",
                      defaults: Sequence[str]) -> SchedulePutReply:
         """Create or replace a schedule (``definition``: its JSON) with its first
         occurrences (``plan``: plan_start's)."""
-        return self._run("schedule_put", (*tk.queues, tk.schedules),
+        return self._run("schedule_put", (*tk.queues, tk.schedules, tk.schedule_ids),
                          [now_ms, channel, tk.topic, schedule_id, end_life_ms, definition,
                           plan.cursor, plan.pending, *plan.pairs(), *defaults])
 
@@ -393,7 +394,7 @@ class Scripts:
 
     def schedule_delete(self, tk: TopicKeys, now_ms: int, schedule_id: str,
                         end_life_ms: int) -> ScheduleDeleteReply:
-        return self._run("schedule_delete", (*tk.queues, tk.schedules),
+        return self._run("schedule_delete", (*tk.queues, tk.schedules, tk.schedule_ids),
                          [now_ms, schedule_id, end_life_ms])
 
     # -- namespace scripts (bookkeeping, slot {ns}) ----------------------------------------

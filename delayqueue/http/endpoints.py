@@ -181,7 +181,7 @@ SCHEDULE_PARAMS = (
                       "the schedule: once (default) one occurrence now for the latest, skip "
                       "none, all one each (at most 1000)."}),
 )
-SCHEDULE_ANSWER = ok_example(schedule={**EXAMPLE_SCHEDULE, "nextFireTimes": EXAMPLE_FIRE_TIMES})
+SCHEDULE_ANSWER = ok_example(data={**EXAMPLE_SCHEDULE, "nextFireTimes": EXAMPLE_FIRE_TIMES})
 # The console's sort columns and chart spans (console/fleet_view.py SORTS and SPANS: a test
 # keeps them equal).
 CONSOLE_SORTS = ("topic", "backlog", "waiting", "ready", "consuming", "blocked", "dead",
@@ -290,7 +290,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     ours("listSchedules", topic(PRODUCE, CONSUME), "A page of schedules by (topic, "
          "scheduleId): the topic's, or without topic every topic's (a token limited to "
          "some topics must give one). An unknown topic answers 404.", "SchedulePageAnswer",
-         ok_example(schedules=[EXAMPLE_SCHEDULE]),
+         ok_example(data=[EXAMPLE_SCHEDULE]),
          [Param("topic", TOPIC.schema),
           Param("limit", integer("Most schedules (1..max-batch; default 100).", 1)),
           Param("cursor", string("nextCursor of the previous page."))], (400, 403, 404),
@@ -303,13 +303,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
          ok_example(deleted=True, occurrenceDeleted=True), [TOPIC, SCHEDULE_ID], (400, 404),
          tag="schedules", methods=POST),
     ours("pauseSchedule", topic(PRODUCE), "Pause a schedule: its waiting occurrence is "
-         "deleted and nothing fires until resumeSchedule.", "ScheduleAnswer",
-         ok_example(schedule={**EXAMPLE_SCHEDULE, "paused": True, "nextFireTime": None},
+         "deleted and nothing fires until resumeSchedule.", "ScheduleControlAnswer",
+         ok_example(data={**EXAMPLE_SCHEDULE, "paused": True, "nextFireTime": None},
                     changed=True), [TOPIC, SCHEDULE_ID], (400, 404), tag="schedules",
          methods=POST),
     ours("resumeSchedule", topic(PRODUCE), "Resume a schedule: its next fire time from now "
          "is written; the fire times the pause covered are skipped, not missed.",
-         "ScheduleAnswer", ok_example(schedule=EXAMPLE_SCHEDULE, changed=True),
+         "ScheduleControlAnswer", ok_example(data=EXAMPLE_SCHEDULE, changed=True),
          [TOPIC, SCHEDULE_ID], (400, 404), tag="schedules", methods=POST),
     camellia("getMonitorData", namespace(ADMIN), "The last complete monitoring interval, "
              "fleet-wide.", "MonitorDataAnswer",

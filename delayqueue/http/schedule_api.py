@@ -1,6 +1,10 @@
 """The recurring schedules' views (ours): createSchedule, listSchedules, getSchedule,
 deleteSchedule, pauseSchedule, resumeSchedule. Each reads its parameters, makes one call on
-``Schedules`` (core/schedules.py) and answers the envelope; rows in endpoints.py."""
+``Schedules`` (core/schedules.py) and answers the envelope; rows in endpoints.py.
+
+The answer's shape is the contract of the object endpoints (getTopicConfig's): the schedule,
+or the page of schedules, under ``data``; what is about the call rather than the object
+(``changed``, ``nextCursor``, ``deleted``) beside it, at the top level."""
 
 from __future__ import annotations
 
@@ -58,7 +62,7 @@ def schedule_spec(p: Params) -> ScheduleSpec:
 def create_schedule() -> Response:
     p = params()
     topic = p.topic()
-    return success(schedule=runtime().schedules.create(topic, schedule_spec(p)))
+    return success(data=runtime().schedules.create(topic, schedule_spec(p)))
 
 
 @route(schedules, "listSchedules")
@@ -72,14 +76,14 @@ def list_schedules() -> Response:
                         f"topics {list(token.topics)}")
     page = runtime().schedules.list(topic, cursor, limit)
     extra = {"nextCursor": page.next_cursor} if page.next_cursor else {}
-    return success(schedules=page.schedules, **extra)
+    return success(data=page.schedules, **extra)
 
 
 @route(schedules, "getSchedule")
 def get_schedule() -> Response:
     p = params()
     topic = p.topic()
-    return success(schedule=runtime().schedules.get(topic, schedule_id(p)))
+    return success(data=runtime().schedules.get(topic, schedule_id(p)))
 
 
 @route(schedules, "deleteSchedule")
@@ -96,7 +100,7 @@ def pause_schedule() -> Response:
     topic = p.topic()
     answer = runtime().schedules.pause(topic, schedule_id(p))
     changed = answer.pop("changed")
-    return success(schedule=answer, changed=changed)
+    return success(data=answer, changed=changed)
 
 
 @route(schedules, "resumeSchedule")
@@ -105,4 +109,4 @@ def resume_schedule() -> Response:
     topic = p.topic()
     answer = runtime().schedules.resume(topic, schedule_id(p))
     changed = answer.pop("changed")
-    return success(schedule=answer, changed=changed)
+    return success(data=answer, changed=changed)

@@ -260,14 +260,15 @@ def schemas() -> dict[str, Any]:
                                     "their own code, the others 409)."},
                            "results": {"type": "array", "items": batch_entry}}, ["results"]),
         "Schedule": schedule_schema(),
-        "ScheduleAnswer": ok({"schedule": ref("Schedule"),
-                              "changed": {"type": "boolean", "description": "pauseSchedule, "
-                                          "resumeSchedule: false when it already was so."}},
-                             ["schedule"]),
-        "SchedulePageAnswer": ok({"schedules": {"type": "array", "items": ref("Schedule")},
+        "ScheduleAnswer": ok({"data": ref("Schedule")}, ["data"]),
+        "ScheduleControlAnswer": ok({"data": ref("Schedule"),
+                                     "changed": {"type": "boolean", "description": "false "
+                                                 "when it already was so (as pauseTopic)."}},
+                                    ["data", "changed"]),
+        "SchedulePageAnswer": ok({"data": {"type": "array", "items": ref("Schedule")},
                                   "nextCursor": {"type": "string", "description":
                                                  "The next page's cursor; absent at the "
-                                                 "end."}}, ["schedules"]),
+                                                 "end."}}, ["data"]),
         "ScheduleDeleteAnswer": ok({"deleted": {"type": "boolean", "const": True},
                                     "occurrenceDeleted": {"type": "boolean", "description":
                                                           "true when its waiting occurrence "
@@ -329,7 +330,9 @@ def schedule_schema() -> dict[str, Any]:
             "misfire": {"enum": ["once", "skip", "all"]}, "paused": {"type": "boolean"},
             "createdTime": {"type": "integer"},
             "sentCount": {"type": "integer", "minimum": 0, "description": "Occurrences "
-                          "written so far, the waiting one included."},
+                          "delivered or still to be, the waiting one included (one a pause "
+                          "deleted before its fire time is not counted): what limit "
+                          "counts."},
             "missedCount": {"type": "integer", "minimum": 0, "description": "Fire times not "
                             "sent at their own time (more than the misfire grace late)."},
             "lastFireTime": {**nullable_int, "description": "The latest fire time that has "

@@ -1,5 +1,7 @@
 --[[ Recurring schedules: a schedule's record and its occurrences, for lua/schedule_*.lua.
-  A topic's schedules are one HASH (TopicKeys.schedules, KEYS[13] of the schedule scripts):
+  A topic's schedules are one HASH (TopicKeys.schedules, KEYS[13] of the schedule scripts;
+  their ids also a ZSET of scores 0, TopicKeys.schedule_ids, the 14th key of schedule_put and
+  schedule_delete, which keep the two equal, for listSchedules' pages by ZRANGEBYLEX):
   scheduleId -> JSON (cjson), the definition Python wrote (core/schedules.py: topic, cron,
   timezone, everyMillis, msg, attributes as JSON text or null, groupId, ttlMillis, maxRetry,
   startTime, endTime, limit, misfire, createdTime) and the state only these scripts change:
@@ -9,7 +11,9 @@
     pending       the fire time of the occurrence left waiting, null when none (paused or
                   finished)
     paused        true while paused
-    sentCount, missedCount, lastFireTime (null until a fire time has come)
+    sentCount     occurrences delivered or still to be: written, less those a pause ended
+                  before any delivery (uncount_pending)
+    missedCount, lastFireTime (null until a fire time has come)
   An occurrence is an ordinary message with msgId "<scheduleId>:<fireTime>" (deterministic: a
   write repeated is the live message already there, never a second one), written by accept()
   as sendMsg writes a message, without sendMsg's backlog check. ]]
@@ -70,6 +74,22 @@ local function drop_waiting(id, sch, now, end_life)
     return 0
   end
   end_message(m, Status.DELETED, now, end_life)
+  return 1
+end
+
+-- Take the pending occurrence out of sentCount when a pause leaves it never to be delivered:
+-- the pause just ended it (`dropped`), or its fire time is still ahead and no live or
+-- delivered record holds it (deleted or purged while waiting). sentCount then holds only the
+-- occurrences delivered or still to be: a resume that writes this fire time again counts it
+-- again, and the limit loses nothing to the pause. Returns 1 when uncounted.
+local function uncount_pending(id, sch, now, dropped)
+  local pending = schedule_value(sch.pending)
+  if not pending then return 0 end
+  if dropped ~= 1 and not (pending > now
+      and may_write(find_message(tk.msgs, occurrence_id(id, pending)))) then
+    return 0
+  end
+  sch.sentCount = math.max((schedule_value(sch.sentCount) or 0) - 1, 0)
   return 1
 end
 

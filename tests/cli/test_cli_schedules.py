@@ -112,15 +112,15 @@ def test_list_shows_a_page_with_its_cursor_or_every_page(dq, client, topic):
     assert "every 1m" in rows["s1"]
 
     first = json.loads(ok(dq("schedule", "list", topic, "--limit", "2", "--json")))
-    ids = [s["scheduleId"] for s in first["schedules"]]
+    ids = [s["scheduleId"] for s in first["data"]]
     assert first["nextCursor"]
     text = ok(dq("schedule", "list", topic, "--limit", "2"))
     assert text.rstrip().endswith(f"(more: --cursor {first['nextCursor']})")
     rest = json.loads(ok(dq("schedule", "list", topic, "--limit", "2", "--cursor",
                             first["nextCursor"], "--all", "--json")))
-    ids += [s["scheduleId"] for s in rest["schedules"]]
+    ids += [s["scheduleId"] for s in rest["data"]]
     assert sorted(ids) == ["s0", "s1", "s2"] and len(ids) == 3 and rest["nextCursor"] is None
-    every = json.loads(ok(dq("schedule", "list", "--all", "--json")))["schedules"]
+    every = json.loads(ok(dq("schedule", "list", "--all", "--json")))["data"]
     assert {(s["topic"], s["scheduleId"]) for s in every} >= {(topic, "s0"), (topic, "s1")}
     assert ok(dq("schedule", "list", "--all")).splitlines()[0].split()[0] == "TOPIC"
 

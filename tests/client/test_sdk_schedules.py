@@ -151,9 +151,6 @@ def test_pause_removes_the_waiting_occurrence_and_resume_writes_the_next_from_no
     assert client.topic_info(topic).waiting_queue_size == 1
 
 
-@pytest.mark.xfail(strict=True, reason="wt-sched: the occurrence a pause deletes stays in "
-                   "sentCount, so the resume's rewrite of the same fire time counts twice and "
-                   "uses up one occurrence of the limit")
 def test_a_pause_and_resume_keep_every_occurrence_of_the_limit(client, topic):
     start = later()
     client.create_schedule(topic, "lim", "x", every_ms=MINUTE, start_time=start, limit=2)

@@ -19,6 +19,9 @@ from delayqueue.core.schedules import ScheduleSpec, as_plan, member, recurrence_
 from delayqueue.core.status import Status
 from delayqueue.settings.config import load_settings
 
+from support.node import REPO
+from support.redis_server import RedisServer
+
 T0 = 1_800_000_000_000          # a whole minute: 2027-01-15T08:00:00Z
 
 
@@ -154,6 +157,23 @@ def test_pause_removes_the_waiting_occurrence_and_resume_skips_the_paused_fire_t
     assert rt.schedules.resume("t", "s")["changed"] is False
 
 
+def test_a_pause_and_resume_use_up_none_of_the_limit(rt, clock):
+    created = rt.schedules.create("t", every(start_ms=T0 + 5000, limit=2))
+    assert (created["sentCount"], created["nextFireTimes"]) == (1, [T0 + 5000, T0 + 6000])
+    paused = rt.schedules.pause("t", "s")
+    assert (paused["sentCount"], paused["nextFireTimes"]) == (0, [])   # ended, never sent
+    resumed = rt.schedules.resume("t", "s")                  # the same fire time, again
+    assert (resumed["sentCount"], resumed["nextFireTimes"]) == (1, [T0 + 5000, T0 + 6000])
+    recurring = loop(rt)
+    for _ in range(10):
+        clock.advance(1000)
+        recurring.advance_due()
+    assert occurrences(rt, "t", "s", count=10) == {         # both of the limit, once each
+        T0 + 5000: (T0 + 5000, Status.WAITING), T0 + 6000: (T0 + 6000, Status.WAITING)}
+    info = rt.schedules.get("t", "s")
+    assert (info["sentCount"], info["nextFireTime"]) == (2, None)
+
+
 def test_limit_finishes_the_schedule(rt, clock):
     rt.schedules.create("t", every(limit=3))
     recurring = loop(rt)
@@ -243,7 +263,7 @@ def test_the_repair_visits_the_topics_with_schedules_not_every_registered_topic(
     rt.client.config_resetstat()
     rt.schedules.repair()
     stats = rt.client.info("commandstats")
-    assert stats["cmdstat_exists"]["calls"] == 2            # t and u, none of the 500
+    assert (stats["cmdstat_hlen"]["calls"], stats["cmdstat_zcard"]["calls"]) == (2, 2)  # t, u
     assert [s["topic"] for s in rt.schedules.list().schedules] == ["t", "u"]
 
 
@@ -353,6 +373,101 @@ def test_list_pages_by_topic_and_schedule_id(rt):
     assert [(s["topic"], s["scheduleId"]) for s in rest.schedules] == [("c", "9")]
     assert rest.next_cursor is None
     assert [s["scheduleId"] for s in rt.schedules.list("a").schedules] == ["1", "2"]
+
+
+def all_pages(rt: Runtime, topic: str | None, limit: int) -> list[tuple[str, str]]:
+    listed, cursor = [], None
+    for _ in range(1000):
+        page = rt.schedules.list(topic, cursor, limit)
+        listed += [(s["topic"], s["scheduleId"]) for s in page.schedules]
+        assert len(page.schedules) == limit or page.next_cursor is None
+        cursor = page.next_cursor
+        if cursor is None:
+            return listed
+    raise AssertionError("no last page")
+
+
+def test_pages_of_every_size_list_every_schedule_once_in_order(rt):
+    made = [(t, f"s{k:02}") for t, n in [("a", 7), ("b", 1), ("c", 0), ("d", 12)]
+            for k in range(n)] + [("e", "x")]
+    for topic, sid in made:
+        rt.schedules.create(topic, every(sid, start_ms=T0 + 5000))
+    rt.schedules.create("c", every("gone", start_ms=T0 + 5000))
+    rt.schedules.delete("c", "gone")                     # c: a topic left without any
+    for limit in (1, 2, 3, 7, 8, 20, 21, 100):
+        assert all_pages(rt, None, limit) == sorted(made), limit
+        assert all_pages(rt, "d", limit) == [("d", f"s{k:02}") for k in range(12)], limit
+
+
+def put_behind_the_scripts(rt: Runtime, topic: str, count: int, ids: bool = True) -> None:
+    """``count`` schedules written straight into the topic's hash (and its ids), copies of
+    a real one: the size of a topic a list must not read whole."""
+    rt.schedules.create(topic, every("s00000", start_ms=T0 + 5000))
+    tk = rt.queue.topic_keys(topic)
+    record = json.loads(rt.client.hget(tk.schedules, "s00000"))
+    pipe = rt.client.pipeline(transaction=False)
+    for k in range(1, count):
+        sid = f"s{k:05}"
+        pipe.hset(tk.schedules, sid, json.dumps({**record, "scheduleId": sid}))
+        if ids:
+            pipe.zadd(tk.schedule_ids, {sid: 0})
+    pipe.execute()
+
+
+def test_a_page_of_a_large_topic_reads_only_the_page(rt):
+    put_behind_the_scripts(rt, "big", 10_000)
+    first = rt.schedules.list("big", limit=25)
+    rt.client.config_resetstat()
+    page = rt.schedules.list("big", first.next_cursor, limit=25)
+    assert [s["scheduleId"] for s in page.schedules] == [f"s{k:05}" for k in range(25, 50)]
+    stats = rt.client.info("commandstats")
+    assert "cmdstat_hkeys" not in stats and "cmdstat_hscan" not in stats
+    assert (stats["cmdstat_zlexcount"]["calls"], stats["cmdstat_zrangebylex"]["calls"],
+            stats["cmdstat_hget"]["calls"]) == (1, 1, 25)
+    unfiltered = rt.schedules.list(None, page.next_cursor, limit=25)
+    assert [s["scheduleId"] for s in unfiltered.schedules] == [
+        f"s{k:05}" for k in range(50, 75)]
+
+
+def test_the_repair_writes_the_ids_of_schedules_created_before_they_were_kept(rt):
+    put_behind_the_scripts(rt, "old", 30, ids=False)
+    rt.client.delete(rt.queue.topic_keys("old").schedule_ids)
+    rt.client.zadd(rt.queue.topic_keys("old").schedule_ids, {"stale": 0})   # no schedule
+    rt.client.zadd(rt.queue.topic_keys("empty").schedule_ids, {"stale": 0})
+    rt.client.sadd(rt.keys.schedule_topics, "empty")
+    assert all_pages(rt, None, 10) == []        # only stale ids: their records are none
+    rt.schedules.repair()
+    assert all_pages(rt, None, 10) == [("old", f"s{k:05}") for k in range(30)]
+    assert rt.client.exists(rt.queue.topic_keys("empty").schedule_ids) == 0
+    rt.client.config_resetstat()
+    rt.schedules.repair()                                     # counts agree: no rebuild
+    assert "cmdstat_zscan" not in rt.client.info("commandstats")
+
+
+def test_every_schedule_call_runs_as_the_restricted_redis_user(tmp_path, clock):
+    """config/delayqueue.acl allows every command the schedules send (the lists' ZLEXCOUNT,
+    the repair's HLEN and ZSCAN, the SET of schedule topics)."""
+    acl = tmp_path / "users.acl"
+    acl.write_text((REPO / "config" / "delayqueue.acl").read_text().replace(
+        ">CHANGE-ME", ">acl-test-password-1"))
+    server = RedisServer(tmp_path, extra_args=["--aclfile", str(acl)]).start()
+    try:
+        url = f"redis://delayqueue:acl-test-password-1@127.0.0.1:{server.port}/0"
+        rt = make_runtime(url, clock)
+        for sid in ("a", "b", "c"):
+            rt.schedules.create("t", every(sid, start_ms=T0 + 5000, limit=2))
+        assert all_pages(rt, None, 2) == [("t", "a"), ("t", "b"), ("t", "c")]
+        rt.schedules.pause("t", "a")
+        assert rt.schedules.resume("t", "a")["nextFireTimes"] == [T0 + 5000, T0 + 6000]
+        assert rt.schedules.delete("t", "b") is True
+        rt.client.delete(rt.queue.topic_keys("t").schedule_ids)   # the ids to rebuild
+        rt.schedules.repair()
+        clock.advance(5000)
+        assert loop(rt).advance_due() == 2                        # a's and c's next
+        assert all_pages(rt, "t", 10) == [("t", "a"), ("t", "c")]
+        rt.client.close()
+    finally:
+        server.stop()
 
 
 def test_a_tick_advances_at_most_its_limit_and_then_asks_to_run_again(rt, clock):

@@ -74,7 +74,7 @@ def test_the_topic_page_shows_each_schedule_as_the_api_answers_it(http):
     shown = rows(html)
     assert list(shown) == ["held", "paris", "twice"]            # listSchedules's order
 
-    paris = call(http, "getSchedule", topic=topic, scheduleId="paris")["schedule"]
+    paris = call(http, "getSchedule", topic=topic, scheduleId="paris")["data"]
     cell = shown["paris"]
     assert (cell["rule"], cell["timezone"]) == ("<code>30 2 * * *</code>", "Europe/Paris")
     fires = paris["nextFireTimes"][:NEXT_SHOWN]
@@ -111,7 +111,7 @@ def test_a_finished_schedule_says_so_and_a_topic_without_any_says_none(http):
     now = int(time.time() * 1000)
     done = call(http, "createSchedule", topic="plain", scheduleId="over", msg="x",
                 everyMillis=MINUTE, startTime=now - 3_600_000, endTime=now - 1_800_000)
-    assert done["schedule"]["nextFireTime"] is None
+    assert done["data"]["nextFireTime"] is None
     cell = rows(http.get("/dashboard/topic?topic=plain").get_data(as_text=True))["over"]
     assert (cell["state"], cell["nextFireTimes"], cell["sentCount"]) == \
         ("finished", "&ndash;", "0")

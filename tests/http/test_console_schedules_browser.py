@@ -38,7 +38,7 @@ def browser():
 def create(node, **params) -> dict:
     body = node.call("createSchedule", **params)
     assert body["code"] == 200, body
-    return body["schedule"]
+    return body["data"]
 
 
 def shown(driver) -> dict[str, dict[str, str]]:
@@ -69,7 +69,7 @@ def test_the_topic_page_lists_its_schedules_in_headless_chromium(node, browser):
                startTime=soon + 600_000)
     # The node's loop writes a-ran's second occurrence when the first fires, then it is done.
     ran = wait_until(lambda: (lambda s: s if s["nextFireTime"] is None else None)(
-        node.call("getSchedule", topic=topic, scheduleId="a-ran")["schedule"]), 20, 0.2,
+        node.call("getSchedule", topic=topic, scheduleId="a-ran")["data"]), 20, 0.2,
         "the schedule did not run to its limit")
     assert (ran["sentCount"], ran["lastFireTime"]) == (2, soon + 1000)
 

@@ -10,8 +10,10 @@ import json
 import time
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from delayqueue.http.app import create_app
+from delayqueue.http.openapi import document
 
 from support import conformance as api
 
@@ -24,7 +26,7 @@ def create(node, topic, sid="s", **params):
     params.setdefault("msg", "tick")
     reply = api.call(node, "createSchedule", topic=topic, scheduleId=sid, **params)
     assert reply["code"] == 200, reply
-    return reply["schedule"]
+    return reply["data"]
 
 
 def test_create_answers_the_schedule_and_its_waiting_occurrence_is_a_message(node, topic,
@@ -45,7 +47,7 @@ def test_create_answers_the_schedule_and_its_waiting_occurrence_is_a_message(nod
     listed = api.call(node, "listMsg", topic=topic, status=1)["delayMsgList"]
     assert [m["msgId"] for m in listed] == [f"s:{start}"]
     assert api.call(node, "getSchedule", topic=topic, scheduleId="s") == {
-        "code": 200, "msg": "success", "schedule": schedule}
+        "code": 200, "msg": "success", "data": schedule}
 
 
 def test_create_takes_a_json_body_and_a_cron_in_a_time_zone(node, topic):
@@ -53,7 +55,7 @@ def test_create_takes_a_json_body_and_a_cron_in_a_time_zone(node, topic):
         "topic": topic, "scheduleId": "nightly", "msg": "report", "cron": "30 2 * * *",
         "timezone": "Europe/Paris", "attributes": {"kind": "daily"}, "limit": 3})
     assert status == 200 and reply["code"] == 200, reply
-    times = reply["schedule"]["nextFireTimes"]
+    times = reply["data"]["nextFireTimes"]
     assert len(times) == 3 and all(b - a == 86_400_000 for a, b in zip(times, times[1:]))
     # 02:30 in Paris: 00:30 or 01:30 UTC.
     assert all(t % 86_400_000 in (1_800_000, 5_400_000) for t in times)
@@ -79,7 +81,7 @@ def test_occurrences_are_pulled_with_the_real_clock_never_early_and_exactly_once
             assert api.ack(node, topic, message["msgId"], message["receipt"])["code"] == 200
     fires = list(seen.values())                              # in delivery order
     assert len(fires) >= 4 and fires == [first + k * 1000 for k in range(len(fires))]
-    info = api.call(node, "getSchedule", topic=topic, scheduleId="s")["schedule"]
+    info = api.call(node, "getSchedule", topic=topic, scheduleId="s")["data"]
     assert info["missedCount"] == 0 and info["nextFireTime"] == fires[-1] + 1000
 
 
@@ -88,10 +90,11 @@ def test_list_pages_and_delete_pause_resume(node, topic, raw_redis):
     for sid in ("b", "a", "c"):
         create(node, topic, sid, everyMillis=1000, startTime=start)
     page = api.call(node, "listSchedules", topic=topic, limit=2)
-    assert [s["scheduleId"] for s in page["schedules"]] == ["a", "b"]
+    assert [s["scheduleId"] for s in page["data"]] == ["a", "b"]
+    assert set(page) == {"code", "msg", "data", "nextCursor"}      # the contract's shape
     rest = api.call(node, "listSchedules", topic=topic, cursor=page["nextCursor"])
-    assert [s["scheduleId"] for s in rest["schedules"]] == ["c"] and "nextCursor" not in rest
-    assert "nextFireTimes" not in page["schedules"][0]
+    assert [s["scheduleId"] for s in rest["data"]] == ["c"] and "nextCursor" not in rest
+    assert "nextFireTimes" not in page["data"][0]
 
     assert api.call(node, "deleteSchedule", topic=topic, scheduleId="a") == {
         "code": 200, "msg": "success", "deleted": True, "occurrenceDeleted": True}
@@ -100,13 +103,63 @@ def test_list_pages_and_delete_pause_resume(node, topic, raw_redis):
         "code": 404, "msg": f"scheduleId: no schedule 'a' in topic '{topic}'"}
 
     paused = api.call(node, "pauseSchedule", topic=topic, scheduleId="b")
-    assert paused["changed"] is True and paused["schedule"]["paused"] is True
-    assert paused["schedule"]["nextFireTime"] is None
+    assert paused["changed"] is True and paused["data"]["paused"] is True
+    assert paused["data"]["nextFireTime"] is None
     assert api.status(node, topic, f"b:{start}") == 7
     resumed = api.call(node, "resumeSchedule", topic=topic, scheduleId="b")
-    assert resumed["changed"] is True and resumed["schedule"]["paused"] is False
-    assert resumed["schedule"]["nextFireTime"] == start     # startTime is still ahead
+    assert resumed["changed"] is True and resumed["data"]["paused"] is False
+    assert resumed["data"]["nextFireTime"] == start     # startTime is still ahead
+    assert set(paused) == set(resumed) == {"code", "msg", "data", "changed"}
+    assert (paused["data"]["sentCount"], resumed["data"]["sentCount"]) == (0, 1)
     assert api.status(node, topic, f"b:{start}") == 1       # written anew
+
+
+def test_every_answer_has_the_contracts_shape_and_satisfies_its_documented_schema(
+        node, topic, raw_redis):
+    """The object under data (as getTopicConfig), what is about the call beside it; each
+    real answer, 200 or not, satisfies the schema /openapi.json gives its route."""
+    spec = document()
+    start = api.redis_now_ms(raw_redis) + 60_000
+    create(node, topic, "b", everyMillis=1000, startTime=start)
+    answers = [(name, api.call(node, name, topic=topic, **values)) for name, values in [
+        ("createSchedule", {"scheduleId": "a", "msg": "m", "cron": "0 3 * * *",
+                            "timezone": "Europe/Paris", "limit": 2}),
+        ("getSchedule", {"scheduleId": "a"}),
+        ("listSchedules", {"limit": 1}),
+        ("listSchedules", {}),
+        ("pauseSchedule", {"scheduleId": "a"}), ("pauseSchedule", {"scheduleId": "a"}),
+        ("resumeSchedule", {"scheduleId": "a"}), ("resumeSchedule", {"scheduleId": "a"}),
+        ("deleteSchedule", {"scheduleId": "a"}),
+        ("getSchedule", {"scheduleId": "a"}),                               # 404
+        ("createSchedule", {"scheduleId": "x", "msg": "m", "cron": "* * *"}),  # 400
+    ]]
+    shapes = [(name, sorted(set(answer) - {"code", "msg"})) for name, answer in answers]
+    assert shapes == [
+        ("createSchedule", ["data"]), ("getSchedule", ["data"]),
+        ("listSchedules", ["data", "nextCursor"]), ("listSchedules", ["data"]),
+        ("pauseSchedule", ["changed", "data"]), ("pauseSchedule", ["changed", "data"]),
+        ("resumeSchedule", ["changed", "data"]), ("resumeSchedule", ["changed", "data"]),
+        ("deleteSchedule", ["deleted", "occurrenceDeleted"]),
+        ("getSchedule", []), ("createSchedule", [])]
+    assert [a["code"] for _, a in answers][-2:] == [404, 400]
+    assert answers[0][1]["data"]["nextFireTimes"] == answers[1][1]["data"]["nextFireTimes"]
+    assert [s["scheduleId"] for s in answers[3][1]["data"]] == ["a", "b"]
+    assert [a["changed"] for _, a in answers[4:8]] == [True, False, True, False]
+    for name, answer in answers:
+        errors = [e.message for e in answer_validator(spec, name).iter_errors(answer)]
+        assert not errors, (name, answer, errors)
+    got = answers[1][1]
+    for broken in ({**got, "data": {**got["data"], "sentCount": "1"}},      # not vacuous
+                   {"code": 200, "msg": "success", "schedule": got["data"]}):
+        assert list(answer_validator(spec, "getSchedule").iter_errors(broken)), broken
+
+
+def answer_validator(spec, name: str) -> Draft202012Validator:
+    """The validator of a route's documented answer (its refs resolved in the document)."""
+    schema = spec["paths"][Q + name]["post"]["responses"]["200"]["content"][
+        "application/json"]["schema"]
+    return Draft202012Validator({**spec, "$ref": "#/$defs/target",
+                                 "$defs": {"target": schema}})
 
 
 def test_the_write_routes_take_post_only(node, topic):
@@ -131,7 +184,7 @@ def test_unknown_topic_and_unknown_schedule_answer_404_and_create_nothing(node, 
         assert api.call(node, name, topic=topic, scheduleId="ghost") == {
             "code": 404, "msg": f"scheduleId: no schedule 'ghost' in topic '{topic}'"}, name
     assert api.call(node, "listSchedules", topic=topic) == {
-        "code": 200, "msg": "success", "schedules": []}
+        "code": 200, "msg": "success", "data": []}
 
 
 BAD = [
@@ -186,6 +239,6 @@ def test_list_without_a_topic_needs_a_token_that_covers_every_topic(redis_url):
         "topic": "t-1", "scheduleId": "s", "msg": "m", "everyMillis": 60_000})
     assert created.get_json()["code"] == 200
     listed = client.post(Q + "listSchedules", headers=every).get_json()
-    assert [(s["topic"], s["scheduleId"]) for s in listed["schedules"]] == [("t-1", "s")]
+    assert [(s["topic"], s["scheduleId"]) for s in listed["data"]] == [("t-1", "s")]
     own = client.post(Q + "listSchedules", headers=narrow, data={"topic": "t-1"}).get_json()
-    assert own["code"] == 200 and len(own["schedules"]) == 1
+    assert own["code"] == 200 and len(own["data"]) == 1

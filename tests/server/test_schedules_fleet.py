@@ -42,7 +42,7 @@ def test_every_occurrence_once_never_early_across_a_kill_9_and_restart(redis_url
         created = first.call("createSchedule", topic="every", scheduleId="s", msg="tick",
                              everyMillis=1000)
         assert created["code"] == 200, created
-        start = created["schedule"]["nextFireTime"]
+        start = created["data"]["nextFireTime"]
         received: list[tuple[str, int, int]] = []      # (msgId, triggerTime, Redis time)
         stop = threading.Event()
         errors: list[BaseException] = []
