@@ -21,6 +21,12 @@
 - delivered while paused: a delivery by a pull sent after a pause of its topic answered and
   answered before the resume was sent (a pull already in flight when the pause was called,
   or one whose answer came after the resume was sent, may deliver);
+- schedule, missing: a fire time of a recurring schedule (everyMillis), due before its
+  deleteSchedule was sent by more than the promotion allowance, whose occurrence was never
+  delivered (an occurrence the delete found still waiting is deleted with it);
+- schedule, off the grid: a delivered occurrence whose fire time is not first + k * every, or
+  later than the delete's answer (none can have been written after it); an occurrence
+  received before its fire time is early like any message;
 - lag: receive time - triggerTime of each message's first delivery, in and out of faults.
 Every verdict claims only what the history proves: an unknown outcome counts both ways.
 """
@@ -30,7 +36,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from faults.history import FAIL, OK, Delivery, History, Op, Pause
+from faults.history import FAIL, OK, Delivery, History, Op, Pause, ScheduleRun
 from support.fleet import percentile
 
 GroupKey = tuple[str, str]                 # (topic, groupId)
@@ -55,6 +61,11 @@ class Verdict:
     delivered_while_paused: list[tuple] = field(default_factory=list)
     pauses: int = 0                                         # topic pauses in the history
     pulls_in_pause: int = 0         # pulls sent while their topic was paused
+    # (scheduleId, fire time): fire times that must have been delivered and were not;
+    # occurrences delivered off the schedule's grid or after its delete
+    schedule_missing: list[tuple] = field(default_factory=list)
+    schedule_off_grid: list[tuple] = field(default_factory=list)
+    occurrences: int = 0            # distinct schedule occurrences delivered
     http_5xx: list[str] = field(default_factory=list)
     hangs: list[str] = field(default_factory=list)
     lag_ms: dict[str, float] = field(default_factory=dict)          # p50, p99, max: all
@@ -69,12 +80,15 @@ class Verdict:
             ("group: two outstanding at once", self.two_outstanding),
             ("group: delivered before an earlier one ended", self.out_of_order),
             ("delivered while paused", self.delivered_while_paused),
+            ("schedule: fire time never delivered", self.schedule_missing),
+            ("schedule: occurrence off its grid", self.schedule_off_grid),
             ("http 5xx", self.http_5xx), ("hangs", self.hangs)) if values}
 
     def summary(self) -> str:
         return (f"sends {self.sends}, pulls {self.pulls}, acks {self.acks}, delivered "
                 f"{self.delivered} (+{self.redelivered} again, {self.grouped} grouped), "
                 f"pauses {self.pauses} ({self.pulls_in_pause} pulls sent within), "
+                f"schedule occurrences {self.occurrences}, "
                 f"lag {self.lag_ms}, "
                 f"in fault {self.lag_in_fault_ms}, violations "
                 f"{ {k: v[:5] for k, v in self.violations.items()} }, traces {self.traces}")
@@ -186,17 +200,52 @@ def _delivered_while_paused(deliveries: list[Delivery], pulls: list[Op],
     return found, tested
 
 
+def _schedule_verdicts(runs: list[ScheduleRun], deliveries: list[Delivery],
+                       allowance_ms: float) -> tuple[list[tuple], list[tuple], set[str]]:
+    """Missing and off-grid fire times of each schedule, and every occurrence delivered.
+    A fire time due ``allowance_ms`` before the delete was sent was promoted before it (the
+    delete removes only a waiting occurrence), so it must have been delivered."""
+    missing, off_grid, occurrences = [], [], set()
+    for run in runs:
+        fires = {}
+        for d in deliveries:
+            fire = run.fire_time(d.msg_id) if d.topic == run.topic else None
+            if fire is not None:
+                fires[fire] = d.msg_id
+                occurrences.add(d.msg_id)
+        for fire in sorted(fires):
+            on_grid = fire >= run.first_fire_ms and \
+                (fire - run.first_fire_ms) % run.every_ms == 0
+            if not on_grid or fire > run.deleted_ms:
+                off_grid.append((run.schedule_id, fire))
+        fire = run.first_fire_ms
+        while fire <= run.deleted_from_ms - allowance_ms:
+            if fire not in fires:
+                missing.append((run.schedule_id, fire))
+            fire += run.every_ms
+    return missing, off_grid, occurrences
+
+
 def _ended_from(op: Op, acks: dict[str, list[Op]]) -> float:
     """The earliest time the sent message may have ended: its first ack that may have acted."""
     return min((a.start_ms for a in acks.get(op.msg_id, ())), default=float("inf"))
 
 
-def check(history: History, ack_timeout_ms: float) -> Verdict:
-    """``ack_timeout_ms``: the ack timeout of the pulls (the topics' setting)."""
+def check(history: History, ack_timeout_ms: float,
+          promotion_allowance_ms: float = 5000) -> Verdict:
+    """``ack_timeout_ms``: the ack timeout of the pulls (the topics' setting);
+    ``promotion_allowance_ms``: how late a due occurrence may be promoted in a run (faults
+    included), for the schedule verdict."""
     sends, acks, pulls = history.of("send"), history.of("ack"), history.of("pull")
     v = Verdict(sends=_count(sends), acks=_count(acks), pulls=_count(pulls))
     sent_ok = {op.msg_id for op in sends if op.outcome == OK}
-    attempted = {op.msg_id for op in sends if op.outcome != FAIL}
+    with history.lock:
+        runs, all_deliveries = list(history.schedules), list(history.deliveries)
+    v.schedule_missing, v.schedule_off_grid, occurrences = _schedule_verdicts(
+        runs, all_deliveries, promotion_allowance_ms)
+    v.occurrences = len(occurrences)
+    # Occurrences are sent by their schedule, not by a client: expected, never "unexpected".
+    attempted = {op.msg_id for op in sends if op.outcome != FAIL} | occurrences
     first: dict[str, float] = {}
     lags, lags_in_fault = [], []
     faults = list(history.faults)

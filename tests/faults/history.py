@@ -60,12 +60,31 @@ class Pause:
 
 
 @dataclass
+class ScheduleRun:
+    """One recurring schedule of a run (everyMillis): its fire times are first_fire_ms + k *
+    every_ms until its deleteSchedule, each an occurrence with msgId ``<schedule_id>:<fire>``."""
+
+    topic: str
+    schedule_id: str
+    every_ms: int
+    first_fire_ms: int            # createSchedule's nextFireTimes[0]
+    deleted_from_ms: float = float("inf")   # the deleteSchedule call that answered 200 was sent
+    deleted_ms: float = float("inf")        # ... and answered
+
+    def fire_time(self, msg_id: str) -> int | None:
+        """The fire time an occurrence's msgId carries, or None for another message."""
+        head, _, fire = msg_id.rpartition(":")
+        return int(fire) if head == self.schedule_id and fire.isdigit() else None
+
+
+@dataclass
 class History:
     ops: list[Op] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
     hangs: list[Op] = field(default_factory=list)
     faults: list[tuple[float, float, str]] = field(default_factory=list)  # start, end, what
     pauses: list[Pause] = field(default_factory=list)
+    schedules: list[ScheduleRun] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, op: Op) -> None:

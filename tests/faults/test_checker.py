@@ -175,3 +175,40 @@ def test_a_pause_of_one_topic_does_not_hold_another():
                       pulled(200, 210, "u"), Delivery("u", "a", 1, 10, 200, 210)),
               ACK_TIMEOUT_MS)
     assert (v.delivered_while_paused, v.pulls_in_pause) == ([], 0)
+
+
+# -- recurring schedules ----------------------------------------------------------------------
+def schedule_run(first=1000, every=1000, deleted_from=6000, deleted=6010):
+    from faults.history import ScheduleRun
+    return ScheduleRun(TOPIC, "s", every, first, deleted_from, deleted)
+
+
+def schedule_verdicts(run, *fires, allowance=1500):
+    h = history(*(delivered(f"s:{fire}", fire, fire + 5, fire, group=None) for fire in fires))
+    h.schedules.append(run)
+    v = check(h, ACK_TIMEOUT_MS, promotion_allowance_ms=allowance)
+    return v.schedule_missing, v.schedule_off_grid, v.unexpected, v.occurrences
+
+
+def test_every_fire_time_due_before_the_delete_delivered_is_clean():
+    # 1000..4000 are due before 6000 - 1500; 5000 may have been deleted while it waited
+    missing, off, unexpected, count = schedule_verdicts(schedule_run(), 1000, 2000, 3000, 4000)
+    assert (missing, off, unexpected, count) == ([], [], [], 4)
+    assert schedule_verdicts(schedule_run(), 1000, 2000, 3000, 4000, 5000)[:3] == ([], [], [])
+
+
+def test_a_fire_time_never_delivered_is_missing():
+    missing, off, _, _ = schedule_verdicts(schedule_run(), 1000, 3000, 4000)
+    assert missing == [("s", 2000)] and off == []
+
+
+def test_an_occurrence_off_the_grid_or_after_the_delete_is_off_grid():
+    _, off, unexpected, _ = schedule_verdicts(schedule_run(), 1000, 2000, 2500, 3000, 4000,
+                                              7000)
+    assert off == [("s", 2500), ("s", 7000)] and unexpected == []
+
+
+def test_an_occurrence_received_before_its_fire_time_is_early():
+    h = history(delivered("s:1000", 990, 995, 1000, group=None))
+    h.schedules.append(schedule_run(deleted_from=1500, deleted=1510))
+    assert [e[0] for e in check(h, ACK_TIMEOUT_MS).early] == ["s:1000"]

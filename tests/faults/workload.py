@@ -1,6 +1,7 @@
 """The clients of a fault run: producers at a fixed rate over some topics, about half of the
-sends in a few message groups per topic, and long-poll consumers (two per topic) that ack what
-they get, giving some first deliveries back with a nack; every call goes into the History."""
+sends in a few message groups per topic, a recurring schedule (everyMillis) on the first topic,
+and long-poll consumers (two per topic) that ack what they get, giving some first deliveries
+back with a nack; every call goes into the History."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Callable
 
 import requests
 
-from faults.history import FAIL, OK, UNKNOWN, Delivery, History, Op, now_ms
+from faults.history import FAIL, OK, UNKNOWN, Delivery, History, Op, ScheduleRun, now_ms
 from support.fleet import API
 from support.wait import wait_until
 
@@ -27,6 +28,8 @@ TRIGGER_GRID_MS = 250      # grouped sends are due on this grid: equal triggerTi
 GROUP_MAX_RETRY = 1000     # a grouped message never runs out of deliveries in a run: the
                            # checker ends one at its ack only
 NACK_SHARE = 0.1           # of first deliveries, given back with a nack (a head holds its group)
+SCHEDULE_EVERY_MS = 1000   # the run's recurring schedule fires every second
+SCHEDULE_CALLS_S = 30.0    # how long createSchedule / deleteSchedule are retried
 
 
 def _outcome(answer: dict) -> str:
@@ -100,6 +103,7 @@ class Workload:
 
     def start(self) -> "Workload":
         self.producing.set()
+        self._start_schedule()
         for i in range(self.producers):
             self._spawn(self._produce, i)
         for i, topic in enumerate(self.topics):
@@ -153,8 +157,49 @@ class Workload:
                             CALL_TIMEOUT_S, msgId=message["msgId"],
                             receipt=message.get("receipt", ""), ack="false" if nack else "true")
 
+    def _start_schedule(self) -> None:
+        """A schedule firing every second on the first topic, from a startTime on the grid so
+        that a retried create (replace) keeps the same fire times."""
+        client = Client(self.history, self.bases, self.token)
+        topic, schedule_id = self.topics[0], f"every-{uuid.uuid4().hex[:6]}"
+        start = (int(now_ms()) // SCHEDULE_EVERY_MS + 2) * SCHEDULE_EVERY_MS
+        deadline = time.monotonic() + SCHEDULE_CALLS_S
+        while time.monotonic() < deadline:
+            op, answer = client.call("schedule", "createSchedule", topic, None, CALL_TIMEOUT_S,
+                                     scheduleId=schedule_id, everyMillis=SCHEDULE_EVERY_MS,
+                                     startTime=start, msg="tick", maxRetry=GROUP_MAX_RETRY)
+            if op.outcome == OK:
+                with self.history.lock:
+                    self.history.schedules.append(ScheduleRun(
+                        topic, schedule_id, SCHEDULE_EVERY_MS,
+                        answer["data"]["nextFireTimes"][0]))
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"createSchedule never answered 200: {op}")
+
+    def _stop_schedules(self) -> None:
+        """deleteSchedule each schedule until it answers 200, or 404 after a call whose outcome
+        was unknown (that one deleted it): the run's fire times end there."""
+        client = Client(self.history, self.bases, self.token)
+        for run in self.history.schedules:
+            deadline, first_sent = time.monotonic() + SCHEDULE_CALLS_S, None
+            while time.monotonic() < deadline:
+                op, answer = client.call("schedule", "deleteSchedule", run.topic, None,
+                                         CALL_TIMEOUT_S, scheduleId=run.schedule_id)
+                first_sent = op.start_ms if first_sent is None else first_sent
+                gone = op.outcome == FAIL and answer and answer.get("code") == 404
+                if op.outcome == OK or gone:
+                    run.deleted_from_ms, run.deleted_ms = first_sent, op.end_ms
+                    break
+                time.sleep(0.2)
+            else:
+                raise AssertionError(f"deleteSchedule never answered: {op}")
+
     def stop_producing(self) -> None:
-        self.producing.clear()
+        """Producers stop, and the schedules are deleted (their last fire times end here)."""
+        if self.producing.is_set():
+            self.producing.clear()
+            self._stop_schedules()
 
     def drain(self, timeout_s: float, settled: Callable[[], bool] = lambda: True) -> bool:
         """Wait until every send answered 200 has been delivered and ``settled()``; True if
@@ -171,7 +216,12 @@ class Workload:
             return False
 
     def stop(self) -> None:
-        self.stop_producing()
+        if self.producing.is_set():      # a run that failed before its drain
+            self.producing.clear()
+            try:
+                self._stop_schedules()
+            except AssertionError:
+                pass                     # the run's own failure is the one to report
         self.stopping.set()
         for thread in self.threads:
             thread.join(timeout=LONG_POLL_MS / 1000 + CALL_TIMEOUT_S + HANG_MARGIN_S)
