@@ -147,8 +147,9 @@ def row(result: Run) -> str:
     sends = f"{v.sends.get('ok', 0)} / {v.sends.get('fail', 0)} / {v.sends.get('unknown', 0)}"
     counts = [len(v.lost), len(v.unexpected), len(v.early), len(v.again_after_ack),
               len(v.two_outstanding), len(v.out_of_order),
-              len(v.delivered_while_paused) if v.pauses else "-", len(v.http_5xx),
-              len(v.hangs)]
+              len(v.delivered_while_paused) if v.pauses else "-",
+              f"{v.occurrences} / {len(v.schedule_missing)} / {len(v.schedule_off_grid)}",
+              len(v.http_5xx), len(v.hangs)]
     per_s = sum(v.sends.values()) / max(result.seconds, 1)
     return (f"| {result.nemesis} | {result.cycles} | {result.seconds:.0f} | {per_s:.0f} | "
             f"{sends} | {v.delivered} ({v.grouped}) | {v.redelivered} | "
@@ -180,11 +181,15 @@ def section(results: list[Run], scale: float, seconds: float) -> str:
         "\"under fault\" counts messages due while the fault was on. Delivered counts "
         "distinct messages (grouped ones in brackets); group: 2 out counts two deliveries of "
         "one group outstanding at once, group: order a message delivered before an earlier "
-        "one of its group ended.", "",
+        "one of its group ended. Schedule: the run's recurring schedule (every second on "
+        "the first topic, created before the faults, deleted before the drain): occurrences "
+        "delivered / fire times due before the delete never delivered / occurrences off its "
+        "grid or after its delete.", "",
         "| fault | count | s | sends/s | sends ok / refused / unknown | delivered "
         "| redelivered | lost | unexpected | early | again after ack | group: 2 out "
-        "| group: order | delivered while paused | HTTP 5xx | hangs | lag | lag under fault |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| group: order | delivered while paused | schedule | HTTP 5xx | hangs | lag "
+        "| lag under fault |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     notes = ["", "What each fault did (first and last cycle): " + "; ".join(
         f"{r.nemesis}: {r.notes[0] if r.notes else '-'}"

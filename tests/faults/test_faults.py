@@ -1,9 +1,9 @@
 """Each nemesis, briefly, under load on two nodes and a Redis with AOF: nothing acked is lost,
 nothing is early, nothing comes back after a 200 ack, no HTTP 5xx, no hangs, a message group
 never has two deliveries outstanding nor delivers out of order, a recurring schedule delivers
-every fire time once and none off its grid, a paused topic hands nothing out, nothing is left in a queue or a group structure once drained, and the fleet serves again
-after the fault. The long campaign
-is ``make chaos`` (tests/faults/chaos.py)."""
+every fire time once and none off its grid, a paused topic hands nothing out, nothing is left
+in a queue or a group structure once drained, and the fleet serves again after the fault. The
+long campaign is ``make chaos`` (tests/faults/chaos.py)."""
 
 from __future__ import annotations
 
