@@ -71,6 +71,8 @@ from typing import Any, Iterator
 
 from croniter import CroniterError, croniter
 
+from delayqueue.settings.value import ValueProblem, parse_int
+
 MISFIRE_GRACE_MS = 60_000
 MISFIRE_POLICIES = ("once", "skip", "all")
 MAX_MISFIRE_ALL = 1000
@@ -330,23 +332,12 @@ def _absent(value: Any) -> Any:
 
 
 def _integer(param: str, raw: Any, low: int, high: int | None, rule: str | None = None) -> int:
+    """The request's integer rules (settings/value.py), refused under this parameter's name."""
     rule = rule or f"{param} must be an integer time in ms from {low} to {high}"
-    if isinstance(raw, bool):
-        raise RecurrenceError(param, rule)
-    if isinstance(raw, float) and raw.is_integer():
-        value = int(raw)
-    elif isinstance(raw, int):
-        value = raw
-    elif isinstance(raw, str):
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            raise RecurrenceError(param, rule) from None
-    else:
-        raise RecurrenceError(param, rule)
-    if value < low or (high is not None and value > high):
-        raise RecurrenceError(param, rule)
-    return value
+    try:
+        return parse_int(raw, low, high, rule)
+    except ValueProblem:
+        raise RecurrenceError(param, rule) from None
 
 
 def _zone_checked(name: Any) -> zoneinfo.ZoneInfo:
