@@ -25,13 +25,13 @@ occurrence deleted or purged before its fire time.
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 import redis
 
+from .cursor import decode_pair, encode_pair
 from .errors import BadRequest, NotFound, redis_errors
 from .keys import TopicKeys
 from .outcome import Outcome
@@ -95,17 +95,15 @@ def split_member(entry: str) -> tuple[str, str]:
 
 
 def encode_cursor(topic: str, schedule_id: str) -> str:
-    text = json.dumps([topic, schedule_id], ensure_ascii=False, separators=(",", ":"))
-    return base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii").rstrip("=")
+    return encode_pair(topic, schedule_id)
 
 
 def decode_cursor(cursor: str) -> tuple[str, str]:
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        topic, schedule_id = json.loads(raw.decode("utf-8"))
+        topic, schedule_id = decode_pair(cursor)
         if not isinstance(topic, str) or not isinstance(schedule_id, str):
             raise ValueError
-    except (ValueError, TypeError, UnicodeDecodeError):
+    except ValueError:
         raise BadRequest(f"cursor: not a nextCursor of a listSchedules page, got "
                          f"{cursor[:64]!r}") from None
     return topic, schedule_id

@@ -16,12 +16,11 @@ not in the registry answers 404.
 
 from __future__ import annotations
 
-import base64
-import json
 from dataclasses import dataclass
 
 import orjson
 
+from .cursor import decode_pair, encode_pair
 from .errors import BadRequest, redis_errors
 from .message import DelayMsg
 from .outcome import Outcome
@@ -52,17 +51,15 @@ class MessagePage:
 
 def encode_cursor(score: int, member: str) -> str:
     """An entry's place in its view, opaque to clients (URL-safe)."""
-    text = json.dumps([score, member], ensure_ascii=False, separators=(",", ":"))
-    return base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii").rstrip("=")
+    return encode_pair(score, member)
 
 
 def decode_cursor(cursor: str) -> tuple[int, str]:
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        score, member = json.loads(raw.decode("utf-8"))
+        score, member = decode_pair(cursor)
         if isinstance(score, bool) or not isinstance(score, int) or not isinstance(member, str):
             raise ValueError
-    except (ValueError, TypeError, UnicodeDecodeError):
+    except ValueError:
         raise BadRequest(f"cursor: not a nextCursor of a listMsg page, got {cursor[:64]!r}"
                          ) from None
     return score, member
