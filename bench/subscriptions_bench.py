@@ -312,13 +312,15 @@ def print_figures(f: dict[str, Any], p: dict[str, Any]) -> None:
     print_table(f"A. Redis bytes per ready message, {p['memory']:,} messages, "
                 f"{p['body_bytes']}-byte bodies", rows)
     b = f["throughput"]
-    columns = ("sends_per_s", "deliveries_per_s", "redis_cpu_us_per_send",
-               "redis_cpu_us_per_delivery", "script_us_per_send", "script_us_per_delivery")
+    columns = {"sends_per_s": "sends/s", "deliveries_per_s": "deliveries/s",
+               "redis_cpu_us_per_send": "Redis CPU us/send",
+               "redis_cpu_us_per_delivery": "Redis CPU us/delivery",
+               "script_us_per_send": "script us/send",
+               "script_us_per_delivery": "script us/delivery"}
     print_table(f"B. send -> deliver, {b['messages']:,} messages per count, batches of "
-                f"{BATCH} (ratio against 0 named)", [
-        ("named subscriptions: " + " | ".join(columns), ""),
-        *[(f"{r['subscriptions']}", " | ".join(f"{r[c]:,} ({r['ratio'][c]})" for c in columns))
-          for r in b["rows"]]])
+                f"{BATCH}, the ratio against 0 named in brackets", [
+        (f"{r['subscriptions']} named: {label}", f"{r[c]:,} ({r['ratio'][c]})")
+        for r in b["rows"] for c, label in columns.items()])
     load = f["load_average"]
     print_table("load average (1 min)", [("before, after",
                                           f"{load['before'][0]:.2f}, {load['after'][0]:.2f}")])
