@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from delayqueue.core.errors import BadRequest, DelayQueueError, MissingParameter
 from delayqueue.core.queue import ON_DUPLICATE
+from delayqueue.core.subscriptions import subscription_name
 from delayqueue.settings.value import (
     BOOLEAN_RULE,
     MAX_DURATION_MS,
@@ -142,6 +143,20 @@ class Params:
             shown = value if len(value) <= 40 else value[:40] + "…"
             raise BadRequest(f"onDuplicate: must be keep or replace, got {shown!r}")
         return value
+
+    def subscription(self) -> str | None:
+        """The subscription a request addresses (ours): None, the topic's default one, when
+        ``subscription`` is absent, empty or ``default``; else a name of 1-64 characters of
+        [A-Za-z0-9._-] (code 400 naming ``subscription``). Whether it exists is the core's
+        to say (404)."""
+        return subscription_name(self.string("subscription"))
+
+    def named_subscription(self, default_allowed: bool = False) -> str | None:
+        """A subscription route's own ``subscription``: required (absent or empty: missing,
+        as any required parameter of ours); ``default`` only where ``default_allowed`` (its
+        settings), answered as None; the name ``default`` cannot be created or deleted."""
+        value = self.string("subscription", required=True)
+        return subscription_name(value, named=not default_allowed)
 
     def body(self) -> str:
         body = self.string("msg", required=True)
