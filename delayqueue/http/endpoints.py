@@ -313,10 +313,11 @@ ENDPOINTS: tuple[Endpoint, ...] = (
          "their queue sizes, the default one first.", "SubscriptionListAnswer",
          ok_example(data=EXAMPLE_SUBSCRIPTIONS), [TOPIC], (400, 404), tag="subscriptions",
          methods=POST),
-    ours("setSubscriptionConfig", topic(ADMIN), "Set (or reset=true: drop) a subscription's "
-         "own settings.", "SubscriptionConfigAnswer",
+    ours("setSubscriptionConfig", topic(ADMIN), "Set (or reset=true: drop) a named "
+         "subscription's own settings (the default subscription's are the topic's: "
+         "setTopicConfig).", "SubscriptionConfigAnswer",
          ok_example(data=EXAMPLE_SUBSCRIPTION_CONFIG, source=EXAMPLE_SUBSCRIPTION_SOURCE),
-         [TOPIC, CONFIGURED_SUBSCRIPTION, *SUBSCRIPTION_SETTING_PARAMS,
+         [TOPIC, NAMED_SUBSCRIPTION, *SUBSCRIPTION_SETTING_PARAMS,
           Param("reset", boolean("Drop every value of the subscription's own first."))],
          (400, 404), tag="subscriptions", methods=POST),
     ours("getSubscriptionConfig", topic(PRODUCE, CONSUME), "The effective settings of a "

@@ -153,8 +153,8 @@ class Params:
 
     def named_subscription(self, default_allowed: bool = False) -> str | None:
         """A subscription route's own ``subscription``: required (absent or empty: missing,
-        as any required parameter of ours); ``default`` only where ``default_allowed`` (its
-        settings), answered as None; the name ``default`` cannot be created or deleted."""
+        as any required parameter of ours); ``default`` only where ``default_allowed``
+        (getSubscriptionConfig), answered as None, else code 400."""
         value = self.string("subscription", required=True)
         return subscription_name(value, named=not default_allowed)
 

@@ -109,18 +109,18 @@ NAMED_SUBSCRIPTION = Param("subscription", string(
     "subscription always exists and cannot be created or deleted).", minLength=1,
     maxLength=64, pattern="^[A-Za-z0-9._-]{1,64}$"), True)
 CONFIGURED_SUBSCRIPTION = Param("subscription", string(
-    f"(ours) The subscription: 'default' (the topic's default subscription) or a named one "
-    f"({SUBSCRIPTION_RULE}). An unknown one answers 404.", minLength=1, maxLength=64,
-    pattern="^[A-Za-z0-9._-]{1,64}$"), True)
+    f"(ours) The subscription: 'default' (the topic's default subscription, whose settings "
+    f"are the topic's) or a named one ({SUBSCRIPTION_RULE}). An unknown one answers 404.",
+    minLength=1, maxLength=64, pattern="^[A-Za-z0-9._-]{1,64}$"), True)
 EXAMPLE_SUBSCRIPTION = {"subscription": "billing", "createdTime": T0, "readyQueueSize": 3,
                         "ackQueueSize": 1, "deadQueueSize": 0, "groupBlockedSize": 0,
                         "waitingQueueSize": 451, "paused": False}
 EXAMPLE_SUBSCRIPTIONS = [{**EXAMPLE_SUBSCRIPTION, "subscription": "default",
-                          "createdTime": T0 - 86_400_000, "readyQueueSize": 0},
+                          "createdTime": None, "readyQueueSize": 0},
                          EXAMPLE_SUBSCRIPTION]
-EXAMPLE_SUBSCRIPTION_CONFIG = {name: EXAMPLE_CONFIG[name] for name in SUBSCRIPTION_SETTINGS}
-EXAMPLE_SUBSCRIPTION_SOURCE = {name: EXAMPLE_SOURCE[name] for name in SUBSCRIPTION_SETTINGS} | {
-    "ackTimeoutMillis": "subscription", "maxRetry": "subscription"}
+EXAMPLE_SUBSCRIPTION_CONFIG = {**EXAMPLE_CONFIG, "ackTimeoutMillis": 60_000, "maxRetry": 5}
+EXAMPLE_SUBSCRIPTION_SOURCE = {**EXAMPLE_SOURCE, "ackTimeoutMillis": "subscription",
+                               "maxRetry": "subscription"}
 EXAMPLE_HELD_MSG = {**EXAMPLE_MSG, "status": 2, "subscriptions": {
     "billing": {"status": 3, "retry": 1}, "audit": {"status": 4, "retry": 1}}}
 
@@ -323,9 +323,10 @@ def schemas() -> dict[str, Any]:
         "SubscriptionDeleteAnswer": ok({"deleted": {"type": "boolean"}}, ["deleted"]),
         "SubscriptionConfigAnswer": ok({
             "data": {"type": "object", "properties": setting_values,
-                     "required": list(SUBSCRIPTION_SETTINGS)},
-            "source": {"type": "object", "additionalProperties": {
-                "enum": ["subscription", "topic", "server"]}},
+                     "required": [s.name for s in SETTINGS]},
+            "source": {"type": "object", "description": "subscription: the value is the "
+                       f"subscription's own (only {', '.join(SUBSCRIPTION_SETTINGS)} can be).",
+                       "additionalProperties": {"enum": ["subscription", "topic", "server"]}},
         }, ["data", "source"]),
         "Health": {"type": "object", "required": ["code"],
                    "properties": {"code": {"type": "integer", "enum": [200, 500]}}},
@@ -374,7 +375,8 @@ def subscription_schema() -> dict[str, Any]:
             "subscription": {"type": "string", "description": "'default' for the topic's "
                                                               "default subscription."},
             "createdTime": {"type": ["integer", "null"], "description": "When it was "
-                            "created: it receives the messages sent after."},
+                            "created: it receives the messages sent after (null for the "
+                            "default subscription, which the topic always has)."},
             "readyQueueSize": size, "ackQueueSize": size, "deadQueueSize": size,
             "groupBlockedSize": size, "waitingQueueSize": size,
             "paused": {"type": "boolean", "description": "pauseTopic with this subscription, "

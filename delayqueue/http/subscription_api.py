@@ -16,6 +16,9 @@ from typing import Any
 
 from flask import Blueprint, Response
 
+from delayqueue.core.errors import BadRequest
+from delayqueue.core.subscriptions import DEFAULT
+
 from .endpoints import route
 from .params import Params
 from .request import params, runtime, success
@@ -48,7 +51,8 @@ def delete_subscription() -> Response:
     p = params()
     topic, name = p.topic(), p.named_subscription()
     assert name is not None
-    return success(deleted=runtime().subscriptions.delete(topic, name))
+    runtime().subscriptions.delete(topic, name)
+    return success(deleted=True)
 
 
 @route(subscriptions, "listSubscriptions")
@@ -59,10 +63,14 @@ def list_subscriptions() -> Response:
 
 @route(subscriptions, "setSubscriptionConfig")
 def set_subscription_config() -> Response:
-    """As setTopicConfig, for one subscription (``default``: the topic's default one);
-    ``reset=true`` drops every value of the subscription's own first."""
+    """As setTopicConfig, for one named subscription; ``reset=true`` drops every value of
+    the subscription's own first. The default subscription's settings are the topic's."""
     p = params()
-    topic, name = p.topic(), p.named_subscription(default_allowed=True)
+    topic = p.topic()
+    if p.string("subscription") == DEFAULT:
+        raise BadRequest("subscription: the default subscription's settings are the topic's; "
+                         "set them with setTopicConfig")
+    name = p.named_subscription()
     reset = p.boolean("reset", default=False)
     data, source = runtime().subscriptions.set_config(topic, name, settings_of(p, "reset"),
                                                       reset=reset)
@@ -72,7 +80,7 @@ def set_subscription_config() -> Response:
 @route(subscriptions, "getSubscriptionConfig")
 def get_subscription_config() -> Response:
     """The effective settings of a subscription and where each comes from: "subscription",
-    "topic" or "server"."""
+    "topic" or "server" (``default``: the topic's, as getTopicConfig answers them)."""
     p = params()
     topic, name = p.topic(), p.named_subscription(default_allowed=True)
     data, source = runtime().subscriptions.get_config(topic, name)

@@ -160,9 +160,11 @@ def test_every_answer_satisfies_its_documented_schema(node, topic):
 
 
 # -- names -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("route", ["createSubscription", "deleteSubscription"])
-def test_the_default_subscription_cannot_be_created_or_deleted(node, topic, route):
-    assert_refused(api.call(node, route, topic=topic, subscription="default"))
+@pytest.mark.parametrize("route", ["createSubscription", "deleteSubscription",
+                                   "setSubscriptionConfig"])
+def test_the_default_subscription_cannot_be_created_deleted_or_set(node, topic, route):
+    """(Its settings are the topic's: setTopicConfig.)"""
+    assert_refused(api.call(node, route, topic=topic, subscription="default", maxRetry=1))
 
 
 @pytest.mark.parametrize("name", ["a b", "a/b", "é", "x" * 65, "{t}", "a\tb"])
