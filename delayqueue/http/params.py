@@ -206,7 +206,8 @@ class Params:
 
     # -- failure handling and topic settings (ours) ----------------------------------------
     def receipt(self) -> str | None:
-        """A receipt of the form the scripts make (hex.hex): one that is not the latest
+        """A receipt of the form the scripts make (hex.hex, in a named subscription
+        hex.hex.hex): one that is not the latest
         delivery's answers 409 (stale). A string of another form cannot be any delivery's
         receipt, so calling it stale would send the caller looking for a redelivery that never
         happened (a truncated paste, the msgId given in its place): that is code 400."""
@@ -214,7 +215,8 @@ class Params:
         if value is not None and not RECEIPT_FORM.fullmatch(value):
             shown = value if len(value) <= 40 else value[:40] + "…"
             raise BadRequest(f"receipt: malformed: {shown!r} is not a receipt (two lowercase "
-                             "hex numbers joined by a dot, as pullMsg hands them out)")
+                             "hex numbers joined by a dot, a third in a named subscription, "
+                             "as pullMsg hands them out)")
         return value
 
     def non_negative(self, name: str, required: bool = False) -> int | None:

@@ -63,7 +63,8 @@ ON_DUPLICATE = Param("onDuplicate", {"type": "string", "enum": ["keep", "replace
     "the topic's dedupWindowMillis answers duplicate: true either way.")})
 RECEIPT = Param("receipt", string("The receipt of the delivery being answered; a stale one "
                                   "answers 409 and changes nothing, one not of the receipt's "
-                                  "form (hex.hex) 400 (malformed)."))
+                                  "form (hex.hex, or hex.hex.hex in a named subscription) "
+                                  "400 (malformed)."))
 DELAY = Param("delayMillis", integer("Delay in ms from now (<= 0: due now); at most 100 years."))
 TRIGGER = Param("triggerTime", integer("(ours) Absolute due time, ms since the epoch; give "
                                        "at most one of delayMillis and triggerTime.", 0))
@@ -88,13 +89,17 @@ WAITING_INFO = {"sizeOf0To1min": 451, "sizeOf1minTo10min": 0, "sizeOf10minTo30mi
                 "sizeOf30minTo1hour": 0, "sizeOf1hourTo6hour": 0, "sizeOf6hourTo1day": 0,
                 "sizeOf1dayTo7day": 0, "sizeOf7dayTo30day": 0, "sizeOf30dayToInfinite": 0}
 EXAMPLE_INFO = {"topic": EXAMPLE_TOPIC, "waitingQueueSize": 451, "waitingQueueInfo": WAITING_INFO,
-                "readyQueueSize": 0, "ackQueueSize": 0, "deadQueueSize": 0, "groupBlockedSize": 0}
+                "readyQueueSize": 0, "ackQueueSize": 0, "deadQueueSize": 0, "groupBlockedSize": 0,
+                "paused": False, "subscriptions": [
+                    {"subscription": "default", "createdTime": None, "readyQueueSize": 0,
+                     "ackQueueSize": 0, "deadQueueSize": 0, "groupBlockedSize": 0,
+                     "waitingQueueSize": 451, "paused": False}]}
 EXAMPLE_CONFIG = {"ttlMillis": 3_600_000, "maxRetry": 2, "ackTimeoutMillis": 30_000,
                   "redeliveryDelayMillis": 500, "redeliveryBackoffMultiplier": 2,
                   "redeliveryMaxDelayMillis": 3_600_000, "deadLetter": True,
                   "deadLetterRetentionMillis": 604_800_000, "deadLetterMaxSize": 100_000,
                   "delayMillis": 0, "maxBacklog": 0, "dedupWindowMillis": 0,
-                  "description": ""}
+                  "defaultSubscription": True, "description": ""}
 EXAMPLE_SOURCE = {name: "server" for name in EXAMPLE_CONFIG} | {
     "maxRetry": "topic", "redeliveryDelayMillis": "topic", "redeliveryBackoffMultiplier": "topic"}
 
