@@ -101,6 +101,7 @@ def post(http, path, **form):
 def test_the_topic_page_lists_its_subscriptions_default_first_with_their_sizes(http, rt,
                                                                                  subs):
     topic = "orders"
+    http.post(Q + "setTopicConfig", data={"topic": topic, "maxRetry": 0})
     send(http, topic, "before")                 # the default's only: sent before both
     subs.create(topic, "billing", {})
     subs.create(topic, "audit", {"maxRetry": 0})
@@ -137,9 +138,9 @@ def test_the_topic_page_lists_its_subscriptions_default_first_with_their_sizes(h
 
 def test_a_subscription_page_shows_its_own_queue_and_dead_letters_only(http, rt, subs):
     topic = "payments"
+    http.post(Q + "setTopicConfig", data={"topic": topic, "maxRetry": 0})
     subs.create(topic, "audit", {"maxRetry": 0})
     subs.create(topic, "billing", {"maxRetry": 0})
-    http.post(Q + "setTopicConfig", data={"topic": topic, "maxRetry": 0})
     for msg_id in ("first", "second", "third"):
         send(http, topic, msg_id)
     # Each subscription's own dead letter: a different message in each.
@@ -215,6 +216,7 @@ def test_the_settings_form_sets_a_subscription_value_with_source_subscription(ht
 
 def test_pause_and_resume_a_subscription_from_its_page(http, rt, subs):
     topic = "held"
+    http.post(Q + "setTopicConfig", data={"topic": topic, "maxRetry": 1})
     subs.create(topic, "audit", {})
     send(http, topic, "m")
     assert post(http, "/dashboard/topic/pause", topic=topic, subscription="audit")[1] == \
@@ -285,6 +287,7 @@ def test_unknown_and_bad_subscriptions_answer_404_or_400_naming_the_parameter(ht
 def test_the_message_page_shows_each_subscription_and_one_subscription_s_view(http, rt,
                                                                             subs):
     topic = "looked-up"
+    http.post(Q + "setTopicConfig", data={"topic": topic, "maxRetry": 1})
     subs.create(topic, "audit", {})
     send(http, topic, "m")
     rt.queue.pull(topic, 1, subscription="audit")
@@ -300,8 +303,8 @@ def test_the_message_page_shows_each_subscription_and_one_subscription_s_view(ht
 
 def test_a_hostile_topic_name_is_escaped_on_the_subscription_page(http, subs):
     hostile = '<b>"x"</b>'
-    subs.create(hostile, "audit", {})
     send(http, hostile, "m")
+    subs.create(hostile, "audit", {})
     html = page(http, hostile, "audit")
     assert hostile not in html and "&lt;b&gt;" in html
 
