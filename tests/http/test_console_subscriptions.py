@@ -122,8 +122,7 @@ def test_the_topic_page_lists_its_subscriptions_default_first_with_their_sizes(h
         for field in SIZES:
             assert int(row[field]) == entry[field], (entry["subscription"], field)
         assert row["state"] == ("paused" if entry["paused"] else "active")
-    assert [shown["billing"][f] for f in ("readyQueueSize", "ackQueueSize",
-                                          "waitingQueueSize")] == ["1", "2", "1"]
+    assert [shown["billing"][f] for f in ("readyQueueSize", "ackQueueSize")] == ["1", "2"]
     assert [shown["audit"][f] for f in ("readyQueueSize", "deadQueueSize", "state")] == \
         ["2", "1", "paused"]
     assert [shown["default"][f] for f in ("readyQueueSize", "deadQueueSize")] == ["4", "0"]

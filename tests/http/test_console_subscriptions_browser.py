@@ -48,16 +48,17 @@ def browser():
 
 
 def table(driver, table_id: str, key: str) -> dict[str, dict[str, str]]:
-    """``data-<key>`` -> {field: text} of a table's rows, read in one script call."""
-    return driver.execute_script("""
-const rows = {};
+    """``data-<key>`` -> {field: text} of a table's rows in page order, read in one script
+    call (as pairs: the driver hands an object back with its keys sorted)."""
+    return dict(driver.execute_script("""
+const rows = [];
 for (const tr of document.querySelectorAll(`#${arguments[0]} tbody tr[data-${arguments[1]}]`)) {
   const row = {};
   for (const td of tr.querySelectorAll('[data-field]')) row[td.dataset.field] = td.innerText;
-  rows[tr.getAttribute(`data-${arguments[1]}`)] = row;
+  rows.push([tr.getAttribute(`data-${arguments[1]}`), row]);
 }
 return rows;
-""", table_id, key)
+""", table_id, key))
 
 
 def done(driver) -> str:

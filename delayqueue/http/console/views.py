@@ -53,7 +53,7 @@ from markupsafe import Markup
 from delayqueue.core.errors import BadRequest, DelayQueueError, NotFound
 from delayqueue.core.queue import SendRequest
 from delayqueue.core.status import Status
-from delayqueue.core.subscriptions import Subscriptions
+from delayqueue.core.subscriptions import SUBSCRIPTION_SETTINGS, Subscriptions
 from delayqueue.core.topic_controls import PURGE_LIMIT
 from delayqueue.http import audit
 from delayqueue.http.endpoints import route
@@ -284,7 +284,7 @@ def subscription() -> str | tuple[str, int]:
                                subscription=sub, reason=exc.msg,
                                error=request.args.get("error")), 404
     messages = read_section(p, name, info, sub)
-    data, source = subscriptions().get_config(name, sub)
+    data, source = own_settings(*subscriptions().get_config(name, sub))
     dead = rt.admin.list(name, DEAD_PAGE, request.args.get("cursor") or None,
                          subscription=sub)
     return render_template("console/subscription.html", topic=name, subscription=sub,
@@ -295,6 +295,14 @@ def subscription() -> str | tuple[str, int]:
                            status_name=status_name, done=request.args.get("done"),
                            error=request.args.get("error"), messages=messages, tabs=TABS,
                            msg_sizes=MSG_PAGE_SIZES, now=rt.clock.now_ms())
+
+
+def own_settings(data: dict[str, Any], source: dict[str, str]
+                 ) -> tuple[dict[str, Any], dict[str, str]]:
+    """A subscription's settings form: the settings a subscription may set, nothing of the
+    topic's own (its description, delay, backlog quota...)."""
+    return ({k: data[k] for k in SUBSCRIPTION_SETTINGS},
+            {k: source[k] for k in SUBSCRIPTION_SETTINGS})
 
 
 @route(console, "message")
@@ -387,14 +395,13 @@ def settings() -> Response:
         audit.note(settings=values)
         runtime().admin.set_config(name, values, reset)
         return back_to_topic(name, "settings saved")
+    # The subscription's form shows the settings a subscription may set: those only.
+    values = {k: v for k, v in p.values.items() if k in SUBSCRIPTION_SETTINGS and v != ""}
+    noted(sub, settings=values)
     try:
-        shown, _ = subscriptions().get_config(name, sub)
+        subscriptions().set_config(name, sub, values, reset)
     except NotFound as exc:
         return refused(name, sub, exc)
-    # The subscription's form shows the settings a subscription may set: those only.
-    values = {k: v for k, v in p.values.items() if k in shown and v != ""}
-    noted(sub, settings=values)
-    subscriptions().set_config(name, sub, values, reset)
     return back(name, sub, "settings saved")
 
 
@@ -470,10 +477,10 @@ def subscription_delete() -> Response:
     p = params()
     name, sub = p.topic(), named(p)
     try:
-        deleted = subscriptions().delete(name, sub)
+        subscriptions().delete(name, sub)
     except NotFound as exc:
         return refused(name, sub, exc)
-    noted(sub, changed=deleted)
+    noted(sub, changed=True)
     return back_to_topic(name, f"deleted subscription {sub}")
 
 
