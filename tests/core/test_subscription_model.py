@@ -250,6 +250,8 @@ def _settings():
 
 
 class SubscriptionMachine(RuleBasedStateMachine):
+    # The random walk steps around known bugs (each kept as a strict xfail below).
+    avoid_known_bugs = True
     client: redis.Redis
     clock: ManualClock
     rt: Runtime
@@ -595,7 +597,8 @@ class SubscriptionMachine(RuleBasedStateMachine):
             model = having[sub % len(having)]
             msg_id = self._dead(model)[aim % len(self._dead(model))]
         sub = model.name
-        if sub is None and any(not h.entries[msg_id].record for h in self._holders(msg_id)):
+        if self.avoid_known_bugs and sub is None and msg_id in self.sent and \
+                any(not h.entries[msg_id].record for h in self._holders(msg_id)):
             # KNOWN BUG, kept out of the random walk so that it stays green:
             # test_bug_a_default_redrive_loses_the_bare_entries_of_named_subscriptions.
             return
@@ -795,10 +798,11 @@ class _First:
 def test_bug_a_default_redrive_loses_the_bare_entries_of_named_subscriptions(machine):
     # Shrunk: s1 holds a as a bare ready entry; the default dead-letters it and redrives it.
     # Then getMsg of a in s1 answers 404 (the model: ready, retry 0).
-    _steps(machine, ("create_subscription", {"name": "s1"}), _send("a", max_retry=0),
-           ("pull", {"sub": None, "batch": 1}),
-           ("nack", {"sub": None, "aim": "a", "delay": None}),
-           ("redrive", {"sub": None, "aim": "a"}))
+    state = _steps(machine, ("create_subscription", {"name": "s1"}), _send("a", max_retry=0),
+                   ("pull", {"sub": None, "batch": 1}),
+                   ("nack", {"sub": None, "aim": "a", "delay": None}))
+    state.avoid_known_bugs = False
+    _steps(machine, ("redrive", {"sub": None, "aim": "a"}), state=state)
 
 
 @pytest.mark.xfail(strict=True, raises=BadRequest, reason="BUG (against the contract): "
