@@ -22,7 +22,7 @@ subscription's own keys (a bare entry: in its `ready` only, no record, not in it
 subscription holds it; receipts differ between subscriptions, and a receipt of one is
 refused by another (409); groups: the model's fronts, at most one consuming per group per
 subscription. Walks and failures Hypothesis found and shrank are kept below as explicit
-tests; the two marked BUG are answers of the core this module expects otherwise.
+tests.
 """
 
 from __future__ import annotations
@@ -171,6 +171,17 @@ class Sub:
             else:
                 self.make_front(following)
 
+    def leave(self, msg_id: str) -> None:
+        """The entry goes (a reschedule takes it back to the fan-out): its group's next one
+        becomes front when it was the front."""
+        m = self.entries.pop(msg_id)
+        if m.group and self.fronts.get(m.group) == msg_id:
+            following = self.next_in(m.group)
+            if following is None:
+                del self.fronts[m.group]
+            else:
+                self.make_front(following)
+
     def end_unconsumed(self, msg_id: str) -> None:
         m = self.entries[msg_id]
         self.end(msg_id, Status.EXPIRED if m.deliveries == 0 else Status.RETRY_EXHAUSTED)
@@ -239,6 +250,11 @@ class Sub:
         return expected
 
 
+def begun(m: Entry) -> bool:
+    """A named subscription has begun delivering it (or ended it): no reschedule then."""
+    return m.deliveries > 0 or m.status not in LIVE
+
+
 def _slot(msg_id: str) -> str:
     """Where a message's entries are (includes/message.lua: ids a..e share no digest)."""
     return hashlib.sha1(msg_id.encode()).hexdigest()[:14]
@@ -250,8 +266,6 @@ def _settings():
 
 
 class SubscriptionMachine(RuleBasedStateMachine):
-    # The random walk steps around known bugs (each kept as a strict xfail below).
-    avoid_known_bugs = True
     client: redis.Redis
     clock: ManualClock
     rt: Runtime
@@ -539,8 +553,9 @@ class SubscriptionMachine(RuleBasedStateMachine):
     @rule(msg_id=IDS, delay=DELAYS)
     def reschedule(self, msg_id, delay) -> None:
         """Applies while the default subscription has it waiting or ready (or has ended
-        it), and every named one holding it has only a bare ready entry of it (a record:
-        400, as a delivery begun); the named ones get it again at its new time."""
+        it), and no named one holding it has begun delivering it (a bare ready entry, or a
+        grouped record never delivered: ready, or blocked behind its group); the named ones
+        let go of it (their groups move on) and get it again at its new time."""
         d = self.default.entries.get(msg_id)
         live = d is not None and d.status in LIVE
         sent = self.sent.get(msg_id)
@@ -553,15 +568,15 @@ class SubscriptionMachine(RuleBasedStateMachine):
             return
         except BadRequest:
             assert (live and d.status == Status.CONSUMING) or any(
-                s.entries[msg_id].record for s in holders), (msg_id, d, holders)
+                begun(s.entries[msg_id]) for s in holders), (msg_id, d, holders)
             return
         assert live or sent.pending or holders, (msg_id, d, sent)
         assert not (live and d.status == Status.CONSUMING), d
-        assert not any(s.entries[msg_id].record for s in holders), holders
+        assert not any(begun(s.entries[msg_id]) for s in holders), holders
         trigger = self.now() + delay
         sent.expire, sent.trigger = trigger + sent.expire - sent.trigger, trigger
         for s in holders:
-            del s.entries[msg_id]
+            s.leave(msg_id)
         sent.pending = sent.pending or bool(holders)
         if live:
             m, dm = d, self.default
@@ -597,12 +612,9 @@ class SubscriptionMachine(RuleBasedStateMachine):
             model = having[sub % len(having)]
             msg_id = self._dead(model)[aim % len(self._dead(model))]
         sub = model.name
-        if self.avoid_known_bugs and sub is None and msg_id in self.sent and \
-                any(not h.entries[msg_id].record for h in self._holders(msg_id)):
-            # KNOWN BUG, kept out of the random walk so that it stays green:
-            # test_bug_a_default_redrive_loses_the_bare_entries_of_named_subscriptions.
-            return
         m = model.entries.get(msg_id)
+        bare = [h for h in self._holders(msg_id) if not h.entries[msg_id].record] \
+            if sub is None and msg_id in self.sent else []
         try:
             count = self.rt.admin.redrive(TOPIC, msg_id, subscription=sub)
         except NotFound:
@@ -612,6 +624,8 @@ class SubscriptionMachine(RuleBasedStateMachine):
         m.trigger, m.expire, m.deliveries = self.now(), self.now() + TOPIC_TTL_MS, 0
         m.left_index, m.seq, m.ended_at = False, self._next_seq(), None
         if sub is None:   # the default subscription's record is the topic's
+            for holder in bare:   # a bare entry keeps its life and sequence: as a record
+                holder.entries[msg_id].record = True
             sent = self.sent[msg_id]
             sent.trigger, sent.expire, sent.seq = m.trigger, m.expire, m.seq
         if not m.group or model.join(msg_id, m):
@@ -790,29 +804,22 @@ class _First:
         return strategy.elements[0]
 
 
-# -- BUG (found by the machine above, not fixed here: the Lua is the lead's) --------------------
-@pytest.mark.xfail(strict=True, reason="BUG: a redrive in the default subscription gives the "
-                   "topic's record a new sequence; named subscriptions' bare entries keep the "
-                   "old one in their ready member, so getMsg/ack (find_delivery) and expiry "
-                   "(expire_bare) no longer find them")
-def test_bug_a_default_redrive_loses_the_bare_entries_of_named_subscriptions(machine):
-    # Shrunk: s1 holds a as a bare ready entry; the default dead-letters it and redrives it.
-    # Then getMsg of a in s1 answers 404 (the model: ready, retry 0).
+# -- Found by the machine above, fixed in the scripts; kept as regressions --------------------
+def test_a_default_redrive_keeps_the_bare_entries_of_named_subscriptions(machine):
+    """s1 holds a as a bare ready entry; the default dead-letters it and redrives it (the
+    topic's record takes a new sequence and life): s1's entry keeps its own, as a record,
+    and getMsg, ack and expiry in s1 still find it (dead_redrive.lua)."""
     state = _steps(machine, ("create_subscription", {"name": "s1"}), _send("a", max_retry=0),
                    ("pull", {"sub": None, "batch": 1}),
                    ("nack", {"sub": None, "aim": "a", "delay": None}))
-    state.avoid_known_bugs = False
     _steps(machine, ("redrive", {"sub": None, "aim": "a"}), state=state)
+    assert state.queue.get(TOPIC, "a", subscription="s1").status == Status.READY
 
 
-@pytest.mark.xfail(strict=True, raises=BadRequest, reason="BUG (against the contract): "
-                   "reschedule.lua refuses (400) any message a named subscription holds a "
-                   "record of, and a grouped message always gets one at fan-out, so a grouped "
-                   "message never delivered anywhere cannot be rescheduled once due; the "
-                   "contract: it applies while the message is ready in every subscription "
-                   "holding it (design.md: while none has begun delivering it)")
-def test_bug_a_due_grouped_message_never_delivered_cannot_be_rescheduled(machine):
-    # The model follows the script (a record: 400); this keeps the contract's answer.
+def test_a_due_grouped_message_never_delivered_can_be_rescheduled(machine):
+    """A grouped message has a record in s1 from the fan-out on; never delivered there, a
+    reschedule still applies (reschedule.lua: until a subscription has begun delivering)."""
     state = _steps(machine, ("create_subscription", {"name": "s1"}), _send("a", group="g1"))
     assert state.subs["s1"].entries["a"].deliveries == 0
-    state.queue.reschedule(TOPIC, "a", delay_ms=500)
+    _steps(machine, ("reschedule", {"msg_id": "a", "delay": 500}), state=state)
+    assert "a" not in state.subs["s1"].entries
