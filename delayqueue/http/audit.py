@@ -59,6 +59,7 @@ AUDITED = frozenset({
     "createSchedule", "deleteSchedule", "pauseSchedule", "resumeSchedule",
     "createSubscription", "deleteSubscription", "setSubscriptionConfig",
     "settings", "pause", "resume", "purge", "purgeMessages", "redrive",  # the console's forms
+    "subscriptionCreate", "subscriptionDelete",                         # the console's too
     "offline", "online",
 })
 # The parameters a line names, besides topic and msgId and the topic settings.
