@@ -58,7 +58,7 @@ HISTOGRAMS = ("pullMsgTimeGap", "readyQueueTimeGap")
 # ``subscription`` and a named subscription's snapshot line carries. Any counter may be
 # recorded for a subscription; the others are the topic's (a send reaches every subscription).
 SUBSCRIPTION_COUNTERS = ("pullMsg", "ackMsg", "nackMsg", "triggerMsgReady", "triggerMsgEndLife",
-                         "triggerMsgTimeout", "deadLettered", "redriven", "purged")
+                         "triggerMsgTimeout", "deadLettered", "redriven")
 # The name of the default subscription (core/subscriptions.DEFAULT): recorded as None.
 DEFAULT_SUBSCRIPTION = "default"
 # Fleet-wide counts of server events, not of any topic.

@@ -68,7 +68,7 @@ OTHER_TOPIC = "_other"
 # ready age, and two time-gap histograms of 16 buckets, _sum and _count (tests/monitoring/
 # test_metrics_families.py counts them).
 SERIES_PER_TOPIC = len(COUNTERS) + len(QUEUE_STATES) + 2 + 2 * (len(BOUNDS_MS) + 2)
-# Series one busy named subscription adds: 9 counters, 4 sizes, paused, oldest ready age and
+# Series one busy named subscription adds: 8 counters, 4 sizes, paused, oldest ready age and
 # the two time-gap histograms.
 SERIES_PER_SUBSCRIPTION = (len(SUBSCRIPTION_COUNTERS) + len(SUBSCRIPTION_STATES) + 2
                            + 2 * (len(BOUNDS_MS) + 2))
@@ -163,8 +163,7 @@ def subscription_labels(names: Iterable[tuple[str, str]], label: dict[str, str]
                         ) -> dict[tuple[str, str], tuple[str, str]]:
     """(topic, named subscription) -> its (topic, subscription) labels: its own names, or
     ``OTHER_TOPIC`` twice when its topic is folded."""
-    return {(topic, name): (label.get(topic, OTHER_TOPIC),
-                            name if label.get(topic, OTHER_TOPIC) != OTHER_TOPIC else OTHER_TOPIC)
+    return {(topic, name): (label[topic], name if label[topic] != OTHER_TOPIC else OTHER_TOPIC)
             for topic, name in names}
 
 
@@ -227,8 +226,10 @@ class MonitorCollector(Collector):
         totals, queue_sizes = reads.totals, reads.sizes
         topics = totals["topics"]
         named_stats = totals.get("subscriptions", {})
-        label = folded_labels(set(topics) | set(queue_sizes), self.max_topics)
-        sub_label = subscription_labels(set(named_stats) | set(reads.subscription_sizes), label)
+        named = set(named_stats) | set(reads.subscription_sizes)
+        label = folded_labels(set(topics) | set(queue_sizes) | {topic for topic, _ in named},
+                              self.max_topics)
+        sub_label = subscription_labels(named, label)
 
         folded = GaugeMetricFamily(
             "delayqueue_metrics_topics_folded",
@@ -263,8 +264,8 @@ class MonitorCollector(Collector):
             "(occurrences of recurring schedules written) and scheduleMissed (schedule fire "
             "times missed while the fleet was down: collapsed or skipped by the misfire "
             "policy). The ops of a consumer's state (pullMsg, ackMsg, nackMsg, "
-            "triggerMsgReady, triggerMsgEndLife, triggerMsgTimeout, deadLettered, redriven, "
-            "purged) carry the subscription label (\"default\": the default subscription).",
+            "triggerMsgReady, triggerMsgEndLife, triggerMsgTimeout, deadLettered, redriven) "
+            "carry the subscription label (\"default\": the default subscription).",
             labels=["topic", "op"])
         for (topic, sub, op) in sorted(counts, key=lambda k: (k[0], k[1] or "", k[2])):
             labels = {"topic": topic, "op": op} if sub is None else {

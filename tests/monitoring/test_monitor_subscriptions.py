@@ -142,7 +142,7 @@ def test_a_named_subscription_costs_its_documented_series(redis_client):
                          {("t", "s"): TopicSizes(0, 1, 1, 1, False, 1, 5)})
     every = [s for group in samples.values() for s in group if s.labels.get("topic") == "t"]
     named = [s for s in every if s.labels.get("subscription") == "s"]
-    assert len(named) == SERIES_PER_SUBSCRIPTION == 51
+    assert len(named) == SERIES_PER_SUBSCRIPTION == 50
     assert len(every) - len(named) == SERIES_PER_TOPIC
 
 
