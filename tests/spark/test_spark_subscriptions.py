@@ -68,8 +68,9 @@ def _input(root: Path) -> None:
                                   {"readyQueueSize": 10 * minute}, subscription="idle"))
         lines.append(_server_line("fanout", minute, {"pullMsg": 3, "ackMsg": 3}, {},
                                   subscription="audit"))
+    minute_5 = f'"intervalStart":{BASE_MS + 5 * 60_000}'
     lines.append(next(line for line in lines
-                      if '"subscription":"billing"' in line and f'"intervalStart":{BASE_MS + 5 * 60_000}' in line))
+                      if '"subscription":"billing"' in line and minute_5 in line))
     directory = root / "in" / "date=2025-11-20"
     directory.mkdir(parents=True)
     (directory / "default-00.jsonl").write_text("\n".join(lines) + "\n")
