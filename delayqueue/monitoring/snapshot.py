@@ -8,7 +8,8 @@ date and hour of the interval's start), appended, never rewritten.
 A topic's line is its default subscription's, with the counters of the topic as a whole
 (sends, gets, deletes...): no ``subscription`` field, schemaVersion 1, as before subscriptions.
 Each named subscription gets a line of its own (``subscription_line``): schemaVersion 3 and a
-``subscription`` field, its counters and sizes (``getTopicInfo``'s ``subscriptions`` entry).
+``subscription`` field, its counters and sizes (its ``listSubscriptions`` entry, read only for
+the topics that have named subscriptions: one pipelined HLEN for all topics first).
 A reader that predates subscriptions counts those lines as unsupported rather than taking
 them for the topic's.
 
@@ -105,7 +106,8 @@ class SnapshotWriter:
                  directory: str, namespace: str, interval_s: int,
                  topics: Callable[[], list[str]],
                  topic_infos: Callable[[list[str]], list[dict]],
-                 grace_ms: int = 2000, max_catch_up: int = 60) -> None:
+                 grace_ms: int = 2000, max_catch_up: int = 60,
+                 subscription_infos: Callable[[str], list[dict]] | None = None) -> None:
         self.monitor = monitor
         self.client = client
         self.keys = keys
@@ -115,6 +117,7 @@ class SnapshotWriter:
         self.interval_ms = interval_s * 1000
         self.topics = topics
         self.topic_infos = topic_infos
+        self.subscription_infos = subscription_infos
         self.grace_ms = grace_ms
         self.max_catch_up = max(1, max_catch_up)
 
@@ -150,6 +153,15 @@ class SnapshotWriter:
             start += self.interval_ms
         return written
 
+    def _with_subscriptions(self, topics: list[str]) -> list[str]:
+        """Those of ``topics`` that have named subscriptions (none without a reader of them)."""
+        if self.subscription_infos is None:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for topic in topics:
+            pipe.hlen(self.keys.topic(topic).subs)
+        return [topic for topic, n in zip(topics, pipe.execute()) if n]
+
     def _floor(self, ms: int) -> int:
         return ms - ms % self.interval_ms
 
@@ -160,6 +172,9 @@ class SnapshotWriter:
         missing = [topic for topic in topics if topic not in info_cache]
         if missing:
             info_cache.update(zip(missing, self.topic_infos(missing)))
+            for topic in self._with_subscriptions(missing):
+                info_cache[topic] = {**info_cache[topic],
+                                     "subscriptions": self.subscription_infos(topic)}
         end = start + self.interval_ms
         lines = []
         for topic in topics:

@@ -21,6 +21,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from delayqueue.core.subscriptions import Subscriptions
 from delayqueue.http.app import create_app
 from delayqueue.monitoring.metrics import QUEUE_STATES
 
@@ -45,9 +46,9 @@ def exported(redis_server):
         app = create_app(overrides={"redis_url": url, "snapshot_dir": ""})
         http = app.test_client()
         http.post(Q + "setTopicConfig", data={"topic": "t", "maxRetry": 0})
+        rt = app.extensions["delayqueue"]
         # A named subscription of "t", fed by every send after it, pulled once and paused.
-        assert http.post(Q + "createSubscription", data={"topic": "t", "subscription": "mail"}
-                         ).get_json()["code"] == 200
+        Subscriptions(rt.queue).create("t", "mail", {})
         http.post(Q + "sendMsg", data={"topic": "t", "msg": "a", "msgId": "a"})
         http.post(Q + "sendMsg", data={"topic": "t", "msg": "b", "delayMillis": 60_000})
         http.post(Q + "pullMsg", data={"topic": "t"})
@@ -55,7 +56,6 @@ def exported(redis_server):
                          ).get_json()["code"] == 200
         http.post(Q + "sendMsg", data={"topic": "t", "msg": "c", "msgId": "c",
                                        "delayMillis": 30})
-        rt = app.extensions["delayqueue"]
 
         def promoted() -> bool:
             rt.scheduler.tick()
@@ -68,10 +68,8 @@ def exported(redis_server):
         assert http.post(Q + "sendMsg", data={"topic": "q", "msg": "b"}
                          ).get_json()["code"] == 429
         assert http.post(Q + "purgeTopic", data={"topic": "q"}).get_json()["count"] == 1
-        assert http.post(Q + "pullMsg", data={"topic": "t", "subscription": "mail"}
-                         ).get_json()["code"] == 200
-        assert http.post(Q + "pauseTopic", data={"topic": "t", "subscription": "mail"}
-                         ).get_json()["code"] == 200
+        assert rt.queue.pull("t", subscription="mail").messages
+        assert rt.controls.pause("t", subscription="mail")
         assert http.post(Q + "pauseTopic", data={"topic": "t"}).get_json()["paused"] is True
         rt.monitor.observe_loop("schedule", 1.5)
         rt.monitor.flush()
@@ -285,7 +283,8 @@ def test_the_dashboard_shows_dead_letters_oldest_ready_age_and_http_requests(exp
               for panel in dashboard()["panels"]}
     (dlq,) = [title for title in panels if "DLQ" in title]
     assert panels[dlq] == [
-        'max by (topic) (delayqueue_queue_size{topic=~"$topic",state="dead"})']
+        'max by (topic, subscription) (delayqueue_queue_size{topic=~"$topic",'
+        'subscription=~"$subscription",state="dead"})']
     exprs = [e for found in panels.values() for e in found]
     assert any("delayqueue_oldest_ready_age_seconds" in e for e in exprs)
     assert any("rate(delayqueue_http_requests_total" in e and "by (route, code)" in e
