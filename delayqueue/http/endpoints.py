@@ -166,13 +166,11 @@ def form(name: str, path: str, summary: str, params: Sequence[Param]) -> Endpoin
 
 RESET = Param("reset", boolean("Drop every topic value first."))
 # The console's queue: a named subscription's (its page, and the forms sent from it), or the
-# topic's default subscription when absent, empty or "default".
+# topic's default subscription when absent, empty or "default". (Its create and delete forms
+# take schema.NAMED_SUBSCRIPTION, as the API's createSubscription does.)
 CONSOLE_SUBSCRIPTION = Param("subscription", string(
     "A named subscription of the topic (1-64 of A-Z a-z 0-9 . _ -); absent, empty or "
     "'default': the topic's default subscription.", pattern="^[A-Za-z0-9._-]{0,64}$"))
-NAMED_SUBSCRIPTION = Param("subscription", string(
-    "A named subscription of the topic: 1-64 of A-Z a-z 0-9 . _ -, not 'default'.",
-    minLength=1, maxLength=64, pattern="^[A-Za-z0-9._-]{1,64}$"), True)
 SCHEDULE_PARAMS = (
     Param("cron", string("A cron expression of 5 fields (minute hour day-of-month month "
                          "day-of-week), in timezone; give cron or everyMillis.")),
