@@ -98,6 +98,15 @@ def cases():
         "resumeSchedule": ({"topic": "t", "scheduleId": "s"},
                            {"params": {"scheduleId": "s"}, "code": 200,
                             "result": {"changed": True}}),
+        "createSubscription": ({"topic": "t", "subscription": "new", "maxRetry": "2"},
+                               {"params": {"subscription": "new", "maxRetry": "2"},
+                                "code": 200}),
+        "deleteSubscription": ({"topic": "t", "subscription": "s"},
+                               {"params": {"subscription": "s"}, "code": 200}),
+        "setSubscriptionConfig": ({"topic": "t", "subscription": "s", "reset": "true",
+                                   "ackTimeoutMillis": "5000"},
+                                  {"params": {"subscription": "s", "reset": "true",
+                                              "ackTimeoutMillis": "5000"}, "code": 200}),
     }
     for name, (form, want) in api.items():
         yield name, "POST", Q + name, {"data": form}, want
@@ -118,6 +127,12 @@ def cases():
         "redrive": ({"topic": "d", "msgId": "dead-1"},
                     {"msgId": "dead-1", "code": 200, "result": {"count": 1}}),
         "purge": ({"topic": "d"}, {"code": 200, "result": {"count": 1}}),
+        "subscriptionCreate": ({"topic": "t", "subscription": "audit"},
+                               {"params": {"subscription": "audit"}, "code": 200,
+                                "result": {"changed": True}}),
+        "subscriptionDelete": ({"topic": "t", "subscription": "audit"},
+                               {"params": {"subscription": "audit"}, "code": 200,
+                                "result": {"changed": True}}),
     }
     for name, (form, want) in forms.items():
         yield name, "POST", BY_NAME[name].path, {"data": form, "headers": SAME_ORIGIN}, want
@@ -141,10 +156,15 @@ def test_an_audited_route_logs_one_line_with_who_what_outcome_and_when(
     if name in ("deleteSchedule", "pauseSchedule", "resumeSchedule"):
         http.post(Q + "createSchedule", data={"topic": "t", "scheduleId": "s", "msg": BODY,
                                               "everyMillis": 60_000})
+    if name in ("deleteSubscription", "setSubscriptionConfig"):
+        http.post(Q + "createSubscription", data={"topic": "t", "subscription": "s"})
     if name == "resumeSchedule":
         http.post(Q + "pauseSchedule", data={"topic": "t", "scheduleId": "s"})
     if name == "resume":
         http.post("/dashboard/topic/pause", data={"topic": "t"}, headers=SAME_ORIGIN)
+    if name == "subscriptionDelete":
+        http.post("/dashboard/subscription/create", data={"topic": "t", "subscription": "audit"},
+                  headers=SAME_ORIGIN)
     lines()
     before = datetime.now(timezone.utc)
     answer = http.open(path, method=method, **kwargs)
