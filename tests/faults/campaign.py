@@ -1,8 +1,10 @@
 """One fault run: a workload, a nemesis cycling under it, a drain, and the checker's verdict.
 
-The drain waits until every send answered 200 was delivered and the topics hold nothing live:
-every message ended, so no queue and no group structure (groups, blocked, held) may hold an
-entry; what is left when the drain times out is the run's ``left``."""
+The drain waits until every send answered 200 was delivered in every subscription and the
+topics hold nothing live: every message ended in every subscription, so no queue and no group
+structure (groups, blocked, held) of any subscription may hold an entry, nor the topic's
+fan-out (a due message not yet handed to the named subscriptions); what is left when the drain
+times out is the run's ``left``."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from delayqueue.core.keys import NamespaceKeys
 from faults.checker import Verdict, check
 from faults.history import OK, History, now_ms
 from faults.nemesis import Nemesis
-from faults.workload import Workload
+from faults.workload import SUBSCRIPTIONS, Workload
 from faults.world import World
 
 KEYS = NamespaceKeys("dq", "default")
@@ -37,23 +39,29 @@ class Run:
 
 
 def leftovers(world: World, topics: list[str]) -> dict[str, int] | None:
-    """Each topic's non-empty queue or group structure (None: Redis cannot answer)."""
+    """Each topic's non-empty queue or group structure, in each subscription, and its
+    non-empty fan-out (None: Redis cannot answer)."""
+    places: list[str] = []
     client = world.client()
     try:
         pipe = client.pipeline(transaction=False)
         for topic in topics:
             tk = KEYS.topic(topic)
-            for name in STRUCTURES:
-                if name == "groups":
-                    pipe.hlen(tk.groups)
-                else:
-                    pipe.zcard(getattr(tk, name))
+            for subscription in (None, *SUBSCRIPTIONS):
+                keys = tk if subscription is None else tk.subscription(subscription)
+                for name in STRUCTURES:
+                    places.append(f"{topic} {subscription or 'default'} {name}")
+                    if name == "groups":
+                        pipe.hlen(keys.groups)
+                    else:
+                        pipe.zcard(getattr(keys, name))
+            places.append(f"{topic} fanout")
+            pipe.zcard(tk.fanout)
         counts = pipe.execute()
     except redis.RedisError:
         return None
     finally:
         client.close()
-    places = [f"{topic} {name}" for topic in topics for name in STRUCTURES]
     return {place: n for place, n in zip(places, counts) if n}
 
 

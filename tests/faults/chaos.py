@@ -65,6 +65,23 @@ usual verdicts hold the rest: what was due during a pause
 is delivered after the resume (its lag is the pause), never lost, early or again after its
 ack. "-" in that column: the run paused nothing."""
 
+SUBSCRIPTIONS = """\
+Every run gives each topic two named subscriptions, `s1` and `s2`, created (each
+`createSubscription` retried until it answers 200) before the first send, so every message
+of the run fans out to three subscriptions: the default one and the two named ones, each
+consumed by its own long-poll consumers, which pull, ack and nack with `subscription=`. The
+history records the subscription of every delivery, ack and nack, and the checker holds each
+named subscription to its own verdict: *never delivered in it*, a send answered 200 after the
+subscription's creation answered (so accepted after it) that was never delivered in that
+subscription, whatever the other subscriptions did (the subscriptions column: delivered / never
+delivered, per subscription); *unexpected*, a delivery in it of a message nobody sent, or sent
+before its creation; *early* and *again after ack* against its own acks only (an ack in `s1`
+ends the message in `s1`, nowhere else); and the two group verdicts within it (groups hold in
+each subscription on its own). The drain waits until every acked send was delivered in every
+subscription and nothing is left in any subscription's queues or group structures, nor in the
+topic's fan-out. The default subscription keeps every verdict it had; a topic pause holds all
+three subscriptions, so *delivered while paused* reads the deliveries of all of them."""
+
 FINDINGS = """\
 ### What the campaign found
 
@@ -107,6 +124,10 @@ PROMISES = """\
   before `resumeTopic` was sent delivers nothing; what the pause held is delivered after the
   resume.
 - **Nothing comes back after a 200 ack**: an ack answered 200 ended the message.
+- **Every subscription gets every acked send, on its own**: a send answered 200 after a named
+  subscription was created is delivered in that subscription too, under every fault above;
+  an ack ends the message in its own subscription only, and within it nothing comes back
+  after the ack, nothing is early, and groups hold.
 - **Message groups hold under every fault**: a group never has two deliveries outstanding at
   once (from the pull to the ack, nack or ack deadline), and never delivers a message before
   an earlier one of the group (by `triggerTime`, then acceptance) ended; once drained, no
@@ -142,14 +163,29 @@ def lag(values: dict) -> str:
     return " / ".join(str(values.get(k, "-")) for k in ("p50", "p99", "max")) if values else "-"
 
 
+def subscriptions(v) -> str:
+    """Per named subscription: messages delivered / acked sends never delivered in it."""
+    return ", ".join(f"{name} {sv.delivered} / {len(sv.missing)}"
+                     for name, sv in sorted(v.subscriptions.items())) or "-"
+
+
 def row(result: Run) -> str:
     v = result.verdict
+    named = v.subscriptions.values()
+
+    def anywhere(default: list, of) -> int:
+        """A verdict's count in the default subscription and every named one."""
+        return len(default) + sum(len(of(sv)) for sv in named)
+
     sends = f"{v.sends.get('ok', 0)} / {v.sends.get('fail', 0)} / {v.sends.get('unknown', 0)}"
-    counts = [len(v.lost), len(v.unexpected), len(v.early), len(v.again_after_ack),
-              len(v.two_outstanding), len(v.out_of_order),
+    counts = [len(v.lost), anywhere(v.unexpected, lambda sv: sv.unexpected),
+              anywhere(v.early, lambda sv: sv.early),
+              anywhere(v.again_after_ack, lambda sv: sv.again_after_ack),
+              anywhere(v.two_outstanding, lambda sv: sv.two_outstanding),
+              anywhere(v.out_of_order, lambda sv: sv.out_of_order),
               len(v.delivered_while_paused) if v.pauses else "-",
               f"{v.occurrences} / {len(v.schedule_missing)} / {len(v.schedule_off_grid)}",
-              len(v.http_5xx), len(v.hangs)]
+              subscriptions(v), len(v.http_5xx), len(v.hangs)]
     per_s = sum(v.sends.values()) / max(result.seconds, 1)
     return (f"| {result.nemesis} | {result.cycles} | {result.seconds:.0f} | {per_s:.0f} | "
             f"{sends} | {v.delivered} ({v.grouped}) | {v.redelivered} | "
@@ -170,26 +206,32 @@ def section(results: list[Run], scale: float, seconds: float) -> str:
         f"redis-server with AOF (`appendfsync everysec`); {PRODUCERS} producer threads aiming "
         f"at {RATE} sends/s over {TOPICS} topics (sends/s is what they achieved), "
         "due 0 to 1 s after sending, half of them in one of three message groups per topic "
-        "(due on a 250 ms grid, so a group's ties rest on acceptance order); two long-poll "
-        "consumers per topic acking every delivery but a tenth of first deliveries, nacked; "
+        "(due on a 250 ms grid, so a group's ties rest on acceptance order); every topic has "
+        "two named subscriptions (s1, s2, created before the first send) besides its default "
+        "one; two long-poll consumers per topic in each of the three subscriptions, acking "
+        "every delivery but a tenth of first deliveries, nacked; "
         "ack timeout 2 s, lease TTL 1.5 s. Every call is recorded as ok, fail or unknown, the "
         "faults run one at a time, then the clients drain and the checker "
         "(tests/faults/checker.py) reads the history. `make test` runs each fault briefly "
         "(tests/faults/test_faults.py).", "",
         "Sends are ok / refused / unknown (no answer, or Redis unreachable). Lag is receive "
         "time minus `triggerTime` of each message's first delivery, ms, p50 / p99 / max; "
-        "\"under fault\" counts messages due while the fault was on. Delivered counts "
-        "distinct messages (grouped ones in brackets); group: 2 out counts two deliveries of "
-        "one group outstanding at once, group: order a message delivered before an earlier "
-        "one of its group ended. Schedule: the run's recurring schedule (every second on "
-        "the first topic, created before the faults, deleted before the drain): occurrences "
-        "delivered / fire times due before the delete never delivered / occurrences off its "
-        "grid or after its delete.", "",
+        "\"under fault\" counts messages due while the fault was on. Delivered, "
+        "redelivered, lost and lag are the default subscription's; delivered counts "
+        "distinct messages (grouped ones in brackets). Unexpected, early, again after ack "
+        "and the two group columns count in every subscription, each held to its own "
+        "deliveries and acks: group: 2 out counts two deliveries of one group outstanding "
+        "at once, group: order a message delivered before an earlier one of its group "
+        "ended. Schedule: the run's recurring schedule (every second on the first topic, "
+        "created before the faults, deleted before the drain): occurrences delivered / fire "
+        "times due before the delete never delivered / occurrences off its grid or after its "
+        "delete. Subscriptions: per named subscription, messages delivered in it / sends "
+        "answered 200 never delivered in it (its lost).", "",
         "| fault | count | s | sends/s | sends ok / refused / unknown | delivered "
         "| redelivered | lost | unexpected | early | again after ack | group: 2 out "
-        "| group: order | delivered while paused | schedule | HTTP 5xx | hangs | lag "
-        "| lag under fault |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| group: order | delivered while paused | schedule | subscriptions | HTTP 5xx "
+        "| hangs | lag | lag under fault |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     notes = ["", "What each fault did (first and last cycle): " + "; ".join(
         f"{r.nemesis}: {r.notes[0] if r.notes else '-'}"
@@ -198,7 +240,7 @@ def section(results: list[Run], scale: float, seconds: float) -> str:
                      f"{r.verdict.pulls_in_pause} pulls sent while paused."
                      for r in results if r.verdict.pauses)
     return ("\n".join(head + [row(r) for r in results] + notes) + "\n" + PAUSE + paused
-            + "\n\n" + FINDINGS + PROMISES)
+            + "\n\n" + SUBSCRIPTIONS + "\n\n" + FINDINGS + PROMISES)
 
 
 def _cores() -> int:

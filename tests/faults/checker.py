@@ -28,6 +28,17 @@
   later than the delete's answer (none can have been written after it); an occurrence
   received before its fire time is early like any message;
 - lag: receive time - triggerTime of each message's first delivery, in and out of faults.
+The verdicts above read the default subscription's deliveries, acks and nacks (a pause holds
+the whole topic: its verdict reads every subscription's). Each named subscription has its own:
+- subscription, never delivered: a send answered 200 whose call started after the
+  subscription's createSubscription answered 200 (so it was accepted after the creation),
+  never delivered in that subscription;
+- subscription, unexpected: a delivery in it of an id no client sent (nor its topic's
+  schedule), whose send was refused, or whose send answered before the first
+  createSubscription call was sent (a message accepted before is not the subscription's);
+- subscription, early and again after ack: as above, within the subscription (its own acks);
+- subscription, group: two outstanding and out of order, as above, within the subscription
+  (groups hold within each subscription), among the sends accepted after its creation.
 Every verdict claims only what the history proves: an unknown outcome counts both ways.
 """
 
@@ -36,10 +47,34 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from faults.history import FAIL, OK, Delivery, History, Op, Pause, ScheduleRun
+from faults.history import FAIL, OK, Delivery, History, Op, Pause, ScheduleRun, SubscriptionRun
 from support.fleet import percentile
 
 GroupKey = tuple[str, str]                 # (topic, groupId)
+
+
+@dataclass
+class SubscriptionVerdict:
+    """One named subscription's verdicts, over every topic that has it."""
+
+    delivered: int = 0                                      # distinct messages delivered
+    redelivered: int = 0                                    # deliveries beyond the first
+    missing: list[str] = field(default_factory=list)        # acked sends never delivered
+    unexpected: list[str] = field(default_factory=list)
+    early: list[tuple[str, float, int]] = field(default_factory=list)
+    again_after_ack: list[str] = field(default_factory=list)
+    two_outstanding: list[tuple] = field(default_factory=list)
+    out_of_order: list[tuple] = field(default_factory=list)
+
+    def violations(self, name: str) -> dict[str, list]:
+        return {label: values for label, values in (
+            (f"subscription: acked send never delivered in {name}", self.missing),
+            (f"subscription: unexpected in {name}", self.unexpected),
+            (f"subscription: early in {name}", self.early),
+            (f"subscription: again after ack in {name}", self.again_after_ack),
+            (f"subscription: group two outstanding at once in {name}", self.two_outstanding),
+            (f"subscription: group delivered before an earlier one ended in {name}",
+             self.out_of_order)) if values}
 
 
 @dataclass
@@ -66,6 +101,7 @@ class Verdict:
     schedule_missing: list[tuple] = field(default_factory=list)
     schedule_off_grid: list[tuple] = field(default_factory=list)
     occurrences: int = 0            # distinct schedule occurrences delivered
+    subscriptions: dict[str, SubscriptionVerdict] = field(default_factory=dict)  # by name
     http_5xx: list[str] = field(default_factory=list)
     hangs: list[str] = field(default_factory=list)
     lag_ms: dict[str, float] = field(default_factory=dict)          # p50, p99, max: all
@@ -74,7 +110,9 @@ class Verdict:
 
     @property
     def violations(self) -> dict[str, list]:
-        return {name: values for name, values in (
+        named = {label: values for name, sv in sorted(self.subscriptions.items())
+                 for label, values in sv.violations(name).items()}
+        return named | {name: values for name, values in (
             ("lost", self.lost), ("unexpected", self.unexpected), ("early", self.early),
             ("again after ack", self.again_after_ack),
             ("group: two outstanding at once", self.two_outstanding),
@@ -88,7 +126,9 @@ class Verdict:
         return (f"sends {self.sends}, pulls {self.pulls}, acks {self.acks}, delivered "
                 f"{self.delivered} (+{self.redelivered} again, {self.grouped} grouped), "
                 f"pauses {self.pauses} ({self.pulls_in_pause} pulls sent within), "
-                f"schedule occurrences {self.occurrences}, "
+                f"schedule occurrences {self.occurrences}, subscriptions "
+                f"{ {n: (sv.delivered, sv.redelivered) for n, sv in self.subscriptions.items()} } "
+                "(delivered, again), "
                 f"lag {self.lag_ms}, "
                 f"in fault {self.lag_in_fault_ms}, violations "
                 f"{ {k: v[:5] for k, v in self.violations.items()} }, traces {self.traces}")
@@ -231,30 +271,85 @@ def _ended_from(op: Op, acks: dict[str, list[Op]]) -> float:
     return min((a.start_ms for a in acks.get(op.msg_id, ())), default=float("inf"))
 
 
+def _acked_at(acks: list[Op]) -> dict[str, float]:
+    """A 200 ack ends the message: the earliest such answer, per message."""
+    acked_at: dict[str, float] = {}
+    for op in acks:
+        if op.outcome == OK:
+            acked_at[op.msg_id] = min(acked_at.get(op.msg_id, op.end_ms), op.end_ms)
+    return acked_at
+
+
+def _by_subscription(items) -> dict[str | None, list]:
+    """Deliveries or calls by the subscription they were made in (None: the default one)."""
+    split: dict[str | None, list] = defaultdict(list)
+    for item in items:
+        split[item.subscription].append(item)
+    return split
+
+
+def _subscription_verdict(runs: list[SubscriptionRun], sends: list[Op],
+                          deliveries: list[Delivery], acks: list[Op], nacks: list[Op],
+                          occurrences: set[str], ack_timeout_ms: float) -> SubscriptionVerdict:
+    """One named subscription's verdicts: ``runs`` are its creations (one per topic that has
+    it), ``deliveries``, ``acks`` and ``nacks`` its own; ``occurrences`` every schedule
+    occurrence delivered in the run (sent by their schedule, not by a client)."""
+    sv = SubscriptionVerdict()
+    created = {run.topic: run for run in runs}
+    # Accepted after the creation for sure: the send's call started after its 200 answer.
+    after = [op for op in sends
+             if op.topic in created and op.start_ms > created[op.topic].created_ms]
+    # May have been accepted after the creation: not refused, answered after the first call.
+    may_hold = {op.msg_id for op in sends if op.outcome != FAIL and op.topic in created
+                and op.end_ms >= created[op.topic].created_from_ms} | occurrences
+    acked_at = _acked_at(acks)
+    first: set[str] = set()
+    for d in sorted(deliveries, key=lambda d: d.received_ms):
+        if d.topic not in created or d.msg_id not in may_hold:
+            sv.unexpected.append(d.msg_id)
+        if d.received_ms < d.trigger_ms:
+            sv.early.append((d.msg_id, d.received_ms, d.trigger_ms))
+        if d.msg_id in acked_at and d.pull_start_ms > acked_at[d.msg_id]:
+            sv.again_after_ack.append(d.msg_id)
+        if d.msg_id in first:
+            sv.redelivered += 1
+        first.add(d.msg_id)
+    sv.delivered = len(first)
+    sv.missing = sorted(op.msg_id for op in after if op.outcome == OK and op.msg_id not in first)
+    sv.two_outstanding = _two_outstanding(deliveries, _may_have_acted(acks + nacks),
+                                          ack_timeout_ms)
+    sv.out_of_order = _out_of_order(after, deliveries, _may_have_acted(acks))
+    return sv
+
+
 def check(history: History, ack_timeout_ms: float,
           promotion_allowance_ms: float = 5000) -> Verdict:
     """``ack_timeout_ms``: the ack timeout of the pulls (the topics' setting);
     ``promotion_allowance_ms``: how late a due occurrence may be promoted in a run (faults
     included), for the schedule verdict."""
-    sends, acks, pulls = history.of("send"), history.of("ack"), history.of("pull")
-    v = Verdict(sends=_count(sends), acks=_count(acks), pulls=_count(pulls))
+    sends, pulls = history.of("send"), history.of("pull")
+    acks_in, nacks_in = _by_subscription(history.of("ack")), _by_subscription(history.of("nack"))
+    acks = acks_in.get(None, [])
+    v = Verdict(sends=_count(sends), acks=_count(history.of("ack")), pulls=_count(pulls))
     sent_ok = {op.msg_id for op in sends if op.outcome == OK}
     with history.lock:
         runs, all_deliveries = list(history.schedules), list(history.deliveries)
+        subscription_runs, faults = list(history.subscriptions), list(history.faults)
+        pauses = list(history.pauses)
+    delivered_in = _by_subscription(all_deliveries)
+    deliveries = delivered_in.get(None, [])          # the default subscription's
     v.schedule_missing, v.schedule_off_grid, occurrences = _schedule_verdicts(
-        runs, all_deliveries, promotion_allowance_ms)
+        runs, deliveries, promotion_allowance_ms)
     v.occurrences = len(occurrences)
-    # Occurrences are sent by their schedule, not by a client: expected, never "unexpected".
+    # Occurrences are sent by their schedule, not by a client: expected, never "unexpected";
+    # the named subscriptions receive them too.
+    every_occurrence = {d.msg_id for d in all_deliveries for run in runs
+                        if d.topic == run.topic and run.fire_time(d.msg_id) is not None}
     attempted = {op.msg_id for op in sends if op.outcome != FAIL} | occurrences
     first: dict[str, float] = {}
     lags, lags_in_fault = [], []
-    faults = list(history.faults)
-    # A 200 ack ends the message: the earliest such answer, per message.
-    acked_at: dict[str, float] = {}
-    for op in acks:
-        if op.outcome == OK:
-            acked_at[op.msg_id] = min(acked_at.get(op.msg_id, op.end_ms), op.end_ms)
-    for d in sorted(history.deliveries, key=lambda d: d.received_ms):
+    acked_at = _acked_at(acks)
+    for d in sorted(deliveries, key=lambda d: d.received_ms):
         if d.msg_id not in attempted:
             v.unexpected.append(d.msg_id)
         if d.received_ms < d.trigger_ms:
@@ -275,20 +370,28 @@ def check(history: History, ack_timeout_ms: float,
                   if op.http_status is not None and op.http_status >= 500]
     v.hangs = [f"{op.kind} {op.topic} {op.end_ms - op.start_ms:.0f} ms" for op in history.hangs]
     v.lag_ms, v.lag_in_fault_ms = _lag(lags), _lag(lags_in_fault)
-    with history.lock:
-        deliveries = list(history.deliveries)
     v.grouped = len({d.msg_id for d in deliveries if d.group})
     v.two_outstanding = _two_outstanding(
-        deliveries, _may_have_acted(acks + history.of("nack")), ack_timeout_ms)
+        deliveries, _may_have_acted(acks + nacks_in.get(None, [])), ack_timeout_ms)
     v.out_of_order = _out_of_order(sends, deliveries, _may_have_acted(acks))
-    with history.lock:
-        pauses = list(history.pauses)
     v.pauses = len(pauses)
-    v.delivered_while_paused, v.pulls_in_pause = _delivered_while_paused(deliveries, pulls,
+    # A pause holds the whole topic: every subscription's deliveries are held to it.
+    v.delivered_while_paused, v.pulls_in_pause = _delivered_while_paused(all_deliveries, pulls,
                                                                          pauses)
-    for msg_id in {*v.lost[:5], *v.unexpected[:5], *(e[0] for e in v.early[:5]),
-                   *v.again_after_ack[:5], *(e[1] for e in v.delivered_while_paused[:5]),
-                   *(m for pair in v.two_outstanding[:3] + v.out_of_order[:3]
-                     for m in pair[2:4])}:
+    names = {run.name for run in subscription_runs} | {n for n in delivered_in if n}
+    for name in sorted(names):
+        v.subscriptions[name] = _subscription_verdict(
+            [run for run in subscription_runs if run.name == name], sends,
+            delivered_in.get(name, []), acks_in.get(name, []), nacks_in.get(name, []),
+            every_occurrence, ack_timeout_ms)
+    traced = {*v.lost[:5], *v.unexpected[:5], *(e[0] for e in v.early[:5]),
+              *v.again_after_ack[:5], *(e[1] for e in v.delivered_while_paused[:5]),
+              *(m for pair in v.two_outstanding[:3] + v.out_of_order[:3] for m in pair[2:4])}
+    for sv in v.subscriptions.values():
+        traced |= {*sv.missing[:3], *sv.unexpected[:3], *(e[0] for e in sv.early[:3]),
+                   *sv.again_after_ack[:3],
+                   *(m for pair in sv.two_outstanding[:2] + sv.out_of_order[:2]
+                     for m in pair[2:4])}
+    for msg_id in traced:
         v.traces[msg_id] = history.trace(msg_id)
     return v

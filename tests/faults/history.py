@@ -1,5 +1,6 @@
-"""The history of a fault run: every send, pull and ack a client made, with its outcome, and
-each topic's pause (the topic-pause nemesis's calls are recorded like a client's).
+"""The history of a fault run: every send, pull and ack a client made, with its outcome and
+the subscription it was made in, each topic's pause (the topic-pause nemesis's calls are
+recorded like a client's) and each named subscription's creation.
 
 An outcome is ``ok`` (the server answered code 200), ``fail`` (it answered a refusal that
 wrote nothing: a 4xx code, or Redis over maxmemory) or ``unknown`` (a 500 envelope, a broken
@@ -33,6 +34,8 @@ class Op:
     detail: str = ""
     group: str | None = None        # a send's groupId
     trigger_ms: int | None = None   # a send answered 200: the triggerTime it was given
+    subscription: str | None = None  # a pull's, ack's or nack's named subscription; None:
+                                     # the default one (and every send, pause, resume)
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class Delivery:
     pull_start_ms: float       # when the pull that returned it was sent
     received_ms: float
     group: str | None = None
+    subscription: str | None = None  # the named subscription it was pulled in; None: default
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,19 @@ class Pause:
     topic: str
     from_ms: float             # the pause call's answer arrived
     until_ms: float            # the first resume call was sent
+
+
+@dataclass(frozen=True)
+class SubscriptionRun:
+    """One named subscription of a run, created by createSubscription calls retried until one
+    answered 200: a message accepted after the first was sent may be delivered in it; one
+    whose send started after the 200 answer arrived was accepted after its creation, so it
+    must be."""
+
+    topic: str
+    name: str
+    created_from_ms: float     # the first createSubscription call was sent
+    created_ms: float          # the call that answered 200 answered
 
 
 @dataclass
@@ -85,6 +102,7 @@ class History:
     faults: list[tuple[float, float, str]] = field(default_factory=list)  # start, end, what
     pauses: list[Pause] = field(default_factory=list)
     schedules: list[ScheduleRun] = field(default_factory=list)
+    subscriptions: list[SubscriptionRun] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, op: Op) -> None:
@@ -107,6 +125,10 @@ class History:
         with self.lock:
             self.pauses.append(pause)
 
+    def subscribe(self, run: SubscriptionRun) -> None:
+        with self.lock:
+            self.subscriptions.append(run)
+
     def of(self, kind: str) -> list[Op]:
         with self.lock:
             return [op for op in self.ops if op.kind == kind]
@@ -115,11 +137,14 @@ class History:
         """Every call and delivery about one message, in time order: what a violation shows."""
         with self.lock:
             rows = [(op.start_ms, (f"{op.kind} {op.outcome} {op.start_ms:.0f}-{op.end_ms:.0f} "
+                                   + (f"in {op.subscription} " if op.subscription else "")
                                    + (f"group {op.group} " if op.group else "")
                                    + (f"trigger {op.trigger_ms} " if op.trigger_ms else "")
                                    + op.detail).strip())
                     for op in self.ops if op.msg_id == msg_id]
-            rows += [(d.pull_start_ms, f"delivered retry={d.retry} pull "
-                      f"{d.pull_start_ms:.0f}-{d.received_ms:.0f} trigger {d.trigger_ms}")
+            rows += [(d.pull_start_ms, "delivered "
+                      + (f"in {d.subscription} " if d.subscription else "")
+                      + f"retry={d.retry} pull {d.pull_start_ms:.0f}-{d.received_ms:.0f} "
+                      f"trigger {d.trigger_ms}")
                      for d in self.deliveries if d.msg_id == msg_id]
         return [text for _, text in sorted(rows)]

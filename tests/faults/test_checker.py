@@ -1,12 +1,13 @@
-"""The checker's group and pause verdicts on histories written by hand: each violation it must
-find, and each history it must not blame (an unknown outcome counts both ways; a deadline passed
-ends a delivery; acceptance order is known only for sends that did not overlap; a pull in
-flight when a pause was called, or answered after the resume was sent, may deliver)."""
+"""The checker's group, pause, schedule and subscription verdicts on histories written by hand:
+each violation it must find, and each history it must not blame (an unknown outcome counts both
+ways; a deadline passed ends a delivery; acceptance order is known only for sends that did not
+overlap; a pull in flight when a pause was called, or answered after the resume was sent, may
+deliver; a send that overlapped a subscription's creation may or may not be in it)."""
 
 from __future__ import annotations
 
 from faults.checker import check
-from faults.history import FAIL, OK, UNKNOWN, Delivery, History, Op, Pause
+from faults.history import FAIL, OK, UNKNOWN, Delivery, History, Op, Pause, SubscriptionRun
 
 ACK_TIMEOUT_MS = 2000
 TOPIC = "t"
@@ -212,3 +213,120 @@ def test_an_occurrence_received_before_its_fire_time_is_early():
     h = history(delivered("s:1000", 990, 995, 1000, group=None))
     h.schedules.append(schedule_run(deleted_from=1500, deleted=1510))
     assert [e[0] for e in check(h, ACK_TIMEOUT_MS).early] == ["s:1000"]
+
+
+# -- named subscriptions ------------------------------------------------------------------------
+# s1 and s2 were created by calls sent at 40 and answered at 50.
+SUBSCRIPTIONS = [SubscriptionRun(TOPIC, "s1", 40, 50), SubscriptionRun(TOPIC, "s2", 40, 50)]
+
+
+def got(msg_id, pulled, received, trigger=100, subscription=None, retry=1, group=None
+        ) -> Delivery:
+    return Delivery(TOPIC, msg_id, retry, trigger, pulled, received, group, subscription)
+
+
+def acked_in(subscription, msg_id, start, end, outcome=OK, kind="ack") -> Op:
+    return Op(kind, TOPIC, msg_id, start, end, outcome, 200, subscription=subscription)
+
+
+def subscribed(*items):
+    h = history(*items)
+    h.subscriptions.extend(SUBSCRIPTIONS)
+    return check(h, ACK_TIMEOUT_MS)
+
+
+def everywhere(msg_id, at, trigger=100):
+    """Delivered and acked in the default subscription, s1 and s2, one after the other."""
+    items = []
+    for k, name in enumerate((None, "s1", "s2")):
+        start = at + 10 * k
+        items += [got(msg_id, start, start + 2, trigger, name),
+                  acked_in(name, msg_id, start + 3, start + 5)]
+    return items
+
+
+def test_every_acked_send_delivered_in_every_subscription_is_clean():
+    v = subscribed(sent("a", 60, 65, 100, None), sent("b", 70, 75, 100, None),
+                   *everywhere("a", 100), *everywhere("b", 200))
+    assert not v.violations, v.summary()
+    assert {name: sv.delivered for name, sv in v.subscriptions.items()} == {"s1": 2, "s2": 2}
+    assert v.delivered == 2 and v.lost == []
+
+
+def test_an_acked_send_never_delivered_in_one_subscription_fails_in_that_one():
+    v = subscribed(sent("a", 60, 65, 100, None), sent("b", 70, 75, 100, None),
+                   *everywhere("a", 100), *everywhere("b", 200)[:4])     # b: not in s2
+    assert v.violations == {"subscription: acked send never delivered in s2": ["b"]}
+    assert v.lost == [] and v.subscriptions["s1"].missing == []
+    assert "delivered in s1" in " ".join(v.traces["b"])
+
+
+def test_an_ack_in_one_subscription_ends_the_message_there_only():
+    base = (sent("a", 60, 65, 100, None), got("a", 100, 102),
+            got("a", 100, 102, subscription="s2"),
+            got("a", 100, 102, subscription="s1"), acked_in("s1", "a", 103, 105))
+    # s1 acked it (answered at 105); s2 and the default get it again later: no verdict.
+    clean = subscribed(*base, got("a", 400, 402, subscription="s2", retry=2),
+                       got("a", 500, 502, retry=2))
+    assert not clean.violations, clean.summary()
+    assert clean.subscriptions["s2"].redelivered == 1 and clean.redelivered == 1
+    again = subscribed(*base, got("a", 400, 402, subscription="s1", retry=2))
+    assert again.violations == {"subscription: again after ack in s1": ["a"]}
+
+
+def test_early_or_unsent_in_a_subscription_is_a_violation():
+    v = subscribed(sent("a", 60, 65, 100, None), *everywhere("a", 100)[:2],
+                   got("a", 90, 95, subscription="s1"), acked_in("s1", "a", 96, 97),
+                   got("a", 110, 112, subscription="s2"), acked_in("s2", "a", 113, 114),
+                   got("x", 120, 122, subscription="s2"))
+    assert v.violations == {"subscription: early in s1": [("a", 95, 100)],
+                            "subscription: unexpected in s2": ["x"]}
+
+
+def test_a_send_answered_before_the_creation_is_not_the_subscriptions():
+    before = sent("a", 0, 30, 100, None)        # answered before the create was sent (40)
+    v = subscribed(before, got("a", 100, 102), acked_in(None, "a", 103, 104),
+                   got("a", 100, 102, subscription="s1"))
+    assert v.violations == {"subscription: unexpected in s1": ["a"]}
+    # ... and is owed to no subscription: only the default must deliver it.
+    owed = subscribed(before, got("a", 100, 102), acked_in(None, "a", 103, 104))
+    assert not owed.violations, owed.summary()
+
+
+def test_nothing_is_blamed_where_the_creation_or_the_send_is_uncertain():
+    cases = {
+        "a send overlapping the creation, delivered only in the default": (
+            sent("a", 45, 55, 100, None), got("a", 100, 102)),
+        "a send overlapping the creation, delivered in s1": (
+            sent("a", 30, 45, 100, None), got("a", 100, 102),
+            got("a", 100, 102, subscription="s1")),
+        "a send whose outcome is unknown, delivered nowhere": (
+            sent("a", 60, 65, 100, None, outcome=UNKNOWN),),
+        "a send whose outcome is unknown, delivered in s2 only": (
+            sent("a", 60, 65, 100, None, outcome=UNKNOWN),
+            got("a", 100, 102, subscription="s2")),
+    }
+    for name, items in cases.items():
+        v = subscribed(*items)
+        assert not v.violations, (name, v.violations)
+
+
+def test_groups_hold_within_each_subscription_on_its_own():
+    # The default has a's head outstanding while s1 delivers b: another subscription, fine.
+    items = (sent("a", 60, 65, 100), sent("b", 66, 68, 100),
+             got("a", 100, 102, group="g"),
+             got("a", 100, 102, subscription="s1", group="g"),
+             acked_in("s1", "a", 103, 104), got("b", 110, 112, subscription="s1", group="g"),
+             acked_in("s1", "b", 113, 114), acked_in(None, "a", 200, 210),
+             got("b", 220, 222, group="g"), acked_in(None, "b", 223, 224))
+    v = subscribed(*items)
+    assert v.two_outstanding == [] and v.subscriptions["s1"].two_outstanding == []
+    # Within s2, b delivered while a is outstanding and unacked: two at once, out of order.
+    v = subscribed(*items, got("a", 300, 302, subscription="s2", group="g"),
+                   got("b", 310, 312, subscription="s2", group="g"))
+    s2 = v.subscriptions["s2"]
+    assert s2.two_outstanding == [(TOPIC, "g", "a", "b", 312)]
+    assert s2.out_of_order == [(TOPIC, "g", "a", "b", 312)]
+    assert set(v.violations) == {"subscription: group two outstanding at once in s2",
+                                 "subscription: group delivered before an earlier one ended "
+                                 "in s2"}

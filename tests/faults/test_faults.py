@@ -1,7 +1,8 @@
 """Each nemesis, briefly, under load on two nodes and a Redis with AOF: nothing acked is lost,
 nothing is early, nothing comes back after a 200 ack, no HTTP 5xx, no hangs, a message group
 never has two deliveries outstanding nor delivers out of order, a recurring schedule delivers
-every fire time once and none off its grid, a paused topic hands nothing out, nothing is left
+every fire time once and none off its grid, a paused topic hands nothing out, each of two named
+subscriptions gets every acked send and holds all of the above on its own, nothing is left
 in a queue or a group structure once drained, and the fleet serves again after the fault. The
 long campaign is ``make chaos`` (tests/faults/chaos.py)."""
 
@@ -20,6 +21,7 @@ from faults.nemesis import (
     ScriptFlush,
     TopicPause,
 )
+from faults.workload import SUBSCRIPTIONS
 from faults.world import World
 
 pytestmark = pytest.mark.slow
@@ -39,6 +41,8 @@ def assert_clean(result) -> None:
     assert result.drained, f"not drained: left {result.left}, {v.summary()}"
     assert v.sends.get("ok", 0) > 0 and v.delivered > 0 and v.grouped > 0, v.summary()
     assert v.occurrences > 0, f"no occurrence of the run's schedule delivered: {v.summary()}"
+    assert sorted(v.subscriptions) == sorted(SUBSCRIPTIONS), v.summary()
+    assert all(sv.delivered > 0 for sv in v.subscriptions.values()), v.summary()
     assert result.sent_after_last_fault > 0, f"no send succeeded after the heal: {v.summary()}"
 
 

@@ -1,7 +1,8 @@
-"""The clients of a fault run: producers at a fixed rate over some topics, about half of the
-sends in a few message groups per topic, a recurring schedule (everyMillis) on the first topic,
-and long-poll consumers (two per topic) that ack what they get, giving some first deliveries
-back with a nack; every call goes into the History."""
+"""The clients of a fault run: two named subscriptions on every topic (s1, s2, created before
+the first send), producers at a fixed rate over the topics, about half of the sends in a few
+message groups per topic, a recurring schedule (everyMillis) on the first topic, and long-poll
+consumers (two per topic in each subscription, the default one included) that ack what they
+get, giving some first deliveries back with a nack; every call goes into the History."""
 
 from __future__ import annotations
 
@@ -14,7 +15,17 @@ from typing import Callable
 
 import requests
 
-from faults.history import FAIL, OK, UNKNOWN, Delivery, History, Op, ScheduleRun, now_ms
+from faults.history import (
+    FAIL,
+    OK,
+    UNKNOWN,
+    Delivery,
+    History,
+    Op,
+    ScheduleRun,
+    SubscriptionRun,
+    now_ms,
+)
 from support.fleet import API
 from support.wait import wait_until
 
@@ -29,7 +40,9 @@ GROUP_MAX_RETRY = 1000     # a grouped message never runs out of deliveries in a
                            # checker ends one at its ack only
 NACK_SHARE = 0.1           # of first deliveries, given back with a nack (a head holds its group)
 SCHEDULE_EVERY_MS = 1000   # the run's recurring schedule fires every second
-SCHEDULE_CALLS_S = 30.0    # how long createSchedule / deleteSchedule are retried
+ADMIN_CALLS_S = 30.0       # how long createSubscription, createSchedule, deleteSchedule are
+                           # retried
+SUBSCRIPTIONS = ("s1", "s2")   # each topic's named subscriptions; None is the default one
 
 
 def _outcome(answer: dict) -> str:
@@ -53,8 +66,12 @@ class Client:
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def call(self, kind: str, endpoint: str, topic: str, msg_id: str | None,
-             server_time_s: float, group: str | None = None, **params
-             ) -> tuple[Op, dict | None]:
+             server_time_s: float, group: str | None = None, *,
+             subscription: str | None = None, **params) -> tuple[Op, dict | None]:
+        """``subscription``: the named subscription the call is made in (sent as the
+        ``subscription`` parameter, and recorded); None: the default one."""
+        if subscription is not None:
+            params["subscription"] = subscription
         bases = self.bases()
         self.turn += 1
         base = bases[self.turn % len(bases)]
@@ -75,7 +92,8 @@ class Client:
             self.session = requests.Session()
         trigger = answer["delayMsg"]["triggerTime"] if kind == "send" and outcome == OK \
             else None
-        op = Op(kind, topic, msg_id, start, now_ms(), outcome, status, detail, group, trigger)
+        op = Op(kind, topic, msg_id, start, now_ms(), outcome, status, detail, group, trigger,
+                subscription)
         self.history.add(op)
         if detail.startswith("hang"):
             self.history.hang(op)
@@ -84,7 +102,7 @@ class Client:
 
 class Workload:
     """``rate`` sends per second over ``topics``, each due in 0..``max_delay_ms``;
-    ``consumers`` per topic."""
+    ``consumers`` per topic and subscription."""
 
     def __init__(self, history: History, bases: Callable[[], list[str]], topics: list[str], *,
                  rate: float, max_delay_ms: int = 1000, producers: int = 2, consumers: int = 2,
@@ -103,12 +121,16 @@ class Workload:
 
     def start(self) -> "Workload":
         self.producing.set()
+        self._create_subscriptions()
         self._start_schedule()
         for i in range(self.producers):
             self._spawn(self._produce, i)
-        for i, topic in enumerate(self.topics):
-            for j in range(self.consumers):
-                self._spawn(self._consume, topic, i * self.consumers + j)
+        index = 0
+        for topic in self.topics:
+            for subscription in (None, *SUBSCRIPTIONS):
+                for _ in range(self.consumers):
+                    self._spawn(self._consume, topic, index, subscription)
+                    index += 1
         return self
 
     def _spawn(self, target, *args) -> None:
@@ -136,13 +158,14 @@ class Workload:
             self.stopping.wait(max(0.0, next_at - time.monotonic()))
             next_at = max(next_at, time.monotonic() - 1.0)  # no burst after a stall
 
-    def _consume(self, topic: str, index: int) -> None:
+    def _consume(self, topic: str, index: int, subscription: str | None) -> None:
         client = Client(self.history, self.bases, self.token, index)
         rng = random.Random(index)
         while not self.stopping.is_set():
             start = now_ms()
             op, answer = client.call("pull", "longPollingMsg", topic, None,
                                      LONG_POLL_MS / 1000 + CALL_TIMEOUT_S, batch=10,
+                                     subscription=subscription,
                                      longPollingTimeoutMillis=LONG_POLL_MS)
             if op.outcome != OK:
                 self.stopping.wait(0.1)
@@ -150,12 +173,31 @@ class Workload:
             for message in answer["delayMsgList"]:
                 self.history.deliver(Delivery(topic, message["msgId"], message["retry"],
                                               message["triggerTime"], start, op.end_ms,
-                                              message.get("groupId")))
+                                              message.get("groupId"), subscription))
             for message in answer["delayMsgList"]:
                 nack = message["retry"] == 1 and rng.random() < NACK_SHARE
                 client.call("nack" if nack else "ack", "ackMsg", topic, message["msgId"],
-                            CALL_TIMEOUT_S, msgId=message["msgId"],
+                            CALL_TIMEOUT_S, subscription=subscription, msgId=message["msgId"],
                             receipt=message.get("receipt", ""), ack="false" if nack else "true")
+
+    def _create_subscriptions(self) -> None:
+        """Each topic's named subscriptions, before the first send, each createSubscription
+        retried until one answers 200 (creating an existing one changes nothing)."""
+        client = Client(self.history, self.bases, self.token)
+        for topic in self.topics:
+            for name in SUBSCRIPTIONS:
+                deadline, first_sent = time.monotonic() + ADMIN_CALLS_S, None
+                while time.monotonic() < deadline:
+                    op, _ = client.call("subscribe", "createSubscription", topic, None,
+                                        CALL_TIMEOUT_S, subscription=name)
+                    first_sent = op.start_ms if first_sent is None else first_sent
+                    if op.outcome == OK:
+                        self.history.subscribe(SubscriptionRun(topic, name, first_sent,
+                                                               op.end_ms))
+                        break
+                    time.sleep(0.2)
+                else:
+                    raise AssertionError(f"createSubscription never answered 200: {op}")
 
     def _start_schedule(self) -> None:
         """A schedule firing every second on the first topic, from a startTime on the grid so
@@ -163,7 +205,7 @@ class Workload:
         client = Client(self.history, self.bases, self.token)
         topic, schedule_id = self.topics[0], f"every-{uuid.uuid4().hex[:6]}"
         start = (int(now_ms()) // SCHEDULE_EVERY_MS + 2) * SCHEDULE_EVERY_MS
-        deadline = time.monotonic() + SCHEDULE_CALLS_S
+        deadline = time.monotonic() + ADMIN_CALLS_S
         while time.monotonic() < deadline:
             op, answer = client.call("schedule", "createSchedule", topic, None, CALL_TIMEOUT_S,
                                      scheduleId=schedule_id, everyMillis=SCHEDULE_EVERY_MS,
@@ -182,7 +224,7 @@ class Workload:
         was unknown (that one deleted it): the run's fire times end there."""
         client = Client(self.history, self.bases, self.token)
         for run in self.history.schedules:
-            deadline, first_sent = time.monotonic() + SCHEDULE_CALLS_S, None
+            deadline, first_sent = time.monotonic() + ADMIN_CALLS_S, None
             while time.monotonic() < deadline:
                 op, answer = client.call("schedule", "deleteSchedule", run.topic, None,
                                          CALL_TIMEOUT_S, scheduleId=run.schedule_id)
@@ -202,13 +244,16 @@ class Workload:
             self._stop_schedules()
 
     def drain(self, timeout_s: float, settled: Callable[[], bool] = lambda: True) -> bool:
-        """Wait until every send answered 200 has been delivered and ``settled()``; True if
-        it was."""
+        """Wait until every send answered 200 has been delivered in every subscription and
+        ``settled()``; True if it was."""
         def all_delivered() -> bool:
             sent = {op.msg_id for op in self.history.of("send") if op.outcome == OK}
+            delivered: dict[str | None, set[str]] = {None: set()}
+            delivered.update((name, set()) for name in SUBSCRIPTIONS)
             with self.history.lock:
-                delivered = {d.msg_id for d in self.history.deliveries}
-            return sent <= delivered and settled()
+                for d in self.history.deliveries:
+                    delivered[d.subscription].add(d.msg_id)
+            return all(sent <= ids for ids in delivered.values()) and settled()
 
         try:
             return wait_until(all_delivered, timeout_s, interval_s=0.1)
