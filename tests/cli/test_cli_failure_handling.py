@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from delayqueue.cli.topic import _setting
+from delayqueue.cli.topic import setting_arg
 from delayqueue.client import DelayMsg, DelayQueueClient, Status
 from delayqueue.client.model import API_SETTINGS, TOPIC_SETTINGS
 
@@ -131,12 +131,12 @@ def test_topic_config_set_reads_each_setting_as_its_kind():
              "description": (" as given\t ", " as given\t ")}
     assert set(given) == set(TOPIC_SETTINGS.values())
     for api, (text, value) in given.items():
-        name, parsed = _setting(api, text)
+        name, parsed = setting_arg(api, text)
         assert (API_SETTINGS[api], parsed, type(parsed)) == (name, value, type(value)), api
     with pytest.raises(ValueError, match="maxRetry: not a whole number: '1.5'"):
-        _setting("maxRetry", "1.5")
+        setting_arg("maxRetry", "1.5")
     with pytest.raises(ValueError, match="redeliveryBackoffMultiplier: not a number: 'x'"):
-        _setting("redeliveryBackoffMultiplier", "x")
+        setting_arg("redeliveryBackoffMultiplier", "x")
 
 
 def test_dlq_list_redrive_and_purge(dq, client, topic):
