@@ -259,7 +259,8 @@ def message_detail(m: DelayMsg) -> str:
         rows.append(("replaced", "yes: the waiting or ready message began again with these "
                                  "values"))
     rows.append(("msg", m.msg))
-    return "\n".join(f"{k:<12} {v}" for k, v in rows)
+    width = max(12, *(len(k) for k, _ in rows))   # "subscriptions" is the one longer name
+    return "\n".join(f"{k:<{width}} {v}" for k, v in rows)
 
 
 def schedule_state(s: Schedule) -> str:

@@ -20,8 +20,8 @@ def ok(result) -> str:
 
 
 def rows(table: str) -> dict[str, list[str]]:
-    """A table's rows by their first cell, headers left out."""
-    return {line.split()[0]: line.split()[1:] for line in table.strip().splitlines()[1:]}
+    """A table's rows by their first cell, its header and rule left out."""
+    return {line.split()[0]: line.split()[1:] for line in table.strip().splitlines()[2:]}
 
 
 # ---- subscription list|create|delete|config --------------------------------------------------

@@ -115,9 +115,6 @@ def test_an_unknown_subscription_is_not_found_by_every_consuming_call(client, to
         "list_messages": lambda: client.list_messages(topic, 2, subscription="nope"),
         "pause_topic": lambda: client.pause_topic(topic, subscription="nope"),
         "resume_topic": lambda: client.resume_topic(topic, subscription="nope"),
-        "ack_batch": lambda: client.ack_batch(topic, ["m1"], subscription="nope"),
-        "change_visibility_batch": lambda: client.change_visibility_batch(
-            topic, [("m1", 1_000)], subscription="nope"),
         "get_subscription_config": lambda: client.get_subscription_config(topic, "nope"),
         "set_subscription_config": lambda: client.set_subscription_config(topic, "nope",
                                                                           max_retry=1),
@@ -130,6 +127,15 @@ def test_an_unknown_subscription_is_not_found_by_every_consuming_call(client, to
             continue
         answered.append(name)
     assert answered == []
+    # A batch answers it per entry (or as a whole): each entry's 404 names the subscription.
+    for batch in (lambda: client.ack_batch(topic, ["m1"], subscription="nope"),
+                  lambda: client.change_visibility_batch(topic, [("m1", 1_000)],
+                                                         subscription="nope")):
+        try:
+            [result] = batch()
+        except SubscriptionNotFoundError:
+            continue
+        assert result.code == 404 and result.msg.startswith("subscription"), result
 
 
 # ---- fan-out --------------------------------------------------------------------------------
