@@ -3,7 +3,7 @@ VENV := .venv
 PY := python3
 PYTEST_ARGS ?=
 
-.PHONY: install install-server constraints system-deps lint run test ha chaos fuzz wheel report bench bench-deps bench-report bench-groups bench-controls clean
+.PHONY: install install-server constraints system-deps lint run test ha chaos fuzz wheel report bench bench-deps bench-report bench-groups bench-controls bench-subscriptions clean
 
 # One venv, one stamp per set of extras installed into it, each redone when pyproject.toml
 # changes: `make run` installs the server alone (`.[server]`: seconds with pip's cache warm);
@@ -131,6 +131,14 @@ bench-groups: install
 
 bench-controls: install
 	$(VENV)/bin/python bench/controls_bench.py $(CONTROLS_ARGS)
+
+# Named subscriptions against none, same run (bench/subscriptions_bench.py, ~2 min): Redis
+# bytes per ready message with 0, 1, 4 and 16 named subscriptions (bar: <= 150 B per one
+# beyond the first), send and pull + ack throughput and Redis CPU per message; figures go to
+# docs/benchmarks.md. SUBSCRIPTIONS_ARGS='--quick' scales it down (under half a minute).
+SUBSCRIPTIONS_ARGS ?=
+bench-subscriptions: install
+	$(VENV)/bin/python bench/subscriptions_bench.py $(SUBSCRIPTIONS_ARGS)
 
 # constraints.txt: the exact version of every package the server image installs (the
 # Dockerfile's dependency layer installs with -c constraints.txt), frozen from a clean venv

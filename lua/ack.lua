@@ -4,7 +4,7 @@
   A late ack of a message given back after an ack timeout or a nack (ready (2), or waiting
   (1) for a delayed redelivery, delivered before and not yet redelivered) is accepted too:
   it saves a duplicate delivery.
-  KEYS: the topic's 12 keys (includes/keys.lua).
+  KEYS: the 18 keys (includes/keys.lua).
   ARGV[1] now_ms  ARGV[2] end_life_ms  ARGV[3] hint channel ('' = publish nothing)
   ARGV[4] topic  ARGV[5] n, the number of acks
   then n times: msg_id, receipt ('' = none: camellia's rules)
@@ -32,7 +32,7 @@ local n = tonumber(ARGV[5])
 local window = nil   -- the topic's dedupWindowMillis, read by the first ack that ends one
 
 local function dedup_window()
-  if not window then window = topic_settings(tk.config).dedupWindowMillis end
+  if not window then window = topic_settings(tk.config, tk.topic_config).dedupWindowMillis end
   return window
 end
 

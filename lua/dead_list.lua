@@ -1,5 +1,5 @@
 --[[ Read a page of the topic's dead letters, oldest death first. Read only.
-  KEYS: the topic's 12 keys (includes/keys.lua); only dead, config and msgs are read.
+  KEYS: the 18 keys (includes/keys.lua); only dead, config and msgs are read.
   ARGV[1] now_ms  ARGV[2] limit (<= 1000)
   ARGV[3] cursor death time (ms, '' = from the start)  ARGV[4] cursor slot
   ARGV[5..15] the server's default settings
@@ -16,7 +16,7 @@ local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local cursor_time, cursor_slot = tonumber(ARGV[3]), ARGV[4]
 local TIE_SCAN = 1000   -- most entries sharing the cursor's death time skipped after it left
 
-local s = topic_settings(config)
+local s = topic_settings(config, tk.topic_config)
 local oldest = now - s.deadLetterRetentionMillis
 local start = redis.call('ZCOUNT', dead, '-inf', '(' .. oldest)
 local skip_ties = false

@@ -1,6 +1,6 @@
 --[[ Redrive dead letters: retry exhausted (6) -> ready (2) at the tail of the queue, with
   retry 0, triggerTime now and a fresh expireTime (now + the topic's ttl).
-  KEYS: the topic's 12 keys (includes/keys.lua); config is read only.
+  KEYS: the 18 keys (includes/keys.lua); config is read only.
   ARGV[1] now_ms  ARGV[2] msg_id ('' = the oldest `limit`)
   ARGV[3] limit (<= 1000)  ARGV[4] hint channel  ARGV[5] topic
   ARGV[6..] the server's default settings
@@ -23,7 +23,7 @@ if msg_id ~= '' then
 else
   slots = redis.call('ZRANGE', tk.dead, 0, limit - 1)
 end
-local s = topic_settings(tk.config)
+local s = topic_settings(tk.config, tk.topic_config)
 local before = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
 local count = 0
 for _, slot in ipairs(slots) do
@@ -31,7 +31,7 @@ for _, slot in ipairs(slots) do
   local m = load_slot(tk.msgs, slot)
   local dead_letter = m and tonumber(m[STATUS]) == Status.RETRY_EXHAUSTED
   if dead_letter and not retained(m, tk.ended, now) then
-    drop_message(tk.msgs, tk.ended, tk.dead, slot)   -- past its retention: gone, not redriven
+    drop_message(tk.msgs, tk.ended, tk.dead, slot, now)   -- past its retention: gone, not redriven
   elseif dead_letter then
     redis.call('ZREM', tk.ended, slot)
     m[TRIGGER_TIME], m[EXPIRE_TIME], m[DELIVERIES] = now, now + s.ttlMillis, 0

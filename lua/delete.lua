@@ -1,5 +1,6 @@
---[[ Delete a live message: waiting / ready / consuming -> deleted (7), out of every queue.
-  KEYS: the topic's 12 keys (includes/keys.lua).
+--[[ Delete a live message: waiting / ready / consuming -> deleted (7), out of every queue, in
+  the default subscription and in every named one that holds it (includes/fanout.lua).
+  KEYS: the 18 keys (includes/keys.lua).
   ARGV[1] msg_id  ARGV[2] now_ms  ARGV[3] end_life_ms  ARGV[4] release (1 = remove the body
   now)  ARGV[5] hint channel ('' = publish nothing)  ARGV[6] topic
   ARGV[7..] the server's default settings (includes/settings.lua): the topic's
@@ -14,22 +15,17 @@
   Memory: drains (first write ZREM): runs over maxmemory.
   Publishes "1 <topic>" when its group's next message became ready. ]]
 --@include settings
---@include group
+--@include fanout
 local msg_id, now, end_life, release = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
   ARGV[4] == '1'
 local channel, topic = ARGV[5], ARGV[6]
 
 local m = find_message(tk.msgs, msg_id)
-if not m or not is_live(m[STATUS]) then
-  if m and release then drop_message(tk.msgs, tk.ended, tk.dead, m.slot) end
-  return {NO_MESSAGE, {}, -1}
-end
-if release then
-  leave(m, now)
-  drop_message(tk.msgs, tk.ended, tk.dead, m.slot)
-  m[STATUS] = num(Status.DELETED)   -- the answer, as a saved record's field reads
-else
-  end_message(m, Status.DELETED, now, end_life, topic_settings(tk.config).dedupWindowMillis)
-end
+if not m then return {NO_MESSAGE, {}, -1} end
+local window = topic_settings(tk.config, tk.topic_config).dedupWindowMillis
+local ended = end_everywhere(m, Status.DELETED, now, end_life, window)
+if release then release_everywhere(m) end
+if not ended then return {NO_MESSAGE, {}, -1} end
+m[STATUS] = num(Status.DELETED)   -- the answer, as a saved record's field reads
 publish_advanced(channel, topic)
 return {OK, m, advanced_due()}

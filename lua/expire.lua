@@ -1,4 +1,5 @@
---[[ Expiry: a message whose expireTime has passed ends without another delivery; then the
+--[[ Expiry, in the default subscription and in every named one (and their bare entries,
+  through the topic's sexpire index): a message whose expireTime has passed ends without another delivery; then the
   records whose retention ended are purged.
   Driven by the expiry index, so the cost is O(log n) per expired message, never a scan.
   The index holds ready, consuming and group-blocked messages (promotion adds them; waiting ones enter it
@@ -8,7 +9,7 @@
   the ack timeout ends it (6) instead of redelivering.
   Purge: at most `limit` ended records (4..7, dead letters too) whose `ended` score (the end
   of their retention) is <= now are removed, with their dead-queue entry.
-  KEYS: the topic's 12 keys (includes/keys.lua).
+  KEYS: the 18 keys (includes/keys.lua).
   ARGV[1] now_ms  ARGV[2] limit (<= 1000)  ARGV[3] end_life_ms  ARGV[4] hint channel
   ARGV[5] topic  ARGV[6..] the server's default settings
   A blocked message of a group expires where it waits; an expired group front releases its
@@ -18,28 +19,59 @@
   retained); dead: how many of the exhausted became dead letters.
   Memory: drains (first write ZREM): runs over maxmemory, and frees the ended records. ]]
 --@include dead_letter
+--@include fanout
 local now, limit, end_life = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local channel, topic = ARGV[4], ARGV[5]
 
-local due = redis.call('ZRANGEBYSCORE', tk.expire, '-inf', now, 'LIMIT', 0, limit)
-local expired, exhausted, dead_lettered = 0, 0, 0
-local s = #due > 0 and topic_settings(tk.config)
-for _, slot in ipairs(due) do
-  if redis.call('ZREM', tk.expire, slot) == 1 then
-    local m = load_slot(tk.msgs, slot)
-    local status = m and tonumber(m[STATUS])
-    if status == Status.WAITING or status == Status.READY then
-      if tonumber(m[DELIVERIES]) == 0 then
-        end_message(m, Status.EXPIRED, now, end_life, s.dedupWindowMillis)
-        expired = expired + 1
-      else
-        dead_lettered = dead_lettered + end_exhausted(m, now, end_life, s)
-        exhausted = exhausted + 1
-      end
-    end
+local expired, exhausted, dead_lettered, scanned, purged = 0, 0, 0, 0, 0
+
+local function end_expired(m, s)
+  if tonumber(m[DELIVERIES]) == 0 then
+    end_message(m, Status.EXPIRED, now, end_life, s.dedupWindowMillis)
+    expired = expired + 1
+  else
+    dead_lettered = dead_lettered + end_exhausted(m, now, end_life, s)
+    exhausted = exhausted + 1
   end
 end
-local purged = purge_ended(tk.msgs, tk.ended, tk.dead, now, limit)
+
+-- Expiry and purge in the current context (the default subscription, or a named one).
+local function expire_here()
+  local due = redis.call('ZRANGEBYSCORE', tk.expire, '-inf', now, 'LIMIT', 0, limit)
+  local s = #due > 0 and topic_settings(tk.config, tk.topic_config)
+  for _, slot in ipairs(due) do
+    if redis.call('ZREM', tk.expire, slot) == 1 then
+      local m = load_slot(tk.msgs, slot)
+      local status = m and tonumber(m[STATUS])
+      if status == Status.WAITING or status == Status.READY then end_expired(m, s) end
+    end
+  end
+  scanned = math.max(scanned, #due)
+  purged = math.max(purged, purge_ended(tk.msgs, tk.ended, tk.dead, now, limit))
+end
+
+-- The bare entries of named subscriptions (ready there, never delivered: no record) whose
+-- expireTime has passed, through the topic's sexpire index: they end (5) in every
+-- subscription that still holds them so.
+local function expire_bare()
+  local due = redis.call('ZRANGEBYSCORE', tk.sexpire, '-inf', now, 'LIMIT', 0, limit)
+  for _, slot in ipairs(due) do
+    redis.call('ZREM', tk.sexpire, slot)
+    local tm = load_slot(tk.bodies, slot)
+    if tm then
+      local member = queue_member(tm)
+      in_each_subscription(function()
+        if redis.call('HEXISTS', tk.msgs, slot) == 0 and redis.call('ZSCORE', tk.ready, member) then
+          end_expired(fresh_delivery(tm), topic_settings(tk.config, tk.topic_config))
+        end
+      end)
+    end
+  end
+  scanned = math.max(scanned, #due)
+end
+
+expire_here()
+expire_bare()
+in_each_subscription(expire_here)
 publish_advanced(channel, topic)
-return {expired, exhausted, #due, due_at(tk.waiting, tk.ack, tk.expire, tk.ended) or -1,
-  dead_lettered, purged}
+return {expired, exhausted, scanned, topic_due() or -1, dead_lettered, purged}

@@ -1,5 +1,5 @@
 --[[ Read a page of a topic's live messages (listMsg), in one queue's order. Read only.
-  KEYS: the topic's 12 keys (includes/keys.lua); waiting, ready, ack, blocked, msgs are read.
+  KEYS: the 18 keys (includes/keys.lua); waiting, ready, ack, blocked, msgs are read.
   ARGV[1] now_ms  ARGV[2] view: waiting (status 1, by triggerTime), ready (2, in delivery
   order), ack (3, by ack deadline), or blocked (behind their group's head, each group in its
   order, groups by groupId)  ARGV[3] limit (<= 1000)  ARGV[4] max_bytes (the bodies of one
@@ -68,7 +68,8 @@ for i = 1, #flat, 2 do
   end
   local member = flat[i]
   last = i
-  local m = load_slot(tk.msgs, slot_of(member))
+  -- a named subscription's ready queue holds bare entries too (includes/fanout.lua)
+  local m = view == 'ready' and load_ready(slot_of(member)) or load_slot(tk.msgs, slot_of(member))
   if m then
     local score = view == 'blocked' and m[TRIGGER_TIME] or flat[i + 1]
     shown_status(m, now)

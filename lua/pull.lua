@@ -4,7 +4,7 @@
   time never waits for a scheduler. A message past its expireTime, or past its deliveries,
   is never handed out: it ends (5 if never delivered, else 6, a dead letter).
   Each delivery gets a new receipt (field c): only it can ack, nack or extend the delivery.
-  KEYS: the topic's 12 keys (includes/keys.lua); config is read only.
+  KEYS: the 18 keys (includes/keys.lua); config is read only.
   ARGV[1] now_ms  ARGV[2] count (<= 1000; the API's `batch`)
   ARGV[3] ack_timeout_ms (-1: the topic's)
   ARGV[4] end_life_ms  ARGV[5] promote limit  ARGV[6] hint channel  ARGV[7] topic
@@ -24,14 +24,16 @@
   ready, and did not hand them all out, so consumers held on other processes take them. ]]
 --@include promote
 --@include dead_letter
+--@include fanout
 local now, count, ack_timeout = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local end_life, promote_limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 local channel, topic = ARGV[6], ARGV[7]
 
-local s = topic_settings(tk.config)
+local s = topic_settings(tk.config, tk.topic_config)
 if ack_timeout < 0 then ack_timeout = s.ackTimeoutMillis end
 local before = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
 local promoted, gaps = promote(now, promote_limit)
+local fanned, fanned_expiry = fan_out(now, promote_limit)
 
 local messages, ended_here, dead_lettered = {}, 0, 0
 -- Bounded work: skipping dead entries costs at most `count` extra pops per call.
@@ -41,7 +43,7 @@ while #messages < count and pops_left > 0 do
   if not popped[1] then break end
   pops_left = pops_left - 1
   local slot = member_slot(popped[1])
-  local m = load_slot(tk.msgs, slot)
+  local m = load_ready(slot)
   if not m then
     redis.call('ZREM', tk.expire, slot)
   else
@@ -55,6 +57,8 @@ while #messages < count and pops_left > 0 do
       ended_here = ended_here + 1
     else
       m[DELIVERIES], m[STATUS], m.dt = deliveries + 1, Status.CONSUMING, now
+      -- first delivery in a named subscription: its expiry is this subscription's from now
+      if m.fresh then redis.call('ZADD', tk.expire, m[EXPIRE_TIME], slot) end
       save_message(tk.msgs, m)
       redis.call('ZADD', tk.ack, now + ack_timeout, slot)
       table.insert(m, 1, m.id)
@@ -64,10 +68,13 @@ while #messages < count and pops_left > 0 do
 end
 
 local ready_left = redis.call('ZCARD', tk.ready)
-if advanced.readied > 0 and ready_left > 0 and not s.paused then   -- promoted, or a group's next released
+if fanned > 0 then   -- handed to the named subscriptions: their consumers wake too
+  redis.call('PUBLISH', channel, math.max(ready_left, fanned) .. ' ' .. topic)
+elseif advanced.readied > 0 and ready_left > 0 and not s.paused then   -- promoted, or a group's next released
   redis.call('PUBLISH', channel, ready_left .. ' ' .. topic)
 end
 local head = redis.call('ZRANGE', tk.waiting, 0, 0, 'WITHSCORES')
 local next_trigger = head[2] and tonumber(head[2]) or -1
-return {messages, promoted, gaps, ended_here, next_trigger, ready_left,
-  lowered_due(before, tk.waiting, tk.ack, tk.expire, tk.ended), dead_lettered}
+local lowered = lowered_due(before, tk.waiting, tk.ack, tk.expire, tk.ended)
+if fanned_expiry and (lowered < 0 or fanned_expiry < lowered) then lowered = fanned_expiry end
+return {messages, promoted, gaps, ended_here, next_trigger, ready_left, lowered, dead_lettered}

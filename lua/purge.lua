@@ -1,11 +1,11 @@
 --[[ Purge a topic (purgeTopic), one slice: every live message of this slice of the topic's
   records that was accepted at or before the cutoff ends with status 7 (deleted), wherever it
-  sits (end_message: a group front releases its group), kept end_life_ms like any deleted
+  sits, in every subscription (end_everywhere: a group front releases its group), kept end_life_ms like any deleted
   message. Records are visited with HSCAN of `msgs`, so a message that moves between the
   queues while the purge runs slice by slice is still found: HSCAN returns every field present
   from the first slice to the last at least once. A message accepted after the cutoff (a
   higher acceptance sequence) is left alone; ended records are skipped.
-  KEYS: the topic's 12 keys (includes/keys.lua).
+  KEYS: the 18 keys (includes/keys.lua).
   ARGV[1] now_ms  ARGV[2] end_life_ms  ARGV[3] cutoff (the last acceptance sequence to purge;
   -1: the topic's sequence now, for the first slice)  ARGV[4] HSCAN cursor ('0' to start)
   ARGV[5] HSCAN COUNT  ARGV[6] hint channel  ARGV[7] topic  ARGV[8] budget (most messages
@@ -22,11 +22,11 @@
   Memory: drains or keeps (a record rewritten in place, an `ended` entry per message; the
   first write is ZREM). Publishes "<k> <topic>" when a group's next message became ready. ]]
 --@include settings
---@include group
+--@include fanout
 local now, end_life, cutoff = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local cursor, count, channel, topic = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local budget = tonumber(ARGV[8])
-local window = topic_settings(tk.config).dedupWindowMillis
+local window = topic_settings(tk.config, tk.topic_config).dedupWindowMillis
 
 if cutoff < 0 then cutoff = tonumber(redis.call('GET', tk.seq) or '0') end
 local before = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
@@ -35,17 +35,17 @@ local fields, ended = page[2], 0
 for i = 1, #fields, 2 do
   if ended >= budget then break end
   local record = fields[i + 1]
-  if is_live(stored_status(record)) then
+  if is_live(stored_status(record)) or held_by_subscriptions(fields[i]) then
     -- Read again: an earlier entry of this page may have rewritten it (a group front's
     -- release makes the next message front); the page holds the record as it was.
     local m = load_slot(tk.msgs, fields[i])
-    if m and is_live(m[STATUS]) and m.seq <= cutoff then
-      end_message(m, Status.DELETED, now, end_life, window)
+    if m and m.seq <= cutoff and end_everywhere(m, Status.DELETED, now, end_life, window) then
       ended = ended + 1
     end
   end
 end
 publish_advanced(channel, topic)
-local live = redis.call('ZCARD', tk.waiting) + redis.call('ZCARD', tk.expire)
+local live = redis.call('ZCARD', tk.waiting) + redis.call('ZCARD', tk.expire) +
+  redis.call('ZCARD', tk.fanout) + redis.call('ZCARD', tk.sexpire)
 return {ended, page[1], cutoff,
   lowered_due(before, tk.waiting, tk.ack, tk.expire, tk.ended), live}

@@ -1,6 +1,7 @@
---[[ Move a waiting (1) or ready (2) message to a new triggerTime: waiting again, or ready
+--[[ Move a waiting (1) or ready (2) message to a new triggerTime (in every named subscription
+  too: only while none of them has begun delivering it, else CONSUMING): waiting again, or ready
   (at the tail of the queue) when due now; its expireTime moves with it (the same ttl).
-  KEYS: the topic's 12 keys (includes/keys.lua).
+  KEYS: the 18 keys (includes/keys.lua).
   ARGV[1] msg_id  ARGV[2] now_ms  ARGV[3] trigger_ms (a past one means now)
   ARGV[4] hint channel  ARGV[5] topic
   Returns: {outcome, fields, lowered_due}
@@ -10,29 +11,52 @@
   was never delivered, that front steps back behind it); a front never delivered stays front
   unless the group's next message now comes first; a delivered head stays head.
   Publishes "<k> <topic>" when k messages became ready (it, or its group's new front). ]]
---@include group
+--@include fanout
 local msg_id, now, trigger = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local channel, topic = ARGV[4], ARGV[5]
 
 local m = find_message(tk.msgs, msg_id)
 if not m then return {NO_MESSAGE, {}, -1} end
 local status = tonumber(m[STATUS])
-if status == Status.CONSUMING then return {CONSUMING, m, -1} end
-if not is_live(status) then return {NO_MESSAGE, m, -1} end
+local in_default = is_live(status) and not m.detached
+local member = queue_member(m)
+local fanning = redis.call('ZSCORE', tk.fanout, member)
+local held = held_by_subscriptions(m.slot)
+if in_default and status == Status.CONSUMING then return {CONSUMING, m, -1} end
+if not in_default and not fanning and not held then return {NO_MESSAGE, m, -1} end
+-- Named subscriptions: only while it is a bare ready entry in every one that holds it.
+if held then
+  local delivered = false
+  in_each_subscription(function()
+    if redis.call('HEXISTS', tk.msgs, m.slot) == 1 then delivered = true end
+  end)
+  if delivered then return {CONSUMING, m, -1} end
+end
 
 local before = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
 if trigger < now then trigger = now end
+redis.call('ZREM', tk.fanout, member)   -- first write ZREM (see Memory above)
+if held then
+  in_each_subscription(function() redis.call('ZREM', tk.ready, member) end)
+  redis.call('HDEL', tk.refs, m.slot)
+  redis.call('ZREM', tk.sexpire, m.slot)
+end
 local was_blocked = m.blocked
-unqueue(m)   -- first write ZREM (see Memory above); by its old place
+if in_default then unqueue(m) end   -- by its old place
 m[EXPIRE_TIME] = trigger + tonumber(m[EXPIRE_TIME]) - tonumber(m[TRIGGER_TIME])
 m[TRIGGER_TIME] = trigger
-local front = true
-if m[GROUP] and was_blocked then
-  front = join_group(m)
-elseif m[GROUP] and tonumber(m[DELIVERIES]) == 0 then
-  front = settle_front(m, now)
+if in_default then
+  local front = true
+  if m[GROUP] and was_blocked then
+    front = join_group(m)
+  elseif m[GROUP] and tonumber(m[DELIVERIES]) == 0 then
+    front = settle_front(m, now)
+  end
+  if front then place(m, now, now) end
 end
-if front then place(m, now, now) end
+-- headed for the named subscriptions again, at its new time
+if fanning or held then redis.call('ZADD', tk.fanout, trigger, member) end
 save_message(tk.msgs, m)
+if fanning or held then fan_out(now, 1) end
 publish_advanced(channel, topic)
 return {OK, shown_status(m, now), lowered_due(before, tk.waiting, tk.ack, tk.expire, tk.ended)}

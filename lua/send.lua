@@ -3,7 +3,7 @@
   One call takes one message or many (sendMsg is a batch of one, sendMsgBatch sends its
   entries in calls of up to 100, or an atomic batch in one call): the keys, the time and the
   settings are passed once.
-  KEYS: the topic's 12 keys (includes/keys.lua); config is read only.
+  KEYS: the 18 keys (includes/keys.lua); config is read only.
   ARGV[1] now_ms  ARGV[2] hint channel  ARGV[3] topic  ARGV[4] n, the number of messages
   ARGV[5] atomic (1: every message is written or none, see below; 0: each on its own)
   then n times 8 ARGV, one message each:
@@ -27,6 +27,10 @@
                  nothing written, its fields returned. OTHER_GROUP (replace 1) the replace
                  gives another groupId (or none where it had one, or one where it had none):
                  refused, nothing written, its fields returned.
+                 NO_SUBSCRIPTION refused, nothing written: the topic has
+                 defaultSubscription=false and no named subscription (nobody would receive it).
+                 A message a named subscription holds counts as live (DUPLICATE; a replace
+                 of it is CONSUMING: its delivery there has begun).
                  BACKLOG refused, nothing written: the topic already holds maxBacklog live
                  messages (every message of waiting and of the expiry index: ready, consuming
                  and blocked ones; a DUPLICATE or REPLACED adds none). NOT_WRITTEN (atomic
@@ -47,16 +51,22 @@
   (held long polls wake k waiters). ]]
 --@include settings
 --@include accept
+--@include fanout
 local now, channel, topic, n = tonumber(ARGV[1]), ARGV[2], ARGV[3], tonumber(ARGV[4])
 local atomic = ARGV[5] == '1'
 local FIRST, ENTRY = 6, 8
 
-local s = topic_settings(tk.config)
+local s = topic_settings(tk.config, tk.topic_config)
+-- Named subscriptions receive through the fan-out; without the default subscription
+-- (defaultSubscription=false) only they do, and a send nobody would receive is refused.
+local fan = redis.call('HLEN', tk.subs) > 0
+local detached = s.defaultSubscription == 0
 -- The due time before each message: read once, then lowered by the messages accepted.
 local due = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
 -- The topic's live messages, counted once when it has a backlog limit, then kept up to date.
 local live = s.maxBacklog > 0 and
-  redis.call('ZCARD', tk.waiting) + redis.call('ZCARD', tk.expire) or 0
+  redis.call('ZCARD', tk.waiting) + redis.call('ZCARD', tk.expire) +
+  (detached and redis.call('ZCARD', tk.fanout) + redis.call('ZCARD', tk.sexpire) or 0) or 0
 
 local function entry_at(i)
   return FIRST + (i - 1) * ENTRY
@@ -72,6 +82,8 @@ end
 local function replace_verdict(existing, group)
   if (existing[GROUP] or '') ~= group then return OTHER_GROUP end
   if tonumber(existing[STATUS]) == Status.CONSUMING then return CONSUMING end
+  -- handed to named subscriptions: its delivery there has begun
+  if held_by_subscriptions(existing.slot) then return CONSUMING end
   return REPLACED
 end
 
@@ -83,7 +95,9 @@ local function check(at)
   local existing, slot = find_message(tk.msgs, ARGV[at])
   local replace, group = replacing(at)
   local verdict = nil
-  if existing and is_live(existing[STATUS]) then
+  if detached and not fan then
+    verdict = NO_SUBSCRIPTION
+  elseif existing and (is_live(existing[STATUS]) or held_by_subscriptions(existing.slot)) then
     verdict = replace and replace_verdict(existing, group) or DUPLICATE
   elseif existing and in_dedup_window(existing, now, s.dedupWindowMillis)
       and retained(existing, tk.ended, now) then
@@ -93,7 +107,8 @@ local function check(at)
 end
 
 -- Verdicts that refuse the entry (nothing written; in an atomic call, nothing at all).
-local REFUSING = {[BACKLOG] = true, [CONSUMING] = true, [OTHER_GROUP] = true}
+local REFUSING = {[BACKLOG] = true, [CONSUMING] = true, [OTHER_GROUP] = true,
+  [NO_SUBSCRIPTION] = true}
 
 local function send_one(at)
   local msg_id, body = ARGV[at], ARGV[at + 1]
@@ -103,16 +118,17 @@ local function send_one(at)
   local verdict, existing, slot = check(at)
   if verdict == DUPLICATE then return {DUPLICATE, shown_status(existing, now), -1} end
   if verdict == BACKLOG then return {BACKLOG, {}, -1} end
-  if REFUSING[verdict] then return {verdict, shown_status(existing, now), -1} end
+  if REFUSING[verdict] then return {verdict, existing and shown_status(existing, now) or {}, -1} end
   local replaced = verdict == REPLACED
   if not replaced then live = live + 1 end
   if trigger < 0 then trigger = now + s.delayMillis end
   if ttl < 0 then ttl = s.ttlMillis end
+  local own_retry = max_retry >= 0 or (replaced and existing.own_retry) or false
   if max_retry < 0 then max_retry = replaced and tonumber(existing[MAX_RETRY]) or s.maxRetry end
   -- accept's first write is the deny-oom INCR of the sequence (see Memory above)
   local m, entry = accept(now, msg_id, slot, existing, body,
     attributes ~= '' and attributes or false, trigger, ttl, max_retry,
-    group ~= '' and group or false)
+    group ~= '' and group or false, {own_retry = own_retry, fan = fan, detached = detached})
   -- A send adds one entry that counts for the due time (a group front stepping back behind
   -- it adds its expiry, later than this message's trigger); a replace that hands its group's
   -- front to the next message may put that one into waiting (advanced.due). The due time
@@ -167,5 +183,7 @@ if atomic then
 else
   replies = each_on_its_own(n, function(i) return send_one(entry_at(i)) end)
 end
+-- Messages due at once reach the named subscriptions in this same call.
+if fan then fan_out(now, n) end
 publish_advanced(channel, topic)
 return replies

@@ -1,7 +1,7 @@
 --[[ Set a topic's own settings (validated by the caller): reset drops every topic value
   first (not the topic's pause, which is state, not a setting: pause.lua); the given ones are
   then written. One script, so a reset and the new values land together.
-  KEYS: the topic's 12 keys (includes/keys.lua); only config is written.
+  KEYS: the 18 keys (includes/keys.lua); only config is written.
   ARGV[1] reset (1 / 0)  ARGV[2..] setting, value pairs
   Returns: OK; BAD_ARGUMENT (nothing written) if ARGV[2..] is not pairs.
   Memory: grows Redis a little; its first write is DEL or HSET. ]]

@@ -21,6 +21,7 @@ from delayqueue.core.queue import DelayQueue
 from delayqueue.core.schedules import Schedules
 from delayqueue.core.script_runner import ScriptRunner
 from delayqueue.core.scripts import Scripts
+from delayqueue.core.subscriptions import Subscriptions
 from delayqueue.core.topic_admin import TopicAdmin
 from delayqueue.core.topic_controls import TopicControls
 from delayqueue.monitoring.snapshot import SnapshotWriter
@@ -72,6 +73,7 @@ class Runtime:
         self.admin = TopicAdmin(self.queue)
         self.controls = TopicControls(self.queue)
         self.schedules = Schedules(self.queue)
+        self.subscriptions = Subscriptions(self.queue)
         self.recurring = Recurring(self.schedules, self.clock, self.keys)
         self.scheduler = Scheduler(
             self.client, self.scripts, self.clock, self.monitor, self.keys,

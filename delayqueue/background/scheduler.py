@@ -29,6 +29,7 @@ from delayqueue.core.monitor import Monitor
 from delayqueue.core.outcome import Outcome
 from delayqueue.core.queue import SCRIPT_LIMIT
 from delayqueue.core.scripts import Scripts
+from delayqueue.core.subscriptions import finish_drops
 
 from .lease import once_per
 
@@ -184,6 +185,7 @@ class Scheduler:
     def repair_tick(self) -> None:
         if once_per(self.client, self.keys.lease("repair-gate"), self.repair_interval_ms):
             self.repair_due_index()
+            finish_drops(self.client, self.scripts, self.keys, self.clock)
 
     def recycle_tick(self) -> None:
         if once_per(self.client, self.keys.lease("recycle-gate"), self.recycle_interval_ms):
@@ -207,12 +209,12 @@ class Scheduler:
             pipe = self.client.pipeline(transaction=False)
             for topic in part:
                 tk = self.keys.topic(topic)
-                for key in (tk.waiting, tk.ack, tk.expire, tk.ended):
+                for key in (tk.waiting, tk.ack, tk.expire, tk.ended, tk.fanout, tk.sexpire):
                     pipe.zrange(key, 0, 0, withscores=True)
             heads = pipe.execute()
             fix = self.client.pipeline(transaction=False)
             for i, topic in enumerate(part):
-                scores = [h[0][1] for h in heads[4 * i:4 * i + 4] if h]
+                scores = [h[0][1] for h in heads[6 * i:6 * i + 6] if h]
                 if scores:
                     fix.zadd(self.keys.due, {topic: min(scores)}, lt=True)
                     repaired += 1

@@ -111,6 +111,9 @@ def as_error(exc: Exception) -> DelayQueueError:
     place of a call's reply."""
     if isinstance(exc, DelayQueueError):
         return exc
+    unknown = no_subscription(exc)
+    if unknown is not None:
+        return NotFound(f"subscription: no subscription '{unknown}' on this topic")
     if is_out_of_memory(exc):
         error: DelayQueueError = OutOfMemory(
             f"Redis is out of memory (over its maxmemory); nothing was written: {exc}")
@@ -125,3 +128,15 @@ def is_out_of_memory(exc: redis.RedisError) -> bool:
     script error wrapping the same OOM reply."""
     return isinstance(exc, redis.exceptions.OutOfMemoryError) or (
         isinstance(exc, redis.ResponseError) and "OOM command not allowed" in str(exc))
+
+
+def no_subscription(exc: Exception) -> str | None:
+    """The name in a script's refusal of a call in a named subscription that does not exist
+    (lua/includes/keys.lua answers the error "NOSUBSCRIPTION <name>"), else None."""
+    if isinstance(exc, redis.ResponseError):
+        text = str(exc)
+        at = text.find("NOSUBSCRIPTION ")
+        if at >= 0:
+            words = text[at + len("NOSUBSCRIPTION "):].split()
+            return words[0] if words else ""
+    return None

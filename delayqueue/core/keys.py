@@ -77,6 +77,12 @@ class NamespaceKeys:
         (core/schedules.py)."""
         return f"{self.base}:schedule-topics"
 
+    @property
+    def subscription_drops(self) -> str:
+        """SET of "<topic>\n<drop id>": deleted subscriptions whose keys are still being freed
+        (core/subscriptions.py; the scheduler's repair pass finishes one a node left)."""
+        return f"{self.base}:subscription-drops"
+
     def offline(self, node: str) -> str:
         """STRING present while the node was taken offline by /camellia/health/offline."""
         return f"{self.base}:offline:{node}"
@@ -184,23 +190,101 @@ class TopicKeys:
         ZRANGEBYLEX of its own size, never the whole hash."""
         return f"{self.base}:schedule-ids"
 
+    @property
+    def subs(self) -> str:
+        """HASH name -> "<creation seq> <createdTime>": the topic's named subscriptions. A
+        subscription receives the messages whose acceptance sequence is above its creation
+        sequence (lua/includes/fanout.lua)."""
+        return f"{self.base}:subs"
+
+    @property
+    def fanout(self) -> str:
+        """ZSET <seq><slot> -> triggerTime: messages accepted while the topic had named
+        subscriptions (or without the default one), until they are due and handed to them."""
+        return f"{self.base}:fanout"
+
+    @property
+    def refs(self) -> str:
+        """HASH slot -> how many named subscriptions keep an entry of the message: its body
+        (its record in ``msgs``) is freed only when none does."""
+        return f"{self.base}:refs"
+
+    @property
+    def sexpire(self) -> str:
+        """ZSET slot -> expireTime: messages ready in named subscriptions as bare entries (no
+        delivery record there yet), for their expiry."""
+        return f"{self.base}:sexpire"
+
+    @functools.cached_property
+    def shared(self) -> tuple[str, ...]:
+        """msgs, config, subs, fanout, refs, sexpire: KEYS[13..18] of every topic script,
+        whatever subscription it works in (lua/includes/keys.lua)."""
+        return (self.msgs, self.config, self.subs, self.fanout, self.refs, self.sexpire)
+
     @functools.cached_property
     def queues(self) -> tuple[str, ...]:
-        """waiting, ready, ack, expire, dead, config, msgs, ended, seq, groups, blocked, held:
-        the KEYS of every topic script, in that order (lua/includes/keys.lua). Built once per
-        topic: a tuple, so no caller can change it for the others."""
+        """waiting, ready, ack, expire, dead, config, msgs, ended, seq, groups, blocked, held,
+        then ``shared``: the KEYS of every topic script in the default subscription, in that
+        order (lua/includes/keys.lua). Built once per topic: a tuple, so no caller can change
+        it for the others."""
         return (self.waiting, self.ready, self.ack, self.expire, self.dead, self.config,
-                self.msgs, self.ended, self.seq, self.groups, self.blocked, self.held)
+                self.msgs, self.ended, self.seq, self.groups, self.blocked, self.held,
+                *self.shared)
 
     @functools.cached_property
     def holdings(self) -> tuple[str, ...]:
         """Every key of ``queues`` but ``seq``, and ``schedules``: a topic holding none of
         them holds nothing (its sequence is dropped when it is recycled); a topic with a
-        schedule is never recycled."""
-        return (*(key for key in self.queues if key != self.seq), self.schedules)
+        schedule or a named subscription is never recycled."""
+        return (*dict.fromkeys(key for key in self.queues if key != self.seq), self.schedules)
 
     @property
     def legacy_msg_prefix(self) -> str:
         """Prefix of the per-message HASH keys of the storage format before records (read
         only by ``delayqueue migrate-storage``)."""
         return f"{self.base}:msg:"
+
+    def subscription(self, name: str) -> "SubscriptionKeys":
+        """The keys of the named subscription ``name`` (core/subscriptions.py checks names)."""
+        return SubscriptionKeys(self, name)
+
+    def dropping(self, drop_id: str) -> "SubscriptionKeys":
+        """The keys of a deleted subscription while they are freed (subscription_drop.lua)."""
+        return SubscriptionKeys(self, drop_id, part="sd")
+
+
+@dataclass(frozen=True)
+class SubscriptionKeys:
+    """A named subscription's keys: the same names as TopicKeys' per-subscription ones
+    (waiting .. held), under ``<topic base>:s:<name>:``, in the topic's Cluster slot. Its
+    ``queues`` are the KEYS of a topic script that works in this subscription."""
+    parent: TopicKeys
+    name: str
+    part: str = "s"
+
+    @property
+    def topic(self) -> str:
+        return self.parent.topic
+
+    @functools.cached_property
+    def base(self) -> str:
+        return f"{self.parent.base}:{self.part}:{self.name}"
+
+    def __getattr__(self, kind: str) -> str:
+        if kind in _CONTEXT_KINDS:
+            return f"{self.base}:{kind}"
+        raise AttributeError(kind)
+
+    @property
+    def seq(self) -> str:
+        return self.parent.seq
+
+    @functools.cached_property
+    def queues(self) -> tuple[str, ...]:
+        return (*(self.seq if kind == "seq" else f"{self.base}:{kind}" for kind in _KINDS),
+                *self.parent.shared)
+
+
+_KINDS = ("waiting", "ready", "ack", "expire", "dead", "config", "msgs", "ended", "seq",
+          "groups", "blocked", "held")
+_CONTEXT_KINDS = frozenset(_KINDS) - {"seq"}

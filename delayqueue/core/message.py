@@ -38,6 +38,9 @@ class DelayMsg:
     dead_time: int | None = None  # a dead letter (listDeadMsg, getMsg): when it died
     group_id: str | None = None   # its message group (one consuming at a time, in order)
     ack_deadline: int | None = None   # consuming (getMsg, listMsg): when its delivery times out
+    # getMsg without a subscription: name -> {"status", "retry"} of each named subscription
+    # that holds the message (None: none does)
+    subscriptions: Mapping[str, Mapping[str, int]] | None = None
 
     @classmethod
     def from_fields(cls, topic: str, msg_id: str, fields: Sequence[Any],
@@ -70,6 +73,9 @@ class DelayMsg:
             group_id=data.get("groupId") or None,
             ack_deadline=int(data["ackDeadline"]) if data.get("ackDeadline") is not None
             else None,
+            subscriptions={name: {"status": int(held["status"]), "retry": int(held["retry"])}
+                           for name, held in data["subscriptions"].items()}
+            if data.get("subscriptions") else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -88,7 +94,12 @@ class DelayMsg:
             **({"receipt": self.receipt} if self.receipt else {}),
             **({"ackDeadline": self.ack_deadline} if self.ack_deadline is not None else {}),
             **({"deadTime": self.dead_time} if self.dead_time is not None else {}),
+            **({"subscriptions": {name: dict(held) for name, held in self.subscriptions.items()}}
+               if self.subscriptions else {}),
         }
+
+    def with_subscriptions(self, held: Mapping[str, Mapping[str, int]]) -> "DelayMsg":
+        return replace(self, subscriptions=held or None)
 
     def with_dead_time(self, dead_time_ms: int) -> "DelayMsg":
         return replace(self, dead_time=dead_time_ms)

@@ -29,3 +29,4 @@ class Outcome(IntEnum):
     NOT_WRITTEN = -8    # send, atomic batch: another entry was refused, so none was written
     NO_TOPIC = -9       # pause, purge: the topic holds nothing and has no settings (404)
     OTHER_GROUP = -10   # send, onDuplicate=replace: the replace gives another groupId (400)
+    NO_SUBSCRIPTION = -11   # send: defaultSubscription=false and no named subscription (400)

@@ -23,7 +23,7 @@ from delayqueue.settings.config import Settings
 
 from .clock import Clock
 from .errors import DelayQueueError, as_error, redis_errors
-from .keys import NamespaceKeys, TopicKeys
+from .keys import NamespaceKeys, SubscriptionKeys, TopicKeys
 from .message import DelayMsg
 from .monitor import Monitor
 from .outcome import Outcome
@@ -37,6 +37,7 @@ from .topic_config import server_defaults
 logger = logging.getLogger(__name__)
 
 SCRIPT_LIMIT = 1000           # most ids one script call moves (bounded work per call)
+SUBSCRIPTION_DEFAULT = "default"   # the default subscription's name (core/subscriptions.py)
 SEND_CHUNK = 100              # most messages one send script call accepts (its time in Redis)
 ACK_CHUNK = 100               # most acks one ack script call takes
 REGISTRY_TOUCH_S = 1.0        # a process bumps a topic's last-active time at most this often
@@ -141,6 +142,13 @@ class DelayQueue:
     def topic_keys(self, topic: str) -> TopicKeys:
         return self.keys.topic(topic)
 
+    def context_keys(self, topic: str, subscription: str | None = None
+                     ) -> TopicKeys | SubscriptionKeys:
+        """The keys a script works in: the topic's (its default subscription, ``None``), or
+        a named subscription's (the scripts refuse an unknown one: errors.NotFound)."""
+        tk = self.keys.topic(topic)
+        return tk if subscription is None else tk.subscription(subscription)
+
     def forget(self, topic: str) -> None:
         """The topic was recycled: register it again on its next use, however soon."""
         self._touched.pop(topic, None)
@@ -243,12 +251,14 @@ class DelayQueue:
             replies.pop()   # the bump's own answer: bookkeeping, never read
         return [as_error(r) if isinstance(r, Exception) else r for r in replies]
 
-    def pull(self, topic: str, count: int = 1, ack_timeout_ms: int | None = None) -> PullResult:
-        """Hand out up to ``count`` ready messages (the API's ``batch``)."""
+    def pull(self, topic: str, count: int = 1, ack_timeout_ms: int | None = None,
+             subscription: str | None = None) -> PullResult:
+        """Hand out up to ``count`` ready messages (the API's ``batch``), in the default
+        subscription or the named ``subscription``."""
         with redis_errors():
             now = self.clock.now_ms()
             reply = self.scripts.pull(
-                self.topic_keys(topic), now, count,
+                self.context_keys(topic, subscription), now, count,
                 ack_timeout_ms if ack_timeout_ms and ack_timeout_ms > 0 else -1,
                 self.end_life_ms, SCRIPT_LIMIT, self.keys.hint_channel, self.defaults)
             self.bookkeep(topic, now, reply.lowered_due)
@@ -264,24 +274,27 @@ class DelayQueue:
         return PullResult(delivered, reply.next_trigger if reply.next_trigger >= 0 else None,
                           reply.ready_left)
 
-    def ack(self, topic: str, msg_id: str, receipt: str | None = None) -> DelayMsg:
+    def ack(self, topic: str, msg_id: str, receipt: str | None = None,
+            subscription: str | None = None) -> DelayMsg:
         """Ack a delivery (status 3, or given back and not yet redelivered) -> 4."""
-        return _raise(self.ack_batch(topic, [AckRequest(msg_id, receipt)])[0])
+        return _raise(self.ack_batch(topic, [AckRequest(msg_id, receipt)],
+                                     subscription=subscription)[0])
 
     def nack(self, topic: str, msg_id: str, receipt: str | None = None,
-             delay_ms: int | None = None) -> DelayMsg:
+             delay_ms: int | None = None, subscription: str | None = None) -> DelayMsg:
         """Give a delivery back: ready at once (the tail of the queue), waiting until
         ``delay_ms`` (or the topic's backoff) has passed, or 6 when it cannot be redelivered."""
-        return _raise(self.ack_batch(topic, [AckRequest(msg_id, receipt, False, delay_ms)])[0])
+        return _raise(self.ack_batch(topic, [AckRequest(msg_id, receipt, False, delay_ms)],
+                                     subscription=subscription)[0])
 
-    def ack_batch(self, topic: str, requests: Sequence[AckRequest | DelayQueueError]
-                  ) -> list[DelayMsg | DelayQueueError]:
+    def ack_batch(self, topic: str, requests: Sequence[AckRequest | DelayQueueError],
+                  subscription: str | None = None) -> list[DelayMsg | DelayQueueError]:
         """Acks and nacks (``AckRequest.ack``), each on its own, in one round trip to Redis:
         each run of acks in ACK_CHUNK-sized script calls, each nack a call of its own."""
         asked = [r for r in requests if not isinstance(r, DelayQueueError)]
         with redis_errors():
             now = self.clock.now_ms()
-            tk = self.topic_keys(topic)
+            tk = self.context_keys(topic, subscription)
             trip = self.scripts.round_trip()
             for acks, run in groupby(asked, attrgetter("ack")):
                 if acks:
@@ -320,20 +333,22 @@ class DelayQueue:
         return answer
 
     def change_visibility(self, topic: str, msg_id: str, timeout_ms: int,
-                          receipt: str | None = None) -> DelayMsg:
+                          receipt: str | None = None,
+                          subscription: str | None = None) -> DelayMsg:
         """A consuming message's ack deadline becomes now + ``timeout_ms``; 0 gives it up."""
         return _raise(self.change_visibility_batch(
-            topic, [VisibilityRequest(msg_id, timeout_ms, receipt)])[0])
+            topic, [VisibilityRequest(msg_id, timeout_ms, receipt)], subscription)[0])
 
     def change_visibility_batch(self, topic: str,
-                                requests: Sequence[VisibilityRequest | DelayQueueError]
+                                requests: Sequence[VisibilityRequest | DelayQueueError],
+                                subscription: str | None = None
                                 ) -> list[DelayMsg | DelayQueueError]:
         """Change each delivery's ack deadline on its own, in one round trip to Redis: a
         change_visibility.lua call per entry (the script takes one), each atomic."""
         asked = [r for r in requests if not isinstance(r, DelayQueueError)]
         with redis_errors():
             now = self.clock.now_ms()
-            tk = self.topic_keys(topic)
+            tk = self.context_keys(topic, subscription)
             trip = self.scripts.round_trip()
             for r in asked:
                 self.scripts.change_visibility(tk, r.msg_id, now, r.timeout_ms,
@@ -365,14 +380,18 @@ class DelayQueue:
             self.bookkeep(topic, now, reply.lowered_due)
         return _raise(_answer("reschedule", topic, msg_id, reply))
 
-    def get(self, topic: str, msg_id: str) -> DelayMsg:
+    def get(self, topic: str, msg_id: str, subscription: str | None = None) -> DelayMsg:
+        """The message as the default subscription (or the named ``subscription``) holds it;
+        in the default one, with where each named subscription that holds it has it."""
         with redis_errors():
-            reply = self.scripts.get(self.topic_keys(topic), msg_id, self.clock.now_ms())
+            reply = self.scripts.get(self.context_keys(topic, subscription), msg_id,
+                                     self.clock.now_ms())
         self.monitor.incr(topic, "getMsg")
         if not reply:
             raise refusal("get", Outcome.NO_MESSAGE, topic, msg_id)
         message = DelayMsg.from_fields(topic, msg_id, reply.fields, with_receipt=True)
-        return message.with_place(reply.ack_deadline, reply.dead_time)
+        return message.with_place(reply.ack_deadline, reply.dead_time).with_subscriptions(
+            reply.held)
 
     def delete(self, topic: str, msg_id: str, release: bool = False) -> DelayMsg:
         return _raise(self.delete_batch(topic, [msg_id], release)[0])
@@ -406,7 +425,8 @@ class DelayQueue:
             return sorted(self.client.zrange(self.keys.topics, 0, -1))
 
     def topic_info(self, topic: str) -> dict:
-        return self.topic_infos([topic])[0]
+        """getTopicInfo: the default subscription's sizes, and every subscription's."""
+        return {**self.topic_infos([topic])[0], "subscriptions": self.subscription_infos(topic)}
 
     def topic_infos(self, topics: list[str]) -> list[dict]:
         """Queue sizes and the waiting queue's delay distribution, one round trip for all.
@@ -446,6 +466,35 @@ class DelayQueue:
                 "groupBlockedSize": blocked,
                 "paused": paused == "1",
             })
+        return infos
+
+    def subscription_infos(self, topic: str) -> list[dict]:
+        """The topic's subscriptions with their sizes: the default one first, then each named
+        one by name (listSubscriptions, getTopicInfo's ``subscriptions``)."""
+        tk = self.topic_keys(topic)
+        with redis_errors():
+            subs = self.client.hgetall(tk.subs)
+            now = self.clock.now_ms()
+            names = sorted(subs)
+            contexts = [tk, *(tk.subscription(name) for name in names)]
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hget(tk.config, "paused")
+            for ctx in contexts:
+                pipe.zcard(ctx.ready).zcard(ctx.ack).zcard(ctx.dead)
+                pipe.zcount(ctx.held, "-inf", now).zcard(ctx.waiting)
+                pipe.zcount(ctx.held, f"({now}", "+inf").hget(ctx.config, "paused")
+            replies = pipe.execute()
+        topic_paused = replies[0] == "1"
+        infos = []
+        for i, name in enumerate([SUBSCRIPTION_DEFAULT, *names]):
+            ready, ack, dead, blocked, waiting, held_waiting, paused = \
+                replies[1 + 7 * i:8 + 7 * i]
+            created = None if i == 0 else int(subs[name].split()[1])
+            infos.append({"subscription": name, "createdTime": created,
+                          "readyQueueSize": ready, "ackQueueSize": ack,
+                          "deadQueueSize": dead, "groupBlockedSize": blocked,
+                          "waitingQueueSize": waiting + held_waiting,
+                          "paused": topic_paused or paused == "1"})
         return infos
 
     def _dead_retention(self, topics: list[str]) -> dict[str, int]:

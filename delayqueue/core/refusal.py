@@ -63,6 +63,13 @@ REFUSALS: dict[tuple[str, Outcome], Refusal] = {
     ("send", Outcome.OTHER_GROUP): Refusal(
         BadRequest, "groupId: onDuplicate=replace must keep the groupId of message "
                     "'{msg_id}' in topic '{topic}'; nothing was written"),
+    ("send", Outcome.NO_SUBSCRIPTION): Refusal(
+        BadRequest, "defaultSubscription: topic '{topic}' has defaultSubscription=false and no "
+                    "named subscription: nobody would receive the message; nothing was "
+                    "written"),
+    ("subscription_put", Outcome.BACKLOG): Refusal(
+        BadRequest, "subscription: topic '{topic}' has the most named subscriptions "
+                    "max-subscriptions-per-topic allows; nothing was written"),
     ("send", Outcome.NOT_WRITTEN): Refusal(
         Conflict, "not written: another entry of this atomic batch was refused"),
     # purge answers it from Python (purge.lua is never called for an unknown topic).

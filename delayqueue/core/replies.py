@@ -98,24 +98,42 @@ class DeleteReply(Reply):
 
 class GetReply(Reply):
     """The message's fields, then its slot (where its record is, for tests and tools), its
-    ack deadline (consuming) and its death time (a dead letter), each -1 when it has none;
+    ack deadline (consuming) and its death time (a dead letter), each -1 when it has none,
+    then (in the default subscription) where each named subscription holding it has it;
     empty (false) when there is no such message."""
 
     @property
     def fields(self) -> list[str]:
-        return self[:-3]
+        return self[:-4]
 
     @property
     def slot(self) -> str:
-        return self[-3]
+        return self[-4]
 
     @property
     def ack_deadline(self) -> int:
-        return self[-2]
+        return self[-3]
 
     @property
     def dead_time(self) -> int:
-        return self[-1]
+        return self[-2]
+
+    @property
+    def held(self) -> dict[str, dict[str, int]]:
+        """name -> {"status", "retry"} of each named subscription that holds the message."""
+        flat = self[-1]
+        return {flat[i]: {"status": int(flat[i + 1]), "retry": int(flat[i + 2])}
+                for i in range(0, len(flat), 3)}
+
+
+class SubscriptionPutReply(Reply):
+    outcome: Outcome     # OK created, DUPLICATE existed, BACKLOG the topic has the most
+    created_time: int
+
+
+class SubscriptionDropReply(Reply):
+    left: int            # entries still to free (0: done)
+    cursor: str          # the records' HSCAN cursor for the next slice
 
 
 class TimeoutReply(Reply):
@@ -318,4 +336,7 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "schedule_pause": _typed(SchedulePauseReply),
     "schedule_delete": _typed(ScheduleDeleteReply),
     "schedule_unindex": Outcome,
+    "subscription_put": _typed(SubscriptionPutReply),
+    "subscription_delete": Outcome,
+    "subscription_drop": _typed(SubscriptionDropReply),
 }

@@ -7,7 +7,9 @@ load time. redis-py's ``Script`` runs EVALSHA and reloads the script on NOSCRIPT
 Redis restart or a failover), so a restarted Redis needs no action from us.
 
 Every topic script takes the same keys in the same order: waiting, ready, ack, expire, dead,
-config, msgs, ended, seq, groups, blocked, held (``TopicKeys.queues``, lua/includes/keys.lua);
+config, msgs, ended, seq, groups, blocked, held of the subscription it works in, then the
+topic's msgs, config, subs, fanout, refs, sexpire (``TopicKeys.queues`` for the default
+subscription, ``SubscriptionKeys.queues`` for a named one; lua/includes/keys.lua);
 a message is a record in the topic's msgs hash, read and written only by
 lua/includes/message.lua. Each call is checked against
 the number of keys its script reads, so a key list that drifts from a script's header fails
@@ -26,7 +28,7 @@ from typing import Any, NamedTuple, Sequence
 import redis
 from redis.commands.core import Script
 
-from .keys import NamespaceKeys, TopicKeys
+from .keys import NamespaceKeys, SubscriptionKeys, TopicKeys
 from .outcome import Outcome
 from .replies import (
     BUILDERS,
@@ -53,6 +55,8 @@ from .replies import (
     SchedulePauseReply,
     SchedulePutReply,
     SendReply,
+    SubscriptionDropReply,
+    SubscriptionPutReply,
     TimeoutReply,
 )
 from .script_runner import RoundTrip, ScriptCall, ScriptRunner
@@ -396,6 +400,18 @@ class Scripts:
                         end_life_ms: int) -> ScheduleDeleteReply:
         return self._run("schedule_delete", (*tk.queues, tk.schedules, tk.schedule_ids),
                          [now_ms, schedule_id, end_life_ms])
+
+    # -- subscription scripts: KEYS = TopicKeys.queues or SubscriptionKeys.queues --------------
+    def subscription_put(self, tk: TopicKeys, name: str, now_ms: int,
+                         most: int) -> SubscriptionPutReply:
+        return self._run("subscription_put", tk.queues, [name, now_ms, most])
+
+    def subscription_delete(self, sk: SubscriptionKeys, drop_id: str) -> Outcome:
+        return self._run("subscription_delete", sk.queues, [drop_id])
+
+    def subscription_drop(self, dk: SubscriptionKeys, limit: int, now_ms: int,
+                          cursor: str) -> SubscriptionDropReply:
+        return self._run("subscription_drop", dk.queues, [limit, now_ms, cursor])
 
     # -- namespace scripts (bookkeeping, slot {ns}) ----------------------------------------
     def schedule_unindex(self, nk: NamespaceKeys, member: str, seen_ms: float) -> Outcome:

@@ -1,7 +1,7 @@
 """The message storage format of a namespace: the mark, the check a node makes before it
 starts, and the migration from the older formats.
 
-Four formats so far:
+Five formats so far:
 - legacy (no mark): every message a HASH of its own at ``<prefix>:{<ns>:<topic>}:msg:<msgId>``,
   the topic's zsets holding msgIds;
 - ``records-1``: a message is one field of its topic's ``msgs`` hash (a binary record written
@@ -9,10 +9,16 @@ Four formats so far:
 - ``records-2``: records carry an acceptance sequence and a groupId, the ``waiting`` and
   ``ready`` members start with the sequence (send order among equal times), and grouped
   messages wait in the group structures (lua/includes/group.lua);
-- ``records-3`` (this version): an ended record may carry the time it ended (flag bit 5, for
-  the topic's dedupWindowMillis). records-2 records read as they are (no end time: outside
-  any window), so its conversion is the mark alone; but a records-2 node would read the end
-  time as the body's first bytes, so the mark keeps such nodes out.
+- ``records-3``: an ended record may carry the time it ended (flag bit 5, for the topic's
+  dedupWindowMillis). records-2 records read as they are (no end time: outside any window),
+  so its conversion is the mark alone; but a records-2 node would read the end time as the
+  body's first bytes, so the mark keeps such nodes out.
+- ``records-4`` (this version): named subscriptions. A record may carry flag bit 6 (the send
+  gave maxRetry) and bit 7 (detached: the default subscription does not hold it,
+  defaultSubscription=false); a named subscription's records hold no body (it is the topic's
+  record's). records-3 records read as they are (no subscription holds them), so the step
+  is the mark alone; but a records-3 node would deliver a detached message in the default
+  subscription and knows no fan-out, so the mark keeps such nodes out.
 No two can be read by each other's scripts, so the namespace carries a mark
 (``NamespaceKeys.storage_format``): a node refuses to start on a namespace marked with another
 format, or unmarked and holding messages of an older one, and ``delayqueue migrate-storage``
@@ -30,8 +36,8 @@ import redis
 from .keys import NamespaceKeys, TopicKeys
 from .scripts import Scripts
 
-STORAGE_FORMAT = "records-3"
-OLDER_FORMATS = ("records-1", "records-2")
+STORAGE_FORMAT = "records-4"
+OLDER_FORMATS = ("records-1", "records-2", "records-3")
 MIGRATE_CHUNK = 500          # msgIds per migrate.lua call, keys per read or SCAN
 MIGRATE_COMMAND = "delayqueue migrate-storage"
 
@@ -102,15 +108,15 @@ def _migrate_ids(scripts: Scripts, tk: TopicKeys, now_ms: int, ids: list[str]) -
 
 def migrate(client: redis.Redis, keys: NamespaceKeys, now: Callable[[], int],
             progress: Callable[[str], None] = lambda line: None) -> int:
-    """Convert every registered topic of the namespace to records-3, then set the mark.
+    """Convert every registered topic of the namespace to records-4, then set the mark.
 
     Per topic: legacy messages first (the members of its zsets, ZSCAN in bounded chunks, then
     the per-message hashes left: ended messages kept for their retention, SCAN MATCH on the
     topic's old prefix), then records-1's waiting and ready members (bare slots) get their
-    acceptance sequence (migrate_order.lua). records-2 -> records-3 converts nothing (its
-    records read as they are): the mark is the step. Idempotent: converted messages have no
-    old hash and converted members are no slot, so a re-run skips them. Returns how many
-    messages were converted. Every node must be stopped while it runs.
+    acceptance sequence (migrate_order.lua). records-2 -> records-3 -> records-4 converts
+    nothing (their records read as they are): the mark is the step. Idempotent: converted
+    messages have no old hash and converted members are no slot, so a re-run skips them.
+    Returns how many messages were converted. Every node must be stopped while it runs.
     """
     scripts = Scripts(client)
     topics = sorted(client.zrange(keys.topics, 0, -1))

@@ -48,24 +48,25 @@ class TopicAdmin:
         self.monitor = queue.monitor
 
     # -- dead letters ------------------------------------------------------------------------
-    def list(self, topic: str, limit: int = 100, cursor: str | None = None) -> DeadPage:
+    def list(self, topic: str, limit: int = 100, cursor: str | None = None,
+             subscription: str | None = None) -> DeadPage:
         cursor_time, cursor_slot = decode_cursor(cursor) if cursor else (None, "")
         with redis_errors():
             page = self.scripts.dead_list(
-                self.queue.topic_keys(topic), self.clock.now_ms(), limit, cursor_time,
-                cursor_slot, self.queue.defaults)
+                self.queue.context_keys(topic, subscription), self.clock.now_ms(), limit,
+                cursor_time, cursor_slot, self.queue.defaults)
         messages = [DelayMsg.from_fields(topic, e.msg_id, e.fields).with_dead_time(e.death_time)
                     for e in page.entries]
         return DeadPage(messages, encode_cursor(page.next_time, page.next_slot)
                         if page.next_time >= 0 else None)
 
     def redrive(self, topic: str, msg_id: str | None = None,
-                limit: int = SCRIPT_LIMIT) -> int:
+                limit: int = SCRIPT_LIMIT, subscription: str | None = None) -> int:
         """Dead letters back to ready: the one given, or the oldest ``limit``."""
         with redis_errors():
             now = self.clock.now_ms()
             reply = self.scripts.dead_redrive(
-                self.queue.topic_keys(topic), now, msg_id or "", limit,
+                self.queue.context_keys(topic, subscription), now, msg_id or "", limit,
                 self.queue.keys.hint_channel, self.queue.defaults)
             self.queue.bookkeep(topic, now, reply.lowered_due)
         error = refusal("dead_redrive", reply.outcome, topic, msg_id)
@@ -74,9 +75,10 @@ class TopicAdmin:
         self.monitor.incr(topic, "redriven", reply.count)
         return reply.count
 
-    def purge(self, topic: str, msg_id: str | None = None) -> int:
+    def purge(self, topic: str, msg_id: str | None = None,
+              subscription: str | None = None) -> int:
         """Remove one dead letter, or all of them in bounded slices."""
-        tk = self.queue.topic_keys(topic)
+        tk = self.queue.context_keys(topic, subscription)
         total = 0
         with redis_errors():
             while True:
@@ -88,9 +90,9 @@ class TopicAdmin:
                 if msg_id or reply.count < SCRIPT_LIMIT:
                     return total
 
-    def trim(self, topic: str) -> int:
+    def trim(self, topic: str, subscription: str | None = None) -> int:
         """Apply the topic's retention and max size now, in bounded slices."""
-        tk = self.queue.topic_keys(topic)
+        tk = self.queue.context_keys(topic, subscription)
         total = 0
         with redis_errors():
             while True:

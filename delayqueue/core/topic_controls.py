@@ -73,17 +73,18 @@ class TopicControls:
         self.monitor = queue.monitor
 
     # -- pause ---------------------------------------------------------------------------
-    def pause(self, topic: str) -> bool:
-        """Pause the topic; True when it was not paused before."""
-        return self._set_paused(topic, True)
+    def pause(self, topic: str, subscription: str | None = None) -> bool:
+        """Pause the topic (every subscription), or one named subscription; True when it was
+        not paused before."""
+        return self._set_paused(topic, True, subscription)
 
-    def resume(self, topic: str) -> bool:
-        """Resume the topic; True when it was paused."""
-        return self._set_paused(topic, False)
+    def resume(self, topic: str, subscription: str | None = None) -> bool:
+        """Resume the topic, or one named subscription; True when it was paused."""
+        return self._set_paused(topic, False, subscription)
 
-    def _set_paused(self, topic: str, paused: bool) -> bool:
+    def _set_paused(self, topic: str, paused: bool, subscription: str | None) -> bool:
         with redis_errors():
-            reply = self.scripts.pause(self.queue.topic_keys(topic), paused,
+            reply = self.scripts.pause(self.queue.context_keys(topic, subscription), paused,
                                        self._registered(topic), self.queue.keys.hint_channel)
         error = refusal("pause", reply.outcome, topic, None)
         if error:
@@ -131,12 +132,14 @@ class TopicControls:
 
     # -- list ----------------------------------------------------------------------------
     def list(self, topic: str, view: str, limit: int = 100,
-             cursor: str | None = None) -> MessagePage:
-        """A page of the view's messages ("waiting", "ready", "ack" or "blocked")."""
+             cursor: str | None = None, subscription: str | None = None) -> MessagePage:
+        """A page of the view's messages ("waiting", "ready", "ack" or "blocked"), in the
+        default subscription or the named ``subscription``."""
         now = self.clock.now_ms()
         with redis_errors():
-            reply = self.scripts.list(self.queue.topic_keys(topic), now, view, limit,
-                                      PAGE_BYTES, decode_cursor(cursor) if cursor else None)
+            reply = self.scripts.list(self.queue.context_keys(topic, subscription), now, view,
+                                      limit, PAGE_BYTES,
+                                      decode_cursor(cursor) if cursor else None)
         messages, size = [], 0
         next_cursor = encode_cursor(int(reply.next_score), reply.next_member) \
             if int(reply.next_score) != -1 else None

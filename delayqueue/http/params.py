@@ -34,8 +34,9 @@ MAX_ATTRIBUTES_BYTES = 8192       # their keys and values in all, UTF-8
 # is ~20x cheaper than asking unicodedata about every character of every msgId and topic.
 CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # A receipt as the scripts make it (lua/includes/message.lua): string.format('%x.%x') of the
-# delivery's time in ms and of the deliveries, lowercase hex. 16 digits each hold any int64.
-RECEIPT_FORM = re.compile(r"[0-9a-f]{1,16}\.[0-9a-f]{1,16}")
+# delivery's time in ms and of the deliveries, lowercase hex (16 digits each hold any int64),
+# then in a named subscription ".<6 hex digits>" naming it (a receipt is no other's).
+RECEIPT_FORM = re.compile(r"[0-9a-f]{1,16}\.[0-9a-f]{1,16}(\.[0-9a-f]{6})?")
 
 
 def has_control_chars(text: str) -> bool:

@@ -274,6 +274,11 @@ class Settings:
     dedup_window_millis: int = _topic(
         "dedupWindowMillis", 0, "how long after a message ended a re-send of its msgId answers "
         "it as a duplicate and enqueues nothing (0: no window)")
+    default_subscription: bool = _topic(
+        "defaultSubscription", True, "whether a topic's default subscription receives its "
+        "messages (false: only its named subscriptions do)")
+    max_subscriptions_per_topic: int = _setting(
+        32, "most named subscriptions one topic may have", _integer(1))
     topic_description: str = _topic("description", "", "description of a topic that has none "
                                     "of its own")
     # Redis.

@@ -100,6 +100,9 @@ SETTINGS: tuple[TopicSetting, ...] = (
     # duplicate and enqueues nothing (its record is kept at least this long). 0: no window.
     TopicSetting("dedupWindowMillis", "dedup_window_ms", "dedup-window-millis", int,
                  0, MAX_DURATION_MS),
+    # false: the default subscription holds nothing; only named subscriptions receive
+    # (a send to a topic with neither is refused).
+    TopicSetting("defaultSubscription", "default_subscription", "default-subscription", bool),
     # Free text for operators (the console shows it); no script reads it.
     TopicSetting("description", "description", "topic-description", str, 0, 1024),
 )

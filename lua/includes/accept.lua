@@ -14,8 +14,11 @@
 -- and, when it was the front, the group's next message takes over if it now comes first.
 -- Returns the message and the entry that counts for the topic's due time: its triggerTime
 -- when it waits, else its expireTime.
+-- `options`: own_retry (the send gave maxRetry), fan (the topic has named subscriptions: the
+-- message enters tk.fanout too), detached (defaultSubscription=false: the default
+-- subscription does not hold it; only the fan-out does).
 local function accept(now, msg_id, slot, existing, body, attributes, trigger, ttl, max_retry,
-    group)
+    group, options)
   local seq = next_seq()
   local is_replace = existing and is_live(existing[STATUS])
   local was_front = is_replace and existing[GROUP] and
@@ -23,21 +26,32 @@ local function accept(now, msg_id, slot, existing, body, attributes, trigger, tt
   local expire_at = trigger + ttl
   -- A whole new record, so a message with this id is wholly replaced (same slot): no
   -- deliveries, no receipt, no end time.
-  local m = {id = msg_id, slot = slot, seq = seq}
+  local m = {id = msg_id, slot = slot, seq = seq, own_retry = options.own_retry}
   m[BODY], m[ATTRIBUTES] = body, attributes
   m[PRODUCE_TIME], m[TRIGGER_TIME], m[EXPIRE_TIME] = now, trigger, expire_at
   m[MAX_RETRY], m[DELIVERIES], m[STATUS] = max_retry, 0, Status.WAITING
   m[RECEIPT], m[GROUP] = false, group
   if is_replace then
-    unqueue(existing)   -- its group's front stays named in tk.groups: settle_front decides
+    redis.call('ZREM', tk.fanout, queue_member(existing))
+    -- its group's front stays named in tk.groups: settle_front decides
+    if not existing.detached then unqueue(existing) end
   elseif existing then
     redis.call('ZREM', tk.ended, m.slot)
     redis.call('ZREM', tk.dead, m.slot)
   end
-  local entry = expire_at
+  if options.fan or options.detached then
+    redis.call('ZADD', tk.fanout, trigger, queue_member(m))
+  end
+  if options.detached then
+    m.detached = true
+    if was_front and not existing.detached then release_group(m, now) end
+    save_message(tk.msgs, m)
+    return m, trigger
+  end
+  local entry = options.fan and trigger or expire_at
   local front
   if not m[GROUP] then front = true
-  elseif was_front then front = settle_front(m, now)
+  elseif was_front and not existing.detached then front = settle_front(m, now)
   else front = join_group(m) end
   if front then
     place(m, now, trigger)

@@ -19,8 +19,7 @@ local function trim_dead(msgs, ended, dead, now, s, limit)
     if record and stored_status(record) == Status.RETRY_EXHAUSTED and
         not (s.dedupWindowMillis > 0 and
              in_dedup_window(decode(record, slot), now, s.dedupWindowMillis)) then
-      redis.call('ZREM', ended, slot)
-      redis.call('HDEL', msgs, slot)
+      drop_message(msgs, ended, dead, slot, now)
     end
     dropped = dropped + 1
   end

@@ -35,6 +35,11 @@ local PURGE_SLACK_MS = 60000 -- ended records wait this much past their retentio
                              -- topic's purge runs in batches, not once per ended message
 local HEADER = '>BBI3I3I6I6I6'
 local HAS_ATTRIBUTES, DELIVERED, HAS_SEQ, HAS_GROUP, BLOCKED, HAS_END = 1, 2, 4, 8, 16, 32
+-- Storage format records-4: OWN_RETRY the send gave maxRetry (a named subscription's own
+-- setting does not override it); DETACHED the default subscription does not hold the
+-- message (defaultSubscription=false): the record is only the body of the named
+-- subscriptions' deliveries, status 1 while any of them holds it.
+local OWN_RETRY, DETACHED = 64, 128
 
 -- The index of each field of a decoded message, with its MESSAGE_FIELDS letter.
 local BODY = 1           -- m  the body
@@ -79,7 +84,7 @@ local function decode(record, slot)
     delivered_at, pos = struct.unpack('>I6', record, pos)
     receipt = string.format('%x.%x', delivered_at, deliveries)
   end
-  local seq, group = 0, false
+  local seq, group, m_own_retry, m_detached = 0, false, false, false
   if flagged(flags, HAS_SEQ) then seq, pos = struct.unpack('>I6', record, pos) end
   if flagged(flags, HAS_GROUP) then
     len, pos = struct.unpack('>H', record, pos)
@@ -88,30 +93,36 @@ local function decode(record, slot)
   end
   local ended_at = nil
   if flagged(flags, HAS_END) then ended_at, pos = struct.unpack('>I6', record, pos) end
+  m_own_retry, m_detached = flagged(flags, OWN_RETRY), flagged(flags, DETACHED)
   local m = {string.sub(record, pos), num(produce), num(trigger), num(expire), num(max_retry),
     num(deliveries), tostring(status), attributes, receipt, group}   -- BODY .. GROUP
   m.id, m.slot, m.dt, m.seq, m.blocked = id, slot, delivered_at, seq, flagged(flags, BLOCKED)
-  m.ended_at = ended_at
+  m.ended_at, m.own_retry, m.detached = ended_at, m_own_retry, m_detached
   return m
 end
 
-local function encode(m)
+-- The record of m; `bare` (a named subscription's record): its delivery state only, the
+-- body and attributes being the topic's record's.
+local function encode(m, bare)
   -- The end time only while ended: a message that lives again (a redrive) drops it.
   local ended_at = not is_live(m[STATUS]) and m.ended_at or nil
+  local attributes = not bare and m[ATTRIBUTES]
   local flags = 0
-  if m[ATTRIBUTES] then flags = flags + HAS_ATTRIBUTES end
+  if attributes then flags = flags + HAS_ATTRIBUTES end
   if m.dt then flags = flags + DELIVERED end
   if m.seq and m.seq > 0 then flags = flags + HAS_SEQ end
   if m[GROUP] then flags = flags + HAS_GROUP end
   if m.blocked then flags = flags + BLOCKED end
   if ended_at then flags = flags + HAS_END end
+  if m.own_retry and not bare then flags = flags + OWN_RETRY end
+  if m.detached and not bare then flags = flags + DETACHED end
   local parts = {struct.pack(HEADER, tonumber(m[STATUS]), flags, tonumber(m[MAX_RETRY]),
       tonumber(m[DELIVERIES]), tonumber(m[PRODUCE_TIME]), tonumber(m[TRIGGER_TIME]),
       tonumber(m[EXPIRE_TIME])),
     struct.pack('>H', #m.id), m.id}
-  if m[ATTRIBUTES] then
-    parts[#parts + 1] = struct.pack('>H', #m[ATTRIBUTES])
-    parts[#parts + 1] = m[ATTRIBUTES]
+  if attributes then
+    parts[#parts + 1] = struct.pack('>H', #attributes)
+    parts[#parts + 1] = attributes
   end
   if m.dt then parts[#parts + 1] = struct.pack('>I6', m.dt) end
   if m.seq and m.seq > 0 then parts[#parts + 1] = struct.pack('>I6', m.seq) end
@@ -120,7 +131,7 @@ local function encode(m)
     parts[#parts + 1] = m[GROUP]
   end
   if ended_at then parts[#parts + 1] = struct.pack('>I6', ended_at) end
-  parts[#parts + 1] = m[BODY]
+  parts[#parts + 1] = bare and '' or m[BODY]
   return table.concat(parts)
 end
 
@@ -129,22 +140,80 @@ local function stored_status(record)
   return string.byte(record, 1)
 end
 
--- The record at a slot (from a zset), or nil.
+-- A named subscription's receipts end with ".<6 hex digits of sha1(its name)>", so that a
+-- receipt of one subscription is never another's (the default's have no tag).
+local function receipt_tag()
+  return '.' .. string.sub(redis.sha1hex(tk.sub), 1, 6)
+end
+
+-- The record at a slot (from a zset), or nil. A named subscription's record takes its body
+-- and attributes from the topic's (an empty body if that is gone: a release).
 local function load_slot(msgs, slot)
   local record = redis.call('HGET', msgs, slot)
   if not record then return nil end
-  return decode(record, slot)
+  local m = decode(record, slot)
+  if msgs ~= tk.bodies then
+    if m[RECEIPT] then m[RECEIPT] = m[RECEIPT] .. receipt_tag() end
+    local body = redis.call('HGET', tk.bodies, slot)
+    if body then
+      local tm = decode(body, slot)
+      m[BODY], m[ATTRIBUTES], m.own_retry = tm[BODY], tm[ATTRIBUTES], tm.own_retry
+    end
+  end
+  return m
 end
+
+-- A named subscription's first delivery state of tm, a topic record: ready, never delivered,
+-- no receipt; its maxRetry the message's own, else the subscription's own setting, else the
+-- one resolved at send (the topic's, else the server's). Not saved: a message ready in a
+-- subscription and never delivered there is a bare entry of its ready queue (fan_out).
+local function fresh_delivery(tm)
+  local m = {}
+  for i = BODY, GROUP do m[i] = tm[i] end
+  m.id, m.slot, m.seq, m.own_retry, m.fresh = tm.id, tm.slot, tm.seq, tm.own_retry, true
+  m[STATUS], m[DELIVERIES], m[RECEIPT] = num(Status.READY), '0', false
+  if not tm.own_retry then
+    local own = redis.call('HGET', tk.config, 'maxRetry')
+    if own then m[MAX_RETRY] = num(own) end
+  end
+  return m
+end
+
+-- The message at a slot of the context's ready queue: its record, or in a named
+-- subscription a bare entry's first delivery state (fresh_delivery).
+local function load_ready(slot)
+  local m = load_slot(tk.msgs, slot)
+  if m or not tk.sub then return m end
+  local tm = load_slot(tk.bodies, slot)
+  return tm and fresh_delivery(tm)
+end
+
+local find_delivery   -- (below: it reads the topic's record with find_message)
 
 -- The message with this msgId, or nil: its digest slot, else its "=" slot. Second value:
 -- its slot, or the one a new message with this msgId takes (the digest slot when free).
 local function find_message(msgs, id)
+  if msgs ~= tk.bodies then return find_delivery(id) end
   local digest = digest_slot(id)
   local m = load_slot(msgs, digest)
   if m and m.id == id then return m, digest end
   local own = load_slot(msgs, '=' .. id)
   if own and own.id == id then return own, own.slot end
   return nil, m and ('=' .. id) or digest
+end
+
+-- In a named subscription: the delivery state of the message with this msgId (its record, or
+-- a bare ready entry's fresh_delivery), or nil when the subscription does not hold it; second
+-- value: the topic's slot for it.
+find_delivery = function(id)
+  local tm, slot = find_message(tk.bodies, id)
+  if not tm then return nil, slot end
+  local m = load_slot(tk.msgs, slot)
+  if m then return m, slot end
+  if redis.call('ZSCORE', tk.ready, string.format('%012x', tm.seq) .. slot) then
+    return fresh_delivery(tm), slot
+  end
+  return nil, slot
 end
 
 -- m, or nil when it is an ended message whose retention has passed (its record waits for the
@@ -167,14 +236,50 @@ end
 local function save_message(msgs, m)
   for i = PRODUCE_TIME, STATUS do m[i] = num(m[i]) end   -- the numeric fields
   m[RECEIPT] = m.dt and string.format('%x.%x', m.dt, tonumber(m[DELIVERIES])) or false
-  redis.call('HSET', msgs, m.slot, encode(m))
+  if m[RECEIPT] and msgs ~= tk.bodies then m[RECEIPT] = m[RECEIPT] .. receipt_tag() end
+  m.fresh = nil
+  redis.call('HSET', msgs, m.slot, encode(m, msgs ~= tk.bodies))
+end
+
+-- A named subscription let go of its last entry of the message at `slot` (its record was
+-- purged or dropped, or the subscription deleted): when none holds it any more, the topic's
+-- record goes too unless the default subscription still holds or retains it; a detached
+-- one ends, kept for the topic's own dedupWindowMillis.
+local function unref(slot, now)
+  if redis.call('HINCRBY', tk.refs, slot, -1) > 0 then return end
+  redis.call('HDEL', tk.refs, slot)
+  local record = redis.call('HGET', tk.bodies, slot)
+  if not record then return end
+  local topic_ended = TOPIC_BASE .. ':ended'
+  local tm = decode(record, slot)
+  if tm.detached then
+    local window = tonumber(redis.call('HGET', tk.topic_config, 'dedupWindowMillis') or '0')
+    if window > 0 and now then
+      tm[STATUS], tm.ended_at = Status.ACKED, now
+      save_message(tk.bodies, tm)
+      redis.call('ZADD', topic_ended, now + window, slot)
+    else
+      redis.call('HDEL', tk.bodies, slot)
+    end
+  elseif not is_live(tm[STATUS]) and not redis.call('ZSCORE', topic_ended, slot) then
+    redis.call('HDEL', tk.bodies, slot)
+  end
+end
+
+-- Whether a named subscription still holds an entry of the message at `slot`.
+local function held_by_subscriptions(slot)
+  return redis.call('HEXISTS', tk.refs, slot) == 1
 end
 
 -- Remove a record for good, and its retention entries.
-local function drop_message(msgs, ended, dead, slot)
+local function drop_message(msgs, ended, dead, slot, now)
   redis.call('ZREM', ended, slot)
   redis.call('ZREM', dead, slot)
-  redis.call('HDEL', msgs, slot)
+  if msgs ~= tk.bodies then
+    if redis.call('HDEL', msgs, slot) == 1 then unref(slot, now) end
+  elseif not held_by_subscriptions(slot) then
+    redis.call('HDEL', msgs, slot)
+  end
 end
 
 -- Purge at most `limit` records whose retention ended by `now` (a dead letter leaves the
@@ -185,19 +290,22 @@ local function purge_ended(msgs, ended, dead, now, limit)
     redis.call('ZREM', ended, slot)
     local record = redis.call('HGET', msgs, slot)
     if record and not is_live(stored_status(record)) then   -- never a live message
-      redis.call('ZREM', dead, slot)
-      redis.call('HDEL', msgs, slot)
+      drop_message(msgs, ended, dead, slot, now)
     end
   end
   return #due
 end
 
 -- The topic's due time: the earliest time (ms) the scheduler must look at it, from the
--- heads of waiting, ack and the expiry index, and of ended (plus PURGE_SLACK_MS); false when
--- all four are empty. O(log n).
+-- heads of waiting, ack and the expiry index, and of ended (plus PURGE_SLACK_MS), and for the
+-- topic's own context of its fan-out and sexpire (includes/fanout.lua); false when all are
+-- empty. O(log n).
 local function due_at(waiting, ack, expire, ended)
   local best = false
-  for _, key in ipairs({waiting, ack, expire, ended}) do
+  local keys = {waiting, ack, expire, ended}
+  -- The topic's own: also the fan-out and the named subscriptions' bare entries' expiry.
+  if not tk.sub then keys[5], keys[6] = tk.fanout, tk.sexpire end
+  for _, key in ipairs(keys) do
     local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     if head[2] then
       local score = tonumber(head[2])

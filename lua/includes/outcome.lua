@@ -16,6 +16,7 @@ local BACKLOG = -7
 local NOT_WRITTEN = -8
 local NO_TOPIC = -9
 local OTHER_GROUP = -10
+local NO_SUBSCRIPTION = -11
 
 -- The replies of a call that handles n entries each on its own: one(i) for i = 1..n, each
 -- under pcall, so an entry whose Lua fails (a bug) answers that error in its place and the

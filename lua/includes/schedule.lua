@@ -1,5 +1,5 @@
 --[[ Recurring schedules: a schedule's record and its occurrences, for lua/schedule_*.lua.
-  A topic's schedules are one HASH (TopicKeys.schedules, KEYS[13] of the schedule scripts;
+  A topic's schedules are one HASH (TopicKeys.schedules, KEYS[19] of the schedule scripts;
   their ids also a ZSET of scores 0, TopicKeys.schedule_ids, the 14th key of schedule_put and
   schedule_delete, which keep the two equal, for listSchedules' pages by ZRANGEBYLEX):
   scheduleId -> JSON (cjson), the definition Python wrote (core/schedules.py: topic, cron,
@@ -19,6 +19,7 @@
   as sendMsg writes a message, without sendMsg's backlog check. ]]
 --@include settings
 --@include accept
+--@include fanout
 
 local function schedule_value(x)
   if x == cjson.null then return nil end
@@ -44,7 +45,8 @@ end
 -- occurrence itself (a write repeated); a delivered one was this fire time's, and is kept.
 local function may_write(m)
   if not m then return true end
-  return not is_live(m[STATUS]) and tonumber(m[DELIVERIES]) == 0
+  return not is_live(m[STATUS]) and tonumber(m[DELIVERIES]) == 0 and
+    not held_by_subscriptions(m.slot)
 end
 
 -- Write the occurrence of `fire`, due at `trigger`, from the schedule's definition (ttl and
@@ -59,7 +61,8 @@ local function write_occurrence(id, sch, fire, trigger, now, s)
   if max_retry == nil then max_retry = s.maxRetry end
   local _, entry = accept(now, msg_id, slot, existing, sch.msg,
     schedule_value(sch.attributes) or false, trigger, ttl, max_retry,
-    schedule_value(sch.groupId) or false)
+    schedule_value(sch.groupId) or false, {own_retry = schedule_value(sch.maxRetry) ~= nil,
+      fan = redis.call('HLEN', tk.subs) > 0, detached = s.defaultSubscription == 0})
   return true, entry
 end
 
@@ -73,7 +76,7 @@ local function drop_waiting(id, sch, now, end_life)
       or tonumber(m[TRIGGER_TIME]) <= now then
     return 0
   end
-  end_message(m, Status.DELETED, now, end_life)
+  end_everywhere(m, Status.DELETED, now, end_life)
   return 1
 end
 

@@ -46,6 +46,10 @@ def test_each_refusal_has_a_client_error_code_and_names_its_parameter(script, ou
     if script.startswith("schedule_"):     # the schedule scripts: msg_id is the scheduleId
         assert error.msg.startswith("scheduleId: ") and "'m1'" in error.msg
         return
+    if script.startswith("subscription_") or outcome == Outcome.NO_SUBSCRIPTION:
+        assert error.msg.split(":")[0] in ("subscription", "defaultSubscription")
+        assert "'orders'" in error.msg
+        return
     about_topic = outcome in (Outcome.BACKLOG, Outcome.NO_TOPIC)
     about_group = outcome == Outcome.OTHER_GROUP
     assert error.msg.split(":")[0] in (("topic",) if about_topic else ("groupId",)
@@ -127,6 +131,15 @@ TRANSITIONS = {
                                  on_duplicate="replace"),
         "groupId: onDuplicate=replace must keep the groupId of message 'w' in topic 't'; "
         "nothing was written"),
+    ("send", Outcome.NO_SUBSCRIPTION): (
+        lambda rt: (rt.admin.set_config("t", {"defaultSubscription": "false"}),
+                    rt.queue.send("t", "body")),
+        "defaultSubscription: topic 't' has defaultSubscription=false and no named "
+        "subscription: nobody would receive the message; nothing was written"),
+    ("subscription_put", Outcome.BACKLOG): (
+        lambda rt: [rt.subscriptions.create("t", f"s{i}") for i in range(33)],
+        "subscription: topic 't' has the most named subscriptions max-subscriptions-per-topic "
+        "allows; nothing was written"),
     ("send", Outcome.NOT_WRITTEN): (
         lambda rt: (rt.admin.set_config("t", {"maxBacklog": "3"}), _raise_first(
             rt.queue.send_batch("t", [SendRequest("a"), SendRequest("b")], atomic=True))),

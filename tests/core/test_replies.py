@@ -59,9 +59,9 @@ def test_nested_values_read_by_name_too():
     assert (delivery.msg_id, delivery.fields, pulled.lowered_due) == ("m1", ["body", "7"], 99)
     page = BUILDERS["dead_list"]([[["d", 123, "body"]], -1, ""])
     assert [(e.msg_id, e.death_time, e.fields) for e in page.entries] == [("d", 123, ["body"])]
-    found = BUILDERS["get"](["body", "3", "slot-1", 1500, -1])
-    assert (found.fields, found.slot, found.ack_deadline, found.dead_time) == \
-        (["body", "3"], "slot-1", 1500, -1)
+    found = BUILDERS["get"](["body", "3", "slot-1", 1500, -1, ["s1", 3, 1]])
+    assert (found.fields, found.slot, found.ack_deadline, found.dead_time, found.held) == \
+        (["body", "3"], "slot-1", 1500, -1, {"s1": {"status": 3, "retry": 1}})
     listed = BUILDERS["list"]([[["m1", 99, "0001slot", "body"]], 99, "0001slot"])
     assert [(e.msg_id, e.score, e.member, e.fields) for e in listed.entries] == \
         [("m1", 99, "0001slot", ["body"])]

@@ -1,6 +1,6 @@
 """The storage format: ``delayqueue migrate-storage`` converts a namespace written with a
 hash per message, or with records-1 (no acceptance order), or records-2 (no end time), into
-records-3, and a node refuses to start on an unconverted namespace."""
+records-4, and a node refuses to start on an unconverted namespace."""
 
 from __future__ import annotations
 
@@ -201,7 +201,7 @@ def test_a_records_2_namespace_is_refused_then_marked_and_its_records_read_as_th
     except StorageFormatError as exc:
         assert "marked 'records-2'" in str(exc) and "delayqueue migrate-storage" in str(exc)
     assert migrate(redis_client, NS, ManualClock(T0).now_ms) == 0
-    assert redis_client.get(NS.storage_format) == STORAGE_FORMAT == "records-3"
+    assert redis_client.get(NS.storage_format) == STORAGE_FORMAT == "records-4"
     check_format(redis_client, NS)
     assert read(redis_client, tk, "acked")[0][0] == "kept"
     assert_one_place(redis_client, tk, "acked", 4)
@@ -209,3 +209,22 @@ def test_a_records_2_namespace_is_refused_then_marked_and_its_records_read_as_th
     # No end time: outside a window however long, so a re-send is an ordinary send.
     configure(scripts, tk, dedupWindowMillis=HOUR)
     assert send(scripts, tk, "acked", T0 + 1, T0 + 1)[0] == Outcome.OK
+
+
+def test_a_records_3_namespace_is_refused_and_its_migration_is_the_mark(redis_client):
+    """records-3 records read as they are under records-4 (no subscription holds them): the
+    migration converts nothing and sets the mark, which keeps records-3 nodes out (they know
+    no fan-out and would deliver a detached message in the default subscription)."""
+    scripts, tk = Scripts(redis_client), NS.topic("orders")
+    send(scripts, tk, "w", T0, T0 + HOUR, body="kept")
+    redis_client.zadd(NS.topics, {"orders": T0})
+    redis_client.set(NS.storage_format, "records-3")
+    try:
+        check_format(redis_client, NS)
+        raise AssertionError("a records-3 namespace was not refused")
+    except StorageFormatError as exc:
+        assert "marked 'records-3'" in str(exc) and "delayqueue migrate-storage" in str(exc)
+    assert migrate(redis_client, NS, ManualClock(T0).now_ms) == 0
+    assert redis_client.get(NS.storage_format) == "records-4"
+    assert read(redis_client, tk, "w")[0][0] == "kept"
+    assert_one_place(redis_client, tk, "w", 1)

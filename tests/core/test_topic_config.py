@@ -85,7 +85,7 @@ def test_an_unknown_name_is_refused_naming_it_before_any_value_is_read():
         "maxRetries: not a topic setting; the settings are ttlMillis, maxRetry, "
         "ackTimeoutMillis, redeliveryDelayMillis, redeliveryBackoffMultiplier, "
         "redeliveryMaxDelayMillis, deadLetter, deadLetterRetentionMillis, deadLetterMaxSize, "
-        "delayMillis, maxBacklog, dedupWindowMillis, description")
+        "delayMillis, maxBacklog, dedupWindowMillis, defaultSubscription, description")
 
 
 def test_the_other_parameters_of_the_request_are_not_settings():

@@ -12,8 +12,9 @@ from support.lua import CHANNEL, DEFAULTS, END_LIFE, HOUR, T0, pull, send, snaps
 def test_a_message_reads_as_its_fields_then_its_slot(scripts, tk):
     _, sent, _ = scripts.send(tk, "a", "body", T0, T0 + 5, HOUR, 3, '{"k":"v"}', CHANNEL,
                               DEFAULTS)
-    # Then its ack deadline and its death time: -1, it has neither.
-    assert scripts.get(tk, "a", T0) == [*sent, hashlib.sha1(b"a").hexdigest()[:14], -1, -1]
+    # Then its ack deadline and its death time: -1, it has neither; no named subscription
+    # holds it.
+    assert scripts.get(tk, "a", T0) == [*sent, hashlib.sha1(b"a").hexdigest()[:14], -1, -1, []]
 
 
 def test_a_consuming_message_reads_with_its_ack_deadline_and_a_dead_letter_with_its_death(

@@ -37,7 +37,7 @@ def read(client, tk: TopicKeys, msg_id: str, scripts=None) -> tuple[list | None,
         client.register_script(_GET)(keys=tk.queues, args=[msg_id, ""])
     if not reply:
         return None, None
-    return reply[:-3], reply[-3]    # then the ack deadline and the death time
+    return reply[:-4], reply[-4]    # then the ack deadline, the death time, the holders
 
 
 def field(client, tk: TopicKeys, msg_id: str, name: str) -> str | None:
