@@ -85,6 +85,8 @@ def cmd_consume(client: DelayQueueClient, args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="delayqueue consume: %(message)s", stream=sys.stderr)
     client.topic_info(args.topic)  # fail fast, with one line, when the server is unreachable
+    if args.subscription:  # and when the subscription is unknown (exit 3), not retry for ever
+        client.get_subscription_config(args.topic, args.subscription)
     handler = CommandHandler(command, None if args.command_timeout is None
                              else args.command_timeout / 1000, subscription=args.subscription)
     stop = threading.Event()

@@ -249,9 +249,8 @@ def message_detail(m: DelayMsg) -> str:
         rows.append(("ackDeadline", f"{iso(m.ack_deadline)}  ({relative(m.ack_deadline, now)})"))
     if m.attributes:
         rows.append(("attributes", json.dumps(dict(m.attributes), ensure_ascii=False)))
-    subscriptions = getattr(m, "subscriptions", None)
-    if subscriptions:
-        rows.append(("subscriptions", subscription_states(subscriptions)))
+    if m.subscriptions:
+        rows.append(("subscriptions", subscription_states(m.subscriptions)))
     if m.duplicate:
         rows.append(("duplicate", "yes: a message with this msgId answered (live, or ended "
                                   "within the dedup window), nothing was enqueued"))

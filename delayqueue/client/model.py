@@ -181,6 +181,7 @@ class TopicConfig:
     delay_ms: int | None = None       # the delay of a send that gives no delay nor time
     max_backlog: int | None = None    # most live messages; 0: no limit
     dedup_window_ms: int | None = None  # re-sends this long after an end are duplicates
+    default_subscription: bool | None = None  # False: only named subscriptions receive
     description: str | None = None    # free text for operators
     sources: dict[str, str] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)

@@ -297,9 +297,10 @@ class Plans(BatchPlans, SchedulePlans, SubscriptionPlans):
         ``dead_letter``, ``dead_letter_retention_ms``, ``dead_letter_max_size``, ``delay_ms``
         (the delay of a send that gives none), ``max_backlog`` (most live messages, 0 no
         limit), ``dedup_window_ms`` (how long after a message ended a re-send of its msgId
-        is a duplicate, 0 none), ``description`` (text); the API names such as
-        ``ttlMillis`` are accepted too); durations may be timedeltas. A None value is left
-        out. Returns the settings now in force.
+        is a duplicate, 0 none), ``default_subscription`` (False: only the named
+        subscriptions receive the topic's messages), ``description`` (text); the API names
+        such as ``ttlMillis`` are accepted too); durations may be timedeltas. A None value is
+        left out. Returns the settings now in force.
 
         Raises:
             ValueError: an unknown setting (nothing sent).

@@ -75,6 +75,9 @@ def test_an_unknown_subscription_exits_3_in_one_line_for_each_command(dq, client
         result = dq(*argv, "--subscription", "nope") if argv[0] != "subscription" else dq(*argv)
         assert_one_line_error(result, EXIT_NOT_FOUND)
         assert "not found" in result.stderr or "no subscription" in result.stderr, argv
+    # consume checks before it starts, rather than retry its pulls for ever.
+    assert_one_line_error(dq("consume", topic, "--subscription", "nope", "--", "true"),
+                          EXIT_NOT_FOUND)
 
 
 # ---- consuming in a subscription --------------------------------------------------------------
