@@ -32,6 +32,7 @@ def test_the_table_holds_the_settings_in_the_scripts_order_with_their_three_spel
         ("delayMillis", "delay_ms", "delay-millis"),
         ("maxBacklog", "max_backlog", "max-backlog"),
         ("dedupWindowMillis", "dedup_window_ms", "dedup-window-millis"),
+        ("defaultSubscription", "default_subscription", "default-subscription"),
         ("description", "description", "topic-description"),      # no script reads it
     ]
 
