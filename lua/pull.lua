@@ -13,7 +13,8 @@
     messages     list of {msgId, m, p, t, e, r, n, s, a, c} as stored after the pull
     promoted     moved waiting -> ready by this call; gaps: their promotion gaps (ms)
     ended        messages ended here (expired or out of deliveries) instead of handed out
-    next_trigger triggerTime of the earliest waiting message, -1 if none
+    next_trigger triggerTime of the earliest waiting message (in a named subscription, or
+                 still in the topic's fan-out), -1 if none
     ready_left   ready messages still queued after this pull
     lowered_due  the topic's new due time if this pull brought it forward, else -1
     dead         how many of the ended became dead letters
@@ -75,6 +76,12 @@ elseif advanced.readied > 0 and ready_left > 0 and not s.paused then   -- promot
 end
 local head = redis.call('ZRANGE', tk.waiting, 0, 0, 'WITHSCORES')
 local next_trigger = head[2] and tonumber(head[2]) or -1
+if tk.sub then   -- a named subscription's next message may still be in the fan-out
+  local fanning = redis.call('ZRANGE', tk.fanout, 0, 0, 'WITHSCORES')
+  if fanning[2] and (next_trigger < 0 or tonumber(fanning[2]) < next_trigger) then
+    next_trigger = tonumber(fanning[2])
+  end
+end
 local lowered = lowered_due(before, tk.waiting, tk.ack, tk.expire, tk.ended)
 if fanned_expiry and (lowered < 0 or fanned_expiry < lowered) then lowered = fanned_expiry end
 return {messages, promoted, gaps, ended_here, next_trigger, ready_left, lowered, dead_lettered}

@@ -283,3 +283,10 @@ def test_a_subscription_may_set_only_its_own_settings(rt):
     assert sources["maxRetry"] == "subscription"
     values, sources = rt.subscriptions.set_config("t", "s", {}, reset=True)
     assert sources["ackTimeoutMillis"] == "server"
+
+
+def test_a_pull_in_a_subscription_knows_when_its_next_message_is_due(rt):
+    """A long poll sleeps until then with no hint at all (the fan-out holds it till due)."""
+    rt.subscriptions.create("t", "s")
+    rt.queue.send("t", "x", msg_id="m", delay_ms=7_000)
+    assert rt.queue.pull("t", subscription="s").next_due_ms == T0 + 7_000

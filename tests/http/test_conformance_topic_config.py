@@ -13,7 +13,8 @@ SERVER_DEFAULTS = {
     "redeliveryDelayMillis": 0, "redeliveryBackoffMultiplier": 1,
     "redeliveryMaxDelayMillis": api.HOUR, "deadLetter": True,
     "deadLetterRetentionMillis": 7 * api.DAY, "deadLetterMaxSize": 100_000,
-    "delayMillis": 0, "maxBacklog": 0, "dedupWindowMillis": 0, "description": "",
+    "delayMillis": 0, "maxBacklog": 0, "dedupWindowMillis": 0, "defaultSubscription": True,
+    "description": "",
 }
 
 
@@ -32,7 +33,7 @@ def test_set_topic_config_sets_every_setting_merges_and_resets(node, topic):
               "redeliveryMaxDelayMillis": 4000, "deadLetter": False,
               "deadLetterRetentionMillis": 60_000, "deadLetterMaxSize": 50,
               "delayMillis": 1500, "maxBacklog": 20, "dedupWindowMillis": 60_000,
-              "description": "orders of the shop"}
+              "defaultSubscription": False, "description": "orders of the shop"}
     form = {k: ("false" if v is False else v) for k, v in values.items()}
     reply = api.set_config(node, topic, **form)
     assert reply["data"] == values

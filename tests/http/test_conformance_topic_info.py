@@ -20,8 +20,11 @@ def test_topic_info_shape_and_sizes(node, topic):
     data = reply["data"]
     assert list(data) == ["topic", "waitingQueueSize", "waitingQueueInfo", "readyQueueSize",
                           "ackQueueSize", "deadQueueSize",         # the last three are ours
-                          "groupBlockedSize", "paused"]
+                          "groupBlockedSize", "paused", "subscriptions"]
     assert data["paused"] is False
+    # Every subscription with its sizes: here only the default one, the same sizes.
+    assert [(i["subscription"], i["readyQueueSize"], i["ackQueueSize"])
+            for i in data["subscriptions"]] == [("default", 1, 1)]
     assert data["topic"] == topic
     assert list(data["waitingQueueInfo"]) == [
         "sizeOf0To1min", "sizeOf1minTo10min", "sizeOf10minTo30min", "sizeOf30minTo1hour",
