@@ -11,7 +11,7 @@
   Memory: first write ZREM dead: runs over maxmemory (it moves, never adds, a message).
   Publishes "<k> <topic>" when k redriven messages are ready. ]]
 --@include settings
---@include group
+--@include fanout
 local now, msg_id = tonumber(ARGV[1]), ARGV[2]
 local limit, channel, topic = tonumber(ARGV[3]), ARGV[4], ARGV[5]
 
@@ -33,6 +33,18 @@ for _, slot in ipairs(slots) do
   if dead_letter and not retained(m, tk.ended, now) then
     drop_message(tk.msgs, tk.ended, tk.dead, slot, now)   -- past its retention: gone, not redriven
   elseif dead_letter then
+    -- The default subscription's redrive gives the topic's record a new life and sequence:
+    -- the bare entries named subscriptions still hold of it keep the old ones, as records.
+    if not tk.sub and held_by_subscriptions(slot) then
+      local member = queue_member(m)
+      in_each_subscription(function()
+        if redis.call('HEXISTS', tk.msgs, slot) == 0 and redis.call('ZSCORE', tk.ready, member) then
+          local d = fresh_delivery(m)
+          redis.call('ZADD', tk.expire, d[EXPIRE_TIME], slot)
+          save_message(tk.msgs, d)
+        end
+      end)
+    end
     redis.call('ZREM', tk.ended, slot)
     m[TRIGGER_TIME], m[EXPIRE_TIME], m[DELIVERIES] = now, now + s.ttlMillis, 0
     m.dt, m.seq, m.blocked = nil, next_seq(), false

@@ -24,11 +24,13 @@ local fanning = redis.call('ZSCORE', tk.fanout, member)
 local held = held_by_subscriptions(m.slot)
 if in_default and status == Status.CONSUMING then return {CONSUMING, m, -1} end
 if not in_default and not fanning and not held then return {NO_MESSAGE, m, -1} end
--- Named subscriptions: only while it is a bare ready entry in every one that holds it.
+-- Named subscriptions: only while none of them has begun delivering it (a grouped one has a
+-- record there from the fan-out on, never delivered: ready, or blocked behind its group).
 if held then
   local delivered = false
   in_each_subscription(function()
-    if redis.call('HEXISTS', tk.msgs, m.slot) == 1 then delivered = true end
+    local d = load_slot(tk.msgs, m.slot)
+    if d and (tonumber(d[DELIVERIES]) > 0 or not is_live(d[STATUS])) then delivered = true end
   end)
   if delivered then return {CONSUMING, m, -1} end
 end
@@ -37,7 +39,15 @@ local before = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
 if trigger < now then trigger = now end
 redis.call('ZREM', tk.fanout, member)   -- first write ZREM (see Memory above)
 if held then
-  in_each_subscription(function() redis.call('ZREM', tk.ready, member) end)
+  in_each_subscription(function()
+    local d = load_slot(tk.msgs, m.slot)
+    if d then   -- out of its place and its group there (the group's next may take over)
+      leave(d, now)
+      redis.call('HDEL', tk.msgs, m.slot)
+    else
+      redis.call('ZREM', tk.ready, member)
+    end
+  end)
   redis.call('HDEL', tk.refs, m.slot)
   redis.call('ZREM', tk.sexpire, m.slot)
 end

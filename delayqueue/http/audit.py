@@ -58,6 +58,7 @@ AUDITED = frozenset({
     "redriveDeadMsg", "deleteMsg", "deleteMsgBatch", "rescheduleMsg",
     "createSchedule", "deleteSchedule", "pauseSchedule", "resumeSchedule",
     "settings", "pause", "resume", "purge", "purgeMessages", "redrive",  # the console's forms
+    "subscriptionCreate", "subscriptionDelete",                         # the console's too
     "offline", "online",
 })
 # The parameters a line names, besides topic and msgId and the topic settings.

@@ -156,6 +156,14 @@ def form(name: str, path: str, summary: str, params: Sequence[Param]) -> Endpoin
 
 
 RESET = Param("reset", boolean("Drop every topic value first."))
+# The console's queue: a named subscription's (its page, and the forms sent from it), or the
+# topic's default subscription when absent, empty or "default".
+CONSOLE_SUBSCRIPTION = Param("subscription", string(
+    "A named subscription of the topic (1-64 of A-Z a-z 0-9 . _ -); absent, empty or "
+    "'default': the topic's default subscription.", pattern="^[A-Za-z0-9._-]{0,64}$"))
+NAMED_SUBSCRIPTION = Param("subscription", string(
+    "A named subscription of the topic: 1-64 of A-Z a-z 0-9 . _ -, not 'default'.",
+    minLength=1, maxLength=64, pattern="^[A-Za-z0-9._-]{1,64}$"), True)
 SCHEDULE_PARAMS = (
     Param("cron", string("A cron expression of 5 fields (minute hour day-of-month month "
                          "day-of-week), in timezone; give cron or everyMillis.")),
@@ -414,18 +422,43 @@ ENDPOINTS: tuple[Endpoint, ...] = (
           Param("done", string("What a form did (the form's 303 sets it).")),
           Param("error", string("What a form was refused (the form's 303 sets it)."))],
          codes=(404,)),
-    page("message", "/dashboard/message", "Message lookup: its state and fields.",
-         [Param("topic", TOPIC.schema), Param("msgId", MSG_ID.schema)]),
+    page("subscription", "/dashboard/subscription", "One named subscription of a topic: its "
+         "sizes, pause / resume, its messages a queue and a page at a time, its settings "
+         "with their source, its dead letters, its deletion; HTTP 404 for a topic or "
+         "subscription that does not exist.",
+         [TOPIC, NAMED_SUBSCRIPTION,
+          Param("cursor", string("The dead-letter page to show (listDeadMsg's cursor).")),
+          Param("view", {"type": "string", "enum": ["waiting", "ready", "consuming", "blocked"],
+                         "description": "The messages to list, as on the topic page."}),
+          Param("size", {"type": "integer", "enum": [25, 50, 100],
+                         "description": "Messages a page (default 25)."}),
+          Param("msgCursor", string("The messages' page to show (listMsg's nextCursor).")),
+          Param("done", string("What a form did (the form's 303 sets it).")),
+          Param("error", string("What a form was refused (the form's 303 sets it)."))],
+         codes=(404,)),
+    page("message", "/dashboard/message", "Message lookup: its state and fields (with "
+         "subscription: as that subscription holds it).",
+         [Param("topic", TOPIC.schema), Param("msgId", MSG_ID.schema), CONSOLE_SUBSCRIPTION]),
     form("redrive", "/dashboard/topic/redrive", "Redrive one dead letter (msgId) or up to "
-         "limit.", [TOPIC, OPTIONAL_MSG_ID, LIMIT_DEAD]),
-    form("purge", "/dashboard/topic/purge", "Purge one dead letter (msgId) or all.",
-         [TOPIC, OPTIONAL_MSG_ID]),
+         "limit, of the topic or of a subscription.",
+         [TOPIC, CONSOLE_SUBSCRIPTION, OPTIONAL_MSG_ID, LIMIT_DEAD]),
+    form("purge", "/dashboard/topic/purge", "Purge one dead letter (msgId) or all, of the "
+         "topic or of a subscription.", [TOPIC, CONSOLE_SUBSCRIPTION, OPTIONAL_MSG_ID]),
     form("settings", "/dashboard/topic/settings", "Set the topic's settings (empty fields "
-         "unchanged; description written when it differs from the current).",
-         [TOPIC, *SETTING_PARAMS, RESET]),
-    form("pause", "/dashboard/topic/pause", "Pause the topic (pauseTopic); an unknown topic "
-         "is refused on the topic page.", [TOPIC]),
-    form("resume", "/dashboard/topic/resume", "Resume the topic (resumeTopic).", [TOPIC]),
+         "unchanged; description written when it differs from the current), or with "
+         "subscription that subscription's (reset: drop its own values first).",
+         [TOPIC, CONSOLE_SUBSCRIPTION, *SETTING_PARAMS, RESET]),
+    form("pause", "/dashboard/topic/pause", "Pause the topic (pauseTopic), or one "
+         "subscription of it; an unknown topic or subscription is refused on the topic page.",
+         [TOPIC, CONSOLE_SUBSCRIPTION]),
+    form("resume", "/dashboard/topic/resume", "Resume the topic (resumeTopic), or one "
+         "subscription of it.", [TOPIC, CONSOLE_SUBSCRIPTION]),
+    form("subscriptionCreate", "/dashboard/subscription/create", "Create a named "
+         "subscription (createSubscription, its name only): 303 to its page; a refused name "
+         "is said on the topic page.", [TOPIC, NAMED_SUBSCRIPTION]),
+    form("subscriptionDelete", "/dashboard/subscription/delete", "Delete a named "
+         "subscription (deleteSubscription): 303 to the topic page.",
+         [TOPIC, NAMED_SUBSCRIPTION]),
     form("purgeMessages", "/dashboard/topic/purgeMessages", "Purge the topic (purgeTopic): "
          "end up to 10,000 live messages; the topic page says how many were purged and how "
          "many remain.", [TOPIC]),

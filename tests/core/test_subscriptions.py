@@ -14,6 +14,8 @@ from delayqueue.core.status import Status
 from delayqueue.core.subscriptions import subscription_name
 
 from support.lua import T0
+from support.node import REPO
+from support.redis_server import RedisServer
 
 
 @pytest.fixture
@@ -290,3 +292,28 @@ def test_a_pull_in_a_subscription_knows_when_its_next_message_is_due(rt):
     rt.subscriptions.create("t", "s")
     rt.queue.send("t", "x", msg_id="m", delay_ms=7_000)
     assert rt.queue.pull("t", subscription="s").next_due_ms == T0 + 7_000
+
+
+def test_every_subscription_call_runs_as_the_restricted_redis_user(tmp_path):
+    """config/delayqueue.acl allows every command subscriptions send (the drop's RENAME and
+    ZREMRANGEBYRANK, the refs' HINCRBY, names' HKEYS)."""
+    acl = tmp_path / "users.acl"
+    acl.write_text((REPO / "config" / "delayqueue.acl").read_text().replace(
+        ">CHANGE-ME", ">acl-test-password-1"))
+    server = RedisServer(tmp_path, extra_args=["--aclfile", str(acl)]).start()
+    try:
+        rt = make_runtime(f"redis://delayqueue:acl-test-password-1@127.0.0.1:{server.port}/0",
+                          ManualClock(T0))
+        rt.subscriptions.create("t", "s", {"maxRetry": "1"})
+        rt.queue.send_batch("t", [SendRequest("x", f"m{i}", group_id=None if i % 2 else "g")
+                                  for i in range(6)])
+        assert len(pulled(rt, subscription="s")) == 4
+        rt.queue.delete("t", "m1")
+        rt.clock.advance(rt.queue.end_life_ms + 120_000)
+        visit(rt)
+        assert rt.subscriptions.names("t") == ["s"]
+        rt.subscriptions.delete("t", "s")
+        assert rt.subscriptions.names("t") == []
+        rt.client.close()
+    finally:
+        server.stop()

@@ -118,6 +118,12 @@ def cases():
         "redrive": ({"topic": "d", "msgId": "dead-1"},
                     {"msgId": "dead-1", "code": 200, "result": {"count": 1}}),
         "purge": ({"topic": "d"}, {"code": 200, "result": {"count": 1}}),
+        "subscriptionCreate": ({"topic": "t", "subscription": "audit"},
+                               {"params": {"subscription": "audit"}, "code": 200,
+                                "result": {"changed": True}}),
+        "subscriptionDelete": ({"topic": "t", "subscription": "audit"},
+                               {"params": {"subscription": "audit"}, "code": 200,
+                                "result": {"changed": True}}),
     }
     for name, (form, want) in forms.items():
         yield name, "POST", BY_NAME[name].path, {"data": form, "headers": SAME_ORIGIN}, want
@@ -145,6 +151,9 @@ def test_an_audited_route_logs_one_line_with_who_what_outcome_and_when(
         http.post(Q + "pauseSchedule", data={"topic": "t", "scheduleId": "s"})
     if name == "resume":
         http.post("/dashboard/topic/pause", data={"topic": "t"}, headers=SAME_ORIGIN)
+    if name == "subscriptionDelete":
+        http.post("/dashboard/subscription/create", data={"topic": "t", "subscription": "audit"},
+                  headers=SAME_ORIGIN)
     lines()
     before = datetime.now(timezone.utc)
     answer = http.open(path, method=method, **kwargs)

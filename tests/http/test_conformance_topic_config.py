@@ -108,12 +108,14 @@ def test_set_topic_config_accepts_the_edges_of_every_rule(node, topic):
              "deadLetterRetentionMillis": 1, "deadLetterMaxSize": 1, "delayMillis": 0,
              "maxBacklog": 0, "dedupWindowMillis": 0}
     assert api.set_config(node, topic, **edges)["data"] == {**edges, "deadLetter": True,
+                                                          "defaultSubscription": True,
                                                           "description": ""}
     upper = {"delayMillis": 3_153_600_000_000, "maxBacklog": 1_000_000_000,
              "dedupWindowMillis": 3_153_600_000_000,
              "description": "é" * 512}                       # 1024 bytes of UTF-8
     assert api.set_config(node, topic, **upper)["data"] == {**edges, **upper,
-                                                            "deadLetter": True}
+                                                            "deadLetter": True,
+                                                            "defaultSubscription": True}
     reply = api.set_config(node, topic, redeliveryBackoffMultiplier=1000)     # its upper edge
     assert reply["data"]["redeliveryBackoffMultiplier"] == 1000
     status_code, reply = api.post(node, "setTopicConfig", topic=topic,

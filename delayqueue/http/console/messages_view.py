@@ -1,4 +1,5 @@
-"""The topic page's "Messages" section: one queue of the topic, a page at a time.
+"""The "Messages" section of the topic page and of a subscription's page: one queue of the
+topic's default subscription or of a named one, a page at a time.
 
 Each tab is one view of ``TopicControls.list`` (listMsg's pages): the waiting messages by
 triggerTime, the ready ones in delivery order, the consuming ones by ack deadline, the ones
@@ -50,8 +51,10 @@ def default_tab(info: dict[str, Any]) -> Tab:
     return next((t for t in TABS if info[t.size_field]), TABS[0])
 
 
-def read_section(p: Params, topic: str, info: dict[str, Any]) -> MessagesSection:
-    """The page's ``view``, ``size`` and ``msgCursor``, checked, and the page they ask for."""
+def read_section(p: Params, topic: str, info: dict[str, Any],
+                 subscription: str | None = None) -> MessagesSection:
+    """The page's ``view``, ``size`` and ``msgCursor``, checked, and the page they ask for:
+    of the topic's default subscription, or of ``subscription`` (``info``: its sizes)."""
     name = p.string("view") or default_tab(info).name
     if name not in BY_TAB:
         raise BadRequest(f"view: must be one of {', '.join(BY_TAB)}, got {name[:64]!r}")
@@ -69,4 +72,5 @@ def read_section(p: Params, topic: str, info: dict[str, Any]) -> MessagesSection
             raise BadRequest("msgCursor" + exc.msg.removeprefix("cursor")) from None
     tab = BY_TAB[name]
     return MessagesSection(tab, size, cursor,
-                           runtime().controls.list(topic, tab.view, size, cursor))
+                           runtime().controls.list(topic, tab.view, size, cursor,
+                                                   subscription=subscription))

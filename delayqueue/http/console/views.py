@@ -10,13 +10,21 @@
   recurring schedules a page at a time with their next fire times (schedules_view.py),
   charts over ``span`` (5m, 1h, 6h, 24h), settings (editable), dead letters with redrive and
   purge buttons. A topic that does not exist answers 404 and creates nothing.
-- ``/dashboard/message?topic=t&msgId=m``: one message's state and fields.
+  Its subscriptions, the default first, with their sizes, state and age, and a form that
+  creates one.
+- ``/dashboard/subscription?topic=t&subscription=s``: a named subscription's sizes, pause /
+  resume, its messages, settings (with their source) and dead letters, and its deletion
+  (subscriptions_view.py; the topic page's templates with ``subscription`` set).
+- ``/dashboard/message?topic=t&msgId=m``: one message's state and fields (with
+  ``subscription``: as that subscription holds it; without, each named subscription's status
+  too).
 
 The pages carry no inline script or style: console.js and console.css, served by this
 blueprint, so they work under ``Content-Security-Policy: default-src 'self'``.
 
-A form answers 303 back to the topic page, whose ``done`` (or ``error``, when the service
-refused: an unknown topic's pause or purge) says what happened.
+A form answers 303 back to the page it was sent from (the topic's, or the subscription's when
+it carries ``subscription``), whose ``done`` (or ``error``, when the service refused: an
+unknown topic's pause or purge) says what happened.
 
 Writes are POST forms. A cross-site POST is refused (403) by ``same_origin``: the browser's
 ``Sec-Fetch-Site`` must be ``same-origin`` (or ``none``, typed by the user), else its
@@ -45,6 +53,7 @@ from markupsafe import Markup
 from delayqueue.core.errors import BadRequest, DelayQueueError, NotFound
 from delayqueue.core.queue import SendRequest
 from delayqueue.core.status import Status
+from delayqueue.core.subscriptions import SUBSCRIPTION_SETTINGS, Subscriptions
 from delayqueue.core.topic_controls import PURGE_LIMIT
 from delayqueue.http import audit
 from delayqueue.http.endpoints import route
@@ -68,6 +77,7 @@ from .fleet_view import (
 from .messages_view import MSG_PAGE_SIZES, TABS, read_section
 from .nodes_view import read_nodes, read_redis
 from .schedules_view import read_schedules
+from .subscriptions_view import chosen, info_of, listing, named, page_link
 
 console = Blueprint("console", __name__, template_folder="templates")
 STATIC = Path(__file__).parent / "static"
@@ -77,6 +87,7 @@ REFRESH_S = 5
 DEAD_PAGE = 100
 DESCRIPTION = "description"      # the one free-text setting: a textarea holding its value
 PURGE_PER_POST = PURGE_LIMIT     # live messages one "Purge topic" ends (purgeTopic's default)
+BOOLEANS = frozenset(s.name for s in BY_NAME.values() if s.kind is bool)  # a select, not a field
 
 for _filter in (filters.when, filters.iso, filters.ago, filters.rate, filters.preview,
                 filters.duration, filters.count, filters.zoned):
@@ -183,6 +194,10 @@ def style() -> Response:
                      conditional=True, etag=True)
 
 
+def subscriptions() -> Subscriptions:
+    return Subscriptions(runtime().queue)
+
+
 def status_name(status: int) -> str:
     return Status(status).name.lower().replace("_", " ")
 
@@ -204,7 +219,9 @@ def topic() -> str | tuple[str, int]:
     data, source = rt.admin.get_config(name)
     dead = rt.admin.list(name, DEAD_PAGE, request.args.get("cursor") or None)
     return render_template("console/topic.html", topic=name, info=info, backlog=backlog,
-                           config=data, source=source, rules=BY_NAME,
+                           subscriptions=listing(rt.queue, name, info),
+                           subscription=None, here=page_link(name, None),
+                           config=data, source=source, rules=BY_NAME, booleans=BOOLEANS,
                            dead=dead, status_name=status_name, done=request.args.get("done"),
                            error=request.args.get("error"), messages=messages, tabs=TABS,
                            schedules=schedules,
@@ -249,60 +266,143 @@ def topic_charts(history: Any) -> list[tuple[str, Markup]]:
     ]
 
 
+@route(console, "subscription")
+def subscription() -> str | tuple[str, int]:
+    """A named subscription's page: the topic page's sections for its own queue."""
+    p = params()
+    name = p.topic()
+    sub = named(p)
+    rt = runtime()
+    if not rt.controls.known(name):
+        return render_template("console/unknown_topic.html", topic=name,
+                               error=request.args.get("error")), 404
+    topic_info = rt.queue.topic_info(name)        # the topic's pause, and every subscription
+    try:
+        info = info_of(listing(rt.queue, name, topic_info), name, sub)
+    except NotFound as exc:
+        return render_template("console/unknown_subscription.html", topic=name,
+                               subscription=sub, reason=exc.msg,
+                               error=request.args.get("error")), 404
+    messages = read_section(p, name, info, sub)
+    data, source = own_settings(*subscriptions().get_config(name, sub))
+    dead = rt.admin.list(name, DEAD_PAGE, request.args.get("cursor") or None,
+                         subscription=sub)
+    return render_template("console/subscription.html", topic=name, subscription=sub,
+                           info=info, backlog=backlog_of(info),
+                           topic_paused=topic_info["paused"],
+                           here=page_link(name, sub), config=data, source=source,
+                           rules=BY_NAME, booleans=BOOLEANS, dead=dead,
+                           status_name=status_name, done=request.args.get("done"),
+                           error=request.args.get("error"), messages=messages, tabs=TABS,
+                           msg_sizes=MSG_PAGE_SIZES, now=rt.clock.now_ms())
+
+
+def own_settings(data: dict[str, Any], source: dict[str, str]
+                 ) -> tuple[dict[str, Any], dict[str, str]]:
+    """A subscription's settings form: the settings a subscription may set, nothing of the
+    topic's own (its description, delay, backlog quota...)."""
+    return ({k: data[k] for k in SUBSCRIPTION_SETTINGS},
+            {k: source[k] for k in SUBSCRIPTION_SETTINGS})
+
+
 @route(console, "message")
 def message() -> str:
     topic_name = request.args.get("topic", "")
     msg_id = request.args.get("msgId", "")
     found: dict[str, Any] | None = None
     error = None
+    sub = None
     if topic_name and msg_id:
         p = params()
         try:
-            found = runtime().queue.get(p.topic(), p.msg_id()).to_json()
-        except NotFound:
-            error = f"no message {msg_id!r} in topic {topic_name!r} (never sent, or ended " \
-                    "longer ago than end-life-msg-expire-millis)"
+            sub = chosen(p)
+            found = runtime().queue.get(p.topic(), p.msg_id(), subscription=sub).to_json()
+        except NotFound as exc:
+            error = exc.msg if sub else \
+                f"no message {msg_id!r} in topic {topic_name!r} (never sent, or ended " \
+                "longer ago than end-life-msg-expire-millis)"
         except DelayQueueError as exc:
             error = exc.msg
     return render_template("console/message.html", topic=topic_name, msg_id=msg_id,
-                           message=found, error=error, status_name=status_name,
-                           now=runtime().clock.now_ms())
+                           subscription=sub, message=found, error=error,
+                           status_name=status_name, now=runtime().clock.now_ms())
+
+
+def back(name: str, sub: str | None, done: str, key: str = "done") -> Response:
+    """303 to the page the form was sent from: the subscription's (``sub``) or the topic's,
+    which shows ``done`` (``key="error"``: shows it as an error)."""
+    query = {"topic": name, **({"subscription": sub} if sub else {}), key: done}
+    page = "console.subscription" if sub else "console.topic"
+    return redirect(url_for(page) + "?" + urlencode(query), code=303)
 
 
 def back_to_topic(name: str, done: str, key: str = "done") -> Response:
-    """303 to the topic page, which shows ``done`` (``key="error"``: shows it as an error)."""
-    return redirect(url_for("console.topic") + "?" + urlencode({"topic": name, key: done}),
-                    code=303)
+    return back(name, None, done, key)
+
+
+def noted(sub: str | None, **fields: Any) -> None:
+    """audit.note, naming the subscription the form acted on (the default's: none)."""
+    if sub:
+        fields["params"] = {**fields.get("params", {}), "subscription": sub}
+    audit.note(**fields)
+
+
+def refused(name: str, sub: str | None, exc: DelayQueueError) -> Response:
+    """The service refused (an unknown topic or subscription, a bad value): logged, and said
+    on the topic page (a subscription that does not exist has no page to go back to)."""
+    noted(sub, code=exc.code, msg=exc.msg)
+    gone = isinstance(exc, NotFound)
+    return back(name, None if gone else sub, exc.msg, "error")
 
 
 @route(console, "redrive")
 def redrive() -> Response:
     p = params()
-    name, msg_id = p.topic(), p.msg_id(required=False)
-    count = runtime().admin.redrive(name, msg_id, p.limit(1000))
-    audit.note(count=count)
-    return back_to_topic(name, f"redriven: {count}")
+    name, msg_id, sub = p.topic(), p.msg_id(required=False), chosen(p)
+    try:
+        count = runtime().admin.redrive(name, msg_id, p.limit(1000), subscription=sub)
+    except NotFound as exc:
+        if sub is None:
+            raise
+        return refused(name, sub, exc)
+    noted(sub, count=count)
+    return back(name, sub, f"redriven: {count}")
 
 
 @route(console, "purge")
 def purge() -> Response:
     p = params()
-    name, msg_id = p.topic(), p.msg_id(required=False)
-    count = runtime().admin.purge(name, msg_id)
-    audit.note(count=count)
-    return back_to_topic(name, f"purged: {count}")
+    name, msg_id, sub = p.topic(), p.msg_id(required=False), chosen(p)
+    try:
+        count = runtime().admin.purge(name, msg_id, subscription=sub)
+    except NotFound as exc:
+        if sub is None:
+            raise
+        return refused(name, sub, exc)
+    noted(sub, count=count)
+    return back(name, sub, f"purged: {count}")
 
 
 @route(console, "settings")
 def settings() -> Response:
     p = params()
-    name = p.topic()
-    values = {k: v for k, v in p.values.items() if k in BY_NAME and v != ""
-              and k != DESCRIPTION}
-    values = with_description(name, values, p.values.get(DESCRIPTION))  # "": emptied
-    audit.note(settings=values)
-    runtime().admin.set_config(name, values, p.boolean("reset", default=False))
-    return back_to_topic(name, "settings saved")
+    name, sub = p.topic(), chosen(p)
+    reset = p.boolean("reset", default=False)
+    if sub is None:
+        values = {k: v for k, v in p.values.items() if k in BY_NAME and v != ""
+                  and k != DESCRIPTION}
+        values = with_description(name, values, p.values.get(DESCRIPTION))  # "": emptied
+        audit.note(settings=values)
+        runtime().admin.set_config(name, values, reset)
+        return back_to_topic(name, "settings saved")
+    # The subscription's form shows the settings a subscription may set: those only.
+    values = {k: v for k, v in p.values.items() if k in SUBSCRIPTION_SETTINGS and v != ""}
+    noted(sub, settings=values)
+    try:
+        subscriptions().set_config(name, sub, values, reset)
+    except NotFound as exc:
+        return refused(name, sub, exc)
+    return back(name, sub, "settings saved")
 
 
 def with_description(name: str, values: dict[str, Any], description: Any) -> dict[str, Any]:
@@ -325,27 +425,63 @@ def with_description(name: str, values: dict[str, Any], description: Any) -> dic
 
 @route(console, "pause")
 def pause() -> Response:
-    name = params().topic()
+    p = params()
+    name, sub = p.topic(), chosen(p)
     try:
-        changed = runtime().controls.pause(name)
-        audit.note(changed=changed)
+        changed = runtime().controls.pause(name, subscription=sub)
+        noted(sub, changed=changed)
     except NotFound as exc:
-        audit.note(code=exc.code, msg=exc.msg)
-        return back_to_topic(name, exc.msg, "error")
-    return back_to_topic(name, "paused: nothing is handed out until resumed" if changed
-                         else "already paused")
+        return refused(name, sub, exc)
+    return back(name, sub, "paused: nothing is handed out until resumed" if changed
+                else "already paused")
 
 
 @route(console, "resume")
 def resume() -> Response:
-    name = params().topic()
+    p = params()
+    name, sub = p.topic(), chosen(p)
     try:
-        changed = runtime().controls.resume(name)
-        audit.note(changed=changed)
+        changed = runtime().controls.resume(name, subscription=sub)
+        noted(sub, changed=changed)
     except NotFound as exc:
-        audit.note(code=exc.code, msg=exc.msg)
+        return refused(name, sub, exc)
+    return back(name, sub, "resumed" if changed else "not paused: nothing to resume")
+
+
+@route(console, "subscriptionCreate")
+def subscription_create() -> Response:
+    """createSubscription with the name only (its settings are set on its page): 303 to
+    its page; a refused name (the pattern, ``default``, the topic's limit) is said on the
+    topic page."""
+    p = params()
+    name = p.topic()
+    try:
+        sub = named(p)
+        existed = sub in subscriptions().names(name)
+        if not existed:
+            subscriptions().create(name, sub, {})
+    except DelayQueueError as exc:
+        if exc.code >= 500:
+            raise
+        audit.note(code=exc.code, msg=exc.msg, params={"subscription": p.values.get(
+            "subscription")})
         return back_to_topic(name, exc.msg, "error")
-    return back_to_topic(name, "resumed" if changed else "not paused: nothing to resume")
+    noted(sub, changed=not existed)
+    return back(name, sub, "already exists: nothing changed" if existed else
+                "created: it receives every message sent to the topic from now on")
+
+
+@route(console, "subscriptionDelete")
+def subscription_delete() -> Response:
+    """deleteSubscription: 303 to the topic page (the subscription's page is gone)."""
+    p = params()
+    name, sub = p.topic(), named(p)
+    try:
+        subscriptions().delete(name, sub)
+    except NotFound as exc:
+        return refused(name, sub, exc)
+    noted(sub, changed=True)
+    return back_to_topic(name, f"deleted subscription {sub}")
 
 
 @route(console, "purgeMessages")
