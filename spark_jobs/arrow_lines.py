@@ -14,7 +14,11 @@ when all of these hold:
   under rules Arrow does not share), a wrong type, a duplicate key, an out-of-range number or
   anything that is not JSON fails the parse. ``waitingQueueInfo`` is read as a struct of its
   nine keys, so another key fails too (Spark reads it as a map of longs);
-* no string is longer than ``MAX_STRING`` (Jackson refuses strings over 20M characters).
+* no string is longer than ``MAX_STRING`` (Jackson refuses strings over 20M characters);
+* no topic or subscription holds a tab (such a line is malformed: ``snapshot.topic_key``).
+
+A named subscription's line gets its ``topic_key`` as its topic here, as Spark's rows do, and
+the ``subscription`` column is dropped.
 
 ``node``, a string the snapshot generator writes, is the one field outside the contract the
 schema names (and then drops). The server writes none.
@@ -42,11 +46,14 @@ from spark_jobs.groups import classify, identity_text
 from spark_jobs.histogram import BUCKETS
 from spark_jobs.snapshot import (
     COUNTERS,
+    DEFAULT_SUBSCRIPTION,
     FLAGS,
     GAUGES,
     HISTOGRAM,
     KEY_FIELDS,
     LAGS,
+    SUBSCRIPTION_FIELD,
+    SUBSCRIPTION_SEPARATOR,
     VALUE_COLUMNS,
     WAITING_DELAYS,
 )
@@ -61,6 +68,7 @@ _WAITING = StructType([StructField(field, LongType()) for field, _ in WAITING_DE
 
 RECORD_FIELDS: list[tuple[str, DataType]] = [
     *[(field.name, field.dataType) for field in KEY_FIELDS],
+    (SUBSCRIPTION_FIELD.name, SUBSCRIPTION_FIELD.dataType),
     *[(field, LongType()) for field, _ in COUNTERS],
     *[(field, HISTOGRAM) for field, _ in LAGS],
     *[(field, LongType()) for field, _ in GAUGES],
@@ -140,7 +148,7 @@ def _longest_string(table) -> int:
     import pyarrow.compute as pc
 
     longest = 0
-    for name in ("namespace", "topic", *EXTRA_STRING_FIELDS):
+    for name in ("namespace", "topic", SUBSCRIPTION_FIELD.name, *EXTRA_STRING_FIELDS):
         if table.num_rows:
             value = pc.max(pc.binary_length(table.column(name))).as_py()
             longest = max(longest, value or 0)
@@ -148,13 +156,15 @@ def _longest_string(table) -> int:
 
 
 def parse_file(data: bytes):
-    """The Arrow table of a file's lines (``RECORD_FIELDS`` columns), or None when the file
+    """The Arrow table of a file's lines (``RECORD_FIELDS`` columns but ``subscription``, the
+    topic keyed: ``_keyed``), or None when the file
     must be left to Spark's JSON source (see the module docstring)."""
     import pyarrow as pa
     import pyarrow.json as pj
 
     if not data:
-        return pa.table({name: [] for name, _ in RECORD_FIELDS}, schema=_table_schema())
+        schema = _table_schema()
+        return pa.table({name: [] for name in schema.names}, schema=schema)
     if b"\r" in data or len(data) > MAX_FILE_BYTES:
         return None
     if not data.isascii():
@@ -179,13 +189,48 @@ def parse_file(data: bytes):
         return None
     if table.num_rows != lines or _longest_string(table) > MAX_STRING:
         return None
-    return table.select([name for name, _ in RECORD_FIELDS])
+    return _keyed(table.select([name for name, _ in RECORD_FIELDS]))
+
+
+def _keyed(table):
+    """The table with each line's ``topic_key`` as its topic, without ``subscription``; None
+    when a topic or subscription holds a tab (left to Spark's JSON source: malformed)."""
+    import pyarrow.compute as pc
+
+    topic = table.column("topic")
+    subscription = table.column(SUBSCRIPTION_FIELD.name)
+    for column in (topic, subscription):
+        if pc.any(pc.match_substring(column, SUBSCRIPTION_SEPARATOR)).as_py():
+            return None
+    index = table.schema.get_field_index(SUBSCRIPTION_FIELD.name)
+    if subscription.null_count == len(subscription):
+        return table.remove_column(index)
+    named = pc.and_kleene(
+        pc.is_valid(subscription),
+        pc.invert(pc.is_in(subscription, value_set=_plain_names())),
+    )
+    joined = pc.binary_join_element_wise(topic, subscription, SUBSCRIPTION_SEPARATOR)
+    key = pc.if_else(pc.fill_null(named, False), joined, topic)
+    keyed = table.set_column(table.schema.get_field_index("topic"), "topic", key)
+    return keyed.remove_column(index)
+
+
+def _plain_names():
+    import pyarrow as pa
+
+    return pa.array(["", DEFAULT_SUBSCRIPTION])
 
 
 def _table_schema():
     import pyarrow as pa
 
-    return pa.schema([(name, _arrow_type(kind)) for name, kind in RECORD_FIELDS])
+    return pa.schema(
+        [
+            (name, _arrow_type(kind))
+            for name, kind in RECORD_FIELDS
+            if name != SUBSCRIPTION_FIELD.name
+        ]
+    )
 
 
 @dataclass

@@ -1,6 +1,8 @@
 """Findings an operator acts on, derived from the hourly per-topic table and the growth runs.
 
-Every finding is one row: kind, namespace, topic, date, time, figure, unit, detail.
+Every finding is one row: kind, namespace, topic, subscription, date, time, figure, unit,
+detail: each finding is of one subscription of the topic ("default" for its default one and
+the topic's own counters, such as sends and refusals).
   * ``ready_backlog_growing``  -- the ready queue grew at each of at least N consecutive
     snapshots (consumers falling behind); time = run start, figure = growth in messages.
   * ``delivery_lag_p99_high``  -- per topic and day, the hours whose p99 delivery lag exceeds
@@ -12,7 +14,10 @@ Every finding is one row: kind, namespace, topic, date, time, figure, unit, deta
     (``deadLettered``); time = first such hour, figure = count.
   A message is in one of the two, never both.
   * ``no_consumer``            -- messages sent in the day and none delivered; time = first
-    hour with sends, figure = messages sent.
+    hour with sends, figure = messages sent. Of a named subscription: messages became ready
+    for it and none was delivered (figure = those messages). A default subscription's is left
+    out when a named subscription of the topic delivered that day (its consumers may all
+    read named subscriptions: ``defaultSubscription`` false).
   * ``backlog_refused``        -- sends refused because the topic held its maxBacklog live
     messages (``backlogRefused``): producers lost those sends unless they retried; time =
     first such hour, figure = count.
@@ -21,11 +26,23 @@ A day with none of these has no findings rows (the report says so).
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-FINDING_COLUMNS = ("kind", "namespace", "topic", "date", "time", "figure", "unit", "detail")
-KEYS = ("namespace", "topic", "date")
+from spark_jobs.snapshot import DEFAULT_SUBSCRIPTION
+
+FINDING_COLUMNS = (
+    "kind", "namespace", "topic", "subscription", "date", "time", "figure", "unit", "detail"
+)
+KEYS = ("namespace", "topic", "subscription", "date")
+
+
+def _of_subscription():
+    """" (subscription s)" for a named subscription's finding, else nothing."""
+    return F.when(
+        F.col("subscription") != DEFAULT_SUBSCRIPTION,
+        F.concat(F.lit(" (subscription "), F.col("subscription"), F.lit(")")),
+    ).otherwise(F.lit(""))
 
 
 def _finding(df: DataFrame, kind: str, time, figure, unit: str, detail) -> DataFrame:
@@ -33,6 +50,7 @@ def _finding(df: DataFrame, kind: str, time, figure, unit: str, detail) -> DataF
         F.lit(kind).alias("kind"),
         "namespace",
         "topic",
+        "subscription",
         "date",
         time.cast("timestamp").alias("time"),
         figure.cast("double").alias("figure"),
@@ -99,9 +117,11 @@ def _daily(topic_hour: DataFrame) -> DataFrame:
                 "redriven",
                 "backlog_refused",
                 "purged",
+                "promoted",
             )
         ],
         first_hour("sent"),
+        first_hour("promoted"),
         first_hour("ended"),
         first_hour("dead_lettered"),
         first_hour("backlog_refused"),
@@ -113,6 +133,10 @@ def daily_findings(topic_hour: DataFrame) -> DataFrame:
     """Ended, dead-lettered, no-consumer and backlog-refused findings of each topic-day (one
     pass)."""
     days = _daily(topic_hour)
+    default = F.col("subscription") == DEFAULT_SUBSCRIPTION
+    topic_day = Window.partitionBy("namespace", "topic", "date")
+    named_delivered = F.sum(F.when(~default, F.col("delivered")).otherwise(0)).over(topic_day)
+    days = days.withColumn("named_delivered", named_delivered)
     ended = _finding(
         days.filter(F.col("ended") > 0),
         "messages_ended",
@@ -130,14 +154,20 @@ def daily_findings(topic_hour: DataFrame) -> DataFrame:
         F.col("dead_lettered"),
         "messages",
         F.format_string(
-            "topic %s dead-lettered %d message(s); %d redriven in the day",
+            "topic %s%s dead-lettered %d message(s); %d redriven in the day",
             "topic",
+            _of_subscription(),
             "dead_lettered",
             "redriven",
         ),
     )
     no_consumer = _finding(
-        days.filter((F.col("sent") > 0) & (F.col("delivered") == 0)),
+        days.filter(
+            default
+            & (F.col("sent") > 0)
+            & (F.col("delivered") == 0)
+            & (F.col("named_delivered") == 0)
+        ),
         "no_consumer",
         F.col("first_sent"),
         F.col("sent"),
@@ -145,6 +175,20 @@ def daily_findings(topic_hour: DataFrame) -> DataFrame:
         F.format_string(
             "%d message(s) sent, none delivered; ready queue at end of day: %d",
             "sent",
+            "ready_size_last",
+        ),
+    )
+    no_subscriber = _finding(
+        days.filter(~default & (F.col("promoted") > 0) & (F.col("delivered") == 0)),
+        "no_consumer",
+        F.col("first_promoted"),
+        F.col("promoted"),
+        "messages",
+        F.format_string(
+            "subscription %s: %d message(s) became ready, none delivered; ready queue at end "
+            "of day: %d",
+            "subscription",
+            "promoted",
             "ready_size_last",
         ),
     )
@@ -161,7 +205,12 @@ def daily_findings(topic_hour: DataFrame) -> DataFrame:
             "purged",
         ),
     )
-    return ended.unionByName(dead).unionByName(no_consumer).unionByName(refused)
+    return (
+        ended.unionByName(dead)
+        .unionByName(no_consumer)
+        .unionByName(no_subscriber)
+        .unionByName(refused)
+    )
 
 
 def findings(topic_hour: DataFrame, growth_runs: DataFrame, lag_threshold_ms: int) -> DataFrame:

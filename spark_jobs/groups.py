@@ -39,6 +39,7 @@ from spark_jobs.snapshot import (
     LAG_NAMES,
     MAX_QUEUE_SIZE,
     STATUS_CODES,
+    SUPPORTED_SCHEMA_VERSIONS,
     VALUE_COLUMNS,
     WAITING_NAMES,
 )
@@ -145,7 +146,7 @@ def classify(version, version_ok, identity, histogram_sizes, gauges, file_day):
             day = np.floor(start / DAY_MS).astype(np.int64).astype(np.int32)
         status[checks_ok & (day != file_day)] = STATUS_CODES["misplaced"]
     status[~checks_ok] = STATUS_CODES["malformed"]
-    supported = (version == 1) | (version == 2)
+    supported = np.isin(version, SUPPORTED_SCHEMA_VERSIONS)
     status[version_ok & ~supported] = STATUS_CODES["unsupported"]
     status[~version_ok] = STATUS_CODES["malformed"]
     return status

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from spark_jobs.aggregate import day_number, shift_left, valid_groups
 from spark_jobs.groups import KIND_BLOCK, KIND_EVENT, KIND_LINE, SLOTS, VALUE_MASK
-from spark_jobs.snapshot import HOUR_MS
+from spark_jobs.snapshot import HOUR_MS, split_topic
 
 
 def _high_bit(mask: Column) -> Column:
@@ -165,7 +165,7 @@ def growth_runs(groups: DataFrame, min_intervals: int) -> DataFrame:
     )
     return runs.select(
         "namespace",
-        "topic",
+        *split_topic(),
         F.date_from_unix_date("day").alias("date"),
         F.timestamp_millis("run_start_ms").alias("run_start"),
         F.timestamp_millis("run_end_ms").alias("run_end"),

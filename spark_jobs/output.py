@@ -22,6 +22,7 @@ CSV_COLUMNS = (
     "date",
     "namespace",
     "topic",
+    "subscription",
     "snapshot_lines",
     "sent",
     "delivered",
@@ -197,7 +198,9 @@ def whole_input(
         writes.table(name, frame)
     writes.table("input_quality", spark.createDataFrame([quality], tables.SCHEMAS["input_quality"]))
     writes.csv(
-        dated["topic_day"].select(*CSV_COLUMNS).orderBy("date", "namespace", "topic"),
+        dated["topic_day"]
+        .select(*CSV_COLUMNS)
+        .orderBy("date", "namespace", "topic", "subscription"),
         "topic_daily.csv",
     )
     data["settings"] = {

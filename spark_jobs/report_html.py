@@ -14,6 +14,7 @@ import math
 from datetime import datetime, timedelta, timezone
 
 from spark_jobs import chart
+from spark_jobs.snapshot import DEFAULT_SUBSCRIPTION
 
 MAX_TOPIC_ROWS = 50
 MAX_HOURLY_DAYS = 31
@@ -60,10 +61,42 @@ TOPIC_COLUMNS = (("topic", "Topic"),) + tuple(
     c for c in NAMESPACE_COLUMNS if c[0] not in ("namespace", "topics")
 )
 DAY_COLUMNS = (("date", "Date"),) + NAMESPACE_COLUMNS
+# A named subscription's row: its consumers' figures (sends are its topic's).
+SUBSCRIPTION_COLUMNS = (
+    ("namespace", "Namespace"),
+    ("topic", "Topic"),
+    ("subscription", "Subscription"),
+) + tuple(
+    c
+    for c in NAMESPACE_COLUMNS
+    if c[0]
+    in (
+        "delivered",
+        "acked",
+        "nacked",
+        "timed_out",
+        "ended",
+        "dead_lettered",
+        "redriven",
+        "purged",
+        "delivered_per_s",
+        "ack_ratio",
+        "redelivery_ratio",
+        "delivery_lag_p50_ms",
+        "delivery_lag_p99_ms",
+        "delivery_lag_max",
+        "scheduling_lag_p99_ms",
+        "ready_size_last",
+        "consuming_size_last",
+        "group_blocked_size_last",
+        "paused_last",
+    )
+)
 FINDING_COLUMNS = (
     ("kind", "Finding"),
     ("namespace", "Namespace"),
     ("topic", "Topic"),
+    ("subscription", "Subscription"),
     ("time", "Time (UTC)"),
     ("figure", "Figure"),
     ("unit", "Unit"),
@@ -186,8 +219,14 @@ def collect_report_data(
         grain = "hour"
     namespaces = _rows(tables["namespace_total"].orderBy(F.desc("sent"), "namespace"))
     chart_namespaces = [row["namespace"] for row in namespaces[:CHART_NAMESPACES]]
+    # The topics' own rows (their default subscriptions', with their sends); the named
+    # subscriptions have their section.
+    own = F.col("subscription") == DEFAULT_SUBSCRIPTION
     top = _rows(
-        tables["topic_total"].orderBy(F.desc("sent"), "namespace", "topic").limit(top_topics)
+        tables["topic_total"]
+        .filter(own)
+        .orderBy(F.desc("sent"), "namespace", "topic")
+        .limit(top_topics)
     )
     top_keys = [f"{row['namespace']}/{row['topic']}" for row in top]
     topic_key = F.concat_ws("/", "namespace", "topic")
@@ -201,13 +240,16 @@ def collect_report_data(
     else:
         ns_series = tables["namespace_day"].withColumn("time", F.col("date").cast("timestamp"))
         topic_series = tables["topic_day"].withColumn("time", F.col("date").cast("timestamp"))
+    topic_series = topic_series.filter(own)
     ns_series = ns_series.withColumn("topic", F.lit(None).cast("string"))
     findings = tables["findings"]
     finding_counts = {
         row["date"]: row["n"]
         for row in findings.groupBy("date").agg(F.count(F.lit(1)).alias("n")).collect()
     }
-    latest_topics = tables["topic_day"].filter(F.col("date") == F.lit(latest)) if latest else None
+    latest_day = tables["topic_day"].filter(F.col("date") == F.lit(latest)) if latest else None
+    latest_topics = latest_day.filter(own) if latest_day is not None else None
+    latest_subscriptions = latest_day.filter(~own) if latest_day is not None else None
     compared_dates = [
         d
         for d in (
@@ -220,7 +262,7 @@ def collect_report_data(
     topic_days = (
         _rows(
             tables["topic_day"].filter(
-                F.col("date").isin(compared_dates) & topic_key.isin(top_keys)
+                F.col("date").isin(compared_dates) & topic_key.isin(top_keys) & own
             )
         )
         if latest and top_keys
@@ -247,10 +289,19 @@ def collect_report_data(
         if latest_topics is not None
         else [],
         "latest_topic_count": latest_topics.count() if latest_topics is not None else 0,
+        "latest_subscriptions": _rows(
+            latest_subscriptions.orderBy(
+                F.desc("delivered"), "namespace", "topic", "subscription"
+            ).limit(MAX_TOPIC_ROWS)
+        )
+        if latest_subscriptions is not None
+        else [],
         "finding_count": finding_count,
         "latest_finding_count": latest_findings,
         "findings": _rows(
-            findings.orderBy(F.desc("date"), "kind", "namespace", "topic", "time").limit(
+            findings.orderBy(
+                F.desc("date"), "kind", "namespace", "topic", "subscription", "time"
+            ).limit(
                 max_findings
             )
         )
@@ -449,6 +500,15 @@ def render_report(data: dict) -> str:
         "sent; every topic is in topic_daily.csv.</p>"
     )
     totals_table = _table("namespace-totals", NAMESPACE_COLUMNS, data["namespace_totals"])
+    if data.get("latest_subscriptions"):
+        subscriptions = (
+            f'<p class="meta">Top {len(data["latest_subscriptions"])} named subscriptions by '
+            "messages delivered; each topic's default subscription is its row above; every "
+            "subscription is in topic_daily.csv.</p>"
+            + _table("latest-subscriptions", SUBSCRIPTION_COLUMNS, data["latest_subscriptions"])
+        )
+    else:
+        subscriptions = '<p class="meta">No named subscription on the latest day.</p>'
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>delayqueue monitoring report</title>
 <style>{_STYLE}</style><script>{_SCRIPT}</script></head>
@@ -463,6 +523,7 @@ backlog growth finding after {settings.get("growth_min_intervals", "")} interval
 <h2>Per namespace and day</h2>{_table("namespace-days", DAY_COLUMNS, data["namespace_days"])}
 <h2>Topics on {data["latest_date"] or "–"} (latest day)</h2>{topics_note}
 {_table("latest-topics", (("namespace", "Namespace"),) + TOPIC_COLUMNS, data["latest_topics"])}
+<h2>Subscriptions on {data["latest_date"] or "–"} (latest day)</h2>{subscriptions}
 <h2>Charts</h2>{charts}
 <h2>Input quality</h2>{_quality_section(data["quality"])}
 </body></html>

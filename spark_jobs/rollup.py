@@ -11,6 +11,9 @@ Base columns of every table (rolled up by sum, max, or "last"):
   group_blocked_size (due messages behind their message group's head) and paused (1 while
   paused: avg is the share of the intervals paused, max whether it was, last whether it is),
   and the waiting-queue delay distribution at the last interval (``waiting_0_1min`` ...).
+Topic rows are per subscription (``subscription``: "default", the topic's own lines with its
+sends, or a named one's); namespace rows sum every subscription's rows (a message waiting for
+two subscriptions counts twice, as two deliveries are due), and ``topics`` counts topics.
 For namespace rows the gauges are sums over the namespace's topics: avg and last are the
 namespace's own figures (exact when topics cover the same intervals; paused_last is the
 number of topics paused); max is the sum of per-topic maxima, an upper bound on the
@@ -30,10 +33,12 @@ from spark_jobs.histogram import BUCKETS, bucket_array, cumulative_counts, perce
 from spark_jobs.snapshot import (
     BUCKET_COLUMNS,
     COUNTER_NAMES,
+    DEFAULT_SUBSCRIPTION,
     GAUGE_NAMES,
     LAG_NAMES,
     VALUE_COLUMNS,
     WAITING_NAMES,
+    split_topic,
 )
 from spark_jobs.tables import BASE_FIELDS
 
@@ -71,10 +76,11 @@ def gauge_extremes() -> list[Column]:
 
 
 def hour_rows(groups: DataFrame, merge: bool = True) -> DataFrame:
-    """Duplicate-free valid groups -> one row per (namespace, topic, hour): the base columns
-    plus ``date`` and ``hour_start``. ``merge=False`` when no hour has more than one block or
-    off-grid line group (``shared_hours``: every hour of lines the server writes, at its
-    usual interval lengths): each group is then its hour's row as it is, no aggregate needed.
+    """Duplicate-free valid groups -> one row per (namespace, topic, subscription, hour): the
+    base columns plus ``date`` and ``hour_start`` (the groups' ``topic_key`` split).
+    ``merge=False`` when no hour has more than one block or off-grid line group
+    (``shared_hours``: every hour of lines the server writes, at its usual interval
+    lengths): each group is then its hour's row as it is, no aggregate needed.
     """
     col = F.col
     maxima = {f"{lag}_max" for lag in LAG_NAMES}
@@ -116,7 +122,7 @@ def hour_rows(groups: DataFrame, merge: bool = True) -> DataFrame:
     day = day_number(col("hour_start_ms"))
     return hours.select(
         "namespace",
-        "topic",
+        *split_topic(),
         F.date_from_unix_date(day).alias("date"),
         "hour_start_ms",
         F.timestamp_millis("hour_start_ms").alias("hour_start"),
@@ -173,7 +179,8 @@ ROLLUP_KEYS = {
     "namespace_day": ["date"],
     "namespace_total": [],
 }
-"""The time keys of each table (beside namespace, and topic for the topic tables)."""
+"""The time keys of each table (beside namespace, and topic and subscription for the topic
+tables)."""
 NAMESPACE_SOURCE = {
     "namespace_hour": "topic_hour",
     "namespace_day": "topic_day",
@@ -197,19 +204,28 @@ def rollups(rows: DataFrame, source: str, wanted: list[str]) -> dict[str, DataFr
     if topic_names:
         grains = F.explode(F.array(*[F.lit(i) for i in range(len(topic_names))]))
         expanded = rows.select(
-            "namespace", "topic", *ROLLUP_KEYS[source], *_BASE, grains.alias("_grain")
+            "namespace",
+            "topic",
+            "subscription",
+            *ROLLUP_KEYS[source],
+            *_BASE,
+            grains.alias("_grain"),
         )
         keys = []
         for key in ROLLUP_KEYS[source]:
             kept = [i for i, n in enumerate(topic_names) if key in ROLLUP_KEYS[n]]
             if kept:
                 keys.append(F.when(col("_grain").isin(*kept), col(key)).alias(key))
-        topic = expanded.groupBy("_grain", "namespace", "topic", *keys).agg(
+        topic = expanded.groupBy("_grain", "namespace", "topic", "subscription", *keys).agg(
             *cached_columns(("topic_rollup",), _topic_aggregates)
         )
         for i, name in enumerate(topic_names):
             result[name] = topic.filter(col("_grain") == i).select(
-                "namespace", "topic", *ROLLUP_KEYS[name], *[c for c in topic.columns if c in _BASE]
+                "namespace",
+                "topic",
+                "subscription",
+                *ROLLUP_KEYS[name],
+                *[c for c in topic.columns if c in _BASE],
             )
     namespace_names = [n for n in ROLLUP_KEYS if n.startswith("namespace_") and n in needed]
     if namespace_names:
@@ -218,6 +234,7 @@ def rollups(rows: DataFrame, source: str, wanted: list[str]) -> dict[str, DataFr
             part = result[NAMESPACE_SOURCE[name]].select(
                 F.lit(i).alias("_grain"),
                 "namespace",
+                (col("subscription") == DEFAULT_SUBSCRIPTION).alias("_topic_row"),
                 *[
                     (col(k) if k in ROLLUP_KEYS[name] else F.lit(None).cast(kind)).alias(k)
                     for k, kind in TIME_KEY_TYPES.items()
@@ -239,7 +256,8 @@ def rollups(rows: DataFrame, source: str, wanted: list[str]) -> dict[str, DataFr
 
 def _namespace_aggregates() -> list[Column]:
     return [
-        F.count(F.lit(1)).alias("topics"),
+        # every topic has its own (default subscription's) row, beside its named ones'
+        F.count(F.when(F.col("_topic_row"), F.lit(1))).alias("topics"),
         *span_columns("snapshot_lines"),
         *[F.sum(name).alias(name) for name in COUNTER_NAMES],
         *[c for name in LAG_NAMES for c in _hist_sum(name)],
@@ -302,7 +320,13 @@ def derive_tables(frames: dict):
 
 def _union(frames: dict):
     """The tables' base columns in one frame, each row tagged with its table (``_table``)."""
-    keys = {"namespace": "string", "topic": "string", **TIME_KEY_TYPES, "topics": "bigint"}
+    keys = {
+        "namespace": "string",
+        "topic": "string",
+        "subscription": "string",
+        **TIME_KEY_TYPES,
+        "topics": "bigint",
+    }
     union = None
     for tag, (name, frame) in enumerate(frames.items()):
         schema = tables.SCHEMAS[name]

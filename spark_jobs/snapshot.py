@@ -12,6 +12,14 @@ reports them.
 ``waitingQueueInfo`` is read as a map of numbers rather than a struct: Spark's JSON parser
 pays a fixed cost per nested object, and this one is 12 % of the parse (docs/report.md).
 
+Subscriptions: version 3 lines carry ``subscription``, a named subscription's line (its
+consumer counters and sizes); a line without it (every version-1 and version-2 line), or with
+``"default"`` or ``""``, is its topic's default subscription's. The readers key a named
+subscription's lines by ``topic_key`` (``<topic>\t<subscription>``: topics and subscription
+names never hold a tab, so dedup, groups and growth runs treat each subscription as a topic of
+its own); the tables split it back (``split_topic``) into ``topic`` and ``subscription``. A
+topic or subscription holding a tab makes the line malformed.
+
 Schema versions 1 and 2 are read alike: version 2 adds the optional counters
 ``deadLettered`` and ``redriven`` (absent -> 0, so version-1 lines read as zero).
 ``groupBlockedSize`` (due messages behind their message group's head) was added within
@@ -22,7 +30,7 @@ anywhere), and then the debounce and schedule counters ``replaced``, ``deduplica
 ``scheduleSent`` and ``scheduleMissed`` (absent -> 0).
 
 A line is classified into ``status``:
-  * ``ok``          -- schemaVersion 1 or 2 with namespace, topic, intervalStart <
+  * ``ok``          -- schemaVersion 1, 2 or 3 with namespace, topic, intervalStart <
                        intervalEnd, each histogram, when present, carrying exactly 16
                        counts, and queue sizes in [0, 2^41);
   * ``unsupported`` -- parses and has another schemaVersion;
@@ -51,7 +59,10 @@ from pyspark.sql.types import (
 
 from spark_jobs.histogram import BUCKETS
 
-SUPPORTED_SCHEMA_VERSIONS = (1, 2)
+SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3)
+# A named subscription's lines are keyed by "<topic>\t<subscription>" until the tables split it.
+SUBSCRIPTION_SEPARATOR = "\t"
+DEFAULT_SUBSCRIPTION = "default"
 CORRUPT_COLUMN = "_corrupt_record"
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
@@ -138,9 +149,13 @@ KEY_FIELDS = [
 ]
 """The fields that say which line this is, first in every reader's rows."""
 
+SUBSCRIPTION_FIELD = StructField("subscription", StringType())
+"""Which subscription a line is of (version 3; absent: the default)."""
+
 SNAPSHOT_SCHEMA = StructType(
     [
         *KEY_FIELDS,
+        SUBSCRIPTION_FIELD,
         *[StructField(field, LongType()) for field, _ in COUNTERS],
         *[StructField(field, HISTOGRAM) for field, _ in LAGS],
         *[StructField(field, LongType()) for field, _ in GAUGES],
@@ -175,15 +190,41 @@ def file_day(source_file: Column) -> Column:
     return F.datediff(F.to_date(text), F.lit("1970-01-01").cast("date"))
 
 
+def topic_key(topic: Column, subscription: Column) -> Column:
+    """The line's key for every grouping: its topic, or ``<topic>\t<subscription>`` for a
+    named subscription's line."""
+    named = subscription.isNotNull() & ~subscription.isin("", DEFAULT_SUBSCRIPTION)
+    return F.when(named, F.concat(topic, F.lit(SUBSCRIPTION_SEPARATOR), subscription)).otherwise(
+        topic
+    )
+
+
+def split_topic(key: str = "topic") -> list[Column]:
+    """A ``topic_key`` column -> ``topic`` and ``subscription`` (``"default"`` for a topic's
+    own lines): the tables' columns."""
+    col = F.col(key)
+    return [
+        F.substring_index(col, SUBSCRIPTION_SEPARATOR, 1).alias("topic"),
+        F.when(
+            F.instr(col, SUBSCRIPTION_SEPARATOR) > 0,
+            F.substring_index(col, SUBSCRIPTION_SEPARATOR, -1),
+        )
+        .otherwise(F.lit(DEFAULT_SUBSCRIPTION))
+        .alias("subscription"),
+    ]
+
+
 def _status(
     file_days: Column | None,
     corrupt: Column,
     histograms_ok: Column,
     sizes: list[Column],
+    names_ok: Column | None = None,
 ) -> Column:
     """The ``STATUS_CODES`` of a line from its parsed fields (see the module docstring):
     ``histograms_ok`` says each histogram is absent or has 16 counts, ``sizes`` are the queue
-    sizes (null or a number)."""
+    sizes (null or a number), ``names_ok`` that neither topic nor subscription holds a tab
+    (None: known)."""
     col = F.col
     sizes_ok = F.lit(True)
     for size in sizes:
@@ -195,6 +236,8 @@ def _status(
         & col("intervalEnd").isNotNull()
         & (col("intervalEnd") > col("intervalStart"))
     )
+    if names_ok is not None:
+        identity_ok = identity_ok & names_ok
     status = (
         F.when(corrupt.isNotNull() | col("schemaVersion").isNull(), STATUS_CODES["malformed"])
         .when(~col("schemaVersion").isin(*SUPPORTED_SCHEMA_VERSIONS), STATUS_CODES["unsupported"])
@@ -206,7 +249,7 @@ def _status(
     return status.otherwise(STATUS_CODES["ok"]).cast("int")
 
 
-def _identity_columns(days: Column | None) -> list:
+def _identity_columns(days: Column | None, topic: Column | None = None) -> list:
     col = F.col
     return [
         "value",
@@ -214,7 +257,7 @@ def _identity_columns(days: Column | None) -> list:
         (days if days is not None else F.lit(None).cast("int")).alias("file_day"),
         col("schemaVersion").alias("schema_version"),
         col("namespace").alias("namespace"),
-        col("topic").alias("topic"),
+        (col("topic") if topic is None else topic).alias("topic"),
         col("intervalStart").alias("interval_start"),
         col("intervalEnd").alias("interval_end"),
     ]
@@ -226,7 +269,8 @@ def snapshot_rows(records: DataFrame, check_file_date: bool = True) -> DataFrame
 
     Columns: ``status`` (``STATUS_CODES``), ``value``, ``source_file``, ``file_day`` (days since
     1970 of the file's ``date=`` directory, or null), ``schema_version``, the identity
-    (``namespace``, ``topic``, ``interval_start``, ``interval_end``), the counters, per lag
+    (``namespace``, ``topic``: the ``topic_key``, ``interval_start``, ``interval_end``), the
+    counters, per lag
     ``<lag>_count/_sum/_max`` and one column per bucket ``<lag>_b0`` .. ``_b15``, the queue
     sizes, the flags (1 / 0) and the waiting-queue delay distribution. The snapshot columns
     are only meaningful
@@ -238,10 +282,23 @@ def snapshot_rows(records: DataFrame, check_file_date: bool = True) -> DataFrame
     for field, _ in LAGS:
         counts = col(field)["counts"]
         histograms_ok = histograms_ok & (counts.isNull() | (F.size(counts) == BUCKETS))
-    status = _status(days, col(CORRUPT_COLUMN), histograms_ok, [col(field) for field, _ in GAUGES])
+    subscription = col(SUBSCRIPTION_FIELD.name)
+    names_ok = ~F.coalesce(
+        col("topic").contains(SUBSCRIPTION_SEPARATOR)
+        | subscription.contains(SUBSCRIPTION_SEPARATOR),
+        col("topic").contains(SUBSCRIPTION_SEPARATOR),
+        F.lit(False),
+    )
+    status = _status(
+        days,
+        col(CORRUPT_COLUMN),
+        histograms_ok,
+        [col(field) for field, _ in GAUGES],
+        names_ok,
+    )
     columns = [
         status.alias("status"),
-        *_identity_columns(days),
+        *_identity_columns(days, topic_key(col("topic"), subscription)),
         *[_zero(col(name)).alias(alias) for name, alias in COUNTERS],
     ]
     for name, alias in LAGS:

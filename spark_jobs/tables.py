@@ -82,7 +82,8 @@ QUALITY_COUNTS = (
 )
 """The input's quality counts, per date (``input_quality_daily``) and in all (``input_quality``)."""
 _NS = [("namespace", STRING)]
-_TOPIC = [("namespace", STRING), ("topic", STRING)]
+# A topic's rows are per subscription: "default" (the topic's own lines) or a named one.
+_TOPIC = [("namespace", STRING), ("topic", STRING), ("subscription", STRING)]
 _DATE = [("date", DateType())]
 _HOUR = [("hour_start_ms", LONG), ("hour_start", TimestampType())]
 _TOPICS = [("topics", LONG)]

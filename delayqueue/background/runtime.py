@@ -93,6 +93,7 @@ class Runtime:
             self.monitor, self.client, self.keys, self.clock, settings.snapshot_dir,
             settings.namespace, settings.monitor_interval_seconds,
             topics=self.queue.topics, topic_infos=self.queue.topic_infos,
+            subscription_infos=self.queue.subscription_infos,
         )
         self.nodes = NodeRegistry(self.client, self.keys, self.clock, self.node_id,
                                   self.hub.held)

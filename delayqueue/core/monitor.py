@@ -18,6 +18,14 @@ counts them, ``"\\trequest\\t<route>:sum"`` and ``:b<i>`` (buckets of
 ``histogram.REQUEST_BOUNDS_MS``; the count is their sum) hold their durations in ms.
 Time gaps are whole milliseconds (rounded, negatives clamped to 0); loop durations keep
 fractional ms in sum and max.
+
+Subscriptions: the default subscription's samples (``subscription=None``) are the fields above,
+unchanged, so data written before subscriptions reads the same. A named subscription's are
+``"<topic>\\t<subscription>\\t<name>"`` (``"orders\\tbilling\\tpullMsg"``,
+``"orders\\tbilling\\tpullMsgTimeGap:b3"``): names are ``[A-Za-z0-9._-]``, never a tab, so the
+number of tabs tells the two apart, and a reader that predates subscriptions skips them (its
+``<name>`` would be ``"billing\\tpullMsg"``, no counter of its). ``parse_monitor_hash`` files
+them under ``(topic, subscription)``.
 """
 
 from __future__ import annotations
@@ -46,6 +54,13 @@ COUNTERS = ("sendMsg", "pullMsg", "ackMsg", "nackMsg", "getMsg", "deleteMsg",
             "deadLettered", "redriven", "purged", "backlogRefused",
             "replaced", "deduplicated", "scheduleSent", "scheduleMissed")
 HISTOGRAMS = ("pullMsgTimeGap", "readyQueueTimeGap")
+# The counters of a consumer's state, kept per subscription: what /metrics labels with
+# ``subscription`` and a named subscription's snapshot line carries. Any counter may be
+# recorded for a subscription; the others are the topic's (a send reaches every subscription).
+SUBSCRIPTION_COUNTERS = ("pullMsg", "ackMsg", "nackMsg", "triggerMsgReady", "triggerMsgEndLife",
+                         "triggerMsgTimeout", "deadLettered", "redriven")
+# The name of the default subscription (core/subscriptions.DEFAULT): recorded as None.
+DEFAULT_SUBSCRIPTION = "default"
 # Fleet-wide counts of server events, not of any topic.
 EVENTS = ("redisOutOfMemory",)
 
@@ -129,8 +144,12 @@ def _apply_histogram_field(hist: dict[str, Any], suffix: str, value: float) -> N
         hist["counts"][int(suffix[1:])] = int(value)
 
 
-def parse_monitor_hash(raw: dict) -> tuple[dict[str, dict], dict[str, dict]]:
-    """Split a monitor HASH into ({topic: counters + histograms}, {loop: histogram}).
+def parse_monitor_hash(raw: dict, subscriptions: dict[tuple[str, str], dict] | None = None
+                       ) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Split a monitor HASH into ({topic: counters + histograms}, {loop: histogram}); the topic's
+    stats are its default subscription's (and the topic-wide counters). Given a dict,
+    ``subscriptions`` receives {(topic, subscription): stats} of the named subscriptions;
+    without one their fields are skipped.
 
     Unknown fields are ignored so older readers survive newer writers.
     """
@@ -138,25 +157,31 @@ def parse_monitor_hash(raw: dict) -> tuple[dict[str, dict], dict[str, dict]]:
     loops: dict[str, dict] = {}
     for raw_field, raw_value in raw.items():
         name = _text(raw_field)
-        value = _number(raw_value)
         if name.startswith(LOOP_TOPIC + FIELD_SEPARATOR):
             loop, _, suffix = name[len(LOOP_TOPIC) + 1:].rpartition(":")
             if loop:
-                _apply_histogram_field(loops.setdefault(loop, empty_histogram()), suffix, value)
+                _apply_histogram_field(loops.setdefault(loop, empty_histogram()), suffix,
+                                       _number(raw_value))
             continue
         topic, sep, metric = name.partition(FIELD_SEPARATOR)
         if not sep:
             continue
+        into, key = topics, topic
+        if FIELD_SEPARATOR in metric:
+            if subscriptions is None or not topic:
+                continue
+            subscription, _, metric = metric.partition(FIELD_SEPARATOR)
+            into, key = subscriptions, (topic, subscription)
         if metric in COUNTERS:
-            _topic_stats(topics, topic)[metric] = int(value)
+            _topic_stats(into, key)[metric] = int(_number(raw_value))
             continue
         hist_name, _, suffix = metric.rpartition(":")
         if hist_name in HISTOGRAMS:
-            _apply_histogram_field(_topic_stats(topics, topic)[hist_name], suffix, value)
+            _apply_histogram_field(_topic_stats(into, key)[hist_name], suffix, _number(raw_value))
     return topics, loops
 
 
-def _topic_stats(topics: dict[str, dict], topic: str) -> dict:
+def _topic_stats(topics: dict, topic: Any) -> dict:
     """The topic's stats, made on its first field only (a /metrics scrape parses ~20 fields
     per topic: building empty stats for each was a tenth of a scrape of 10,000 topics)."""
     stats = topics.get(topic)
@@ -208,6 +233,16 @@ def time_gap_stats(topic: str, hist: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _prefix(topic: str, subscription: str | None) -> str:
+    """The start of a sample's field: the topic's, or a named subscription's (module
+    docstring). A name outside the subscription pattern would break the field's parse."""
+    if subscription is None or subscription == DEFAULT_SUBSCRIPTION:
+        return topic + FIELD_SEPARATOR
+    if FIELD_SEPARATOR in subscription or ":" in subscription or not subscription:
+        raise ValueError(f"bad subscription name {subscription!r}")
+    return f"{topic}{FIELD_SEPARATOR}{subscription}{FIELD_SEPARATOR}"
+
+
 class Monitor:
     """Fleet-wide monitoring: local buffers per interval, flushed into Redis hashes."""
 
@@ -236,23 +271,25 @@ class Monitor:
             samples = self._pending[start] = _Samples()
         return samples
 
-    def incr(self, topic: str, counter: str, n: int = 1) -> None:
+    def incr(self, topic: str, counter: str, n: int = 1, *,
+             subscription: str | None = None) -> None:
         if counter not in COUNTERS:
             raise ValueError(f"unknown monitor counter {counter!r}")
         if n == 0:
             return
-        name = f"{topic}{FIELD_SEPARATOR}{counter}"
+        name = f"{_prefix(topic, subscription)}{counter}"
         with self._lock:
             self._samples().ints[name] += n
 
-    def observe(self, topic: str, histogram: str, gaps_ms: Iterable[float]) -> None:
+    def observe(self, topic: str, histogram: str, gaps_ms: Iterable[float], *,
+                subscription: str | None = None) -> None:
         if histogram not in HISTOGRAMS:
             raise ValueError(f"unknown monitor histogram {histogram!r}")
         # Whole ms keeps the sums integer (HINCRBY); "never early" makes negatives noise.
         gaps = [max(0, math.floor(gap + 0.5)) for gap in gaps_ms]
         if not gaps:
             return
-        prefix = f"{topic}{FIELD_SEPARATOR}{histogram}:"
+        prefix = f"{_prefix(topic, subscription)}{histogram}:"
         with self._lock:
             samples = self._samples()
             samples.ints[prefix + "count"] += len(gaps)
@@ -261,11 +298,14 @@ class Monitor:
             for gap in gaps:
                 samples.ints[f"{prefix}b{bucket_index(gap)}"] += 1
 
-    def record_promotions(self, topic: str, promoted: int, gaps_ms: Iterable[float]) -> None:
-        """Messages a script moved waiting -> ready, with their promotion gaps."""
+    def record_promotions(self, topic: str, promoted: int, gaps_ms: Iterable[float], *,
+                          subscription: str | None = None) -> None:
+        """Messages a script moved waiting -> ready (of ``subscription``), with their
+        promotion gaps."""
         if promoted:
-            self.incr(topic, "triggerMsgReady", promoted)
-            self.observe(topic, "readyQueueTimeGap", [float(g) for g in gaps_ms])
+            self.incr(topic, "triggerMsgReady", promoted, subscription=subscription)
+            self.observe(topic, "readyQueueTimeGap", [float(g) for g in gaps_ms],
+                         subscription=subscription)
 
     def count_event(self, event: str, n: int = 1) -> None:
         if event not in EVENTS:
@@ -377,9 +417,19 @@ class Monitor:
         return now_ms - now_ms % self.interval_ms
 
     def read_interval(self, interval_start_ms: int) -> dict[str, dict]:
-        """topic -> the 9 counters and both histograms, summed over the fleet, for one interval."""
+        """topic -> the counters and both histograms, summed over the fleet, for one interval
+        (the default subscription's consumer counters)."""
         topics, _ = parse_monitor_hash(self.client.hgetall(self.keys.monitor(interval_start_ms)))
         return topics
+
+    def read_interval_subscriptions(self, interval_start_ms: int
+                                    ) -> tuple[dict[str, dict], dict[tuple[str, str], dict]]:
+        """``read_interval`` and {(topic, subscription): stats} of the named subscriptions,
+        from the one read of the interval's hash."""
+        subscriptions: dict[tuple[str, str], dict] = {}
+        topics, _ = parse_monitor_hash(self.client.hgetall(self.keys.monitor(interval_start_ms)),
+                                       subscriptions)
+        return topics, subscriptions
 
     def monitor_data(self) -> dict:
         """getMonitorData's "data" object for the last complete interval.
@@ -417,11 +467,13 @@ class Monitor:
         }
 
     def totals(self) -> dict:
-        """Cumulative fleet-wide stats: {"topics": {topic: stats}, "loops": {loop: histogram},
+        """Cumulative fleet-wide stats: {"topics": {topic: stats}, "subscriptions":
+        {(topic, subscription): stats} (the named ones), "loops": {loop: histogram},
         "events": {event: count}, "audit": {route: audited writes},
         "requests": RequestStats}."""
         raw = self.client.hgetall(self.keys.monitor_total)
-        topics, loops = parse_monitor_hash(raw)
+        subscriptions: dict[tuple[str, str], dict] = {}
+        topics, loops = parse_monitor_hash(raw, subscriptions)
         events = dict.fromkeys(EVENTS, 0)
         audit: dict[str, int] = {}
         prefix = EVENT_TOPIC + FIELD_SEPARATOR
@@ -432,5 +484,5 @@ class Monitor:
                 events[name[len(prefix):]] = int(_number(raw_value))
             elif name.startswith(audit_prefix):
                 audit[name[len(audit_prefix):]] = int(_number(raw_value))
-        return {"topics": topics, "loops": loops, "events": events, "audit": audit,
-                "requests": parse_requests(raw)}
+        return {"topics": topics, "subscriptions": subscriptions, "loops": loops,
+                "events": events, "audit": audit, "requests": parse_requests(raw)}

@@ -5,10 +5,18 @@ Runs in the one worker holding the "snapshot" lease (the caller's loop handles t
 (schemaVersion 1) and goes to ``<directory>/date=YYYY-MM-DD/<namespace>-<HH>.jsonl`` (UTC
 date and hour of the interval's start), appended, never rewritten.
 
+A topic's line is its default subscription's, with the counters of the topic as a whole
+(sends, gets, deletes...): no ``subscription`` field, schemaVersion 1, as before subscriptions.
+Each named subscription gets a line of its own (``subscription_line``): schemaVersion 3 and a
+``subscription`` field, its counters and sizes (its ``listSubscriptions`` entry, read only for
+the topics that have named subscriptions: one pipelined HLEN for all topics first).
+A reader that predates subscriptions counts those lines as unsupported rather than taking
+them for the topic's.
+
 Ordering: the interval's lines are written, flushed and fsynced, THEN the mark
 (``keys.snapshot_mark``) advances. A crash (or a lease handover) between the two writes the
-interval again: readers must de-duplicate by (namespace, topic, intervalStart) — the Spark
-report does.
+interval again: readers must de-duplicate by (namespace, topic, subscription, intervalStart)
+— the Spark report does.
 """
 
 from __future__ import annotations
@@ -23,7 +31,13 @@ import redis
 
 from delayqueue.core.clock import Clock
 from delayqueue.core.keys import NamespaceKeys
-from delayqueue.core.monitor import COUNTERS, HISTOGRAMS, Monitor, empty_topic_stats
+from delayqueue.core.monitor import (
+    COUNTERS,
+    DEFAULT_SUBSCRIPTION,
+    HISTOGRAMS,
+    Monitor,
+    empty_topic_stats,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +45,8 @@ logger = logging.getLogger(__name__)
 # deduplicated, scheduleSent and scheduleMissed were added in place: readers ignore new fields
 # and read a missing one as 0 (paused: false)
 SCHEMA_VERSION = 1
+# A named subscription's line: version 1 readers would take it for its topic's line.
+SUBSCRIPTION_SCHEMA_VERSION = 3
 WAITING_QUEUE_INFO_KEYS = (
     "sizeOf0To1min", "sizeOf1minTo10min", "sizeOf10minTo30min", "sizeOf30minTo1hour",
     "sizeOf1hourTo6hour", "sizeOf6hourTo1day", "sizeOf1dayTo7day", "sizeOf7dayTo30day",
@@ -71,6 +87,18 @@ def snapshot_line(namespace: str, topic: str, interval_start_ms: int, interval_e
     return line
 
 
+def subscription_line(namespace: str, topic: str, subscription: str, interval_start_ms: int,
+                      interval_end_ms: int, stats: dict, info: dict) -> dict:
+    """A named subscription's record: the topic's fields with ``subscription`` after
+    ``topic``, its counters and histograms, and the sizes of its ``listSubscriptions`` entry
+    (``info``; no ``waitingQueueInfo``: the delay distribution is the topic's)."""
+    line = snapshot_line(namespace, topic, interval_start_ms, interval_end_ms, stats, info)
+    del line["waitingQueueInfo"]
+    head = {"schemaVersion": SUBSCRIPTION_SCHEMA_VERSION, "namespace": namespace,
+            "topic": topic, "subscription": subscription}
+    return {**head, **{key: value for key, value in line.items() if key not in head}}
+
+
 class SnapshotWriter:
     """Writes every completed interval not yet written; see the module docstring."""
 
@@ -78,7 +106,8 @@ class SnapshotWriter:
                  directory: str, namespace: str, interval_s: int,
                  topics: Callable[[], list[str]],
                  topic_infos: Callable[[list[str]], list[dict]],
-                 grace_ms: int = 2000, max_catch_up: int = 60) -> None:
+                 grace_ms: int = 2000, max_catch_up: int = 60,
+                 subscription_infos: Callable[[str], list[dict]] | None = None) -> None:
         self.monitor = monitor
         self.client = client
         self.keys = keys
@@ -88,6 +117,7 @@ class SnapshotWriter:
         self.interval_ms = interval_s * 1000
         self.topics = topics
         self.topic_infos = topic_infos
+        self.subscription_infos = subscription_infos
         self.grace_ms = grace_ms
         self.max_catch_up = max(1, max_catch_up)
 
@@ -123,21 +153,42 @@ class SnapshotWriter:
             start += self.interval_ms
         return written
 
+    def _with_subscriptions(self, topics: list[str]) -> list[str]:
+        """Those of ``topics`` that have named subscriptions (none without a reader of them)."""
+        if self.subscription_infos is None:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for topic in topics:
+            pipe.hlen(self.keys.topic(topic).subs)
+        return [topic for topic, n in zip(topics, pipe.execute()) if n]
+
     def _floor(self, ms: int) -> int:
         return ms - ms % self.interval_ms
 
     def _write_interval(self, start: int, info_cache: dict[str, dict]) -> int:
-        stats = self.monitor.read_interval(start)
-        topics = sorted(set(self.topics()) | set(stats))
+        stats, named_stats = self.monitor.read_interval_subscriptions(start)
+        topics = sorted(set(self.topics()) | set(stats) | {topic for topic, _ in named_stats})
         # Queue sizes are as of writing time: one pipelined read per tick for all topics.
         missing = [topic for topic in topics if topic not in info_cache]
         if missing:
             info_cache.update(zip(missing, self.topic_infos(missing)))
+            for topic in self._with_subscriptions(missing):
+                info_cache[topic] = {**info_cache[topic],
+                                     "subscriptions": self.subscription_infos(topic)}
+        end = start + self.interval_ms
         lines = []
         for topic in topics:
-            record = snapshot_line(self.namespace, topic, start, start + self.interval_ms,
-                                   stats.get(topic) or empty_topic_stats(), info_cache[topic])
-            lines.append(json.dumps(record, separators=(",", ":")) + "\n")
+            info = info_cache[topic]
+            records = [snapshot_line(self.namespace, topic, start, end,
+                                     stats.get(topic) or empty_topic_stats(), info)]
+            named = {entry["subscription"]: entry for entry in info.get("subscriptions") or ()
+                     if entry.get("subscription") != DEFAULT_SUBSCRIPTION}
+            # a subscription deleted in the interval still reports what it did in it
+            for name in sorted(set(named) | {sub for t, sub in named_stats if t == topic}):
+                records.append(subscription_line(
+                    self.namespace, topic, name, start, end,
+                    named_stats.get((topic, name)) or empty_topic_stats(), named.get(name, {})))
+            lines += [json.dumps(record, separators=(",", ":")) + "\n" for record in records]
         if not lines:
             return 0
         path = snapshot_path(self.directory, self.namespace, start)

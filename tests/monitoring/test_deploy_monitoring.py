@@ -21,6 +21,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from delayqueue.core.subscriptions import Subscriptions
 from delayqueue.http.app import create_app
 from delayqueue.monitoring.metrics import QUEUE_STATES
 
@@ -45,6 +46,9 @@ def exported(redis_server):
         app = create_app(overrides={"redis_url": url, "snapshot_dir": ""})
         http = app.test_client()
         http.post(Q + "setTopicConfig", data={"topic": "t", "maxRetry": 0})
+        rt = app.extensions["delayqueue"]
+        # A named subscription of "t", fed by every send after it, pulled once and paused.
+        Subscriptions(rt.queue).create("t", "mail", {})
         http.post(Q + "sendMsg", data={"topic": "t", "msg": "a", "msgId": "a"})
         http.post(Q + "sendMsg", data={"topic": "t", "msg": "b", "delayMillis": 60_000})
         http.post(Q + "pullMsg", data={"topic": "t"})
@@ -52,7 +56,6 @@ def exported(redis_server):
                          ).get_json()["code"] == 200
         http.post(Q + "sendMsg", data={"topic": "t", "msg": "c", "msgId": "c",
                                        "delayMillis": 30})
-        rt = app.extensions["delayqueue"]
 
         def promoted() -> bool:
             rt.scheduler.tick()
@@ -65,6 +68,8 @@ def exported(redis_server):
         assert http.post(Q + "sendMsg", data={"topic": "q", "msg": "b"}
                          ).get_json()["code"] == 429
         assert http.post(Q + "purgeTopic", data={"topic": "q"}).get_json()["count"] == 1
+        assert rt.queue.pull("t", subscription="mail").messages
+        assert rt.controls.pause("t", subscription="mail")
         assert http.post(Q + "pauseTopic", data={"topic": "t"}).get_json()["paused"] is True
         rt.monitor.observe_loop("schedule", 1.5)
         rt.monitor.flush()
@@ -78,6 +83,8 @@ def exported(redis_server):
                 labels.setdefault(name, set()).add(value)
     assert "delayqueue_messages_total" in samples
     assert samples["delayqueue_topic_paused"]["topic"] == {"q", "t"}
+    assert samples["delayqueue_subscription_paused"]["subscription"] == {"mail"}
+    assert samples["delayqueue_queue_size"]["subscription"] == {"default", "mail"}
     return samples
 
 
@@ -251,7 +258,11 @@ def test_the_fleet_alerts_and_dead_letters_present_each_fire_in_a_unit_test():
             'max(rate(delayqueue_scheduler_loop_duration_milliseconds_count{loop="schedule"}'
             '[5m])) == 0', "1m", "critical"),
         "DelayQueueDeadLettersPresent": (
-            'max by (topic) (delayqueue_queue_size{state="dead"}) > 0', "10m", "warning"),
+            'max by (topic, subscription) (delayqueue_queue_size{state="dead"}) > 0', "10m",
+            "warning"),
+        "DelayQueueSubscriptionPaused": (
+            "max by (topic, subscription) (delayqueue_subscription_paused) == 1", "1h",
+            "warning"),
     }
     for name, (expr, duration, severity) in expected.items():
         rule = rules[name]
@@ -272,10 +283,28 @@ def test_the_dashboard_shows_dead_letters_oldest_ready_age_and_http_requests(exp
               for panel in dashboard()["panels"]}
     (dlq,) = [title for title in panels if "DLQ" in title]
     assert panels[dlq] == [
-        'max by (topic) (delayqueue_queue_size{topic=~"$topic",state="dead"})']
+        'max by (topic, subscription) (delayqueue_queue_size{topic=~"$topic",'
+        'subscription=~"$subscription",state="dead"})']
     exprs = [e for found in panels.values() for e in found]
     assert any("delayqueue_oldest_ready_age_seconds" in e for e in exprs)
     assert any("rate(delayqueue_http_requests_total" in e and "by (route, code)" in e
                for e in exprs)
     assert any("delayqueue_http_request_duration_seconds_bucket" in e for e in exprs)
     assert "delayqueue_http_requests_total" in exported
+
+
+def test_consumer_alerts_and_panels_are_per_subscription(exported):
+    """Every rule and panel over a consumer's series (ready, group-blocked and dead sizes,
+    deliveries, dead letters, lag, the oldest ready age) keeps the subscription apart: a
+    named subscription whose consumers stall must not hide behind its topic's default one."""
+    consumer = re.compile(r'delayqueue_(oldest_ready_age_seconds|time_gap_milliseconds_bucket|'
+                          r'queue_size\{[^}]*state(=|!=)"(ready|group_blocked|dead)"|'
+                          r'messages_total\{[^}]*op="(pullMsg|ackMsg|nackMsg|deadLettered|'
+                          r'triggerMsgTimeout|triggerMsgEndLife)")')
+    for where, expr in expressions():
+        if consumer.search(expr):
+            groups = [g.replace(" ", "").split(",") for g in GROUPING.findall(expr)]
+            assert groups and all("subscription" in g for g in groups), (where, expr)
+    assert "subscription" in exported["delayqueue_messages_total"]
+    names = {v["name"] for v in dashboard()["templating"]["list"]}
+    assert "subscription" in names

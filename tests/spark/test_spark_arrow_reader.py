@@ -67,6 +67,20 @@ AWKWARD = {
         + "\n",
         True,
     ),
+    "subscriptions": (  # a named one's line, and the default's by name, empty or null
+        "\n".join(
+            [
+                _good("s", schemaVersion=3, subscription="billing", pullMsg=4),
+                _good("s", schemaVersion=3, subscription="default", pullMsg=1),
+                _good("s", subscription="", minute=1),
+                _good("s", subscription=None, minute=2),
+            ]
+        )
+        + "\n",
+        True,
+    ),
+    "tab in a subscription": (_good("a", schemaVersion=3, subscription="x\ty") + "\n", False),
+    "tab in a topic": (_good("a\tb") + "\n", False),
     "number as paused": (_good("a", paused=1) + "\n", False),
     "truncated line": (_good("a") + "\n" + _good("b")[:40] + "\n", False),
     "blank line": (_good("a") + "\n\n" + _good("b") + "\n", False),
@@ -135,7 +149,7 @@ def test_arrow_rows_equal_the_json_source_rows_and_the_rest_falls_back(spark, tm
     accepted = [str(files[n]) for n, (_, ok) in AWKWARD.items() if ok]
     expected = rows(read_snapshots(spark, accepted))
     assert rows(fast) == expected
-    assert len(expected) == 21
+    assert len(expected) == 25
     statuses = {r[0] for r in expected}
     assert statuses == {0, 1, 2, 3}  # ok, malformed, unsupported and misplaced lines alike
 

@@ -34,7 +34,7 @@ def test_lines_are_classified_ok_malformed_or_unsupported(lines_frame, line):
         line("f", 0, sendMsg="many"),
         json.dumps(short_hist),
         json.dumps(backwards),
-        line("g", 0, schemaVersion=3),
+        line("g", 0, schemaVersion=4),
         line("h", 0, schemaVersion=2, deadLettered=4, redriven=1),
         line("i", 0, readyQueueSize=-1),
         line("j", 0, waitingQueueSize=1 << 41),
@@ -227,7 +227,7 @@ def test_job_reader_classifies_file_lines_like_parse_snapshots_and_skips_blank_l
         "",
         line("f", 0, sendMsg="many"),
         json.dumps(no_topic),
-        line("g", 0, schemaVersion=3),
+        line("g", 0, schemaVersion=4),
         line("next-day", 1440),
     ]  # fmt: skip  -- 2025-11-21 in the 2025-11-20 directory
     (day / "default-00.jsonl").write_text("\n".join(lines) + "\n")
@@ -248,3 +248,25 @@ def test_job_reader_classifies_file_lines_like_parse_snapshots_and_skips_blank_l
     assert {row["value"] for row in rows if row["s"] == "malformed"} >= {"not json at all"}
     assert all(row["source_file"].endswith("default-00.jsonl") for row in rows)
     assert {row["file_day"] for row in rows} == {20412}  # days from 1970-01-01 to 2025-11-20
+
+
+def test_a_named_subscription_s_line_is_keyed_apart_and_the_default_s_by_any_name(
+    lines_frame, line
+):
+    """Version 3 carries ``subscription``: a named one's line is keyed ``<topic>\\t<name>``
+    (the tables split it), one without it or with "default" or "" is its topic's; a tab in a
+    topic or subscription would break the key: malformed."""
+    lines = [
+        line("t", 0, schemaVersion=3, subscription="billing", pullMsg=4),
+        line("t", 0, schemaVersion=3, subscription="default"),
+        line("t", 1, subscription=""),
+        line("t", 2),
+        line("t", 3, schemaVersion=3, subscription="a\tb"),
+        line("a\tb", 3),
+    ]
+    parsed = parse_snapshots(lines_frame(lines)).select(
+        "topic", "delivered", status_name(F.col("status")).alias("s")
+    )
+    rows = [(r["topic"], r["delivered"], r["s"]) for r in parsed.collect()]
+    assert rows[:4] == [("t\tbilling", 4, "ok"), ("t", 0, "ok"), ("t", 0, "ok"), ("t", 0, "ok")]
+    assert [r[2] for r in rows[4:]] == ["malformed", "malformed"]
