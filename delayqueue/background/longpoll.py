@@ -10,6 +10,12 @@ at the due millisecond nor poll it while idle; a lost hint costs at most that in
 A held request takes messages only by calling ``pull`` when it is about to answer, so it
 never moves a message to consuming that it cannot hand back.
 
+Waiters are kept by (topic, subscription): a long poll in a named subscription waits for, and
+pulls, that subscription's messages; ``None`` is the topic's default subscription. A hint
+names a topic only, and whatever made a message ready there (a send above all) made it ready
+in every subscription that holds it: so a hint wakes up to ``<count>`` waiters of *each*
+subscription of the topic, and each subscription has its own leader and its own memory.
+
 The hub also remembers, per topic, what the process's last pull saw: "ready was empty and
 nothing is due before T", valid while no hint for the topic has arrived since, for at most
 ``safety_s``. A new long poll, or a waiter that just became the topic's leader, trusts that
@@ -43,13 +49,22 @@ logger = logging.getLogger(__name__)
 CONTROL_PREFIX = "\tcontrol\t"
 
 
-class Waiter:
-    __slots__ = ("topic", "event", "release")
+# What waiters are kept by: (topic, subscription), None being the default subscription.
+Key = tuple[str, str | None]
 
-    def __init__(self, topic: str, release: int = 0) -> None:
+
+class Waiter:
+    __slots__ = ("topic", "subscription", "event", "release")
+
+    def __init__(self, topic: str, release: int = 0, subscription: str | None = None) -> None:
         self.topic = topic
+        self.subscription = subscription
         self.event = threading.Event()
         self.release = release   # the hub's release count when it registered
+
+    @property
+    def key(self) -> Key:
+        return (self.topic, self.subscription)
 
 
 @dataclass
@@ -66,9 +81,13 @@ class Hub:
     def __init__(self, client: redis.Redis, channel: str) -> None:
         self._client = client
         self._channel = channel
-        self._waiters: dict[str, list[Waiter]] = defaultdict(list)
-        self._seq: dict[str, int] = defaultdict(int)     # hints (and local changes) per topic
-        self._quiet: dict[str, Quiet] = {}
+        self._waiters: dict[Key, list[Waiter]] = defaultdict(list)
+        # The subscriptions of each topic that have waiters here: whom a hint wakes.
+        self._subscriptions: dict[str, set[str | None]] = defaultdict(set)
+        # Hints (and local changes) per topic: one counter for all of its subscriptions, as
+        # a hint names the topic only.
+        self._seq: dict[str, int] = defaultdict(int)
+        self._quiet: dict[Key, Quiet] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -81,24 +100,30 @@ class Hub:
         self.on_control = None  # callable(text), for control messages on the hint channel
 
     # -- waiters -------------------------------------------------------------------------
-    def register(self, topic: str) -> Waiter:
+    def register(self, topic: str, subscription: str | None = None) -> Waiter:
         with self._lock:
-            waiter = Waiter(topic, self.releases)
-            self._waiters[topic].append(waiter)
+            waiter = Waiter(topic, self.releases, subscription)
+            self._waiters[waiter.key].append(waiter)
+            self._subscriptions[topic].add(subscription)
         return waiter
 
     def unregister(self, waiter: Waiter) -> None:
         with self._lock:
-            waiters = self._waiters.get(waiter.topic)
+            waiters = self._waiters.get(waiter.key)
             if not waiters or waiter not in waiters:
                 return
             was_leader = waiters[0] is waiter
             waiters.remove(waiter)
             if not waiters:
-                del self._waiters[waiter.topic]
-                # Nobody left to keep the topic's memory fresh or its counter meaningful.
-                self._quiet.pop(waiter.topic, None)
-                self._seq.pop(waiter.topic, None)
+                del self._waiters[waiter.key]
+                # Nobody left to keep the subscription's memory fresh...
+                self._quiet.pop(waiter.key, None)
+                subscriptions = self._subscriptions[waiter.topic]
+                subscriptions.discard(waiter.subscription)
+                if not subscriptions:
+                    # ...nor, once the topic has no waiter at all, its counter meaningful.
+                    del self._subscriptions[waiter.topic]
+                    self._seq.pop(waiter.topic, None)
             elif was_leader:
                 # The new leader may be sleeping on the safety interval only: let it
                 # re-read the topic's next due time.
@@ -106,7 +131,7 @@ class Hub:
 
     def is_leader(self, waiter: Waiter) -> bool:
         with self._lock:
-            waiters = self._waiters.get(waiter.topic)
+            waiters = self._waiters.get(waiter.key)
             return bool(waiters) and waiters[0] is waiter
 
     def held(self) -> int:
@@ -115,37 +140,52 @@ class Hub:
         with self._lock:
             return sum(len(w) for w in self._waiters.values())
 
-    def wake(self, topic: str, count: int) -> None:
-        """Wake up to ``count`` idle waiters of ``topic``, oldest first (at least one)."""
+    def wake(self, topic: str, count: int, subscription: str | None = None) -> None:
+        """Wake up to ``count`` idle waiters of ``topic`` in ``subscription``, oldest first
+        (at least one)."""
         with self._lock:
-            woken = 0
-            for waiter in self._waiters.get(topic, ()):
-                if woken >= max(count, 1):
-                    break
-                if not waiter.event.is_set():
-                    waiter.event.set()
-                    woken += 1
+            self._wake((topic, subscription), count)
+
+    def wake_topic(self, topic: str, count: int) -> None:
+        """Wake up to ``count`` idle waiters of each subscription of ``topic`` (a hint)."""
+        with self._lock:
+            for subscription in self._subscriptions.get(topic, ()):
+                self._wake((topic, subscription), count)
+
+    def _wake(self, key: Key, count: int) -> None:
+        woken = 0
+        for waiter in self._waiters.get(key, ()):
+            if woken >= max(count, 1):
+                break
+            if not waiter.event.is_set():
+                waiter.event.set()
+                woken += 1
 
     # -- what the last pull saw ------------------------------------------------------------
     def seq(self, topic: str) -> int:
         with self._lock:
             return self._seq[topic]
 
-    def note_quiet(self, topic: str, seq: int, next_due_ms: int | None) -> None:
-        """Record a pull that left nothing ready, if no hint for the topic came since ``seq``."""
+    def note_quiet(self, topic: str, seq: int, next_due_ms: int | None,
+                   subscription: str | None = None) -> None:
+        """Record a pull (in ``subscription``) that left nothing ready, if no hint for the
+        topic came since ``seq``."""
         with self._lock:
             if self._seq[topic] == seq:
-                self._quiet[topic] = Quiet(seq, next_due_ms, time.monotonic())
+                self._quiet[(topic, subscription)] = Quiet(seq, next_due_ms, time.monotonic())
 
     def invalidate(self, topic: str) -> None:
+        """Forget what the pulls of every subscription of ``topic`` saw."""
         with self._lock:
             self._seq[topic] += 1
-            self._quiet.pop(topic, None)
+            for subscription in self._subscriptions.get(topic, ()):
+                self._quiet.pop((topic, subscription), None)
 
-    def quiet(self, topic: str, now_ms: int, max_age_s: float) -> Quiet | None:
-        """The topic's last quiet observation, if still valid now; None means: pull."""
+    def quiet(self, topic: str, now_ms: int, max_age_s: float,
+              subscription: str | None = None) -> Quiet | None:
+        """The subscription's last quiet observation, if still valid now; None means: pull."""
         with self._lock:
-            state = self._quiet.get(topic)
+            state = self._quiet.get((topic, subscription))
             if state is None or state.seq != self._seq[topic] \
                     or time.monotonic() - state.noted_at >= max_age_s \
                     or (state.next_due_ms is not None and now_ms >= state.next_due_ms):
@@ -174,7 +214,7 @@ class Hub:
             logger.warning("ignoring malformed hint %r", payload)
             return
         self.invalidate(topic)
-        self.wake(topic, n)
+        self.wake_topic(topic, n)
         if n == 0 and self.on_due_hint is not None:
             self.on_due_hint(topic)
 
@@ -233,12 +273,13 @@ class Hub:
 
 
 def long_poll(queue: DelayQueue, hub: Hub, clock: Clock, topic: str, count: int,
-              ack_timeout_ms: int | None, timeout_ms: int, safety_s: float) -> PullResult:
-    """Answer as soon as messages are ready (up to ``count``, the API's ``batch``), or with
-    an empty result after ``timeout_ms``."""
+              ack_timeout_ms: int | None, timeout_ms: int, safety_s: float,
+              subscription: str | None = None) -> PullResult:
+    """Answer as soon as messages are ready in ``subscription`` (None: the default one), up
+    to ``count`` (the API's ``batch``), or with an empty result after ``timeout_ms``."""
     deadline = time.monotonic() + timeout_ms / 1000.0
     # Register before the first pull so a hint between the pull and the wait is not lost.
-    waiter = hub.register(topic)
+    waiter = hub.register(topic, subscription)
     own_timer = False
     try:
         while True:
@@ -247,19 +288,20 @@ def long_poll(queue: DelayQueue, hub: Hub, clock: Clock, topic: str, count: int,
             waiter.event.clear()
             # A leader waking on its own timer must look; anyone else may trust what this
             # process's last pull saw while no hint has said otherwise.
-            known = None if own_timer else hub.quiet(topic, clock.now_ms(), safety_s)
+            known = None if own_timer else hub.quiet(topic, clock.now_ms(), safety_s,
+                                                     subscription)
             if known is None:
                 seq = hub.seq(topic)
-                result = queue.pull(topic, count, ack_timeout_ms)
+                result = queue.pull(topic, count, ack_timeout_ms, subscription=subscription)
                 if result.messages:
                     hub.unregister(waiter)  # first, so the wake-up below goes to others
                     if result.ready_left:
                         hub.invalidate(topic)
-                        hub.wake(topic, result.ready_left)
+                        hub.wake(topic, result.ready_left, subscription)
                     else:
-                        hub.note_quiet(topic, seq, result.next_due_ms)
+                        hub.note_quiet(topic, seq, result.next_due_ms, subscription)
                     return result
-                hub.note_quiet(topic, seq, result.next_due_ms)
+                hub.note_quiet(topic, seq, result.next_due_ms, subscription)
                 next_due = result.next_due_ms
             else:
                 next_due = known.next_due_ms

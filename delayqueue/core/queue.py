@@ -265,12 +265,13 @@ class DelayQueue:
         delivered = [DelayMsg.from_fields(topic, m.msg_id, m.fields, with_receipt=True)
                      for m in reply.messages]
         if delivered:
-            self.monitor.incr(topic, "pullMsg", len(delivered))
+            self.monitor.incr(topic, "pullMsg", len(delivered), subscription=subscription)
             self.monitor.observe(topic, "pullMsgTimeGap",
-                                 [now - m.trigger_time for m in delivered])
+                                 [now - m.trigger_time for m in delivered],
+                                 subscription=subscription)
         self.monitor.record_promotions(topic, reply.promoted, reply.gaps)
-        self.monitor.incr(topic, "triggerMsgEndLife", reply.ended)
-        self.monitor.incr(topic, "deadLettered", reply.dead)
+        self.monitor.incr(topic, "triggerMsgEndLife", reply.ended, subscription=subscription)
+        self.monitor.incr(topic, "deadLettered", reply.dead, subscription=subscription)
         return PullResult(delivered, reply.next_trigger if reply.next_trigger >= 0 else None,
                           reply.ready_left)
 
@@ -312,24 +313,26 @@ class DelayQueue:
                                       trip=trip)
             replies = self._execute(topic, now, trip)
             self.bookkeep(topic, now, _lowest_due(replies))
-        answers = [self._acked(topic, r.msg_id, reply) if r.ack
-                   else self._nacked(topic, r.msg_id, reply)
+        answers = [self._acked(topic, r.msg_id, reply, subscription) if r.ack
+                   else self._nacked(topic, r.msg_id, reply, subscription)
                    for r, reply in zip(asked, replies)]
         return _in_place(requests, answers)
 
-    def _acked(self, topic: str, msg_id: str, reply: AckReply | DelayQueueError
+    def _acked(self, topic: str, msg_id: str, reply: AckReply | DelayQueueError,
+               subscription: str | None
                ) -> DelayMsg | DelayQueueError:
         answer = _answer("ack", topic, msg_id, reply)
         if isinstance(answer, DelayMsg) and reply.outcome in (Outcome.OK, Outcome.ACKED_LATE):
-            self.monitor.incr(topic, "ackMsg")
+            self.monitor.incr(topic, "ackMsg", subscription=subscription)
         return answer
 
-    def _nacked(self, topic: str, msg_id: str, reply: NackReply | DelayQueueError
+    def _nacked(self, topic: str, msg_id: str, reply: NackReply | DelayQueueError,
+                subscription: str | None
                 ) -> DelayMsg | DelayQueueError:
         answer = _answer("nack", topic, msg_id, reply)
         if isinstance(answer, DelayMsg):
-            self.monitor.incr(topic, "nackMsg")
-            self._count_end(topic, answer, reply.dead)
+            self.monitor.incr(topic, "nackMsg", subscription=subscription)
+            self._count_end(topic, answer, reply.dead, subscription)
         return answer
 
     def change_visibility(self, topic: str, msg_id: str, timeout_ms: int,
@@ -356,16 +359,16 @@ class DelayQueue:
                                                self.defaults, r.receipt or "", trip=trip)
             replies = self._execute(topic, now, trip)
             self.bookkeep(topic, now, _lowest_due(replies))
-        answers = [self._visibility_changed(topic, r.msg_id, reply)
+        answers = [self._visibility_changed(topic, r.msg_id, reply, subscription)
                    for r, reply in zip(asked, replies)]
         return _in_place(requests, answers)
 
     def _visibility_changed(self, topic: str, msg_id: str,
-                            reply: ChangeVisibilityReply | DelayQueueError
-                            ) -> DelayMsg | DelayQueueError:
+                            reply: ChangeVisibilityReply | DelayQueueError,
+                            subscription: str | None) -> DelayMsg | DelayQueueError:
         answer = _answer("change_visibility", topic, msg_id, reply)
         if isinstance(answer, DelayMsg):
-            self._count_end(topic, answer, reply.dead)
+            self._count_end(topic, answer, reply.dead, subscription)
         return answer
 
     def reschedule(self, topic: str, msg_id: str, *, delay_ms: int | None = None,
@@ -414,10 +417,11 @@ class DelayQueue:
         self.monitor.incr(topic, "deleteMsg", sum(isinstance(a, DelayMsg) for a in answers))
         return _in_place(msg_ids, answers)
 
-    def _count_end(self, topic: str, message: DelayMsg, dead: int) -> None:
+    def _count_end(self, topic: str, message: DelayMsg, dead: int,
+                   subscription: str | None = None) -> None:
         if message.status == Status.RETRY_EXHAUSTED:
-            self.monitor.incr(topic, "triggerMsgEndLife")
-            self.monitor.incr(topic, "deadLettered", dead)
+            self.monitor.incr(topic, "triggerMsgEndLife", subscription=subscription)
+            self.monitor.incr(topic, "deadLettered", dead, subscription=subscription)
 
     # -- reads ---------------------------------------------------------------------------
     def topics(self) -> list[str]:

@@ -72,7 +72,7 @@ class TopicAdmin:
         error = refusal("dead_redrive", reply.outcome, topic, msg_id)
         if error:
             raise error
-        self.monitor.incr(topic, "redriven", reply.count)
+        self.monitor.incr(topic, "redriven", reply.count, subscription=subscription)
         return reply.count
 
     def purge(self, topic: str, msg_id: str | None = None,

@@ -21,6 +21,7 @@ from .endpoints import route
 from .openapi import document
 from .params import Params
 from .request import (
+    batch_subscription,
     entry_answers,
     entry_params,
     params,
@@ -80,7 +81,8 @@ def send_msg_batch() -> Response:
 
 @route(api, "ackMsgBatch")
 def ack_msg_batch() -> Response:
-    topic, _, entries = read_batch("acks")
+    topic, p, entries = read_batch("acks")
+    subscription = batch_subscription(p)
 
     def ack_request(p: Params) -> AckRequest:
         return AckRequest(p.msg_id(), p.receipt(), p.boolean("ack", default=True),
@@ -89,7 +91,7 @@ def ack_msg_batch() -> Response:
     rt = runtime()
     requests = [parse_entry("acks", i, lambda i=i, e=e: ack_request(
         entry_params("acks", i, e, rt.param_limits))) for i, e in enumerate(entries)]
-    results = rt.queue.ack_batch(topic, requests)
+    results = rt.queue.ack_batch(topic, requests, subscription=subscription)
     return entry_answers(results, lambda _: {})
 
 
@@ -110,20 +112,21 @@ def delete_msg_batch() -> Response:
 @route(api, "pullMsg")
 def pull_msg() -> Response:
     p = params()
-    topic, count = p.topic(), p.pull_count()
-    result = runtime().queue.pull(topic, count, p.duration("ackTimeoutMillis"))
+    topic, count, subscription = p.topic(), p.pull_count(), p.subscription()
+    result = runtime().queue.pull(topic, count, p.duration("ackTimeoutMillis"),
+                                  subscription=subscription)
     return success(delayMsgList=[m.to_json() for m in result.messages])
 
 
 @route(api, "longPollingMsg")
 def long_polling_msg() -> Response:
     p = params()
-    topic, count = p.topic(), p.pull_count()
+    topic, count, subscription = p.topic(), p.pull_count(), p.subscription()
     rt = runtime()
     s = rt.settings
     result = long_poll(rt.queue, rt.hub, rt.clock, topic, count, p.duration("ackTimeoutMillis"),
                        p.long_polling_timeout(s.long_polling_timeout_millis),
-                       s.long_polling_safety_millis / 1000.0)
+                       s.long_polling_safety_millis / 1000.0, subscription)
     return success(delayMsgList=[m.to_json() for m in result.messages])
 
 
@@ -132,11 +135,12 @@ def ack_msg() -> Response:
     p = params()
     topic, msg_id, ack = p.topic(), p.msg_id(), p.boolean("ack", default=True)
     receipt, delay_ms = p.receipt(), p.non_negative("delayMillis")
+    subscription = p.subscription()
     queue = runtime().queue
     if ack:
-        queue.ack(topic, msg_id, receipt)
+        queue.ack(topic, msg_id, receipt, subscription=subscription)
     else:
-        queue.nack(topic, msg_id, receipt, delay_ms)
+        queue.nack(topic, msg_id, receipt, delay_ms, subscription=subscription)
     return success()
 
 
@@ -145,13 +149,15 @@ def change_visibility() -> Response:
     p = params()
     topic, msg_id = p.topic(), p.msg_id()
     message = runtime().queue.change_visibility(
-        topic, msg_id, p.non_negative("ackTimeoutMillis", required=True), p.receipt())
+        topic, msg_id, p.non_negative("ackTimeoutMillis", required=True), p.receipt(),
+        subscription=p.subscription())
     return success(delayMsg=message.to_json())
 
 
 @route(api, "changeVisibilityBatch")
 def change_visibility_batch() -> Response:
-    topic, _, entries = read_batch("entries")
+    topic, p, entries = read_batch("entries")
+    subscription = batch_subscription(p)
 
     def visibility_request(p: Params) -> VisibilityRequest:
         msg_id = p.msg_id()
@@ -161,7 +167,7 @@ def change_visibility_batch() -> Response:
     rt = runtime()
     requests = [parse_entry("entries", i, lambda i=i, e=e: visibility_request(
         entry_params("entries", i, e, rt.param_limits))) for i, e in enumerate(entries)]
-    results = rt.queue.change_visibility_batch(topic, requests)
+    results = rt.queue.change_visibility_batch(topic, requests, subscription=subscription)
     return entry_answers(results, lambda message: {"delayMsg": message.to_json()})
 
 
@@ -182,7 +188,8 @@ def reschedule_msg() -> Response:
 @route(api, "listDeadMsg")
 def list_dead_msg() -> Response:
     p = params()
-    page = runtime().admin.list(p.topic(), p.limit(100), p.string("cursor"))
+    topic, limit, cursor = p.topic(), p.limit(100), p.string("cursor")
+    page = runtime().admin.list(topic, limit, cursor, subscription=p.subscription())
     extra = {"nextCursor": page.next_cursor} if page.next_cursor else {}
     return success(delayMsgList=[m.to_json() for m in page.messages], **extra)
 
@@ -191,24 +198,31 @@ def list_dead_msg() -> Response:
 def redrive_dead_msg() -> Response:
     p = params()
     topic, msg_id, limit = p.topic(), p.msg_id(required=False), p.limit(1000)
-    return success(count=runtime().admin.redrive(topic, msg_id, limit))
+    return success(count=runtime().admin.redrive(topic, msg_id, limit,
+                                                 subscription=p.subscription()))
 
 
 @route(api, "purgeDeadMsg")
 def purge_dead_msg() -> Response:
     p = params()
-    return success(count=runtime().admin.purge(p.topic(), p.msg_id(required=False)))
+    topic, msg_id = p.topic(), p.msg_id(required=False)
+    return success(count=runtime().admin.purge(topic, msg_id, subscription=p.subscription()))
 
 
 @route(api, "pauseTopic")
 def pause_topic() -> Response:
-    changed = runtime().controls.pause(params().topic())
+    """Without ``subscription`` the whole topic (every subscription); with one, that one."""
+    p = params()
+    topic = p.topic()
+    changed = runtime().controls.pause(topic, subscription=p.subscription())
     return success(paused=True, changed=changed)
 
 
 @route(api, "resumeTopic")
 def resume_topic() -> Response:
-    changed = runtime().controls.resume(params().topic())
+    p = params()
+    topic = p.topic()
+    changed = runtime().controls.resume(topic, subscription=p.subscription())
     return success(paused=False, changed=changed)
 
 
@@ -227,6 +241,7 @@ def list_msg() -> Response:
     p = params()
     topic, status, blocked = p.topic(), p.integer("status"), p.boolean("groupBlocked", False)
     limit, cursor = p.limit(100), p.string("cursor") or None
+    subscription = p.subscription()
     if blocked:
         if status is not None:
             raise BadRequest("status, groupBlocked: give one of them, not both")
@@ -239,7 +254,7 @@ def list_msg() -> Response:
                          f"{status}")
     else:
         view = VIEWS[status]
-    page = runtime().controls.list(topic, view, limit, cursor)
+    page = runtime().controls.list(topic, view, limit, cursor, subscription=subscription)
     extra = {"nextCursor": page.next_cursor} if page.next_cursor else {}
     return success(delayMsgList=[m.to_json() for m in page.messages], **extra)
 
@@ -261,7 +276,11 @@ def get_topic_config() -> Response:
 @route(api, "getMsg")
 def get_msg() -> Response:
     p = params()
-    return success(delayMsg=runtime().queue.get(p.topic(), p.msg_id()).to_json())
+    topic, msg_id = p.topic(), p.msg_id()
+    # Without a subscription the message as the default subscription holds it, with
+    # "subscriptions" (each named one's status and retry) when named ones hold it too.
+    message = runtime().queue.get(topic, msg_id, subscription=p.subscription())
+    return success(delayMsg=message.to_json())
 
 
 @route(api, "deleteMsg")

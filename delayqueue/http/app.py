@@ -47,9 +47,11 @@ def create_app(overrides: Mapping[str, Any] | None = None,
     from .api import api
     from .docs_page import docs
     from .schedule_api import schedules
+    from .subscription_api import subscriptions
 
     app.register_blueprint(api)
     app.register_blueprint(schedules)
+    app.register_blueprint(subscriptions)
     app.register_blueprint(console)
     app.register_blueprint(docs)
     register_error_handlers(app)

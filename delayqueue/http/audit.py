@@ -3,9 +3,9 @@ configuration or bulk state, through the API or the console, and a fleet-wide co
 
 Audited (``AUDITED``): the topic settings, pause and resume, the purges, redrive, deleting
 or rescheduling a message, creating, deleting, pausing or resuming a recurring schedule,
-the console's forms, a node taken offline or put back online. Not the data path (sendMsg,
-pulls, acks, visibility changes): a line per message would cost more than the message and
-drown the lines that matter.
+creating, deleting or configuring a subscription, the console's forms, a node taken offline
+or put back online. Not the data path (sendMsg, pulls, acks, visibility changes): a line per
+message would cost more than the message and drown the lines that matter.
 
 A line is one JSON object (the logger's record message; the handler adds the house's
 prefix), its keys in this order, absent when they do not apply::
@@ -57,13 +57,14 @@ AUDITED = frozenset({
     "setTopicConfig", "pauseTopic", "resumeTopic", "purgeTopic", "purgeDeadMsg",
     "redriveDeadMsg", "deleteMsg", "deleteMsgBatch", "rescheduleMsg",
     "createSchedule", "deleteSchedule", "pauseSchedule", "resumeSchedule",
+    "createSubscription", "deleteSubscription", "setSubscriptionConfig",
     "settings", "pause", "resume", "purge", "purgeMessages", "redrive",  # the console's forms
     "subscriptionCreate", "subscriptionDelete",                         # the console's too
     "offline", "online",
 })
 # The parameters a line names, besides topic and msgId and the topic settings.
-PARAMS = ("limit", "reset", "release", "delayMillis", "triggerTime", "scheduleId", "cron",
-          "everyMillis")
+PARAMS = ("subscription", "limit", "reset", "release", "delayMillis", "triggerTime",
+          "scheduleId", "cron", "everyMillis")
 RESULTS = ("count", "remaining", "changed")
 MAX_VALUE_CHARS = 200
 _NOTE = "audit_note"

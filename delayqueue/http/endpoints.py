@@ -19,21 +19,28 @@ from flask import Blueprint
 from .schema import (
     ACK_ENTRY,
     ACK_TIMEOUT,
+    CONFIGURED_SUBSCRIPTION,
     CONSUMING_MSG,
     DELAY,
     DELIVERED_MSG,
     EXAMPLE_CONFIG,
     EXAMPLE_FIRE_TIMES,
+    EXAMPLE_HELD_MSG,
     EXAMPLE_ID,
     EXAMPLE_INFO,
     EXAMPLE_MSG,
     EXAMPLE_SCHEDULE,
     EXAMPLE_SOURCE,
+    EXAMPLE_SUBSCRIPTION,
+    EXAMPLE_SUBSCRIPTION_CONFIG,
+    EXAMPLE_SUBSCRIPTION_SOURCE,
+    EXAMPLE_SUBSCRIPTIONS,
     EXAMPLE_TOPIC,
     GROUP_ID,
     GROUPED_MSG,
     LIMIT_DEAD,
     MSG_ID,
+    NAMED_SUBSCRIPTION,
     ON_DUPLICATE,
     OPTIONAL_MSG_ID,
     PULL_COUNT,
@@ -41,6 +48,8 @@ from .schema import (
     SCHEDULE_ID,
     SEND_ENTRY,
     SETTING_PARAMS,
+    SUBSCRIPTION,
+    SUBSCRIPTION_SETTING_PARAMS,
     T0,
     TOPIC,
     TRIGGER,
@@ -157,13 +166,11 @@ def form(name: str, path: str, summary: str, params: Sequence[Param]) -> Endpoin
 
 RESET = Param("reset", boolean("Drop every topic value first."))
 # The console's queue: a named subscription's (its page, and the forms sent from it), or the
-# topic's default subscription when absent, empty or "default".
+# topic's default subscription when absent, empty or "default". (Its create and delete forms
+# take schema.NAMED_SUBSCRIPTION, as the API's createSubscription does.)
 CONSOLE_SUBSCRIPTION = Param("subscription", string(
     "A named subscription of the topic (1-64 of A-Z a-z 0-9 . _ -); absent, empty or "
     "'default': the topic's default subscription.", pattern="^[A-Za-z0-9._-]{0,64}$"))
-NAMED_SUBSCRIPTION = Param("subscription", string(
-    "A named subscription of the topic: 1-64 of A-Z a-z 0-9 . _ -, not 'default'.",
-    minLength=1, maxLength=64, pattern="^[A-Za-z0-9._-]{1,64}$"), True)
 SCHEDULE_PARAMS = (
     Param("cron", string("A cron expression of 5 fields (minute hour day-of-month month "
                          "day-of-week), in timezone; give cron or everyMillis.")),
@@ -214,30 +221,36 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                                    "in a form); at most 32 keys and 8 KiB."}),
               GROUP_ID, ON_DUPLICATE], (400, 409)),
     camellia("pullMsg", topic(CONSUME), "Take up to batch ready messages (short poll), in "
-             "the order they became ready, at most one per message group.",
+             "the order they became ready, at most one per message group; in subscription, "
+             "that subscription's.",
              "DelayMsgListAnswer", ok_example(delayMsgList=[DELIVERED_MSG]),
-             [TOPIC, ACK_TIMEOUT, PULL_COUNT]),
+             [TOPIC, ACK_TIMEOUT, PULL_COUNT, SUBSCRIPTION], (400, 404)),
     camellia("longPollingMsg", topic(CONSUME), "As pullMsg, holding the request until a "
              "message is ready or the timeout passes.", "DelayMsgListAnswer",
              ok_example(delayMsgList=[]),
              [TOPIC, ACK_TIMEOUT, PULL_COUNT,
               Param("longPollingTimeoutMillis", integer("Longest hold in ms (<= 0: the "
-                                                        "server's); at most 60000."))]),
+                                                        "server's); at most 60000.")),
+              SUBSCRIPTION], (400, 404)),
     camellia("ackMsg", topic(CONSUME), "Ack (ack=true) or nack (ack=false) a delivered "
-             "message.", "Success", ok_example(),
+             "message, in the subscription it was delivered in.", "Success", ok_example(),
              [TOPIC, MSG_ID, Param("ack", boolean("true: ack; false: nack. Default true.")),
               RECEIPT, Param("delayMillis", integer("Nack only: back to waiting for this "
-                                                    "long.", 0))], (400, 404, 409)),
+                                                    "long.", 0)), SUBSCRIPTION],
+             (400, 404, 409)),
     ours("changeVisibility", topic(CONSUME), "Move a delivery's ack deadline (0 releases "
          "it).", "DelayMsgAnswer", ok_example(delayMsg=CONSUMING_MSG),
          [TOPIC, MSG_ID, RECEIPT,
-          Param("ackTimeoutMillis", integer("New deadline from now in ms.", 0), True)],
-         (400, 404, 409)),
+          Param("ackTimeoutMillis", integer("New deadline from now in ms.", 0), True),
+          SUBSCRIPTION], (400, 404, 409)),
     ours("rescheduleMsg", topic(PRODUCE), "Give a waiting or ready message a new "
          "triggerTime.", "DelayMsgAnswer", ok_example(delayMsg=EXAMPLE_MSG),
          [TOPIC, MSG_ID, DELAY, TRIGGER], (400, 404)),
-    camellia("getMsg", topic(PRODUCE, CONSUME), "A message with its true current status.",
-             "DelayMsgAnswer", ok_example(delayMsg=EXAMPLE_MSG), [TOPIC, MSG_ID], (400, 404)),
+    camellia("getMsg", topic(PRODUCE, CONSUME), "A message with its true current status: "
+             "in subscription, that subscription's; without, the default subscription's, "
+             "with subscriptions (each named one's status and retry) when named ones hold it.",
+             "DelayMsgAnswer", ok_example(delayMsg=EXAMPLE_HELD_MSG),
+             [TOPIC, MSG_ID, SUBSCRIPTION], (400, 404)),
     camellia("deleteMsg", topic(PRODUCE, CONSUME), "Delete a live message (release=true "
              "drops its body too).", "Success", ok_example(),
              [TOPIC, MSG_ID, Param("release", boolean("Also remove the body now."))],
@@ -246,22 +259,24 @@ ENDPOINTS: tuple[Endpoint, ...] = (
          "death first.", "DeadPageAnswer",
          ok_example(delayMsgList=[{**DELIVERED_MSG, "status": 6, "deadTime": T0 + 90_000}],
                     nextCursor="1763800090000:" + EXAMPLE_ID),
-         [TOPIC, LIMIT_DEAD, Param("cursor", string("nextCursor of the previous page."))],
-         tag="dead letters"),
+         [TOPIC, LIMIT_DEAD, Param("cursor", string("nextCursor of the previous page.")),
+          SUBSCRIPTION], (400, 404), tag="dead letters"),
     ours("redriveDeadMsg", topic(ADMIN), "Dead letters back to ready (one, or up to "
          "limit).", "CountAnswer", ok_example(count=1),
-         [TOPIC, OPTIONAL_MSG_ID, LIMIT_DEAD], tag="dead letters"),
-    ours("purgeDeadMsg", topic(ADMIN), "Remove one dead letter, or all of the topic's.",
-         "CountAnswer", ok_example(count=3), [TOPIC, OPTIONAL_MSG_ID],
-         tag="dead letters"),
-    ours("pauseTopic", topic(ADMIN), "Pause a topic: nothing is handed out (pulls answer "
-         "empty, long polls wait) until resumeTopic; sends, promotion, ack timeouts and ttl "
-         "go on. An unknown topic answers 404 and is not created.", "PauseAnswer",
-         ok_example(paused=True, changed=True), [TOPIC], (400, 404), tag="topic controls",
-         methods=POST),
-    ours("resumeTopic", topic(ADMIN), "Resume a paused topic: long polls held meanwhile "
-         "answer at once.", "PauseAnswer", ok_example(paused=False, changed=True), [TOPIC],
-         (400, 404), tag="topic controls", methods=POST),
+         [TOPIC, OPTIONAL_MSG_ID, LIMIT_DEAD, SUBSCRIPTION], (400, 404), tag="dead letters"),
+    ours("purgeDeadMsg", topic(ADMIN), "Remove one dead letter, or all of the topic's (of "
+         "the subscription's).", "CountAnswer", ok_example(count=3),
+         [TOPIC, OPTIONAL_MSG_ID, SUBSCRIPTION], (400, 404), tag="dead letters"),
+    ours("pauseTopic", topic(ADMIN), "Pause a topic (every subscription), or with "
+         "subscription that one: nothing is handed out (pulls answer empty, long polls wait) "
+         "until resumeTopic; sends, promotion, ack timeouts and ttl go on. An unknown topic "
+         "answers 404 and is not created.", "PauseAnswer",
+         ok_example(paused=True, changed=True), [TOPIC, SUBSCRIPTION], (400, 404),
+         tag="topic controls", methods=POST),
+    ours("resumeTopic", topic(ADMIN), "Resume a paused topic (or subscription): long polls "
+         "held meanwhile answer at once.", "PauseAnswer",
+         ok_example(paused=False, changed=True), [TOPIC, SUBSCRIPTION], (400, 404),
+         tag="topic controls", methods=POST),
     ours("purgeTopic", topic(ADMIN), "End every live message accepted before the call with "
          "status 7, at most limit per call, in bounded slices. An unknown topic answers 404.",
          "PurgeAnswer", ok_example(count=232, remaining=0),
@@ -279,8 +294,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
           Param("groupBlocked", boolean("List the messages blocked behind their group's "
                                         "head instead (each group in its order).")),
           Param("limit", integer("Most messages (1..max-batch; default 100).", 1)),
-          Param("cursor", string("nextCursor of the previous page."))],
-         tag="topic controls"),
+          Param("cursor", string("nextCursor of the previous page.")), SUBSCRIPTION],
+         (400, 404), tag="topic controls"),
     ours("setTopicConfig", topic(ADMIN), "Set (or reset=true: drop) the topic's own "
          "settings.", "TopicConfigAnswer",
          ok_example(data=EXAMPLE_CONFIG, source=EXAMPLE_SOURCE),
@@ -289,6 +304,33 @@ ENDPOINTS: tuple[Endpoint, ...] = (
          "and their source.", "TopicConfigAnswer",
          ok_example(data=EXAMPLE_CONFIG, source=EXAMPLE_SOURCE), [TOPIC],
          tag="topic settings"),
+    ours("createSubscription", topic(ADMIN), "Create a named subscription: from now on it "
+         "receives every message sent to the topic, each on its own (status, retry, receipt, "
+         "ack deadline, backoff, dead letter). The settings given become its own; for an "
+         "existing one only the values given change. At most max-subscriptions-per-topic.",
+         "SubscriptionAnswer", ok_example(data=EXAMPLE_SUBSCRIPTION),
+         [TOPIC, NAMED_SUBSCRIPTION, *SUBSCRIPTION_SETTING_PARAMS], (400,),
+         tag="subscriptions", methods=POST),
+    ours("deleteSubscription", topic(ADMIN), "Delete a named subscription: its state of "
+         "every message is dropped, in slices.", "SubscriptionDeleteAnswer",
+         ok_example(deleted=True), [TOPIC, NAMED_SUBSCRIPTION], (400, 404),
+         tag="subscriptions", methods=POST),
+    ours("listSubscriptions", topic(PRODUCE, CONSUME), "The topic's subscriptions with "
+         "their queue sizes, the default one first.", "SubscriptionListAnswer",
+         ok_example(data=EXAMPLE_SUBSCRIPTIONS), [TOPIC], (400, 404), tag="subscriptions",
+         methods=POST),
+    ours("setSubscriptionConfig", topic(ADMIN), "Set (or reset=true: drop) a named "
+         "subscription's own settings (the default subscription's are the topic's: "
+         "setTopicConfig).", "SubscriptionConfigAnswer",
+         ok_example(data=EXAMPLE_SUBSCRIPTION_CONFIG, source=EXAMPLE_SUBSCRIPTION_SOURCE),
+         [TOPIC, NAMED_SUBSCRIPTION, *SUBSCRIPTION_SETTING_PARAMS,
+          Param("reset", boolean("Drop every value of the subscription's own first."))],
+         (400, 404), tag="subscriptions", methods=POST),
+    ours("getSubscriptionConfig", topic(PRODUCE, CONSUME), "The effective settings of a "
+         "subscription and their source: the subscription's own, the topic's or the "
+         "server's.", "SubscriptionConfigAnswer",
+         ok_example(data=EXAMPLE_SUBSCRIPTION_CONFIG, source=EXAMPLE_SUBSCRIPTION_SOURCE),
+         [TOPIC, CONFIGURED_SUBSCRIPTION], (400, 404), tag="subscriptions", methods=POST),
     ours("createSchedule", topic(PRODUCE), "Create a recurring schedule, or replace the one "
          "with this scheduleId (its waiting occurrence deleted, the first written anew): "
          "each fire time becomes an ordinary message, msgId '<scheduleId>:<fireTime>', "
@@ -356,7 +398,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
           ok_example(results=[{"code": 200, "msg": "success"},
                               {"code": 409, "msg": "receipt: stale receipt: the message was "
                                                    "delivered again since"}]),
-          batch_body("acks", ACK_ENTRY),
+          batch_body("acks", ACK_ENTRY, {"subscription": SUBSCRIPTION.schema}),
           {"topic": EXAMPLE_TOPIC, "acks": [{"msgId": "m1", "receipt": "19aaaac3988.1"},
                                             {"msgId": "m2", "ack": False}]}),
     batch("changeVisibilityBatch", topic(CONSUME), "Move the ack deadlines of up to 1000 "
@@ -365,7 +407,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                               {"code": 409, "msg": "receipt: stale receipt: message 'm2' "
                                                    "was delivered again since (status 3, "
                                                    "retry 2)"}]),
-          batch_body("entries", VISIBILITY_ENTRY),
+          batch_body("entries", VISIBILITY_ENTRY, {"subscription": SUBSCRIPTION.schema}),
           {"topic": EXAMPLE_TOPIC, "entries": [
               {"msgId": EXAMPLE_ID, "receipt": "19aaaac3988.1", "ackTimeoutMillis": 60_000},
               {"msgId": "m2", "receipt": "19aaaac2dd0.2", "ackTimeoutMillis": 0}]}),

@@ -113,6 +113,9 @@ TAGS = {
     "topic controls": "Pause and resume a topic, purge its live messages, list them page by "
                       "page (ours).",
     "topic settings": "A topic's own settings over the server's defaults (ours).",
+    "subscriptions": "Named subscriptions of a topic (ours): each receives every message sent "
+                     "after it was created, on its own; the subscription parameter of the "
+                     "message, dead-letter and control operations acts in one.",
     "schedules": "Recurring schedules (ours): a message sent on a cron expression or every n "
                  "ms, each occurrence an ordinary message of the topic, written once.",
     "monitoring": "Queue sizes, the last monitoring interval (camellia's), Prometheus "

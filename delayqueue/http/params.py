@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from delayqueue.core.errors import BadRequest, DelayQueueError, MissingParameter
 from delayqueue.core.queue import ON_DUPLICATE
+from delayqueue.core.subscriptions import subscription_name
 from delayqueue.settings.value import (
     BOOLEAN_RULE,
     MAX_DURATION_MS,
@@ -144,6 +145,20 @@ class Params:
             raise BadRequest(f"onDuplicate: must be keep or replace, got {shown!r}")
         return value
 
+    def subscription(self) -> str | None:
+        """The subscription a request addresses (ours): None, the topic's default one, when
+        ``subscription`` is absent, empty or ``default``; else a name of 1-64 characters of
+        [A-Za-z0-9._-] (code 400 naming ``subscription``). Whether it exists is the core's
+        to say (404)."""
+        return subscription_name(self.string("subscription"))
+
+    def named_subscription(self, default_allowed: bool = False) -> str | None:
+        """A subscription route's own ``subscription``: required (absent or empty: missing,
+        as any required parameter of ours); ``default`` only where ``default_allowed``
+        (getSubscriptionConfig), answered as None, else code 400."""
+        value = self.string("subscription", required=True)
+        return subscription_name(value, named=not default_allowed)
+
     def body(self) -> str:
         body = self.string("msg", required=True)
         size = len(body.encode("utf-8"))
@@ -191,7 +206,8 @@ class Params:
 
     # -- failure handling and topic settings (ours) ----------------------------------------
     def receipt(self) -> str | None:
-        """A receipt of the form the scripts make (hex.hex): one that is not the latest
+        """A receipt of the form the scripts make (hex.hex, in a named subscription
+        hex.hex.hex): one that is not the latest
         delivery's answers 409 (stale). A string of another form cannot be any delivery's
         receipt, so calling it stale would send the caller looking for a redelivery that never
         happened (a truncated paste, the msgId given in its place): that is code 400."""
@@ -199,7 +215,8 @@ class Params:
         if value is not None and not RECEIPT_FORM.fullmatch(value):
             shown = value if len(value) <= 40 else value[:40] + "…"
             raise BadRequest(f"receipt: malformed: {shown!r} is not a receipt (two lowercase "
-                             "hex numbers joined by a dot, as pullMsg hands them out)")
+                             "hex numbers joined by a dot, a third in a named subscription, "
+                             "as pullMsg hands them out)")
         return value
 
     def non_negative(self, name: str, required: bool = False) -> int | None:

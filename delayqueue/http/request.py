@@ -68,6 +68,15 @@ def read_batch(entries_name: str) -> tuple[str, Params, list[Any]]:
     return topic, p, entries
 
 
+def batch_subscription(p: Params) -> str | None:
+    """A batch's ``subscription`` (beside its topic, for every entry): a bad one refuses the
+    whole batch (HTTP 400), as a bad topic does."""
+    try:
+        return p.subscription()
+    except DelayQueueError as exc:
+        raise MissingParameter(exc.msg) from None
+
+
 def entry_params(entries_name: str, index: int, entry: Any, limits: dict[str, int]) -> Params:
     if not isinstance(entry, dict):
         raise BadRequest(f"{entries_name}[{index}]: must be a JSON object, got "

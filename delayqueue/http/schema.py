@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from delayqueue.core.status import Status
+from delayqueue.core.subscriptions import SUBSCRIPTION_SETTINGS
 from delayqueue.settings.topic_setting import SETTINGS, TopicSetting
 
 REF = "#/components/schemas/"
@@ -62,7 +63,8 @@ ON_DUPLICATE = Param("onDuplicate", {"type": "string", "enum": ["keep", "replace
     "the topic's dedupWindowMillis answers duplicate: true either way.")})
 RECEIPT = Param("receipt", string("The receipt of the delivery being answered; a stale one "
                                   "answers 409 and changes nothing, one not of the receipt's "
-                                  "form (hex.hex) 400 (malformed)."))
+                                  "form (hex.hex, or hex.hex.hex in a named subscription) "
+                                  "400 (malformed)."))
 DELAY = Param("delayMillis", integer("Delay in ms from now (<= 0: due now); at most 100 years."))
 TRIGGER = Param("triggerTime", integer("(ours) Absolute due time, ms since the epoch; give "
                                        "at most one of delayMillis and triggerTime.", 0))
@@ -87,15 +89,45 @@ WAITING_INFO = {"sizeOf0To1min": 451, "sizeOf1minTo10min": 0, "sizeOf10minTo30mi
                 "sizeOf30minTo1hour": 0, "sizeOf1hourTo6hour": 0, "sizeOf6hourTo1day": 0,
                 "sizeOf1dayTo7day": 0, "sizeOf7dayTo30day": 0, "sizeOf30dayToInfinite": 0}
 EXAMPLE_INFO = {"topic": EXAMPLE_TOPIC, "waitingQueueSize": 451, "waitingQueueInfo": WAITING_INFO,
-                "readyQueueSize": 0, "ackQueueSize": 0, "deadQueueSize": 0, "groupBlockedSize": 0}
+                "readyQueueSize": 0, "ackQueueSize": 0, "deadQueueSize": 0, "groupBlockedSize": 0,
+                "paused": False, "subscriptions": [
+                    {"subscription": "default", "createdTime": None, "readyQueueSize": 0,
+                     "ackQueueSize": 0, "deadQueueSize": 0, "groupBlockedSize": 0,
+                     "waitingQueueSize": 451, "paused": False}]}
 EXAMPLE_CONFIG = {"ttlMillis": 3_600_000, "maxRetry": 2, "ackTimeoutMillis": 30_000,
                   "redeliveryDelayMillis": 500, "redeliveryBackoffMultiplier": 2,
                   "redeliveryMaxDelayMillis": 3_600_000, "deadLetter": True,
                   "deadLetterRetentionMillis": 604_800_000, "deadLetterMaxSize": 100_000,
                   "delayMillis": 0, "maxBacklog": 0, "dedupWindowMillis": 0,
-                  "description": ""}
+                  "defaultSubscription": True, "description": ""}
 EXAMPLE_SOURCE = {name: "server" for name in EXAMPLE_CONFIG} | {
     "maxRetry": "topic", "redeliveryDelayMillis": "topic", "redeliveryBackoffMultiplier": "topic"}
+
+
+SUBSCRIPTION_RULE = "1-64 characters of A-Z, a-z, 0-9, '.', '_' and '-'"
+SUBSCRIPTION = Param("subscription", string(
+    "(ours) The subscription to act in: absent, empty or 'default' is the topic's default "
+    f"subscription (camellia's one queue); else a named one ({SUBSCRIPTION_RULE}). An "
+    "unknown one answers 404.", maxLength=64, pattern="^[A-Za-z0-9._-]{0,64}$"))
+NAMED_SUBSCRIPTION = Param("subscription", string(
+    f"(ours) The subscription's name: {SUBSCRIPTION_RULE}, not 'default' (the topic's default "
+    "subscription always exists and cannot be created or deleted).", minLength=1,
+    maxLength=64, pattern="^[A-Za-z0-9._-]{1,64}$"), True)
+CONFIGURED_SUBSCRIPTION = Param("subscription", string(
+    f"(ours) The subscription: 'default' (the topic's default subscription, whose settings "
+    f"are the topic's) or a named one ({SUBSCRIPTION_RULE}). An unknown one answers 404.",
+    minLength=1, maxLength=64, pattern="^[A-Za-z0-9._-]{1,64}$"), True)
+EXAMPLE_SUBSCRIPTION = {"subscription": "billing", "createdTime": T0, "readyQueueSize": 3,
+                        "ackQueueSize": 1, "deadQueueSize": 0, "groupBlockedSize": 0,
+                        "waitingQueueSize": 451, "paused": False}
+EXAMPLE_SUBSCRIPTIONS = [{**EXAMPLE_SUBSCRIPTION, "subscription": "default",
+                          "createdTime": None, "readyQueueSize": 0},
+                         EXAMPLE_SUBSCRIPTION]
+EXAMPLE_SUBSCRIPTION_CONFIG = {**EXAMPLE_CONFIG, "ackTimeoutMillis": 60_000, "maxRetry": 5}
+EXAMPLE_SUBSCRIPTION_SOURCE = {**EXAMPLE_SOURCE, "ackTimeoutMillis": "subscription",
+                               "maxRetry": "subscription"}
+EXAMPLE_HELD_MSG = {**EXAMPLE_MSG, "status": 2, "subscriptions": {
+    "billing": {"status": 3, "retry": 1}, "audit": {"status": 4, "retry": 1}}}
 
 
 SCHEDULE_ID = Param("scheduleId", string(
@@ -132,6 +164,9 @@ def _setting_param(setting: TopicSetting) -> Param:
 
 
 SETTING_PARAMS = tuple(_setting_param(s) for s in SETTINGS)
+# The topic settings a subscription may set as its own (createSubscription,
+# setSubscriptionConfig).
+SUBSCRIPTION_SETTING_PARAMS = tuple(p for p in SETTING_PARAMS if p.name in SUBSCRIPTION_SETTINGS)
 
 
 def schemas() -> dict[str, Any]:
@@ -181,6 +216,14 @@ def schemas() -> dict[str, Any]:
                                 "a consuming message: when its delivery times out."},
                 "deadTime": {"type": "integer", "description": "When it became a dead letter "
                              "(listDeadMsg, getMsg)."},
+                "subscriptions": {
+                    "type": "object", "description": "(ours) getMsg without subscription, "
+                    "of a message named subscriptions hold: each one's status and retry "
+                    "(the message's own fields are the default subscription's).",
+                    "additionalProperties": {
+                        "type": "object", "required": ["status", "retry"],
+                        "properties": {"status": status,
+                                       "retry": {"type": "integer", "minimum": 0}}}},
             },
             "additionalProperties": False,
         },
@@ -240,6 +283,9 @@ def schemas() -> dict[str, Any]:
                                      "readyQueueSize. Those not yet due count as waiting."},
                 "paused": {"type": "boolean", "description": "(ours) pauseTopic: nothing is "
                            "handed out until resumeTopic."},
+                "subscriptions": {"type": "array", "items": ref("Subscription"),
+                                  "description": "(ours) listSubscriptions: the default "
+                                                 "subscription first."},
             },
         },
         "TopicInfoAnswer": ok({"data": ref("TopicInfo")}, ["data"]),
@@ -274,6 +320,19 @@ def schemas() -> dict[str, Any]:
                                                           "true when its waiting occurrence "
                                                           "was deleted with it."}},
                                    ["deleted", "occurrenceDeleted"]),
+        "Subscription": subscription_schema(),
+        "SubscriptionAnswer": ok({"data": ref("Subscription")}, ["data"]),
+        "SubscriptionListAnswer": ok({"data": {"type": "array", "items": ref("Subscription"),
+                                               "description": "The default subscription "
+                                                              "first."}}, ["data"]),
+        "SubscriptionDeleteAnswer": ok({"deleted": {"type": "boolean"}}, ["deleted"]),
+        "SubscriptionConfigAnswer": ok({
+            "data": {"type": "object", "properties": setting_values,
+                     "required": [s.name for s in SETTINGS]},
+            "source": {"type": "object", "description": "subscription: the value is the "
+                       f"subscription's own (only {', '.join(SUBSCRIPTION_SETTINGS)} can be).",
+                       "additionalProperties": {"enum": ["subscription", "topic", "server"]}},
+        }, ["data", "source"]),
         "Health": {"type": "object", "required": ["code"],
                    "properties": {"code": {"type": "integer", "enum": [200, 500]}}},
     }
@@ -307,6 +366,30 @@ ACK_ENTRY = {"type": "object", "required": ["msgId"], "properties": {
 VISIBILITY_ENTRY = {"type": "object", "required": ["msgId", "ackTimeoutMillis"], "properties": {
     "msgId": MSG_ID.schema, "receipt": RECEIPT.schema,
     "ackTimeoutMillis": integer("New deadline from now in ms (0 releases it).", 0)}}
+
+
+def subscription_schema() -> dict[str, Any]:
+    """A subscription as listSubscriptions and createSubscription answer it
+    (core/subscriptions.py): its name and its own queue sizes."""
+    size = {"type": "integer", "minimum": 0}
+    return {
+        "type": "object",
+        "required": ["subscription", "createdTime", "readyQueueSize", "ackQueueSize",
+                     "deadQueueSize", "groupBlockedSize", "waitingQueueSize", "paused"],
+        "properties": {
+            "subscription": {"type": "string", "description": "'default' for the topic's "
+                                                              "default subscription."},
+            "createdTime": {"type": ["integer", "null"], "description": "When it was "
+                            "created: it receives the messages sent after (null for the "
+                            "default subscription, which the topic always has)."},
+            "readyQueueSize": size, "ackQueueSize": size, "deadQueueSize": size,
+            "groupBlockedSize": size, "waitingQueueSize": size,
+            "paused": {"type": "boolean", "description": "pauseTopic with this subscription, "
+                       "or the whole topic: nothing is handed out in it."},
+            "pushUrl": {"type": "string", "description": "Where its messages are pushed, "
+                        "when they are."},
+        },
+    }
 
 
 def schedule_schema() -> dict[str, Any]:

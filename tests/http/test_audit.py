@@ -98,6 +98,15 @@ def cases():
         "resumeSchedule": ({"topic": "t", "scheduleId": "s"},
                            {"params": {"scheduleId": "s"}, "code": 200,
                             "result": {"changed": True}}),
+        "createSubscription": ({"topic": "t", "subscription": "new", "maxRetry": "2"},
+                               {"params": {"subscription": "new", "maxRetry": "2"},
+                                "code": 200}),
+        "deleteSubscription": ({"topic": "t", "subscription": "s"},
+                               {"params": {"subscription": "s"}, "code": 200}),
+        "setSubscriptionConfig": ({"topic": "t", "subscription": "s", "reset": "true",
+                                   "ackTimeoutMillis": "5000"},
+                                  {"params": {"subscription": "s", "reset": "true",
+                                              "ackTimeoutMillis": "5000"}, "code": 200}),
     }
     for name, (form, want) in api.items():
         yield name, "POST", Q + name, {"data": form}, want
@@ -147,6 +156,8 @@ def test_an_audited_route_logs_one_line_with_who_what_outcome_and_when(
     if name in ("deleteSchedule", "pauseSchedule", "resumeSchedule"):
         http.post(Q + "createSchedule", data={"topic": "t", "scheduleId": "s", "msg": BODY,
                                               "everyMillis": 60_000})
+    if name in ("deleteSubscription", "setSubscriptionConfig"):
+        http.post(Q + "createSubscription", data={"topic": "t", "subscription": "s"})
     if name == "resumeSchedule":
         http.post(Q + "pauseSchedule", data={"topic": "t", "scheduleId": "s"})
     if name == "resume":

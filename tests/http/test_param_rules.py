@@ -29,7 +29,8 @@ from delayqueue.http.param_rules import (
 )
 
 TOPIC = "rules-topic"
-VALID = {"topic": TOPIC, "msgId": "m", "msg": "x", "ackTimeoutMillis": "0", "scheduleId": "s"}
+VALID = {"topic": TOPIC, "msgId": "m", "msg": "x", "ackTimeoutMillis": "0", "scheduleId": "s",
+         "subscription": "s"}
 # Optional parameters an endpoint still needs one of to go past its own checks: listMsg
 # wants a status (or groupBlocked) before it reads its limit.
 NEEDS = {"listMsg": {"status": "1"}, "createSchedule": {"everyMillis": "60000"}}
@@ -127,7 +128,8 @@ def test_an_unconvertible_value(client, endpoint):
     assert tried or endpoint.name in ("getMsg", "getTopicConfig", "getTopicInfo",
                                       "purgeDeadMsg", "pauseTopic", "resumeTopic",
                                       "getSchedule", "deleteSchedule", "pauseSchedule",
-                                      "resumeSchedule")
+                                      "resumeSchedule", "deleteSubscription",
+                                      "listSubscriptions", "getSubscriptionConfig")
 
 
 @pytest.mark.parametrize("endpoint", ENVELOPES, ids=lambda e: e.name)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import json
 
-import pytest
 import redis
 from test_metrics import START_MS, samples_by_name, value
 
@@ -76,13 +75,6 @@ def test_a_scrape_reads_each_named_subscription_as_list_subscriptions_does(redis
     assert value(samples, "delayqueue_messages_total", topic="orders", op="sendMsg") == 3
 
 
-# core/queue.py and the scheduler record every sample as the default subscription's until they
-# pass ``subscription=`` to the monitor: strict, so the marker goes once they do.
-NOT_WIRED = pytest.mark.xfail(strict=True, reason="the core does not pass subscription= to "
-                              "Monitor.incr / observe / record_promotions yet")
-
-
-@NOT_WIRED
 def test_a_named_subscription_s_deliveries_are_counted_apart(redis_url):
     rt = make_runtime(redis_url, ManualClock(START_MS + 1_000))
     traffic(rt)
