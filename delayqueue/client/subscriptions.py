@@ -96,8 +96,9 @@ class SubscriptionPlans:
 
         Raises:
             ValueError: an unknown setting, or a value of the wrong kind (nothing sent).
-            BadRequestError: (400) a value the server refuses, or a setting a subscription
-                cannot have; nothing is written.
+            BadRequestError: (400) a value the server refuses, a setting a subscription
+                cannot have, or ``default`` (its settings are the topic's:
+                ``set_topic_config``); nothing is written.
             SubscriptionNotFoundError: (404) no such subscription.
         """
         params: dict[str, Any] = {"topic": topic, "subscription": subscription,
