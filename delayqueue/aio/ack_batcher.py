@@ -22,6 +22,7 @@ from delayqueue.client.ack_batcher import (
 from delayqueue.client.batch import MAX_BATCH
 from delayqueue.client.errors import DelayQueueError
 from delayqueue.client.model import AckEntry, DelayMsg
+from delayqueue.client.subscriptions import subscription_kw
 
 if TYPE_CHECKING:
     from .client import AsyncDelayQueueClient
@@ -42,10 +43,11 @@ class AsyncAckBatcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
-    async def submit(self, msg: DelayMsg, ack: bool, handled: bool = True) -> None:
-        """Queue an ack (``ack``) or a nack of ``msg`` with its receipt; after ``close``,
-        send it alone at once."""
-        settlement = Settlement(msg, ack, handled, self._queue.clock())
+    async def submit(self, msg: DelayMsg, ack: bool, handled: bool = True,
+                     subscription: str | None = None) -> None:
+        """Queue an ack (``ack``) or a nack of ``msg`` with its receipt, in the subscription
+        it was delivered in (None: the default one); after ``close``, send it alone at once."""
+        settlement = Settlement(msg, ack, handled, self._queue.clock(), subscription)
         if self._queue.closed:
             self._queue.finish(settlement, await self._send_alone(settlement))
             return
@@ -92,7 +94,8 @@ class AsyncAckBatcher:
         if self._queue.batched():
             entries = [AckEntry(s.msg.msg_id, s.msg.receipt, s.ack) for s in batch]
             try:
-                codes = [r.code for r in await self.client.ack_batch(self.topic, entries)]
+                codes = [r.code for r in await self.client.ack_batch(
+                    self.topic, entries, **subscription_kw(batch[0].subscription))]
                 self.requests += 1
             except DelayQueueError as exc:
                 if self._queue.batch_failed(exc, len(batch)):
@@ -106,7 +109,8 @@ class AsyncAckBatcher:
         msg = settlement.msg
         verb = self.client.ack if settlement.ack else self.client.nack
         try:
-            await verb(msg.topic, msg.msg_id, receipt=msg.receipt)
+            await verb(msg.topic, msg.msg_id, receipt=msg.receipt,
+                       **subscription_kw(settlement.subscription))
         except DelayQueueError as exc:
             return exc.code
         return 200

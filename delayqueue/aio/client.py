@@ -80,7 +80,7 @@ class AsyncDelayQueueClient(ClientBase):
         await self.close()
 
     # Each of these is the plan of the same name (delayqueue/client/plans.py, batch.py,
-    # schedules.py).
+    # schedules.py, subscriptions.py).
     send = awaitable(Plans.send)
     pull = awaitable(Plans.pull)
     long_poll = awaitable(Plans.long_poll)
@@ -114,18 +114,27 @@ class AsyncDelayQueueClient(ClientBase):
     delete_schedule = awaitable(Plans.delete_schedule)
     pause_schedule = awaitable(Plans.pause_schedule)
     resume_schedule = awaitable(Plans.resume_schedule)
+    create_subscription = awaitable(Plans.create_subscription)
+    delete_subscription = awaitable(Plans.delete_subscription)
+    list_subscriptions = awaitable(Plans.list_subscriptions)
+    get_subscription_config = awaitable(Plans.get_subscription_config)
+    set_subscription_config = awaitable(Plans.set_subscription_config)
 
-    def iter_dead(self, topic: str, page_size: int = 100) -> AsyncIterator[DelayMsg]:
-        """Every dead letter of the topic, page by page, oldest death first:
-        ``async for msg in client.iter_dead(topic)``."""
-        return self._follow(lambda cursor: self.list_dead(topic, page_size, cursor))
+    def iter_dead(self, topic: str, page_size: int = 100, *,
+                  subscription: str | None = None) -> AsyncIterator[DelayMsg]:
+        """Every dead letter of the topic (of ``subscription`` when named), page by page,
+        oldest death first: ``async for msg in client.iter_dead(topic)``."""
+        return self._follow(lambda cursor: self.list_dead(topic, page_size, cursor,
+                                                          subscription=subscription))
 
     def iter_messages(self, topic: str, status: int | None = None, group_blocked: bool = False,
-                      page_size: int = 100) -> AsyncIterator[DelayMsg]:
+                      page_size: int = 100, *,
+                      subscription: str | None = None) -> AsyncIterator[DelayMsg]:
         """Every message ``list_messages`` shows, page by page, following the cursors:
         ``async for msg in client.iter_messages(topic, 1)`` (as DelayQueueClient's)."""
         return self._follow(
-            lambda cursor: self.list_messages(topic, status, group_blocked, page_size, cursor))
+            lambda cursor: self.list_messages(topic, status, group_blocked, page_size, cursor,
+                                              subscription=subscription))
 
     def iter_schedules(self, topic: str | None = None,
                        page_size: int | None = None) -> AsyncIterator[Schedule]:
@@ -145,7 +154,8 @@ class AsyncDelayQueueClient(ClientBase):
             if not cursor:
                 return
 
-    def listen(self, topic: str, handler: AsyncHandler, *, pullers: int = 1,
+    def listen(self, topic: str, handler: AsyncHandler, *, subscription: str | None = None,
+               pullers: int = 1,
                concurrency: int = 1, batch: int | None = None, ack_timeout_ms: int = 30_000,
                long_polling: bool = True, heartbeat: bool = True,
                **options: Any) -> AsyncConsumer:
@@ -156,10 +166,12 @@ class AsyncDelayQueueClient(ClientBase):
         ``concurrency`` handlers run at once (its ``consume_threads``), ``pullers`` polls are
         in flight at most (its ``pull_threads``), and a pull asks for as many messages as
         there are idle handler slots (at most ``batch``). Receipts, batched acks,
-        heartbeats and message groups as there. Stop it with ``await consumer.stop()``, or
-        ``async with client.listen(...)``. Other ``options``: see ``AsyncConsumer``.
+        heartbeats, message groups and ``subscription`` as there. Stop it with ``await
+        consumer.stop()``, or ``async with client.listen(...)``. Other ``options``: see
+        ``AsyncConsumer``.
         """
-        consumer = AsyncConsumer(self, topic, handler, pullers=pullers,
+        consumer = AsyncConsumer(self, topic, handler, subscription=subscription,
+                                 pullers=pullers,
                                  concurrency=concurrency, batch=batch,
                                  ack_timeout_ms=ack_timeout_ms, long_polling=long_polling,
                                  heartbeat=heartbeat, **options)

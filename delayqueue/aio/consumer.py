@@ -9,7 +9,8 @@ at most ``ack_linger_ms``), sent again after a back-off when a request fails as 
 handler still running at half the ack timeout has its ack deadline extended every half ack
 timeout until it returns (``heartbeat=False`` turns that off); one whose delivery a heartbeat
 found lost (409, 404) is neither acked nor nacked. At most one message of a group runs at a
-time; one that arrives while another of its group runs waits, in order (GroupGate).
+time; one that arrives while another of its group runs waits, in order (GroupGate). A
+consumer of a named ``subscription`` pulls, acks, nacks and beats in it.
 
 stop(): pulling stops (a poll in flight finishes, at most ``poll_timeout_ms``, and what it
 brings back is nacked), running handlers get ``grace_s`` to finish (one still running
@@ -53,6 +54,7 @@ class AsyncConsumer(ConsumerBase):
     nacks. Created (and started) by ``AsyncDelayQueueClient.listen``.
 
     Args:
+        subscription: the named subscription to consume (None: the topic's default one).
         pullers: pull loops (polls in flight at most); the threaded Consumer's pull_threads.
         concurrency: handlers running at once; the threaded Consumer's consume_threads.
         Others as the threaded Consumer's: batch, limit, ack_timeout_ms, long_polling,
@@ -63,7 +65,8 @@ class AsyncConsumer(ConsumerBase):
     _logger = logger
 
     def __init__(self, client: "AsyncDelayQueueClient", topic: str, handler: AsyncHandler, *,
-                 pullers: int = 1, concurrency: int = 1, batch: int | None = None,
+                 subscription: str | None = None, pullers: int = 1, concurrency: int = 1,
+                 batch: int | None = None,
                  ack_timeout_ms: int = 30_000, long_polling: bool = True,
                  poll_timeout_ms: int = 3_000, pull_interval_ms: int = 100,
                  backoff_base_s: float = 0.1, backoff_max_s: float = 10.0,
@@ -75,10 +78,11 @@ class AsyncConsumer(ConsumerBase):
                          ack_timeout_ms=ack_timeout_ms, long_polling=long_polling,
                          poll_timeout_ms=poll_timeout_ms, pull_interval_ms=pull_interval_ms,
                          backoff_base_s=backoff_base_s, backoff_max_s=backoff_max_s,
-                         grace_s=grace_s, limit=limit)
+                         grace_s=grace_s, limit=limit, subscription=subscription)
         self.pullers, self.concurrency = pullers, concurrency
         self.running = 0  # handlers running now (never above ``concurrency``)
-        self._heartbeats = AsyncHeartbeats(client, topic, ack_timeout_ms) if heartbeat else None
+        self._heartbeats = AsyncHeartbeats(client, topic, ack_timeout_ms,
+                                           subscription=self.subscription) if heartbeat else None
         self._acks = AsyncAckBatcher(client, topic, self._settled_one, linger_ms=ack_linger_ms)
         self._counts_lock = contextlib.nullcontext()  # one event loop: no other thread counts
         self._cond = asyncio.Condition()
@@ -161,8 +165,9 @@ class AsyncConsumer(ConsumerBase):
     async def _pull(self, n: int) -> list[DelayMsg]:
         if self.long_polling:
             return await self.client.long_poll(self.topic, n, self.poll_timeout_ms,
-                                               self.ack_timeout_ms)
-        return await self.client.pull(self.topic, n, self.ack_timeout_ms)
+                                               self.ack_timeout_ms, **self._in_subscription)
+        return await self.client.pull(self.topic, n, self.ack_timeout_ms,
+                                      **self._in_subscription)
 
     async def _pause(self, seconds: float) -> None:
         """Sleep, or less when the consumer stops meanwhile."""
@@ -267,4 +272,4 @@ class AsyncConsumer(ConsumerBase):
         """Queue the ack or nack; ``_settled_one`` counts it once it is answered."""
         if not ok:
             logger.info("%s: nacking %s (%s)", msg.topic, msg.msg_id, reason)
-        await self._acks.submit(msg, ok, handled)
+        await self._acks.submit(msg, ok, handled, self.subscription)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable
 
 from delayqueue.client.heartbeat import Delivery, HeartbeatsBase
 from delayqueue.client.model import DelayMsg
+from delayqueue.client.subscriptions import subscription_kw
 
 if TYPE_CHECKING:
     from .client import AsyncDelayQueueClient
@@ -24,8 +25,9 @@ class AsyncHeartbeats(HeartbeatsBase):
     client: "AsyncDelayQueueClient"
 
     def __init__(self, client: "AsyncDelayQueueClient", topic: str, ack_timeout_ms: int, *,
+                 subscription: str | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(client, topic, ack_timeout_ms, clock=clock)
+        super().__init__(client, topic, ack_timeout_ms, subscription=subscription, clock=clock)
         self._tasks: dict[Delivery, asyncio.Task[None]] = {}
 
     def track(self, msg: DelayMsg, pulled_at: float) -> Delivery:
@@ -65,7 +67,8 @@ class AsyncHeartbeats(HeartbeatsBase):
         sent_at = self._clock()
         try:
             await self.client.change_visibility(msg.topic, msg.msg_id, self.ack_timeout_ms,
-                                                receipt=msg.receipt)
+                                                receipt=msg.receipt,
+                                                **subscription_kw(self.subscription))
         except Exception as exc:  # noqa: BLE001 - a beat's failure is an answer too
             return self._after_beat(delivery, exc, sent_at)
         return self._after_beat(delivery, None, sent_at)

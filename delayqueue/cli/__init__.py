@@ -20,7 +20,7 @@ from . import failure
 
 # Modules under delayqueue.cli, each providing register(subparsers), in the order of --help.
 COMMAND_MODULES = ("serve", "report", "send", "delivery", "message", "topic", "topic_control",
-                   "schedule", "dead_letter", "monitor", "consume", "migrate")
+                   "subscription", "schedule", "dead_letter", "monitor", "consume", "migrate")
 
 
 def build_parser() -> argparse.ArgumentParser:

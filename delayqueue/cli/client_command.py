@@ -137,6 +137,14 @@ def msg_ref(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
+def subscription_opt(parser: argparse.ArgumentParser,
+                     help_: str = "the named subscription to act in (default: the topic's "
+                                  "default subscription)") -> argparse.ArgumentParser:
+    """The ``--subscription NAME`` option of a command that consumes or inspects deliveries."""
+    parser.add_argument("--subscription", metavar="NAME", help=help_)
+    return parser
+
+
 def server_urls(given: str | None) -> list[str]:
     """The server URLs of ``--url``, else of $DELAYQUEUE_URL, else the default: each must be
     http:// or https:// with a host. A URL without its scheme is refused, not completed: a
@@ -208,9 +216,13 @@ def show(args: argparse.Namespace, m: DelayMsg) -> int:
 
 
 def settled(args: argparse.Namespace, verb: str) -> int:
-    """Print what became of message TOPIC/MSG_ID: ``acked``, ``deleted``..."""
+    """Print what became of message TOPIC/MSG_ID: ``acked``, ``deleted``... (in the
+    ``--subscription`` given, if any)."""
+    subscription = getattr(args, "subscription", None)
     if args.json:
-        print_json({"topic": args.topic, "msgId": args.msg_id, "result": verb})
+        print_json({"topic": args.topic, "msgId": args.msg_id, "result": verb,
+                    **({"subscription": subscription} if subscription else {})})
     else:
-        print(f"{verb} {args.topic}/{args.msg_id}")
+        print(f"{verb} {args.topic}/{args.msg_id}"
+              + (f" in subscription {subscription}" if subscription else ""))
     return EXIT_OK

@@ -18,18 +18,21 @@ class CommandHandler:
 
     The command also gets the message's metadata in its environment:
     ``DELAYQUEUE_MSG_TOPIC``, ``DELAYQUEUE_MSG_ID``, ``DELAYQUEUE_MSG_RETRY`` (1 on the first
-    delivery), ``DELAYQUEUE_MSG_MAX_RETRY``, ``DELAYQUEUE_MSG_TRIGGER_TIME`` (epoch ms), and
-    ``DELAYQUEUE_MSG_GROUP_ID`` when it is in a group.
+    delivery), ``DELAYQUEUE_MSG_MAX_RETRY``, ``DELAYQUEUE_MSG_TRIGGER_TIME`` (epoch ms),
+    ``DELAYQUEUE_MSG_GROUP_ID`` when it is in a group, and ``DELAYQUEUE_MSG_SUBSCRIPTION``
+    when the consumer consumes a named subscription.
     Its stdout and stderr are the consumer's own.
     """
 
     def __init__(self, argv: Sequence[str], timeout_s: float | None = None,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, subscription: str | None = None) -> None:
         if not argv:
             raise ValueError("a command is required")
         self.argv = list(argv)
         self.timeout_s = timeout_s
         self.env = dict(os.environ if env is None else env)
+        if subscription:
+            self.env["DELAYQUEUE_MSG_SUBSCRIPTION"] = subscription
 
     def __call__(self, m: DelayMsg) -> bool:
         env = {**self.env, "DELAYQUEUE_MSG_TOPIC": m.topic, "DELAYQUEUE_MSG_ID": m.msg_id,

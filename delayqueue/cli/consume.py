@@ -25,6 +25,7 @@ from .client_command import (
     positive,
     print_json,
     run,
+    subscription_opt,
     topic_arg,
 )
 from .command import CommandHandler
@@ -53,6 +54,8 @@ def register(subparsers: Any) -> None:
                    help="exit after handling N messages")
     p.add_argument("--grace", type=duration, default=30_000, metavar="DUR",
                    help="on stop, how long running commands may finish (default 30s)")
+    subscription_opt(p, "consume this named subscription, which gets its own copy of every "
+                        "message (default: the topic's default subscription)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every ack and nack")
     p.set_defaults(func=lambda args: run(cmd_consume, _command_after_dashes(p, args)))
 
@@ -82,12 +85,15 @@ def cmd_consume(client: DelayQueueClient, args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="delayqueue consume: %(message)s", stream=sys.stderr)
     client.topic_info(args.topic)  # fail fast, with one line, when the server is unreachable
+    if args.subscription:  # and when the subscription is unknown (exit 3), not retry for ever
+        client.get_subscription_config(args.topic, args.subscription)
     handler = CommandHandler(command, None if args.command_timeout is None
-                             else args.command_timeout / 1000)
+                             else args.command_timeout / 1000, subscription=args.subscription)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
                 for sig in (signal.SIGINT, signal.SIGTERM)}
-    consumer = client.listen(args.topic, handler, pull_threads=args.pull_threads,
+    consumer = client.listen(args.topic, handler, subscription=args.subscription,
+                             pull_threads=args.pull_threads,
                              consume_threads=args.consume_threads, batch=args.batch,
                              ack_timeout_ms=args.ack_timeout,
                              long_polling=not args.short_polling, limit=args.max_messages)

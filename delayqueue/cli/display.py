@@ -14,6 +14,8 @@ from delayqueue.client.model import (
     DelayMsg,
     MonitorData,
     Schedule,
+    SubscriptionConfig,
+    SubscriptionInfo,
     TopicConfig,
     TopicInfo,
 )
@@ -178,6 +180,56 @@ def topic_config_table(config: TopicConfig) -> str:
                   for name, api in TOPIC_SETTINGS.items()])
 
 
+def subscription_config_table(config: SubscriptionConfig) -> str:
+    """SETTING, VALUE, SOURCE (subscription, topic or server) of every setting the server
+    reports for a subscription."""
+    return table(["SETTING", "VALUE", "SOURCE"],
+                 [[api, setting_value(name, getattr(config, name)),
+                   config.sources.get(name, "")]
+                  for name, api in TOPIC_SETTINGS.items()
+                  if name in config.sources or getattr(config, name) is not None])
+
+
+def subscriptions_table(infos: Sequence[SubscriptionInfo]) -> str:
+    """A topic's subscriptions, the default first, with their queue sizes; GROUP BLOCKED and
+    PAUSED columns only when some subscription has such messages or is paused."""
+    if not infos:
+        return "(no subscriptions)"
+    blocked = any(i.group_blocked_size for i in infos)
+    paused = any(i.paused for i in infos)
+    return table(["SUBSCRIPTION", "CREATED", "WAITING", "READY", "CONSUMING", "DEAD"]
+                 + ["GROUP BLOCKED"] * blocked + ["PAUSED"] * paused,
+                 [[i.subscription, iso(i.created_time) if i.created_time else "-",
+                   i.waiting_queue_size, i.ready_queue_size, i.ack_queue_size,
+                   i.dead_queue_size]
+                  + [i.group_blocked_size] * blocked + ["yes" if i.paused else ""] * paused
+                  for i in infos])
+
+
+def subscription_detail(topic: str, info: SubscriptionInfo) -> str:
+    """One subscription, a field a line."""
+    rows = [("topic", topic), ("subscription", info.subscription)]
+    if info.created_time:
+        rows.append(("createdTime", f"{iso(info.created_time)}  "
+                                    f"({relative(info.created_time)})"))
+    rows += [("waiting", str(info.waiting_queue_size)), ("ready", str(info.ready_queue_size)),
+             ("consuming", str(info.ack_queue_size)), ("dead", str(info.dead_queue_size))]
+    if info.group_blocked_size:
+        rows.append(("blocked", f"{info.group_blocked_size}  (due, behind their group's head)"))
+    rows.append(("paused", "yes" if info.paused else "no"))
+    if info.push_url:
+        rows.append(("pushUrl", info.push_url))
+    return "\n".join(f"{k:<13} {v}" for k, v in rows)
+
+
+def subscription_states(subscriptions: Any) -> str:
+    """getMsg's ``subscriptions`` ({name: {"status", "retry"}}) in one line:
+    ``audit: ready (retry 0), billing: acked (retry 1)``."""
+    return ", ".join(f"{name}: {status_label(int(state.get('status', 0)))} "
+                     f"(retry {state.get('retry', 0)})"
+                     for name, state in subscriptions.items())
+
+
 def message_detail(m: DelayMsg) -> str:
     now = int(time.time() * 1000)
     rows = [
@@ -197,6 +249,8 @@ def message_detail(m: DelayMsg) -> str:
         rows.append(("ackDeadline", f"{iso(m.ack_deadline)}  ({relative(m.ack_deadline, now)})"))
     if m.attributes:
         rows.append(("attributes", json.dumps(dict(m.attributes), ensure_ascii=False)))
+    if m.subscriptions:
+        rows.append(("subscriptions", subscription_states(m.subscriptions)))
     if m.duplicate:
         rows.append(("duplicate", "yes: a message with this msgId answered (live, or ended "
                                   "within the dedup window), nothing was enqueued"))
@@ -204,7 +258,8 @@ def message_detail(m: DelayMsg) -> str:
         rows.append(("replaced", "yes: the waiting or ready message began again with these "
                                  "values"))
     rows.append(("msg", m.msg))
-    return "\n".join(f"{k:<12} {v}" for k, v in rows)
+    width = max(12, *(len(k) for k, _ in rows))   # "subscriptions" is the one longer name
+    return "\n".join(f"{k:<{width}} {v}" for k, v in rows)
 
 
 def schedule_state(s: Schedule) -> str:
@@ -307,6 +362,8 @@ def topic_detail(info: TopicInfo) -> str:
     if info.waiting_buckets:
         lines += ["", table(["DUE IN", "WAITING"],
                             [[_bucket_name(k), v] for k, v in info.waiting_buckets.items()])]
+    if len(info.subscriptions) > 1:  # named ones besides the default (whose sizes are above)
+        lines += ["", subscriptions_table(info.subscriptions)]
     return "\n".join(lines)
 
 

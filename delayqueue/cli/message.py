@@ -15,6 +15,7 @@ from .client_command import (
     msg_ref,
     settled,
     show,
+    subscription_opt,
     timestamp,
 )
 
@@ -27,7 +28,9 @@ def register(subparsers: Any) -> None:
                       "from now (0: now)")
     when.add_argument("--at", type=timestamp, metavar="TIME", help="due at: ISO date-time or "
                       "epoch ms")
-    msg_ref(add(subparsers, "get", cmd_get, "show a message and its status"))
+    subscription_opt(msg_ref(add(subparsers, "get", cmd_get, "show a message and its status")),
+                     "show its status in this named subscription (default: the default "
+                     "subscription's, with each named one's status and retry)")
     p = msg_ref(add(subparsers, "delete", cmd_delete, "delete a message"))
     p.add_argument("--release", action="store_true", help="also drop its body at once")
 
@@ -38,7 +41,7 @@ def cmd_reschedule(client: DelayQueueClient, args: argparse.Namespace) -> int:
 
 
 def cmd_get(client: DelayQueueClient, args: argparse.Namespace) -> int:
-    found = client.get(args.topic, args.msg_id)
+    found = client.get(args.topic, args.msg_id, subscription=args.subscription)
     if found is None:
         return fail(f"no message {args.topic}/{args.msg_id}", EXIT_NOT_FOUND)
     return show(args, found)

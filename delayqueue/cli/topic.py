@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
                    help="first drop every value set on the topic (back to server defaults)")
 
 
-def _setting(key: str, text: str) -> tuple[str, Any]:
+def setting_arg(key: str, text: str) -> tuple[str, Any]:
     """``--set key=value``: the SDK name and the value of the setting's kind (durations as for
     --delay; text as given); the server checks the bounds."""
     name = setting_name(key.strip())
@@ -78,7 +78,7 @@ def _config_json(config: TopicConfig) -> dict[str, Any]:
 
 def cmd_topic_config(client: DelayQueueClient, args: argparse.Namespace) -> int:
     if args.settings or args.reset:
-        settings = dict(_setting(k, v) for k, v in args.settings)
+        settings = dict(setting_arg(k, v) for k, v in args.settings)
         config = client.set_topic_config(args.topic, reset=args.reset, **settings)
     else:
         config = client.get_topic_config(args.topic)

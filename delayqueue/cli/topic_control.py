@@ -2,7 +2,8 @@
 
 Pause stops the topic's deliveries (sends go on); purge ends its live messages (status 7),
 asking first when a person runs it; list shows its live messages of one status, a page at a
-time, or the ones blocked behind their group's head.
+time, or the ones blocked behind their group's head. ``--subscription`` pauses, resumes or
+lists one named subscription (or ``default``) instead of the whole topic.
 """
 
 from __future__ import annotations
@@ -14,7 +15,16 @@ from typing import Any
 from delayqueue.client import DelayQueueClient, PurgeResult, Status
 
 from . import display
-from .client_command import EXIT_FAILURE, EXIT_OK, add, fail, positive, print_json, topic_arg
+from .client_command import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    add,
+    fail,
+    positive,
+    print_json,
+    subscription_opt,
+    topic_arg,
+)
 
 STATUSES = {"waiting": Status.WAITING, "ready": Status.READY, "consuming": Status.CONSUMING}
 
@@ -35,9 +45,14 @@ def register(subparsers: Any) -> None:
                                   description="a topic's controls: pause and resume its "
                                               "deliveries, purge its live messages")
     actions = topic.add_subparsers(dest="topic_action", metavar="ACTION", required=True)
-    topic_arg(add(actions, "pause", cmd_pause, "stop handing the topic's messages out (pulls "
-                  "answer empty, long polls wait; sends go on)"))
-    topic_arg(add(actions, "resume", cmd_resume, "hand the topic's messages out again"))
+    subscription_opt(topic_arg(add(actions, "pause", cmd_pause, "stop handing the topic's "
+                                   "messages out (pulls answer empty, long polls wait; sends "
+                                   "go on)")),
+                     "pause only this subscription (a name, or default; without it the whole "
+                     "topic, every subscription)")
+    subscription_opt(topic_arg(add(actions, "resume", cmd_resume,
+                                   "hand the topic's messages out again")),
+                     "resume only this subscription (as paused with --subscription)")
     p = add(actions, "purge", cmd_purge, "end every live message of the topic (status 7, as "
             "delete); dead letters stay (dlq purge)")
     topic_arg(p)
@@ -60,23 +75,29 @@ def register(subparsers: Any) -> None:
                    help="page size (default 100, at most the server's max-batch)")
     p.add_argument("--cursor", metavar="CURSOR", help="the next page, from a previous list")
     p.add_argument("--all", action="store_true", help="every page")
+    subscription_opt(p, "the statuses in this named subscription (default: the default "
+                        "subscription's)")
 
 
 def cmd_pause(client: DelayQueueClient, args: argparse.Namespace) -> int:
-    return _paused(args, True, client.pause_topic(args.topic))
+    return _paused(args, True, client.pause_topic(args.topic, subscription=args.subscription))
 
 
 def cmd_resume(client: DelayQueueClient, args: argparse.Namespace) -> int:
-    return _paused(args, False, client.resume_topic(args.topic))
+    return _paused(args, False, client.resume_topic(args.topic,
+                                                    subscription=args.subscription))
 
 
 def _paused(args: argparse.Namespace, paused: bool, changed: bool) -> int:
     if args.json:
-        print_json({"topic": args.topic, "paused": paused, "changed": changed})
+        print_json({"topic": args.topic, "paused": paused, "changed": changed,
+                    **({"subscription": args.subscription} if args.subscription else {})})
     else:
         verb = "paused" if paused else "resumed"
-        print(f"{verb} {args.topic}" if changed else
-              f"{args.topic} was {'already paused' if paused else 'not paused'}")
+        what = f"subscription {args.subscription} of {args.topic}" if args.subscription \
+            else args.topic
+        print(f"{verb} {what}" if changed else
+              f"{what} was {'already paused' if paused else 'not paused'}")
     return EXIT_OK
 
 
@@ -108,6 +129,7 @@ def cmd_purge(client: DelayQueueClient, args: argparse.Namespace) -> int:
 def cmd_list(client: DelayQueueClient, args: argparse.Namespace) -> int:
     view: dict[str, Any] = ({"group_blocked": True} if args.group_blocked
                             else {"status": args.status})
+    view["subscription"] = args.subscription
     messages, cursor = client.list_messages(args.topic, **view, limit=args.limit,
                                             cursor=args.cursor)
     while args.all and cursor:

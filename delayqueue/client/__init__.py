@@ -11,7 +11,9 @@ send it, and a stale one raises StaleReceiptError (code 409). ``send_batch``, ``
 ``delete_batch`` and ``change_visibility_batch`` take up to 1000 entries a request and answer
 per entry. A topic is paused and resumed (``pause_topic``), purged (``purge_topic_all``) and
 listed by status (``iter_messages``). A recurring schedule (``create_schedule``) sends a
-message at each fire time of a cron expression or every N ms.
+message at each fire time of a cron expression or every N ms. A named subscription
+(``create_subscription``) receives its own copy of every message of its topic: consume it with
+``subscription=`` on every consuming call, and ``listen(topic, handler, subscription=...)``.
 """
 
 from delayqueue.core.status import Status
@@ -29,6 +31,7 @@ from .errors import (
     RateLimitedError,
     ServerError,
     StaleReceiptError,
+    SubscriptionNotFoundError,
     UnavailableError,
     UnsupportedError,
 )
@@ -45,6 +48,8 @@ from .model import (
     SchedulePage,
     SendEntry,
     SendResult,
+    SubscriptionConfig,
+    SubscriptionInfo,
     TopicConfig,
     TopicInfo,
     VisibilityEntry,
@@ -56,6 +61,7 @@ __all__ = [
     "DelayQueueError", "MessageConsumingError", "MessagePage", "MonitorData",
     "NotFoundError", "PurgeResult", "RateLimitedError", "Schedule", "SchedulePage",
     "SendEntry", "SendResult", "ServerError",
-    "StaleReceiptError", "Status", "TOPIC_SETTINGS", "TopicConfig", "TopicInfo",
+    "StaleReceiptError", "Status", "SubscriptionConfig", "SubscriptionInfo",
+    "SubscriptionNotFoundError", "TOPIC_SETTINGS", "TopicConfig", "TopicInfo",
     "UnavailableError", "UnsupportedError", "VisibilityEntry",
 ]

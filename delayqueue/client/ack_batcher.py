@@ -4,6 +4,10 @@ A settlement (an ack or a nack, with the delivery's receipt) waits at most ``lin
 until ``max_batch`` are waiting, and goes out with every other one waiting then. One request
 is in flight at a time; what arrives meanwhile goes in the next.
 
+Each settlement keeps the subscription its delivery was made in (None: the default one), as
+an ackMsgBatch request names one subscription: a batch is the waiting settlements of the
+first one's subscription, and the others go in the next.
+
 What a failure means:
 
 - the whole request failed (no node reachable, code 500, not our answer): the same
@@ -33,6 +37,7 @@ from .backoff import Backoff
 from .batch import MAX_BATCH
 from .errors import BadRequestError, DelayQueueError, UnsupportedError
 from .model import AckEntry, DelayMsg
+from .subscriptions import subscription_kw
 
 if TYPE_CHECKING:
     from .delay_queue_client import DelayQueueClient
@@ -46,14 +51,17 @@ UNBATCHED_RETRY_S = 60.0
 
 
 class Settlement:
-    """One ack or nack of a delivered message; ``handled``: settles a handler's run."""
+    """One ack or nack of a delivered message, in ``subscription`` (None: the default one);
+    ``handled``: settles a handler's run."""
 
-    __slots__ = ("msg", "ack", "handled", "queued_at", "attempts")
+    __slots__ = ("msg", "ack", "handled", "queued_at", "attempts", "subscription")
 
-    def __init__(self, msg: DelayMsg, ack: bool, handled: bool, queued_at: float) -> None:
+    def __init__(self, msg: DelayMsg, ack: bool, handled: bool, queued_at: float,
+                 subscription: str | None = None) -> None:
         self.msg, self.ack, self.handled = msg, ack, handled
         self.queued_at = queued_at
         self.attempts = 0
+        self.subscription = subscription
 
     @property
     def verb(self) -> str:
@@ -103,10 +111,23 @@ class SettlementQueue:
         if not self.closed and len(self.pending) < self.max_batch:
             due = max(due, self.pending[0].queued_at + self.linger_s)
         if now >= due:
-            batch = self.pending[:self.max_batch]
-            del self.pending[:self.max_batch]
+            batch = self._take()
             return batch, False, None
         return None, False, min(due, self.give_up_at) - now
+
+    def _take(self) -> list[Settlement]:
+        """The first waiting settlements, at most ``max_batch``, all of one subscription (the
+        first one's), out of ``pending``; the others keep their order."""
+        subscription = self.pending[0].subscription
+        batch: list[Settlement] = []
+        rest: list[Settlement] = []
+        for settlement in self.pending:
+            if settlement.subscription == subscription and len(batch) < self.max_batch:
+                batch.append(settlement)
+            else:
+                rest.append(settlement)
+        self.pending = rest
+        return batch
 
     def ended(self) -> bool:
         """Closed, and nothing left to send: the sender ends."""
@@ -186,9 +207,11 @@ class AckBatcher:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def submit(self, msg: DelayMsg, ack: bool, handled: bool = True) -> None:
-        """Queue an ack (``ack``) or a nack of ``msg`` with its receipt."""
-        settlement = Settlement(msg, ack, handled, self._queue.clock())
+    def submit(self, msg: DelayMsg, ack: bool, handled: bool = True,
+               subscription: str | None = None) -> None:
+        """Queue an ack (``ack``) or a nack of ``msg`` with its receipt, in the subscription
+        it was delivered in (None: the default one)."""
+        settlement = Settlement(msg, ack, handled, self._queue.clock(), subscription)
         with self._cond:
             if not self._queue.closed:
                 self._queue.pending.append(settlement)
@@ -248,7 +271,8 @@ class AckBatcher:
         if self._queue.batched():
             entries = [AckEntry(s.msg.msg_id, s.msg.receipt, s.ack) for s in batch]
             try:
-                codes = [r.code for r in self.client.ack_batch(self.topic, entries)]
+                codes = [r.code for r in self.client.ack_batch(
+                    self.topic, entries, **subscription_kw(batch[0].subscription))]
                 self.requests += 1
             except DelayQueueError as exc:
                 if self._queue.batch_failed(exc, len(batch)):
@@ -261,10 +285,9 @@ class AckBatcher:
         """ackMsg for one settlement: the code answered (None when no server answered)."""
         msg = settlement.msg
         try:
-            if settlement.ack:
-                self.client.ack(msg.topic, msg.msg_id, receipt=msg.receipt)
-            else:
-                self.client.nack(msg.topic, msg.msg_id, receipt=msg.receipt)
+            verb = self.client.ack if settlement.ack else self.client.nack
+            verb(msg.topic, msg.msg_id, receipt=msg.receipt,
+                 **subscription_kw(settlement.subscription))
         except DelayQueueError as exc:
             return exc.code
         return 200

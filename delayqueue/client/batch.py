@@ -29,6 +29,7 @@ from .model import (
     attributes_json,
 )
 from .plan import Plan, Request
+from .subscriptions import with_subscription
 
 # The most entries (and messages per pull), and bytes of JSON body, the server takes in one
 # batch request.
@@ -167,9 +168,10 @@ class BatchPlans:
                                                         done + first))
         return [SendResult.from_json(e.msg_id or "", a) for e, a in zip(entries, answers)]
 
-    def ack_batch(self, topic: str,
-                  acks: Iterable["AckEntry | DelayMsg | str"]) -> Plan[list[BatchResult]]:
-        """Ack (or nack) many messages of one topic, 1000 per request.
+    def ack_batch(self, topic: str, acks: Iterable["AckEntry | DelayMsg | str"], *,
+                  subscription: str | None = None) -> Plan[list[BatchResult]]:
+        """Ack (or nack) many messages of one topic, 1000 per request, in the default
+        subscription or the named ``subscription`` (the one they were pulled from).
 
         Each item is a delivered ``DelayMsg`` (acked with its receipt), an ``AckEntry`` (an
         ack or a nack, with or without a receipt) or a msgId. Returns one ``BatchResult`` per
@@ -185,7 +187,8 @@ class BatchPlans:
         results: list[BatchResult] = []
         for start in range(0, len(entries), MAX_BATCH):
             chunk = entries[start:start + MAX_BATCH]
-            body = _json({"topic": topic, "acks": [e.to_json() for e in chunk]})
+            body = _json(with_subscription({"topic": topic}, subscription)
+                         | {"acks": [e.to_json() for e in chunk]})
             answers = yield from self._batch_call("ackMsgBatch", body, len(chunk), results,
                                                   idempotent)
             results += [BatchResult.from_json(e.msg_id, a) for e, a in zip(chunk, answers)]
@@ -212,10 +215,11 @@ class BatchPlans:
 
     def change_visibility_batch(
             self, topic: str,
-            entries: Iterable["VisibilityEntry | tuple[DelayMsg | str, int | timedelta]"]
-    ) -> Plan[list[BatchResult]]:
+            entries: Iterable["VisibilityEntry | tuple[DelayMsg | str, int | timedelta]"], *,
+            subscription: str | None = None) -> Plan[list[BatchResult]]:
         """Set the ack deadlines of many deliveries of one topic, 1000 per request: a
-        consumer's heartbeat for every message it holds, or (0) giving some up at once.
+        consumer's heartbeat for every message it holds, or (0) giving some up at once; in
+        the default subscription or the named ``subscription``.
 
         Each item is a ``VisibilityEntry`` or a pair: a delivered ``DelayMsg`` (its receipt
         guards the change) or a msgId, and the new ack timeout. Returns one ``BatchResult`` per
@@ -233,7 +237,8 @@ class BatchPlans:
         results: list[BatchResult] = []
         for start in range(0, len(items), MAX_BATCH):
             chunk = items[start:start + MAX_BATCH]
-            body = _json({"topic": topic, "entries": [e.to_json() for e in chunk]})
+            body = _json(with_subscription({"topic": topic}, subscription)
+                         | {"entries": [e.to_json() for e in chunk]})
             answers = yield from self._batch_call("changeVisibilityBatch", body, len(chunk),
                                                   results, idempotent)
             results += [BatchResult.from_json(e.msg_id, a) for e, a in zip(chunk, answers)]

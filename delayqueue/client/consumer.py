@@ -21,6 +21,10 @@ half the ack timeout gets its ack deadline extended (``changeVisibility``) every
 timeout until it returns (``heartbeat=False`` turns that off); a heartbeat that finds the
 delivery lost makes the consumer skip its ack or nack.
 
+Subscriptions: a consumer of a named subscription (``subscription=``) pulls from it, and its
+acks, nacks and heartbeats name it, since a delivery can only be settled where it was made.
+Consumers of different subscriptions of a topic each get every message.
+
 Message groups: at most one message of a group runs at a time, whatever the consume threads.
 The server delivers a group's messages one at a time already; a second one that arrives while
 one of its group runs (the running one's delivery timed out and it came again, or a server
@@ -62,6 +66,7 @@ class Consumer(ConsumerBase):
     """Pull messages of ``topic`` and run ``handler`` on each: True acks, False/raise nacks.
 
     Args:
+        subscription: the named subscription to consume (None: the topic's default one).
         batch: the most messages one pull asks for (default: as many as idle consume
             threads, at most 1000).
         limit: take at most this many messages, then finish (``wait()`` returns, once
@@ -78,7 +83,8 @@ class Consumer(ConsumerBase):
     _logger = logger
 
     def __init__(self, client: "DelayQueueClient", topic: str, handler: Handler, *,
-                 pull_threads: int = 1, consume_threads: int = 1, batch: int | None = None,
+                 subscription: str | None = None, pull_threads: int = 1,
+                 consume_threads: int = 1, batch: int | None = None,
                  ack_timeout_ms: int = 30_000, long_polling: bool = True,
                  poll_timeout_ms: int = 3_000, pull_interval_ms: int = 100,
                  backoff_base_s: float = 0.1, backoff_max_s: float = 10.0,
@@ -90,9 +96,10 @@ class Consumer(ConsumerBase):
                          ack_timeout_ms=ack_timeout_ms, long_polling=long_polling,
                          poll_timeout_ms=poll_timeout_ms, pull_interval_ms=pull_interval_ms,
                          backoff_base_s=backoff_base_s, backoff_max_s=backoff_max_s,
-                         grace_s=grace_s, limit=limit)
+                         grace_s=grace_s, limit=limit, subscription=subscription)
         self.pull_threads, self.consume_threads = pull_threads, consume_threads
-        self._heartbeats = Heartbeats(client, topic, ack_timeout_ms) if heartbeat else None
+        self._heartbeats = Heartbeats(client, topic, ack_timeout_ms,
+                                      subscription=self.subscription) if heartbeat else None
         self._acks = AckBatcher(client, topic, self._settled_one, linger_ms=ack_linger_ms)
         self._cond = threading.Condition()
         self._counts_lock = self._cond
@@ -179,8 +186,9 @@ class Consumer(ConsumerBase):
 
     def _pull(self, n: int) -> list[DelayMsg]:
         if self.long_polling:
-            return self.client.long_poll(self.topic, n, self.poll_timeout_ms, self.ack_timeout_ms)
-        return self.client.pull(self.topic, n, self.ack_timeout_ms)
+            return self.client.long_poll(self.topic, n, self.poll_timeout_ms, self.ack_timeout_ms,
+                                         **self._in_subscription)
+        return self.client.pull(self.topic, n, self.ack_timeout_ms, **self._in_subscription)
 
     def _pull_loop(self) -> None:
         backoff = self._backoff()
@@ -286,4 +294,4 @@ class Consumer(ConsumerBase):
         """Queue the ack or nack; ``_settled_one`` counts it once it is answered."""
         if not ok:
             logger.info("%s: nacking %s (%s)", msg.topic, msg.msg_id, reason)
-        self._acks.submit(msg, ok, handled)
+        self._acks.submit(msg, ok, handled, self.subscription)

@@ -19,10 +19,12 @@ from .batch import MAX_BATCH
 from .errors import DelayQueueError
 from .heartbeat import Delivery
 from .model import DelayMsg
+from .subscriptions import subscription_kw
 
 
 class ConsumerBase:
-    """Options, slots and counts of a consumer of ``topic`` with ``workers`` handler slots."""
+    """Options, slots and counts of a consumer of ``topic`` (its default subscription, or the
+    named ``subscription``) with ``workers`` handler slots."""
 
     _logger: logging.Logger  # the subclass's module's
     _counts_lock: ContextManager[Any]
@@ -31,10 +33,13 @@ class ConsumerBase:
     def __init__(self, client: Any, topic: str, handler: Any, *, workers: int,
                  batch: int | None, ack_timeout_ms: int, long_polling: bool,
                  poll_timeout_ms: int, pull_interval_ms: int, backoff_base_s: float,
-                 backoff_max_s: float, grace_s: float, limit: int | None) -> None:
+                 backoff_max_s: float, grace_s: float, limit: int | None,
+                 subscription: str | None = None) -> None:
         if batch is not None and batch > MAX_BATCH:
             raise ValueError(f"batch: must be at most {MAX_BATCH}, got {batch}")
         self.client, self.topic, self.handler, self.batch = client, topic, handler, batch
+        self.subscription = subscription or None
+        self._in_subscription = subscription_kw(self.subscription)  # the calls' keyword
         self.ack_timeout_ms, self.long_polling = ack_timeout_ms, long_polling
         self.poll_timeout_ms, self.pull_interval_ms = poll_timeout_ms, pull_interval_ms
         self.backoff_base_s, self.backoff_max_s = backoff_base_s, backoff_max_s

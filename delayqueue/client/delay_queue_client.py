@@ -50,8 +50,8 @@ class DelayQueueClient(ClientBase):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # Each of these is the plan of the same name (plans.py, batch.py, schedules.py), carried
-    # out at once.
+    # Each of these is the plan of the same name (plans.py, batch.py, schedules.py,
+    # subscriptions.py), carried out at once.
     send = blocking(Plans.send)
     pull = blocking(Plans.pull)
     long_poll = blocking(Plans.long_poll)
@@ -85,20 +85,30 @@ class DelayQueueClient(ClientBase):
     delete_schedule = blocking(Plans.delete_schedule)
     pause_schedule = blocking(Plans.pause_schedule)
     resume_schedule = blocking(Plans.resume_schedule)
+    create_subscription = blocking(Plans.create_subscription)
+    delete_subscription = blocking(Plans.delete_subscription)
+    list_subscriptions = blocking(Plans.list_subscriptions)
+    get_subscription_config = blocking(Plans.get_subscription_config)
+    set_subscription_config = blocking(Plans.set_subscription_config)
 
-    def iter_dead(self, topic: str, page_size: int = 100) -> Iterator[DelayMsg]:
-        """Every dead letter of the topic, page by page, oldest death first."""
-        return self._follow(lambda cursor: self.list_dead(topic, page_size, cursor))
+    def iter_dead(self, topic: str, page_size: int = 100, *,
+                  subscription: str | None = None) -> Iterator[DelayMsg]:
+        """Every dead letter of the topic (of ``subscription`` when named), page by page,
+        oldest death first."""
+        return self._follow(lambda cursor: self.list_dead(topic, page_size, cursor,
+                                                          subscription=subscription))
 
     def iter_messages(self, topic: str, status: int | None = None, group_blocked: bool = False,
-                      page_size: int = 100) -> Iterator[DelayMsg]:
+                      page_size: int = 100, *,
+                      subscription: str | None = None) -> Iterator[DelayMsg]:
         """Every message ``list_messages`` shows, page by page, following the cursors.
 
         Pages are read as they are iterated: a message that moves meanwhile (delivered,
         acked, promoted) may be missed or met twice; those that stay are met once.
         """
         return self._follow(
-            lambda cursor: self.list_messages(topic, status, group_blocked, page_size, cursor))
+            lambda cursor: self.list_messages(topic, status, group_blocked, page_size, cursor,
+                                              subscription=subscription))
 
     def iter_schedules(self, topic: str | None = None,
                        page_size: int | None = None) -> Iterator[Schedule]:
@@ -117,6 +127,7 @@ class DelayQueueClient(ClientBase):
                 return
 
     def listen(self, topic: str, handler: Callable[[DelayMsg], bool], *,
+               subscription: str | None = None,
                pull_threads: int = 1, consume_threads: int = 1, batch: int | None = None,
                ack_timeout_ms: int = 30_000, long_polling: bool = True,
                heartbeat: bool = True, **options: Any) -> Consumer:
@@ -127,10 +138,13 @@ class DelayQueueClient(ClientBase):
         batches, each waiting at most ``ack_linger_ms`` (5 ms); with ``heartbeat`` a handler
         running past half of ``ack_timeout_ms`` has its ack deadline extended until it
         returns. At most one message of a group runs at a time: one that arrives while
-        another of its group runs waits, in order, until that one returned. Other
-        ``options``: see ``Consumer``.
+        another of its group runs waits, in order, until that one returned. With
+        ``subscription`` it consumes that named subscription (pulls, acks, nacks and
+        heartbeats all in it): a consumer per subscription, and each sees every message.
+        Other ``options``: see ``Consumer``.
         """
-        consumer = Consumer(self, topic, handler, pull_threads=pull_threads,
+        consumer = Consumer(self, topic, handler, subscription=subscription,
+                            pull_threads=pull_threads,
                             consume_threads=consume_threads, batch=batch,
                             ack_timeout_ms=ack_timeout_ms, long_polling=long_polling,
                             heartbeat=heartbeat, **options)

@@ -26,7 +26,13 @@ class BadRequestError(DelayQueueError):
 
 
 class NotFoundError(DelayQueueError):
-    """Code 404: no such message."""
+    """Code 404: no such message (or topic, schedule, subscription)."""
+
+
+class SubscriptionNotFoundError(NotFoundError):
+    """Code 404 naming ``subscription``: the topic has no subscription of that name (never
+    created, or deleted). Not "no such message": ``get`` raises it instead of answering None.
+    """
 
 
 class StaleReceiptError(DelayQueueError):
@@ -88,8 +94,10 @@ def error_for(code: int, msg: str | None, http_status: int | None = None,
               envelope: dict[str, Any] | None = None) -> DelayQueueError:
     """The exception for an envelope whose code is not 200 (``http_status``: the answer's,
     which tells a full topic's 429, in HTTP 200, from the token rate limit's HTTP 429; a
-    409 about the msgId, not the receipt, is a replace of a message being consumed)."""
+    409 about the msgId, not the receipt, is a replace of a message being consumed; a 404
+    about the subscription is an unknown subscription, not a missing message)."""
     cls = BacklogExceededError if code == 429 and http_status == 200 else \
         MessageConsumingError if code == 409 and (msg or "").startswith("msgId:") else \
-        ERRORS_BY_CODE.get(code, ServerError)
+        SubscriptionNotFoundError if code == 404 and (msg or "").startswith("subscription") \
+        else ERRORS_BY_CODE.get(code, ServerError)
     return cls(msg or f"server answered code {code}", code, envelope)

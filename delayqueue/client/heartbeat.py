@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import BadRequestError, DelayQueueError, NotFoundError, StaleReceiptError
 from .model import DelayMsg
+from .subscriptions import subscription_kw
 
 if TYPE_CHECKING:
     from .delay_queue_client import DelayQueueClient
@@ -47,13 +48,16 @@ class Delivery:
 
 
 class HeartbeatsBase:
-    """A consumer's heartbeats: every ``interval_s`` (half the ack timeout) from the pull; the
-    threaded ones here and the asyncio ones (delayqueue.aio) beat the same way."""
+    """A consumer's heartbeats: every ``interval_s`` (half the ack timeout) from the pull, in
+    the consumer's ``subscription`` (None: the default one); the threaded ones here and the
+    asyncio ones (delayqueue.aio) beat the same way."""
 
     def __init__(self, client: Any, topic: str, ack_timeout_ms: int, *,
+                 subscription: str | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.topic = topic
+        self.subscription = subscription
         self.ack_timeout_ms = int(ack_timeout_ms)
         self.interval_s = self.ack_timeout_ms / 2000
         self._clock = clock
@@ -97,8 +101,9 @@ class Heartbeats(HeartbeatsBase):
     client: "DelayQueueClient"
 
     def __init__(self, client: "DelayQueueClient", topic: str, ack_timeout_ms: int, *,
+                 subscription: str | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(client, topic, ack_timeout_ms, clock=clock)
+        super().__init__(client, topic, ack_timeout_ms, subscription=subscription, clock=clock)
         self._heap: list[tuple[float, int, Delivery]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
@@ -163,7 +168,8 @@ class Heartbeats(HeartbeatsBase):
         sent_at = self._clock()
         try:
             self.client.change_visibility(msg.topic, msg.msg_id, self.ack_timeout_ms,
-                                          receipt=msg.receipt)
+                                          receipt=msg.receipt,
+                                          **subscription_kw(self.subscription))
         except Exception as exc:  # noqa: BLE001 - the heartbeat thread must not die
             return self._after_beat(delivery, exc, sent_at)
         return self._after_beat(delivery, None, sent_at)

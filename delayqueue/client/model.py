@@ -1,17 +1,21 @@
-"""Typed results: the message, topic sizes, topic settings, pages of messages, purges,
-recurring schedules and monitoring data, built from the JSON answers; the entries and
+"""Typed results: the message, topic sizes, topic settings, subscriptions, pages of messages,
+purges, recurring schedules and monitoring data, built from the JSON answers; the entries and
 per-entry results of the batch calls."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Mapping, NamedTuple
 
 from delayqueue.core.message import DelayMsg  # noqa: F401 - shared with the server
-from delayqueue.settings.topic_setting import SETTINGS
+from delayqueue.settings.topic_setting import BY_NAME, SETTINGS
 from delayqueue.settings.value import parse_bool
+
+# The subscription every topic has: a call without ``subscription`` consumes from it (as a
+# camellia client does); naming it "default" is the same.
+DEFAULT_SUBSCRIPTION = "default"
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,8 @@ class TopicInfo:
     dead_queue_size: int = 0  # messages in the topic's dead-letter queue
     group_blocked_size: int = 0  # due messages waiting behind their group's head
     paused: bool = False  # pauseTopic: nothing is handed out until resumeTopic
+    # The default subscription first, then the named ones (the sizes above are the default's).
+    subscriptions: tuple["SubscriptionInfo", ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -39,6 +45,48 @@ class TopicInfo:
             dead_queue_size=int(data.get("deadQueueSize") or 0),
             group_blocked_size=int(data.get("groupBlockedSize") or 0),
             paused=bool(data.get("paused")),
+            subscriptions=tuple(SubscriptionInfo.from_json(s)
+                                for s in data.get("subscriptions") or ()),
+            raw=dict(data),
+        )
+
+
+@dataclass(frozen=True)
+class SubscriptionInfo:
+    """One subscription of a topic and its queue sizes (``listSubscriptions``).
+
+    A named subscription receives every message sent to its topic after it was created, each
+    on its own: its own status, retries, receipts, ack deadlines and dead letters.
+    ``created_time`` is None for the default subscription when the server gives none.
+    """
+
+    subscription: str
+    created_time: int | None = None
+    waiting_queue_size: int = 0
+    ready_queue_size: int = 0
+    ack_queue_size: int = 0
+    dead_queue_size: int = 0
+    group_blocked_size: int = 0
+    paused: bool = False
+    push_url: str | None = None   # where its deliveries are pushed (None: it is pulled)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def is_default(self) -> bool:
+        return self.subscription == DEFAULT_SUBSCRIPTION
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "SubscriptionInfo":
+        return cls(
+            subscription=str(data.get("subscription") or DEFAULT_SUBSCRIPTION),
+            created_time=_opt_int(data.get("createdTime")),
+            waiting_queue_size=int(data.get("waitingQueueSize") or 0),
+            ready_queue_size=int(data.get("readyQueueSize") or 0),
+            ack_queue_size=int(data.get("ackQueueSize") or 0),
+            dead_queue_size=int(data.get("deadQueueSize") or 0),
+            group_blocked_size=int(data.get("groupBlockedSize") or 0),
+            paused=bool(data.get("paused")),
+            push_url=data.get("pushUrl") or None,
             raw=dict(data),
         )
 
@@ -70,6 +118,47 @@ def setting_name(name: str) -> str:
     raise ValueError(f"unknown topic setting {name!r}; one of: " + ", ".join(TOPIC_SETTINGS))
 
 
+def setting_param(name: str, value: Any) -> str:
+    """A setting's value (by its SDK name) as the form parameter; durations may be timedeltas.
+
+    Raises:
+        ValueError: a value of the wrong kind for the setting (nothing sent).
+    """
+    kind = BY_NAME[TOPIC_SETTINGS[name]].kind
+    if kind is str:
+        if not isinstance(value, str):
+            raise ValueError(f"{name}: must be a string, got {value!r}")
+        return value
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{name}: must be True or False, got {value!r}")
+        return "true" if value else "false"
+    if isinstance(value, bool):
+        raise ValueError(f"{name}: must be a number, got {value!r}")
+    if isinstance(value, timedelta):
+        value = millis(value)
+    if kind is float:
+        return repr(float(value))
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"{name}: must be a whole number, got {value!r}")
+    return str(int(value))
+
+
+def settings_params(settings: Mapping[str, Any]) -> dict[str, str]:
+    """Settings given by any spelling ``setting_name`` takes, as the API's form parameters;
+    a None value is left out.
+
+    Raises:
+        ValueError: an unknown setting, or a value of the wrong kind (nothing sent).
+    """
+    params: dict[str, str] = {}
+    for key, value in settings.items():
+        name = setting_name(key)
+        if value is not None:
+            params[TOPIC_SETTINGS[name]] = setting_param(name, value)
+    return params
+
+
 @dataclass(frozen=True)
 class TopicConfig:
     """The effective settings of one topic and where each comes from.
@@ -92,6 +181,7 @@ class TopicConfig:
     delay_ms: int | None = None       # the delay of a send that gives no delay nor time
     max_backlog: int | None = None    # most live messages; 0: no limit
     dedup_window_ms: int | None = None  # re-sends this long after an end are duplicates
+    default_subscription: bool | None = None  # False: only named subscriptions receive
     description: str | None = None    # free text for operators
     sources: dict[str, str] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -115,8 +205,25 @@ class TopicConfig:
                 if getattr(self, name) is not None}
 
     def source(self, name: str) -> str | None:
-        """``"topic"`` or ``"server"`` for a setting (any spelling ``setting_name`` takes)."""
+        """``"topic"`` or ``"server"`` for a setting (any spelling ``setting_name`` takes);
+        a subscription's config also says ``"subscription"``."""
         return self.sources.get(setting_name(name))
+
+
+@dataclass(frozen=True)
+class SubscriptionConfig(TopicConfig):
+    """The effective settings of one subscription (``get_subscription_config``): each
+    attribute as TopicConfig's, for the settings the server reports for a subscription (the
+    others are None); ``sources`` says ``"subscription"`` (its own value), ``"topic"`` or
+    ``"server"``."""
+
+    subscription: str = DEFAULT_SUBSCRIPTION
+
+    @classmethod
+    def of(cls, topic: str, subscription: str, data: Mapping[str, Any],
+           source: Mapping[str, Any] | None = None) -> "SubscriptionConfig":
+        config = cls.from_json(topic, data, source)
+        return replace(config, subscription=subscription)  # type: ignore[return-value]
 
 
 class DeadLetterPage(NamedTuple):

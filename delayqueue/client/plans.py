@@ -2,6 +2,11 @@
 
 DelayQueueClient (blocking) and AsyncDelayQueueClient (delayqueue.aio) expose these methods
 under the same names with the same arguments; plan.py says how a plan is carried out.
+
+Every consuming call takes ``subscription``: None (or "default") consumes from the topic's
+default subscription, as a camellia client does; a name consumes from that named
+subscription, which holds its own copy of every message (subscriptions.py). A DelayMsg does
+not say which subscription delivered it: settle it with the subscription it was pulled from.
 """
 
 from __future__ import annotations
@@ -11,9 +16,8 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Mapping
 
 from .batch import BatchPlans
-from .errors import NotFoundError
+from .errors import NotFoundError, SubscriptionNotFoundError
 from .model import (
-    TOPIC_SETTINGS,
     DeadLetterPage,
     DelayMsg,
     MessagePage,
@@ -25,10 +29,11 @@ from .model import (
     epoch_ms,
     millis,
     on_duplicate_value,
-    setting_name,
+    settings_params,
 )
 from .plan import Plan, Request
 from .schedules import SchedulePlans
+from .subscriptions import SubscriptionPlans, with_subscription
 
 # The server caps longPollingTimeoutMillis at this; a poll without a timeout may last as long.
 LONG_POLL_MAX_MS = 60_000
@@ -57,28 +62,7 @@ def _ref(topic: "str | DelayMsg", msg_id: str | None,
     return topic, msg_id, receipt
 
 
-def _setting_param(name: str, value: Any) -> str:
-    """A topic setting's value as the form parameter (durations may be timedeltas)."""
-    if name == "description":
-        if not isinstance(value, str):
-            raise ValueError(f"description: must be a string, got {value!r}")
-        return value
-    if name == "dead_letter":
-        if not isinstance(value, bool):
-            raise ValueError(f"dead_letter: must be True or False, got {value!r}")
-        return "true" if value else "false"
-    if isinstance(value, bool):
-        raise ValueError(f"{name}: must be a number, got {value!r}")
-    if isinstance(value, timedelta):
-        value = millis(value)
-    if name == "redelivery_backoff_multiplier":
-        return repr(float(value))
-    if isinstance(value, float) and not value.is_integer():
-        raise ValueError(f"{name}: must be a whole number, got {value!r}")
-    return str(int(value))
-
-
-class Plans(BatchPlans, SchedulePlans):
+class Plans(BatchPlans, SchedulePlans, SubscriptionPlans):
     """Every call of the HTTP API as a plan, shared by DelayQueueClient and the asyncio
     client: what a method checks, the requests it makes and how it reads the answers are
     written once, here, and each client only moves the requests (plan.py).
@@ -144,17 +128,23 @@ class Plans(BatchPlans, SchedulePlans):
         return DelayMsg.from_json(envelope["delayMsg"], bool(envelope.get("duplicate")),
                                   bool(envelope.get("replaced")))
 
-    def pull(self, topic: str, batch: int = 1,
-             ack_timeout_ms: int | None = None) -> Plan[list[DelayMsg]]:
-        """Take up to ``batch`` ready messages now (an empty list when none is ready)."""
-        params = self._pull_params(topic, batch, ack_timeout_ms)
+    def pull(self, topic: str, batch: int = 1, ack_timeout_ms: int | None = None, *,
+             subscription: str | None = None) -> Plan[list[DelayMsg]]:
+        """Take up to ``batch`` ready messages now (an empty list when none is ready), from
+        the default subscription or the named ``subscription``.
+
+        Raises:
+            SubscriptionNotFoundError: (404) no such subscription.
+        """
+        params = self._pull_params(topic, batch, ack_timeout_ms, subscription)
         envelope = yield Request("pullMsg", params, idempotent=False)
         return [DelayMsg.from_json(m) for m in envelope.get("delayMsgList") or []]
 
     def long_poll(self, topic: str, batch: int = 1, timeout_ms: int | None = None,
-                  ack_timeout_ms: int | None = None) -> Plan[list[DelayMsg]]:
+                  ack_timeout_ms: int | None = None, *,
+                  subscription: str | None = None) -> Plan[list[DelayMsg]]:
         """As pull, but wait up to ``timeout_ms`` (server default when None) for a message."""
-        params = self._pull_params(topic, batch, ack_timeout_ms)
+        params = self._pull_params(topic, batch, ack_timeout_ms, subscription)
         if timeout_ms is not None:
             params["longPollingTimeoutMillis"] = int(timeout_ms)
         hold_ms = LONG_POLL_MAX_MS if timeout_ms is None else min(int(timeout_ms),
@@ -164,36 +154,42 @@ class Plans(BatchPlans, SchedulePlans):
         return [DelayMsg.from_json(m) for m in envelope.get("delayMsgList") or []]
 
     @staticmethod
-    def _pull_params(topic: str, batch: int, ack_timeout_ms: int | None) -> dict[str, Any]:
+    def _pull_params(topic: str, batch: int, ack_timeout_ms: int | None,
+                     subscription: str | None) -> dict[str, Any]:
         params: dict[str, Any] = {"topic": topic, "batch": int(batch)}
         if ack_timeout_ms is not None:
             params["ackTimeoutMillis"] = int(ack_timeout_ms)
-        return params
+        return with_subscription(params, subscription)
 
     def ack(self, topic: str | DelayMsg, msg_id: str | None = None, *,
-            receipt: str | None = None) -> Plan[None]:
+            receipt: str | None = None, subscription: str | None = None) -> Plan[None]:
         """Mark a delivered message consumed: ``ack(msg)`` or ``ack(topic, msg_id)``.
 
         With a delivered DelayMsg its receipt is sent, so the ack only counts if that
-        delivery is still the latest; ``receipt=`` gives one explicitly.
+        delivery is still the latest; ``receipt=`` gives one explicitly. A message pulled
+        from a named subscription is acked there only: pass the same ``subscription``.
 
         Raises:
-            StaleReceiptError: (409) the message was delivered again since that receipt.
+            StaleReceiptError: (409) the message was delivered again since that receipt
+                (or the receipt is another subscription's).
+            SubscriptionNotFoundError: (404) no such subscription.
         """
         topic, msg_id, receipt = _ref(topic, msg_id, receipt)
         params = {"topic": topic, "msgId": msg_id, "ack": "true"}
         if receipt:
             params["receipt"] = receipt
-        yield Request("ackMsg", params, idempotent=True)
+        yield Request("ackMsg", with_subscription(params, subscription), idempotent=True)
 
     def nack(self, topic: str | DelayMsg, msg_id: str | None = None, *,
              receipt: str | None = None,
-             delay_ms: int | timedelta | None = None) -> Plan[None]:
+             delay_ms: int | timedelta | None = None,
+             subscription: str | None = None) -> Plan[None]:
         """Hand a delivered message back: ``nack(msg)`` or ``nack(topic, msg_id)``.
 
         Without ``delay_ms`` it is redelivered after the topic's redelivery backoff (at once
-        by default); with it, no earlier than ``delay_ms`` from now. It ends (status 6) when
-        its deliveries or its life are used up. The receipt is used as for ``ack``.
+        by default; a subscription's own, when it sets one); with it, no earlier than
+        ``delay_ms`` from now. It ends (status 6) when its deliveries or its life are used
+        up. The receipt and ``subscription`` are used as for ``ack``.
         """
         topic, msg_id, receipt = _ref(topic, msg_id, receipt)
         params = {"topic": topic, "msgId": msg_id, "ack": "false"}
@@ -201,16 +197,18 @@ class Plans(BatchPlans, SchedulePlans):
             params["receipt"] = receipt
         if delay_ms is not None:
             params["delayMillis"] = str(max(0, millis(delay_ms)))
-        yield Request("ackMsg", params, idempotent=False)
+        yield Request("ackMsg", with_subscription(params, subscription), idempotent=False)
 
     def change_visibility(self, topic: str | DelayMsg, msg_id: str | None = None,
                           ack_timeout_ms: int | timedelta | None = None, *,
-                          receipt: str | None = None) -> Plan[DelayMsg]:
+                          receipt: str | None = None,
+                          subscription: str | None = None) -> Plan[DelayMsg]:
         """Set a consuming message's ack deadline to now + ``ack_timeout_ms``.
 
         ``change_visibility(msg, 60_000)`` or ``change_visibility(topic, msg_id, 60_000)``.
         A long handler's heartbeat (the Consumer sends it by itself); 0 gives the delivery up
-        at once (ready again, no backoff). Returns the message as it is now.
+        at once (ready again, no backoff). Returns the message as it is now (in
+        ``subscription``, the one it was pulled from).
 
         Raises:
             BadRequestError: (400) not consuming (waiting, or ready after its deadline).
@@ -226,7 +224,8 @@ class Plans(BatchPlans, SchedulePlans):
         params = {"topic": topic, "msgId": msg_id, "ackTimeoutMillis": str(timeout)}
         if receipt:
             params["receipt"] = receipt
-        envelope = yield Request("changeVisibility", params, idempotent=timeout > 0)
+        envelope = yield Request("changeVisibility", with_subscription(params, subscription),
+                                 idempotent=timeout > 0)
         return DelayMsg.from_json(envelope["delayMsg"])
 
     def reschedule(self, topic: str, msg_id: str, delay_ms: int | timedelta | None = None,
@@ -249,11 +248,23 @@ class Plans(BatchPlans, SchedulePlans):
         envelope = yield Request("rescheduleMsg", params, idempotent=True)
         return DelayMsg.from_json(envelope["delayMsg"])
 
-    def get(self, topic: str, msg_id: str) -> Plan[DelayMsg | None]:
-        """The message with its current status, or None when the server has none."""
+    def get(self, topic: str, msg_id: str, *,
+            subscription: str | None = None) -> Plan[DelayMsg | None]:
+        """The message with its current status, or None when the server has none.
+
+        The status, retry and receipt are the default subscription's, or the named
+        ``subscription``'s. Without ``subscription``, a message that named subscriptions
+        hold carries ``subscriptions``: each one's name -> ``{"status", "retry"}``.
+
+        Raises:
+            SubscriptionNotFoundError: (404) no such subscription (not None: the message
+                may well exist).
+        """
+        params = with_subscription({"topic": topic, "msgId": msg_id}, subscription)
         try:
-            envelope = yield Request("getMsg", {"topic": topic, "msgId": msg_id},
-                                    idempotent=True)
+            envelope = yield Request("getMsg", params, idempotent=True)
+        except SubscriptionNotFoundError:
+            raise
         except NotFoundError:
             return None
         return DelayMsg.from_json(envelope["delayMsg"])
@@ -286,28 +297,26 @@ class Plans(BatchPlans, SchedulePlans):
         ``dead_letter``, ``dead_letter_retention_ms``, ``dead_letter_max_size``, ``delay_ms``
         (the delay of a send that gives none), ``max_backlog`` (most live messages, 0 no
         limit), ``dedup_window_ms`` (how long after a message ended a re-send of its msgId
-        is a duplicate, 0 none), ``description`` (text); the API names such as
-        ``ttlMillis`` are accepted too); durations may be timedeltas. A None value is left
-        out. Returns the settings now in force.
+        is a duplicate, 0 none), ``default_subscription`` (False: only the named
+        subscriptions receive the topic's messages), ``description`` (text); the API names
+        such as ``ttlMillis`` are accepted too); durations may be timedeltas. A None value is
+        left out. Returns the settings now in force.
 
         Raises:
             ValueError: an unknown setting (nothing sent).
             BadRequestError: (400) a value the server refuses; nothing is written.
         """
-        params: dict[str, Any] = {"topic": topic}
-        for key, value in settings.items():
-            name = setting_name(key)
-            if value is not None:
-                params[TOPIC_SETTINGS[name]] = _setting_param(name, value)
+        params: dict[str, Any] = {"topic": topic, **settings_params(settings)}
         if reset:
             params["reset"] = "true"
         envelope = yield Request("setTopicConfig", params, idempotent=True)
         return TopicConfig.from_json(topic, envelope.get("data") or {}, envelope.get("source"))
 
     # ---- dead letters ----------------------------------------------------------------
-    def list_dead(self, topic: str, limit: int = 100,
-                  cursor: str | None = None) -> Plan[DeadLetterPage]:
-        """One page of the topic's dead letters, oldest death first (each has ``dead_time``).
+    def list_dead(self, topic: str, limit: int = 100, cursor: str | None = None, *,
+                  subscription: str | None = None) -> Plan[DeadLetterPage]:
+        """One page of the topic's dead letters, oldest death first (each has ``dead_time``):
+        the default subscription's, or the named ``subscription``'s (each keeps its own).
 
         ``messages, cursor = client.list_dead(topic)``; pass the cursor back for the next
         page; it is None on the last page.
@@ -315,27 +324,31 @@ class Plans(BatchPlans, SchedulePlans):
         params: dict[str, Any] = {"topic": topic, "limit": int(limit)}
         if cursor:
             params["cursor"] = cursor
-        envelope = yield Request("listDeadMsg", params, idempotent=True)
+        envelope = yield Request("listDeadMsg", with_subscription(params, subscription),
+                                 idempotent=True)
         messages = [DelayMsg.from_json(m) for m in envelope.get("delayMsgList") or []]
         return DeadLetterPage(messages, envelope.get("nextCursor") or None)
 
-    def redrive_dead(self, topic: str, msg_id: str | None = None,
-                     limit: int | None = None) -> Plan[int]:
+    def redrive_dead(self, topic: str, msg_id: str | None = None, limit: int | None = None,
+                     *, subscription: str | None = None) -> Plan[int]:
         """Put dead letters back to ready (retry 0, due now, a fresh ttl); returns how many.
 
         One message by ``msg_id`` (NotFoundError when it is not a dead letter), or the
-        ``limit`` oldest (server default and most 1000). See ``redrive_all_dead``.
+        ``limit`` oldest (server default and most 1000), of the default subscription or the
+        named ``subscription`` (back to ready in that one only). See ``redrive_all_dead``.
         """
         params: dict[str, Any] = {"topic": topic}
         if msg_id is not None:
             params["msgId"] = msg_id
         if limit is not None:
             params["limit"] = int(limit)
-        envelope = yield Request("redriveDeadMsg", params, idempotent=False)
+        envelope = yield Request("redriveDeadMsg", with_subscription(params, subscription),
+                                 idempotent=False)
         return int(envelope.get("count") or 0)
 
     def redrive_all_dead(self, topic: str, batch: int = 1000, *, max_count: int | None = None,
-                         progress: Callable[[int], None] | None = None) -> Plan[int]:
+                         progress: Callable[[int], None] | None = None,
+                         subscription: str | None = None) -> Plan[int]:
         """Redrive the oldest ``max_count`` dead letters (all when None), ``batch`` per call.
 
         Calls ``redrive_dead`` until a call redrives fewer than it asked for; ``progress``
@@ -344,7 +357,7 @@ class Plans(BatchPlans, SchedulePlans):
         total = 0
         while max_count is None or total < max_count:
             ask = batch if max_count is None else min(batch, max_count - total)
-            count = yield from self.redrive_dead(topic, limit=ask)
+            count = yield from self.redrive_dead(topic, limit=ask, subscription=subscription)
             total += count
             if progress is not None:
                 progress(total)
@@ -352,30 +365,40 @@ class Plans(BatchPlans, SchedulePlans):
                 break
         return total
 
-    def purge_dead(self, topic: str, msg_id: str | None = None) -> Plan[int]:
-        """Remove one dead letter (NotFoundError when absent) or all of them; returns how many."""
+    def purge_dead(self, topic: str, msg_id: str | None = None, *,
+                   subscription: str | None = None) -> Plan[int]:
+        """Remove one dead letter (NotFoundError when absent) or all of them, of the default
+        subscription or the named ``subscription``; returns how many."""
         params: dict[str, Any] = {"topic": topic}
         if msg_id is not None:
             params["msgId"] = msg_id
-        envelope = yield Request("purgeDeadMsg", params, idempotent=msg_id is None)
+        envelope = yield Request("purgeDeadMsg", with_subscription(params, subscription),
+                                 idempotent=msg_id is None)
         return int(envelope.get("count") or 0)
 
     # ---- topic controls: pause, purge, list -------------------------------------------
-    def pause_topic(self, topic: str) -> Plan[bool]:
+    def pause_topic(self, topic: str, *, subscription: str | None = None) -> Plan[bool]:
         """Stop handing the topic's messages out: pulls answer empty and long polls wait
         until ``resume_topic``; sends, promotion, ack timeouts and expiry go on. Returns
         whether this call paused it (False: it was paused already).
 
+        Without ``subscription`` the whole topic pauses, every subscription with it; with
+        one (``"default"`` included), only that subscription.
+
         Raises:
             NotFoundError: (404) no such topic (no messages, no settings); nothing created.
+            SubscriptionNotFoundError: (404) no such subscription.
         """
-        envelope = yield Request("pauseTopic", {"topic": topic}, idempotent=True)
+        envelope = yield Request("pauseTopic", with_subscription({"topic": topic}, subscription),
+                                 idempotent=True)
         return bool(envelope.get("changed"))
 
-    def resume_topic(self, topic: str) -> Plan[bool]:
-        """Hand the topic's messages out again (long polls held meanwhile answer at once).
-        Returns whether this call resumed it (False: it was not paused)."""
-        envelope = yield Request("resumeTopic", {"topic": topic}, idempotent=True)
+    def resume_topic(self, topic: str, *, subscription: str | None = None) -> Plan[bool]:
+        """Hand the topic's messages out again (long polls held meanwhile answer at once):
+        the whole topic's, or ``subscription``'s, as ``pause_topic`` paused them. Returns
+        whether this call resumed it (False: it was not paused)."""
+        envelope = yield Request("resumeTopic", with_subscription({"topic": topic}, subscription),
+                                 idempotent=True)
         return bool(envelope.get("changed"))
 
     def purge_topic(self, topic: str, limit: int | None = None) -> Plan[PurgeResult]:
@@ -425,7 +448,8 @@ class Plans(BatchPlans, SchedulePlans):
 
     def list_messages(self, topic: str, status: int | None = None,
                       group_blocked: bool = False, limit: int = 100,
-                      cursor: str | None = None) -> Plan[MessagePage]:
+                      cursor: str | None = None, *,
+                      subscription: str | None = None) -> Plan[MessagePage]:
         """One page of the topic's live messages of one ``status``: 1 waiting (by trigger
         time), 2 ready (in delivery order), 3 consuming (by ack deadline; each with its
         ``receipt`` and ``ack_deadline``); or ``group_blocked=True``, the due messages
@@ -433,6 +457,7 @@ class Plans(BatchPlans, SchedulePlans):
 
         ``messages, cursor = client.list_messages(topic, 1)``; pass the cursor back for the
         next page; it is None on the last page. ``limit`` is at most the server's max-batch.
+        The statuses are the default subscription's, or the named ``subscription``'s.
 
         Raises:
             ValueError: neither or both of ``status`` and ``group_blocked`` (nothing sent).
@@ -447,7 +472,8 @@ class Plans(BatchPlans, SchedulePlans):
             params["status"] = int(status)  # type: ignore[arg-type]
         if cursor:
             params["cursor"] = cursor
-        envelope = yield Request("listMsg", params, idempotent=True)
+        envelope = yield Request("listMsg", with_subscription(params, subscription),
+                                 idempotent=True)
         messages = [DelayMsg.from_json(m) for m in envelope.get("delayMsgList") or []]
         return MessagePage(messages, envelope.get("nextCursor") or None)
 

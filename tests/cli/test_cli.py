@@ -21,7 +21,8 @@ def test_the_console_script_is_the_installed_entry_point():
     listed = re.findall(r"^    (\S+)", result.stdout, re.MULTILINE)
     assert listed == ["serve", "report", "send", "pull", "long-poll", "ack", "nack",
                       "change-visibility", "reschedule", "get", "delete", "topics", "topic-info",
-                      "topic-config", "topic", "list", "schedule", "dlq", "monitor", "consume",
+                      "topic-config", "topic", "list", "subscription", "schedule", "dlq",
+                      "monitor", "consume",
                       "migrate-storage"], \
         result.stdout
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from delayqueue.cli.topic import _setting
+from delayqueue.cli.topic import setting_arg
 from delayqueue.client import DelayMsg, DelayQueueClient, Status
 from delayqueue.client.model import API_SETTINGS, TOPIC_SETTINGS
 
@@ -93,7 +93,7 @@ def test_topic_config_table_set_reset_and_json(dq, topic):
     assert table.splitlines()[0].split() == ["SETTING", "VALUE", "SOURCE"]
     row = next(ln for ln in table.splitlines() if ln.startswith("ackTimeoutMillis"))
     assert row.split() == ["ackTimeoutMillis", "30000", "(30s)", "server"]
-    assert len(table.splitlines()) == 2 + 13
+    assert len(table.splitlines()) == 2 + 14
     assert table.splitlines()[-1].split() == ["description", '""', "server"]
 
     table = ok(dq("topic-config", topic, "--set", "maxRetry=3", "--set", "ttl_ms=10m",
@@ -127,16 +127,16 @@ def test_topic_config_set_reads_each_setting_as_its_kind():
              "redeliveryMaxDelayMillis": ("1h", 3_600_000), "deadLetter": ("Off", False),
              "deadLetterRetentionMillis": ("1d", 86_400_000), "deadLetterMaxSize": ("7", 7),
              "delayMillis": ("2m", 120_000), "maxBacklog": ("500", 500),
-             "dedupWindowMillis": ("1h", 3_600_000),
+             "dedupWindowMillis": ("1h", 3_600_000), "defaultSubscription": ("no", False),
              "description": (" as given\t ", " as given\t ")}
     assert set(given) == set(TOPIC_SETTINGS.values())
     for api, (text, value) in given.items():
-        name, parsed = _setting(api, text)
+        name, parsed = setting_arg(api, text)
         assert (API_SETTINGS[api], parsed, type(parsed)) == (name, value, type(value)), api
     with pytest.raises(ValueError, match="maxRetry: not a whole number: '1.5'"):
-        _setting("maxRetry", "1.5")
+        setting_arg("maxRetry", "1.5")
     with pytest.raises(ValueError, match="redeliveryBackoffMultiplier: not a number: 'x'"):
-        _setting("redeliveryBackoffMultiplier", "x")
+        setting_arg("redeliveryBackoffMultiplier", "x")
 
 
 def test_dlq_list_redrive_and_purge(dq, client, topic):

@@ -43,6 +43,10 @@ CLIENT_COMMANDS = {
     "schedule delete": ["schedule", "delete", "t", "s"],
     "schedule pause": ["schedule", "pause", "t", "s"],
     "schedule resume": ["schedule", "resume", "t", "s"],
+    "subscription list": ["subscription", "list", "t"],
+    "subscription create": ["subscription", "create", "t", "s"],
+    "subscription delete": ["subscription", "delete", "t", "s"],
+    "subscription config": ["subscription", "config", "t", "s"],
 }
 
 
@@ -120,9 +124,9 @@ def test_every_command_and_every_argument_of_every_parser_has_help():
             elif not (action.help or "").strip() or action.help == argparse.SUPPRESS:
                 missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
     assert missing == []
-    # The walk reached every command: each, plus the command line, dlq, topic and schedule
-    # themselves.
-    assert len(list(parsers(build_parser()))) == len(commands(build_parser())) + 4
+    # The walk reached every command: each, plus the command line, dlq, topic, schedule and
+    # subscription themselves.
+    assert len(list(parsers(build_parser()))) == len(commands(build_parser())) + 5
 
 
 def test_version_prints_the_package_version(capsys):

@@ -30,7 +30,7 @@ SERVER_DEFAULTS = {
     "redelivery_backoff_multiplier": 1.0, "redelivery_max_delay_ms": 3_600_000,
     "dead_letter": True, "dead_letter_retention_ms": 7 * 86_400_000,
     "dead_letter_max_size": 100_000, "delay_ms": 0, "max_backlog": 0, "dedup_window_ms": 0,
-    "description": "",
+    "default_subscription": True, "description": "",
 }
 
 
