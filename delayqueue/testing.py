@@ -240,6 +240,11 @@ def _scenario(dq: FakeDelayQueue) -> None:
     _check(dq.call("resumeSchedule", topic=s, scheduleId="every"), "resume schedule")
     rt.schedules.repair()
     _check(dq.call("deleteSchedule", topic=s, scheduleId="every"), "delete schedule")
+    f = "probe-fanout"                                 # a named subscription's life
+    _check(dq.call("createSubscription", topic=f, subscription="audit"), "create subscription")
+    _check(dq.call("sendMsg", topic=f, msg="fan", msgId="fan"), "send fanned out")
+    _check(dq.call("pullMsg", topic=f, subscription="audit"), "pull subscription")
+    _check(dq.call("deleteSubscription", topic=f, subscription="audit"), "delete subscription")
     _check(dq.call("sendMsg", topic=d, msg="z", msgId="z"), "send dead")
     _check(dq.call("pullMsg", topic=d), "pull dead")
     _check(dq.call("ackMsg", topic=d, msgId="z", ack=False), "nack")      # -> dead letter
