@@ -36,9 +36,8 @@ for _, slot in ipairs(slots) do
     -- The default subscription's redrive gives the topic's record a new life and sequence:
     -- the bare entries named subscriptions still hold of it keep the old ones, as records.
     if not tk.sub and held_by_subscriptions(slot) then
-      local member = queue_member(m)
       in_each_subscription(function()
-        if redis.call('HEXISTS', tk.msgs, slot) == 0 and redis.call('ZSCORE', tk.ready, member) then
+        if bare_entry(m) then
           local d = fresh_delivery(m)
           redis.call('ZADD', tk.expire, d[EXPIRE_TIME], slot)
           save_message(tk.msgs, d)

@@ -59,9 +59,8 @@ local function expire_bare()
     redis.call('ZREM', tk.sexpire, slot)
     local tm = load_slot(tk.bodies, slot)
     if tm then
-      local member = queue_member(tm)
       in_each_subscription(function()
-        if redis.call('HEXISTS', tk.msgs, slot) == 0 and redis.call('ZSCORE', tk.ready, member) then
+        if bare_entry(tm) then
           end_expired(fresh_delivery(tm), topic_settings(tk.config, tk.topic_config))
         end
       end)

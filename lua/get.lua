@@ -23,10 +23,8 @@ local dead = status == Status.RETRY_EXHAUSTED and redis.call('ZSCORE', tk.dead, 
 -- In the default subscription: where each named subscription holding the message has it.
 local held = {}
 if not tk.sub and held_by_subscriptions(m.slot) then
-  local member = queue_member(m)
   in_each_subscription(function(name)
-    local d = load_slot(tk.msgs, m.slot)
-    if not d and redis.call('ZSCORE', tk.ready, member) then d = fresh_delivery(m) end
+    local d = delivery_of(m)
     if d then
       shown_status(d, now)
       held[#held + 1] = name

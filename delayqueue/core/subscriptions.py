@@ -99,10 +99,8 @@ class Subscriptions:
             except redis.RedisError:   # unknown (NotFound once translated), or Redis failed
                 self.queue.client.srem(self.queue.keys.subscription_drops, member)
                 raise
-            self._drop(topic, drop_id)
-
-    def _drop(self, topic: str, drop_id: str) -> None:
-        free_dropped(self.queue.client, self.scripts, self.queue.keys, self.clock, topic, drop_id)
+            free_dropped(self.queue.client, self.scripts, self.queue.keys, self.clock, topic,
+                         drop_id)
 
     def names(self, topic: str) -> list[str]:
         """The named subscriptions, by name."""

@@ -78,13 +78,27 @@ end
 
 -- The delivery state of the message at `slot` in the current context when it is live there
 -- (its record, or a bare ready entry), else nil. tm: the topic's record.
-local function live_delivery(tm)
+-- Whether the current (named) subscription holds tm, the topic's record, as a bare ready
+-- entry: no record of it there, its member in ready.
+local function bare_entry(tm)
+  return redis.call('HEXISTS', tk.msgs, tm.slot) == 0 and
+    redis.call('ZSCORE', tk.ready, queue_member(tm)) ~= false
+end
+
+-- The current subscription's delivery state of tm: its record, or a bare entry's first one
+-- (fresh_delivery); nil when it does not hold the message.
+local function delivery_of(tm)
   local m = load_slot(tk.msgs, tm.slot)
-  if m then return is_live(m[STATUS]) and m or nil end
+  if m then return m end
   if tk.sub and redis.call('ZSCORE', tk.ready, queue_member(tm)) then
     return fresh_delivery(tm)
   end
   return nil
+end
+
+local function live_delivery(tm)
+  local m = delivery_of(tm)
+  return m and is_live(m[STATUS]) and m or nil
 end
 
 -- End tm (the topic's record) with `status` in every subscription where it lives, the default
