@@ -8,7 +8,15 @@
   ARGV[1] now_ms  ARGV[2] count (<= 1000; the API's `batch`)
   ARGV[3] ack_timeout_ms (-1: the topic's)
   ARGV[4] end_life_ms  ARGV[5] promote limit  ARGV[6] hint channel  ARGV[7] topic
-  ARGV[8..] the server's default settings
+  ARGV[8] '' for a consumer's pull; "push <concurrency> <timeout_ms>" for the push delivery
+          loop's, with the server's pushConcurrency and pushTimeoutMillis
+  ARGV[9..] the server's default settings
+  A push subscription (its config has pushUrl) is pushed, not pulled: a consumer's pull there
+  is refused with the error "PUSHSUBSCRIPTION" before anything is read or written. The push
+  loop's pull hands out at most pushConcurrency minus the deliveries consuming now (so the
+  fleet never has more in flight, however many nodes pull), each with the ack deadline
+  max(ackTimeoutMillis, pushTimeoutMillis + 1 s): the ack timeout never fires while a POST
+  may still be answered. Where pushUrl is not set (any more), it hands out nothing.
   Returns: {messages, promoted, gaps, ended, next_trigger, ready_left, lowered_due, dead}
     messages     list of {msgId, m, p, t, e, r, n, s, a, c} as stored after the pull
     promoted     moved waiting -> ready by this call; gaps: their promotion gaps (ms)
@@ -29,9 +37,23 @@
 local now, count, ack_timeout = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local end_life, promote_limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 local channel, topic = ARGV[6], ARGV[7]
+local push_concurrency, push_timeout = string.match(ARGV[8], '^push (%d+) (%d+)$')
 
 local s = topic_settings(tk.config, tk.topic_config)
 if ack_timeout < 0 then ack_timeout = s.ackTimeoutMillis end
+if s.pushUrl and not push_concurrency then
+  return redis.error_reply('PUSHSUBSCRIPTION ' .. (tk.sub or 'default'))
+end
+if push_concurrency then
+  if not s.pushUrl then
+    count = 0
+  else
+    local in_flight = redis.call('ZCARD', tk.ack)
+    count = math.max(0, math.min(count,
+      (s.pushConcurrency or tonumber(push_concurrency)) - in_flight))
+    ack_timeout = math.max(ack_timeout, (s.pushTimeoutMillis or tonumber(push_timeout)) + 1000)
+  end
+end
 local before = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
 local promoted, gaps = promote(now, promote_limit)
 local fanned, fanned_expiry = fan_out(now, promote_limit)

@@ -54,13 +54,15 @@ Key = tuple[str, str | None]
 
 
 class Waiter:
-    __slots__ = ("topic", "subscription", "event", "release")
+    __slots__ = ("topic", "subscription", "event", "release", "pusher")
 
-    def __init__(self, topic: str, release: int = 0, subscription: str | None = None) -> None:
+    def __init__(self, topic: str, release: int = 0, subscription: str | None = None,
+                 pusher: bool = False) -> None:
         self.topic = topic
         self.subscription = subscription
         self.event = threading.Event()
         self.release = release   # the hub's release count when it registered
+        self.pusher = pusher     # a push subscription's delivery thread, not a long poll
 
     @property
     def key(self) -> Key:
@@ -100,9 +102,10 @@ class Hub:
         self.on_control = None  # callable(text), for control messages on the hint channel
 
     # -- waiters -------------------------------------------------------------------------
-    def register(self, topic: str, subscription: str | None = None) -> Waiter:
+    def register(self, topic: str, subscription: str | None = None,
+                 pusher: bool = False) -> Waiter:
         with self._lock:
-            waiter = Waiter(topic, self.releases, subscription)
+            waiter = Waiter(topic, self.releases, subscription, pusher)
             self._waiters[waiter.key].append(waiter)
             self._subscriptions[topic].add(subscription)
         return waiter
@@ -138,7 +141,7 @@ class Hub:
         """The long polls this process holds now: what its node registry heartbeat
         (node_registry.py) reports, and so the Nodes page and /metrics."""
         with self._lock:
-            return sum(len(w) for w in self._waiters.values())
+            return sum(not w.pusher for ws in self._waiters.values() for w in ws)
 
     def wake(self, topic: str, count: int, subscription: str | None = None) -> None:
         """Wake up to ``count`` idle waiters of ``topic`` in ``subscription``, oldest first

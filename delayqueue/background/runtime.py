@@ -26,12 +26,15 @@ from delayqueue.core.topic_admin import TopicAdmin
 from delayqueue.core.topic_controls import TopicControls
 from delayqueue.monitoring.snapshot import SnapshotWriter
 from delayqueue.settings.config import ConfigError, Settings
+from delayqueue.settings.push_networks import AllowedNetworks
 from delayqueue.settings.redis_connection import connect_redis
 
 from .lease import Lease
 from .longpoll import CONTROL_PREFIX, Hub
 from .loop import Loop
 from .node_registry import HEARTBEAT_S, NodeRegistry
+from .push import REFRESH_S, Pusher
+from .push_client import PushClient
 from .recurring import TICK_MS, Recurring
 from .scheduler import Scheduler
 
@@ -39,7 +42,9 @@ logger = logging.getLogger(__name__)
 
 MONITOR_FLUSH_S = 1.0
 OFFLINE = "offline "           # control message: "offline <node id>"
+PUSH_CHANGED = "push"          # control message: a push subscription was set up
 SNAPSHOT_TICK_S = 1.0
+PUSH_GRACE_MAX_S = 10.0       # longest a stopping worker waits for its POSTs in flight
 
 
 class Runtime:
@@ -95,6 +100,10 @@ class Runtime:
             topics=self.queue.topics, topic_infos=self.queue.topic_infos,
             subscription_infos=self.queue.subscription_infos,
         )
+        self.pusher = Pusher(
+            self.queue, self.hub, self.clock, self.monitor, self.keys,
+            PushClient(AllowedNetworks.parse(settings.push_allowed_networks)), settings)
+        self.subscriptions.on_push_change = self._push_changed
         self.nodes = NodeRegistry(self.client, self.keys, self.clock, self.node_id,
                                   self.hub.held)
         self.loops: list[Loop] = []
@@ -126,6 +135,9 @@ class Runtime:
             Loop("clock", self.clock.sync, s.clock_sync_seconds),
             # Every process: its record in the node registry (one HSET).
             Loop("heartbeat", self.nodes.tick, HEARTBEAT_S),
+            # Every process (no lease): a delivery thread per push subscription.
+            *([Loop("push", self.pusher.tick, REFRESH_S, None, timing)]
+              if s.push_enabled else []),
         ]
 
     def start(self) -> None:
@@ -139,13 +151,17 @@ class Runtime:
         logger.info("background loops started: %s", ", ".join(loop.name for loop in self.loops))
 
     def drain(self) -> None:
-        """Shutdown has begun (SIGTERM): answer held long polls now; requests in flight go on."""
+        """Shutdown has begun (SIGTERM): answer held long polls now and take no new push
+        deliveries; requests and POSTs in flight go on."""
         self.hub.drain()
+        self.pusher.drain()
 
     def stop(self) -> None:
         self.hub.stop()
         for loop in self.loops:
             loop.stop()
+        # POSTs in flight get part of the grace period, then go back to their subscription.
+        self.pusher.stop(min(self.settings.graceful_timeout_seconds / 2, PUSH_GRACE_MAX_S))
         if self.loops:
             self.nodes.leave()
         self.monitor.flush()
@@ -171,6 +187,17 @@ class Runtime:
         """A control message from the hint channel (see longpoll.CONTROL_PREFIX)."""
         if text == f"{OFFLINE}{self.node_id}":
             self.hub.release_held()
+        elif text == PUSH_CHANGED:
+            for loop in self.loops:
+                if loop.name == "push":
+                    loop.nudge()
+
+    def _push_changed(self) -> None:
+        """A pushUrl was set: every process's push loop looks at once (not within 1 s)."""
+        try:
+            self.client.publish(self.keys.hint_channel, f"0 {CONTROL_PREFIX}{PUSH_CHANGED}")
+        except redis.RedisError:
+            pass   # the loop's own refresh finds it
 
     def is_online(self) -> bool:
         try:

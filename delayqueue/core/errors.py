@@ -114,6 +114,11 @@ def as_error(exc: Exception) -> DelayQueueError:
     unknown = no_subscription(exc)
     if unknown is not None:
         return NotFound(f"subscription: no subscription '{unknown}' on this topic")
+    pushed = script_refusal(exc, "PUSHSUBSCRIPTION ")
+    if pushed is not None:
+        return BadRequest(f"subscription: '{pushed}' is a push subscription (it has a "
+                          "pushUrl): its messages are POSTed to that URL, not pulled; clear "
+                          "pushUrl to pull them")
     if is_out_of_memory(exc):
         error: DelayQueueError = OutOfMemory(
             f"Redis is out of memory (over its maxmemory); nothing was written: {exc}")
@@ -133,10 +138,15 @@ def is_out_of_memory(exc: redis.RedisError) -> bool:
 def no_subscription(exc: Exception) -> str | None:
     """The name in a script's refusal of a call in a named subscription that does not exist
     (lua/includes/keys.lua answers the error "NOSUBSCRIPTION <name>"), else None."""
+    return script_refusal(exc, "NOSUBSCRIPTION ")
+
+
+def script_refusal(exc: Exception, word: str) -> str | None:
+    """The subscription named in a script's error reply "<word><name>", else None."""
     if isinstance(exc, redis.ResponseError):
         text = str(exc)
-        at = text.find("NOSUBSCRIPTION ")
+        at = text.find(word)
         if at >= 0:
-            words = text[at + len("NOSUBSCRIPTION "):].split()
+            words = text[at + len(word):].split()
             return words[0] if words else ""
     return None

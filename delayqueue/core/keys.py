@@ -83,6 +83,14 @@ class NamespaceKeys:
         (core/subscriptions.py; the scheduler's repair pass finishes one a node left)."""
         return f"{self.base}:subscription-drops"
 
+    @property
+    def push_subscriptions(self) -> str:
+        """SET of "<topic>\n<subscription>" ("default" for the topic's own): the
+        subscriptions with a pushUrl, which every node's delivery loop serves
+        (background/push.py). Added before a pushUrl is written, removed after it is
+        cleared or the subscription deleted; the loop drops a member whose pushUrl is gone."""
+        return f"{self.base}:push"
+
     def offline(self, node: str) -> str:
         """STRING present while the node was taken offline by /camellia/health/offline."""
         return f"{self.base}:offline:{node}"
@@ -244,6 +252,12 @@ class TopicKeys:
         only by ``delayqueue migrate-storage``)."""
         return f"{self.base}:msg:"
 
+    @property
+    def push_errors(self) -> str:
+        """LIST of JSON: the default subscription's latest push failures, newest first, at
+        most PUSH_ERRORS_KEPT (background/push.py), expiring a week after the last."""
+        return f"{self.base}:push-errors"
+
     def subscription(self, name: str) -> "SubscriptionKeys":
         """The keys of the named subscription ``name`` (core/subscriptions.py checks names)."""
         return SubscriptionKeys(self, name)
@@ -278,6 +292,11 @@ class SubscriptionKeys:
     @property
     def seq(self) -> str:
         return self.parent.seq
+
+    @property
+    def push_errors(self) -> str:
+        """As TopicKeys.push_errors, for this subscription."""
+        return f"{self.base}:push-errors"
 
     @functools.cached_property
     def queues(self) -> tuple[str, ...]:

@@ -54,6 +54,11 @@ COUNTERS = ("sendMsg", "pullMsg", "ackMsg", "nackMsg", "getMsg", "deleteMsg",
             "deadLettered", "redriven", "purged", "backlogRefused",
             "replaced", "deduplicated", "scheduleSent", "scheduleMissed")
 HISTOGRAMS = ("pullMsgTimeGap", "readyQueueTimeGap")
+# Push delivery (background/push.py), per subscription: one counter per outcome class of a
+# POST (push_client.OUTCOMES) and the POST's latency (ms, from the request to the answer).
+PUSH_COUNTERS = ("push2xx", "push3xx", "push4xx", "push5xx", "pushTimeout",
+                 "pushConnectionError", "pushRefused")
+PUSH_HISTOGRAMS = ("pushMillis",)
 # The counters of a consumer's state, kept per subscription: what /metrics labels with
 # ``subscription`` and a named subscription's snapshot line carries. Any counter may be
 # recorded for a subscription; the others are the topic's (a send reaches every subscription).
@@ -273,7 +278,7 @@ class Monitor:
 
     def incr(self, topic: str, counter: str, n: int = 1, *,
              subscription: str | None = None) -> None:
-        if counter not in COUNTERS:
+        if counter not in COUNTERS and counter not in PUSH_COUNTERS:
             raise ValueError(f"unknown monitor counter {counter!r}")
         if n == 0:
             return
@@ -283,7 +288,7 @@ class Monitor:
 
     def observe(self, topic: str, histogram: str, gaps_ms: Iterable[float], *,
                 subscription: str | None = None) -> None:
-        if histogram not in HISTOGRAMS:
+        if histogram not in HISTOGRAMS and histogram not in PUSH_HISTOGRAMS:
             raise ValueError(f"unknown monitor histogram {histogram!r}")
         # Whole ms keeps the sums integer (HINCRBY); "never early" makes negatives noise.
         gaps = [max(0, math.floor(gap + 0.5)) for gap in gaps_ms]

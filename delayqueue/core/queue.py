@@ -252,15 +252,20 @@ class DelayQueue:
         return [as_error(r) if isinstance(r, Exception) else r for r in replies]
 
     def pull(self, topic: str, count: int = 1, ack_timeout_ms: int | None = None,
-             subscription: str | None = None) -> PullResult:
+             subscription: str | None = None, push: bool = False) -> PullResult:
         """Hand out up to ``count`` ready messages (the API's ``batch``), in the default
-        subscription or the named ``subscription``."""
+        subscription or the named ``subscription``. A push subscription refuses a consumer's
+        pull (BadRequest); ``push``: the delivery loop's pull there (background/push.py),
+        capped by the subscription's pushConcurrency fleet-wide."""
+        push_arg = (f"push {self.settings.push_concurrency} {self.settings.push_timeout_millis}"
+                    if push else "")
         with redis_errors():
             now = self.clock.now_ms()
             reply = self.scripts.pull(
                 self.context_keys(topic, subscription), now, count,
                 ack_timeout_ms if ack_timeout_ms and ack_timeout_ms > 0 else -1,
-                self.end_life_ms, SCRIPT_LIMIT, self.keys.hint_channel, self.defaults)
+                self.end_life_ms, SCRIPT_LIMIT, self.keys.hint_channel, self.defaults,
+                push_arg)
             self.bookkeep(topic, now, reply.lowered_due)
         delivered = [DelayMsg.from_fields(topic, m.msg_id, m.fields, with_receipt=True)
                      for m in reply.messages]
@@ -486,19 +491,22 @@ class DelayQueue:
             for ctx in contexts:
                 pipe.zcard(ctx.ready).zcard(ctx.ack).zcard(ctx.dead)
                 pipe.zcount(ctx.held, "-inf", now).zcard(ctx.waiting)
-                pipe.zcount(ctx.held, f"({now}", "+inf").hget(ctx.config, "paused")
+                pipe.zcount(ctx.held, f"({now}", "+inf").hmget(ctx.config, "paused", "pushUrl")
             replies = pipe.execute()
         topic_paused = replies[0] == "1"
         infos = []
         for i, name in enumerate([SUBSCRIPTION_DEFAULT, *names]):
-            ready, ack, dead, blocked, waiting, held_waiting, paused = \
+            ready, ack, dead, blocked, waiting, held_waiting, (paused, push_url) = \
                 replies[1 + 7 * i:8 + 7 * i]
             created = None if i == 0 else int(subs[name].split()[1])
-            infos.append({"subscription": name, "createdTime": created,
-                          "readyQueueSize": ready, "ackQueueSize": ack,
-                          "deadQueueSize": dead, "groupBlockedSize": blocked,
-                          "waitingQueueSize": waiting + held_waiting,
-                          "paused": topic_paused or paused == "1"})
+            info = {"subscription": name, "createdTime": created,
+                    "readyQueueSize": ready, "ackQueueSize": ack,
+                    "deadQueueSize": dead, "groupBlockedSize": blocked,
+                    "waitingQueueSize": waiting + held_waiting,
+                    "paused": topic_paused or paused == "1"}
+            if push_url:   # a push subscription: its consuming messages are pushes in flight
+                info["pushUrl"] = push_url
+            infos.append(info)
         return infos
 
     def _dead_retention(self, topics: list[str]) -> dict[str, int]:

@@ -60,7 +60,7 @@ from .replies import (
     TimeoutReply,
 )
 from .script_runner import RoundTrip, ScriptCall, ScriptRunner
-from .topic_config import server_defaults
+from .topic_config import TOPIC_SETTING_NAMES, server_defaults
 
 _INCLUDE = re.compile(r"^--@include (\w+)[ \t]*$", re.MULTILINE)
 _KEY = re.compile(r"KEYS\[(\d+)\]")
@@ -235,12 +235,13 @@ class Scripts:
 
     def pull(self, tk: TopicKeys, now_ms: int, count: int, ack_timeout_ms: int,
              end_life_ms: int, promote_limit: int, channel: str,
-             defaults: Sequence[str]) -> PullReply:
-        """Hand out up to ``count`` ready messages (the API's ``batch``)."""
+             defaults: Sequence[str], push: str = "") -> PullReply:
+        """Hand out up to ``count`` ready messages (the API's ``batch``); ``push``: the push
+        delivery loop's "push <concurrency> <timeout_ms>" (lua/pull.lua), '' for a consumer."""
         return self._run(
             "pull", tk.queues,
             [now_ms, count, ack_timeout_ms, end_life_ms, promote_limit, channel, tk.topic,
-             *defaults],
+             push, *defaults],
         )
 
     def ack_many(self, tk: TopicKeys, now_ms: int, end_life_ms: int,
@@ -344,8 +345,13 @@ class Scripts:
                   defaults: Sequence[str]) -> int:
         return self._run("dead_trim", tk.queues, [now_ms, limit, *defaults])
 
-    def topic_config(self, tk: TopicKeys, reset: bool, pairs: Sequence[str]) -> Outcome:
-        return self._run("topic_config", tk.queues, [1 if reset else 0, *pairs])
+    def topic_config(self, tk: TopicKeys, reset: bool, pairs: Sequence[str],
+                     reset_fields: Sequence[str] = TOPIC_SETTING_NAMES) -> Outcome:
+        """Write setting, value ``pairs`` into the context's config hash, after removing
+        ``reset_fields`` when ``reset`` (by default every topic setting; never the pause, nor
+        a subscription's push settings unless named)."""
+        dropped = list(reset_fields) if reset else []
+        return self._run("topic_config", tk.queues, [len(dropped), *dropped, *pairs])
 
     def migrate(self, tk: TopicKeys, now_ms: int, msg_ids: Sequence[str]) -> MigrateReply:
         """Convert these messages from the per-message hashes of the older storage format."""

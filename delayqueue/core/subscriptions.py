@@ -10,19 +10,23 @@ lua/includes/fanout.lua's; this module checks requests and answers the admin rou
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import redis
 
-from delayqueue.settings.topic_setting import BY_NAME
+from delayqueue.settings.push_networks import AllowedNetworks
+from delayqueue.settings.topic_setting import BY_NAME, PUSH_BY_NAME, PUSH_SETTINGS
+from delayqueue.settings.value import ValueProblem
 
 from . import topic_config
 from .clock import Clock
 from .errors import BadRequest, MissingParameter, NotFound, redis_errors
 from .keys import NamespaceKeys
 from .outcome import Outcome
+from .push_target import Resolver, check_push_url, resolve
 from .queue import SUBSCRIPTION_DEFAULT, DelayQueue
 from .refusal import refusal
 from .scripts import Scripts
@@ -33,6 +37,8 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
 SUBSCRIPTION_SETTINGS = ("ackTimeoutMillis", "maxRetry", "redeliveryDelayMillis",
                          "redeliveryBackoffMultiplier", "redeliveryMaxDelayMillis",
                          "deadLetter", "deadLetterRetentionMillis", "deadLetterMaxSize")
+# A subscription's push settings (the default one's too), never the topic's: PUSH_SETTINGS.
+PUSH_NAMES = tuple(s.name for s in PUSH_SETTINGS)
 DROP_SLICE = 1000   # entries of a deleted subscription freed per script call
 
 
@@ -60,17 +66,22 @@ def subscription_name(value: str | None, *, named: bool = False) -> str | None:
 
 
 class Subscriptions:
-    def __init__(self, queue: DelayQueue) -> None:
+    def __init__(self, queue: DelayQueue, resolver: Resolver = resolve) -> None:
         self.queue = queue
         self.scripts = queue.scripts
         self.clock = queue.clock
+        self.networks = AllowedNetworks.parse(queue.settings.push_allowed_networks)
+        self.resolver = resolver   # a push URL's host -> addresses (tests give their own)
+        # Called after a pushUrl was set: the runtime tells every node's push loop to look
+        # now rather than at its next refresh.
+        self.on_push_change: Callable[[], None] = lambda: None
 
     # -- definitions ---------------------------------------------------------------------------
     def create(self, topic: str, name: str, raw: Mapping[str, Any] | None = None) -> dict:
         """Create the subscription (or find it) and set the settings given as its own; all
         settings are checked before anything is written."""
         name = subscription_name(name, named=True)
-        values = _subscription_values(raw or {})
+        values = self._values(raw or {}, default=False)
         with redis_errors():
             now = self.clock.now_ms()
             reply = self.scripts.subscription_put(
@@ -99,6 +110,8 @@ class Subscriptions:
             except redis.RedisError:   # unknown (NotFound once translated), or Redis failed
                 self.queue.client.srem(self.queue.keys.subscription_drops, member)
                 raise
+            self.queue.client.srem(self.queue.keys.push_subscriptions, f"{topic}\n{name}")
+            self.queue.client.delete(tk.subscription(name).push_errors)
             free_dropped(self.queue.client, self.scripts, self.queue.keys, self.clock, topic,
                          drop_id)
 
@@ -117,6 +130,33 @@ class Subscriptions:
                 return info
         raise NotFound(f"subscription: no subscription '{name}' on topic '{topic}'")
 
+    def push_status(self, topic: str, name: str | None) -> dict:
+        """A subscription's push state (getPushStatus, the console): its push settings (never
+        the secret: whether there is one), deliveries in flight fleet-wide (its consuming
+        messages) and its last failures, newest first (background/push.py writes them)."""
+        name = subscription_name(name)
+        tk = self.queue.topic_keys(topic)
+        context = tk if name is None else tk.subscription(name)
+        with redis_errors():
+            pipe = self.queue.client.pipeline(transaction=False)
+            pipe.hexists(tk.subs, name or "")
+            pipe.hmget(context.config, "pushUrl", "pushTimeoutMillis", "pushConcurrency",
+                       "pushSecret", "paused")
+            pipe.hget(tk.config, "paused").zcard(context.ack)
+            pipe.lrange(context.push_errors, 0, -1)
+            exists, own, topic_paused, in_flight, errors = pipe.execute()
+        if name is not None and not exists:
+            raise NotFound(f"subscription: no subscription '{name}' on topic '{topic}'")
+        url, timeout, concurrency, secret, paused = own
+        s = self.queue.settings
+        return {"subscription": name or DEFAULT, "pushUrl": url or None,
+                "pushTimeoutMillis": int(timeout or s.push_timeout_millis),
+                "pushConcurrency": int(concurrency or s.push_concurrency),
+                "pushSecretSet": bool(secret),
+                "paused": paused == "1" or topic_paused == "1",
+                "inFlight": in_flight if url else 0,
+                "lastErrors": [json.loads(e) for e in errors]}
+
     # -- settings ------------------------------------------------------------------------------
     def get_config(self, topic: str, name: str | None) -> tuple[dict[str, Any], dict[str, str]]:
         """(effective value of every setting, its source: "subscription", "topic" or
@@ -130,33 +170,94 @@ class Subscriptions:
                 pipe.hexists(tk.subs, name).hgetall(tk.subscription(name).config)
             replies = pipe.execute()
         data, source = topic_config.effective(replies[0], self.queue.settings)
-        if name is None:
-            return data, source
-        if not replies[1]:
+        if name is not None and not replies[1]:
             raise NotFound(f"subscription: no subscription '{name}' on topic '{topic}'")
-        for setting_name in SUBSCRIPTION_SETTINGS:
-            text = replies[2].get(setting_name)
+        own = replies[0] if name is None else replies[2]
+        if name is not None:
+            for setting_name in SUBSCRIPTION_SETTINGS:
+                text = own.get(setting_name)
+                if text is not None:
+                    data[setting_name] = topic_config.loaded(BY_NAME[setting_name], text)
+                    source[setting_name] = "subscription"
+        for setting in PUSH_SETTINGS:
+            if setting.name == "pushSecret":   # write-only: whether there is one
+                data["pushSecretSet"] = bool(own.get("pushSecret"))
+                continue
+            text = own.get(setting.name)
             if text is not None:
-                data[setting_name] = topic_config.loaded(BY_NAME[setting_name], text)
-                source[setting_name] = "subscription"
+                data[setting.name] = topic_config.loaded(setting, text)
+                source[setting.name] = "subscription"
+            else:
+                data[setting.name] = getattr(self.queue.settings, setting.field, None)
+                source[setting.name] = "server"
         return data, source
 
     def set_config(self, topic: str, name: str | None, raw: Mapping[str, Any],
                    reset: bool = False) -> tuple[dict[str, Any], dict[str, str]]:
-        """Set the named subscription's own settings (checked first: 400, nothing written)."""
-        name = subscription_name(name, named=True)
-        values = _subscription_values(raw)
+        """Set the subscription's own settings (checked first: 400, nothing written). The
+        default subscription's own are its push settings only (the rest are the topic's:
+        setTopicConfig)."""
+        name = subscription_name(name)
+        values = self._values(raw, default=name is None)
         with redis_errors():
+            if name is not None and not self.queue.client.hexists(
+                    self.queue.topic_keys(topic).subs, name):
+                raise NotFound(f"subscription: no subscription '{name}' on topic '{topic}'")
             self._write(topic, name, values, reset)
         return self.get_config(topic, name)
 
-    def _write(self, topic: str, name: str, values: Mapping[str, Any], reset: bool) -> None:
-        pairs = [item for setting, value in values.items()
+    def _write(self, topic: str, name: str | None, values: Mapping[str, Any],
+               reset: bool) -> None:
+        """One script call: clear the emptied (and, with ``reset``, every own) setting, write
+        the rest; the push registry follows (added before a URL is written, removed after)."""
+        tk = self.queue.topic_keys(topic)
+        context = tk if name is None else tk.subscription(name)
+        owned = PUSH_NAMES if name is None else (*SUBSCRIPTION_SETTINGS, *PUSH_NAMES)
+        cleared = [k for k, v in values.items() if v == "" and k in PUSH_BY_NAME]
+        dropped = list(dict.fromkeys([*(owned if reset else ()), *cleared]))
+        pairs = [item for setting, value in values.items() if setting not in cleared
                  for item in (setting, topic_config.stored(value))]
-        outcome = self.scripts.topic_config(
-            self.queue.topic_keys(topic).subscription(name), reset, pairs)
+        member = f"{topic}\n{name or DEFAULT}"
+        client, registry = self.queue.client, self.queue.keys.push_subscriptions
+        if values.get("pushUrl"):
+            client.sadd(registry, member)
+        outcome = self.scripts.topic_config(context, bool(dropped), pairs, dropped)
         if outcome != Outcome.OK:
             raise RuntimeError(f"topic_config.lua refused its arguments: {outcome}")
+        if dropped and "pushUrl" in dropped and not client.hget(context.config, "pushUrl"):
+            client.srem(registry, member)
+        if values.get("pushUrl"):
+            self.on_push_change()
+
+    def _values(self, raw: Mapping[str, Any], default: bool) -> dict[str, Any]:
+        """The settings a request gives a subscription, checked (a push URL by where it
+        resolves): only SUBSCRIPTION_SETTINGS and PUSH_SETTINGS, only the latter for the
+        default subscription. An empty pushUrl or pushSecret clears it."""
+        given = {k: v for k, v in raw.items() if k not in ("topic", "subscription", "reset")}
+        push = {k: v for k, v in given.items() if k in PUSH_BY_NAME}
+        values = topic_config.parse_values(
+            {k: v for k, v in given.items() if k not in PUSH_BY_NAME})
+        for setting_name in values:
+            if default:
+                raise BadRequest(f"{setting_name}: the default subscription's settings are "
+                                 f"the topic's (setTopicConfig); here only "
+                                 f"{', '.join(PUSH_NAMES)}")
+            if setting_name not in SUBSCRIPTION_SETTINGS:
+                raise BadRequest(f"{setting_name}: a subscription may set only "
+                                 f"{', '.join(SUBSCRIPTION_SETTINGS + PUSH_NAMES)}; it is "
+                                 "the topic's")
+        for setting in PUSH_SETTINGS:
+            value = push.get(setting.name)
+            if value is None or (value == "" and setting.kind is not str):
+                continue
+            try:
+                values[setting.name] = setting.parse(value)
+            except ValueProblem as problem:
+                error = BadRequest if problem.out_of_range else MissingParameter
+                raise error(f"{setting.name}: {problem}") from None
+        if values.get("pushUrl"):
+            check_push_url(values["pushUrl"], self.networks, self.resolver)
+        return values
 
 
 def free_dropped(client: redis.Redis, scripts: Scripts, nk: NamespaceKeys, clock: Clock,
@@ -181,14 +282,3 @@ def finish_drops(client: redis.Redis, scripts: Scripts, nk: NamespaceKeys,
         topic, _, drop_id = member.partition("\n")
         free_dropped(client, scripts, nk, clock, topic, drop_id)
     return len(members)
-
-
-def _subscription_values(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings a request gives a subscription, checked: only SUBSCRIPTION_SETTINGS."""
-    given = {k: v for k, v in raw.items() if k not in ("topic", "subscription", "reset")}
-    values = topic_config.parse_values(given)
-    for setting_name in values:
-        if setting_name not in SUBSCRIPTION_SETTINGS:
-            raise BadRequest(f"{setting_name}: a subscription may set only "
-                             f"{', '.join(SUBSCRIPTION_SETTINGS)}; it is the topic's")
-    return values

@@ -18,6 +18,10 @@ from delayqueue.settings.value import ValueProblem
 
 from .errors import BadRequest, MissingParameter
 
+# What setTopicConfig's reset removes from a topic's config hash: its settings, not its pause
+# (state) nor its default subscription's push settings (the subscription's, not the topic's).
+TOPIC_SETTING_NAMES = tuple(s.name for s in SETTINGS)
+
 
 def stored(value: Any) -> str:
     """A value as the config hash and the scripts hold it (booleans as 1 / 0)."""

@@ -27,6 +27,7 @@ import yaml
 
 from . import camellia_redis
 from .credential import TokenError, Tokens, parse_tokens
+from .push_networks import AllowedNetworks
 from .redis_url import (
     CLUSTER_SCHEMES,
     SENTINEL_SCHEMES,
@@ -211,6 +212,17 @@ def _tokens(key: str, raw: Any) -> Tokens:
         raise ConfigError(f"{key}: {exc}") from None
 
 
+def _networks(key: str, raw: Any) -> str:
+    """push-allowed-networks: checked here, parsed where used (push_networks.py)."""
+    text = "" if raw is None else ",".join(raw) if isinstance(raw, (list, tuple)) else raw
+    if not isinstance(text, str):
+        raise _fail(key, "must be comma-separated CIDRs and 'public'", raw)
+    try:
+        return AllowedNetworks.parse(text).text
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+
+
 def _setting(default: Any, doc: str, check: Check) -> Any:
     return field(default=default, metadata={"doc": doc, "check": check})
 
@@ -279,6 +291,21 @@ class Settings:
         "messages (false: only its named subscriptions do)")
     max_subscriptions_per_topic: int = _setting(
         32, "most named subscriptions one topic may have", _integer(1))
+    # Push delivery (docs/push.md).
+    push_timeout_millis: int = _setting(
+        10_000, "connect and read timeout of one push POST, for a subscription that sets none",
+        _integer(100, 600_000))
+    push_concurrency: int = _setting(
+        16, "pushes in flight per push subscription across the fleet, for a subscription "
+        "that sets none", _integer(1, 10_000))
+    push_allowed_networks: str = _setting(
+        "public", "where push URLs may connect: comma-separated CIDRs, and 'public' for every "
+        "globally routable address (loopback, private, link-local and metadata addresses are "
+        "refused unless listed)", _networks)
+    push_enabled: bool = _setting(True, "whether this node's workers deliver pushes",
+                                  _boolean())
+    push_workers: int = _setting(64, "most pushes one worker process has in flight",
+                                 _integer(1, 10_000))
     topic_description: str = _topic("description", "", "description of a topic that has none "
                                     "of its own")
     # Redis.

@@ -107,4 +107,22 @@ SETTINGS: tuple[TopicSetting, ...] = (
     TopicSetting("description", "description", "topic-description", str, 0, 1024),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
+
+# A subscription's push delivery (the default subscription's too): its own values only, never
+# inherited from the topic; the scripts read them from the subscription's config hash, not
+# from SETTING_NAMES. ``key`` names the server's default where there is one.
+PUSH_URL_MAX_BYTES = 2048
+PUSH_SETTINGS: tuple[TopicSetting, ...] = (
+    # Where each delivery is POSTed (http or https; core/push_target.py checks it). Empty: the
+    # subscription is pulled, not pushed.
+    TopicSetting("pushUrl", "push_url", "push-url", str, 0, PUSH_URL_MAX_BYTES),
+    # Connect and read timeout of one POST.
+    TopicSetting("pushTimeoutMillis", "push_timeout_ms", "push-timeout-millis", int,
+                 100, 600_000),
+    # Deliveries in flight for the subscription across the fleet.
+    TopicSetting("pushConcurrency", "push_concurrency", "push-concurrency", int, 1, 10_000),
+    # The HMAC-SHA256 key of X-DelayQueue-Signature: write-only, never answered or logged.
+    TopicSetting("pushSecret", "push_secret", "push-secret", str, 0, 256),
+)
+PUSH_BY_NAME = {s.name: s for s in PUSH_SETTINGS}
 SCRIPT_SETTINGS: tuple[TopicSetting, ...] = tuple(s for s in SETTINGS if s.in_scripts)

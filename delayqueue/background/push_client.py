@@ -1,0 +1,197 @@
+"""The HTTP client of push delivery: one POST per delivery, classified.
+
+Built on urllib3 (the library under requests, already installed with it): a PoolManager keeps
+one keep-alive pool per origin, ``retries=False`` and ``redirect=False`` make every attempt
+exactly one request that is never redirected, ``Timeout(connect, read)`` bounds it, and
+``preload_content=False`` lets us read at most MAX_ANSWER_BYTES of an answer. requests
+itself would add a session-wide proxy and .netrc lookup per call and no way to refuse an
+address after DNS; httpx is installed only for tests. The one thing urllib3 does not do is
+check where it connects: ``_GuardedConnection`` resolves the host itself and connects only to
+an address inside ``push-allowed-networks``, at every new connection (DNS may change after
+the URL was accepted), keeping the host name for the Host header, SNI and certificate
+checks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import socket
+import time
+from dataclasses import dataclass
+from typing import Mapping
+
+import urllib3
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    HTTPError,
+    NewConnectionError,
+    ReadTimeoutError,
+)
+from urllib3.exceptions import (
+    TimeoutError as Urllib3Timeout,
+)
+from urllib3.util import connection
+
+from delayqueue.core.push_target import Resolver, resolve
+from delayqueue.settings.push_networks import AllowedNetworks
+
+MAX_ANSWER_BYTES = 64 * 1024    # read at most this much of an answer (kept for the error list)
+POOLS = 256                     # origins kept alive at once (least recently used dropped)
+USER_AGENT = "delayqueue-push/1"
+
+# Outcome classes (monitoring's labels and the last-error list's "outcome").
+OK, REDIRECT, CLIENT_ERROR, SERVER_ERROR = "2xx", "3xx", "4xx", "5xx"
+TIMEOUT, CONNECTION, REFUSED = "timeout", "connection", "refused"
+OUTCOMES = (OK, REDIRECT, CLIENT_ERROR, SERVER_ERROR, TIMEOUT, CONNECTION, REFUSED)
+
+
+class AddressRefused(NewConnectionError):
+    """The host resolved only to addresses outside push-allowed-networks: not connected."""
+
+
+@dataclass(frozen=True)
+class PushAnswer:
+    outcome: str                 # one of OUTCOMES
+    status: int | None           # the HTTP status, if there was an answer
+    retry_after_ms: int | None   # a 429 / 503's Retry-After, in ms
+    error: str                   # what went wrong ('' on 2xx), for the last-error list
+    millis: float                # from the POST to the answer (or the failure)
+
+
+def sign(secret: str, timestamp_ms: int, body: bytes) -> str:
+    """X-DelayQueue-Signature: ``t=<ms>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>``
+    (delayqueue.client.signature.verify_signature checks it at the receiver)."""
+    mac = hmac.new(secret.encode(), f"{timestamp_ms}.".encode() + body, hashlib.sha256)
+    return f"t={timestamp_ms},v1={mac.hexdigest()}"
+
+
+def retry_after_ms(value: str | None, now_s: float | None = None) -> int | None:
+    """A Retry-After header (seconds, or an HTTP date) in ms from now; None if absent or
+    unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return int(value) * 1000
+    from email.utils import parsedate_to_datetime
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return max(0, int((when - (time.time() if now_s is None else now_s)) * 1000))
+
+
+class _GuardedConnection(HTTPConnection):
+    networks: AllowedNetworks
+    resolver: Resolver
+
+    def _new_conn(self) -> socket.socket:
+        host = self._dns_host
+        try:
+            addresses = self.resolver(host, self.port)
+        except (OSError, UnicodeError) as exc:
+            raise NewConnectionError(self, f"{host} does not resolve: {exc}") from exc
+        allowed = [a for a in addresses if self.networks.allows(a)]
+        if not allowed:
+            raise AddressRefused(self, f"{host} resolves to {', '.join(addresses)}, outside "
+                                 "push-allowed-networks: not connected")
+        last: OSError | None = None
+        for address in allowed:
+            try:
+                return connection.create_connection(
+                    (address, self.port), self.timeout, source_address=self.source_address,
+                    socket_options=self.socket_options)
+            except socket.timeout as exc:
+                raise ConnectTimeoutError(
+                    self, f"connecting to {host} ({address}) timed out") from exc
+            except OSError as exc:
+                last = exc
+        raise NewConnectionError(self, f"cannot connect to {host}: {last}") from last
+
+
+class _GuardedHTTPSConnection(_GuardedConnection, HTTPSConnection):
+    pass
+
+
+class PushClient:
+    """POSTs deliveries; thread-safe (urllib3's pools are)."""
+
+    def __init__(self, networks: AllowedNetworks, resolver: Resolver = resolve,
+                 per_origin: int = 64) -> None:
+        guard = {"networks": networks, "resolver": staticmethod(resolver)}
+        http_conn = type("PushHTTPConnection", (_GuardedConnection,), guard)
+        https_conn = type("PushHTTPSConnection", (_GuardedHTTPSConnection,), guard)
+        self.pools = urllib3.PoolManager(num_pools=POOLS, maxsize=per_origin, block=False,
+                                         retries=False)
+        self.pools.pool_classes_by_scheme = {
+            "http": type("PushHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": http_conn}),
+            "https": type("PushHTTPSPool", (HTTPSConnectionPool,),
+                          {"ConnectionCls": https_conn}),
+        }
+
+    def post(self, url: str, body: bytes, headers: Mapping[str, str],
+             timeout_ms: int) -> PushAnswer:
+        """One attempt: never redirected, never retried; every failure is an answer."""
+        started = time.monotonic()
+        seconds = timeout_ms / 1000
+        try:
+            response = self.pools.request(
+                "POST", url, body=body, headers={**headers, "User-Agent": USER_AGENT},
+                timeout=urllib3.Timeout(connect=seconds, read=seconds), retries=False,
+                redirect=False, preload_content=False)
+        except Exception as exc:  # noqa: BLE001 - every failure is a nack, classified
+            return PushAnswer(_failure_class(exc), None, None, _describe(exc),
+                              (time.monotonic() - started) * 1000)
+        try:
+            answer = response.read(MAX_ANSWER_BYTES + 1)
+            read_error = ""
+        except (HTTPError, OSError) as exc:   # the status came; the body broke off
+            answer, read_error = b"", _describe(exc)
+        millis = (time.monotonic() - started) * 1000
+        if len(answer) > MAX_ANSWER_BYTES or read_error:
+            response.close()            # not read to the end: this connection is not reused
+        else:
+            response.release_conn()
+        status = response.status
+        outcome = _status_class(status)
+        error = "" if outcome == OK else f"HTTP {status}: {_excerpt(answer)}"
+        delay = retry_after_ms(response.headers.get("Retry-After")) \
+            if status in (429, 503) else None
+        return PushAnswer(outcome, status, delay, error, millis)
+
+    def close(self) -> None:
+        self.pools.clear()
+
+
+def _status_class(status: int) -> str:
+    if 200 <= status < 300:
+        return OK
+    if 300 <= status < 400:
+        return REDIRECT
+    return CLIENT_ERROR if 400 <= status < 500 else SERVER_ERROR
+
+
+def _failure_class(exc: BaseException) -> str:
+    seen: BaseException | None = exc
+    while seen is not None:   # urllib3 wraps: look down the chain for what happened
+        if isinstance(seen, AddressRefused):
+            return REFUSED
+        if isinstance(seen, NewConnectionError):   # (urllib3 derives it from a timeout)
+            return CONNECTION
+        if isinstance(seen, (ConnectTimeoutError, ReadTimeoutError, Urllib3Timeout,
+                             socket.timeout)):
+            return TIMEOUT
+        seen = seen.__cause__ or seen.__context__ or next(
+            (a for a in getattr(seen, "args", ()) if isinstance(a, BaseException)), None)
+    return CONNECTION
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{exc.__class__.__name__}: {exc}"[:300]
+
+
+def _excerpt(answer: bytes) -> str:
+    return answer[:200].decode("utf-8", "replace").replace("\n", " ")
