@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import orjson
 import redis
 
+from delayqueue.client.signature import sign
 from delayqueue.core.clock import Clock
 from delayqueue.core.errors import BadRequest, DelayQueueError, NotFound, redis_errors
 from delayqueue.core.keys import NamespaceKeys
@@ -43,7 +44,7 @@ from delayqueue.core.queue import SUBSCRIPTION_DEFAULT, DelayQueue
 from delayqueue.settings.config import Settings
 
 from .longpoll import Hub
-from .push_client import OK, PushAnswer, PushClient, sign
+from .push_client import OK, PushAnswer, PushClient
 
 logger = logging.getLogger(__name__)
 

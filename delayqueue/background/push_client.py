@@ -14,8 +14,6 @@ checks.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import socket
 import time
 from dataclasses import dataclass
@@ -59,13 +57,6 @@ class PushAnswer:
     retry_after_ms: int | None   # a 429 / 503's Retry-After, in ms
     error: str                   # what went wrong ('' on 2xx), for the last-error list
     millis: float                # from the POST to the answer (or the failure)
-
-
-def sign(secret: str, timestamp_ms: int, body: bytes) -> str:
-    """X-DelayQueue-Signature: ``t=<ms>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>``
-    (delayqueue.client.signature.verify_signature checks it at the receiver)."""
-    mac = hmac.new(secret.encode(), f"{timestamp_ms}.".encode() + body, hashlib.sha256)
-    return f"t={timestamp_ms},v1={mac.hexdigest()}"
 
 
 def retry_after_ms(value: str | None, now_s: float | None = None) -> int | None:

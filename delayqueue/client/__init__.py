@@ -54,6 +54,7 @@ from .model import (
     TopicInfo,
     VisibilityEntry,
 )
+from .signature import verify_signature
 
 __all__ = [
     "AccessDeniedError", "AckEntry", "Backoff", "BacklogExceededError", "BadRequestError",
@@ -63,5 +64,5 @@ __all__ = [
     "SendEntry", "SendResult", "ServerError",
     "StaleReceiptError", "Status", "SubscriptionConfig", "SubscriptionInfo",
     "SubscriptionNotFoundError", "TOPIC_SETTINGS", "TopicConfig", "TopicInfo",
-    "UnavailableError", "UnsupportedError", "VisibilityEntry",
+    "UnavailableError", "UnsupportedError", "VisibilityEntry", "verify_signature",
 ]
