@@ -246,17 +246,10 @@ def test_a_grouped_push_subscription_pushes_one_message_of_a_group_at_a_time_in_
 
 # -- a push URL set while the push loop refreshes ------------------------------------------------
 
-# KNOWN BUG (for the lead; this test fails on main 896b71d, by design of the brief: the code is
-# not ours to fix). core/subscriptions.py `_write` adds the subscription to the push registry
-# (SADD dq:{ns}:push) *before* its script writes pushUrl. A push-loop tick in between starts a
-# SubscriptionPusher, whose first config read finds no pushUrl: it ends and `Pusher.forget`
-# (background/push.py) checks pushUrl again - still unwritten - and SREMs the member. The URL
-# is then written and the nudge comes, but the registry no longer lists the subscription: it is
-# never pushed (until someone sets pushUrl again). Seen unprovoked in ~1 of 15 runs of
-# test_push_delivery.py's first test ("push orders/default ends: no pushUrl", 0 POSTs in 20 s).
-# Here the window is widened: the config script is delayed past the loop's 1 s refresh.
-# Possible fixes: SADD again after the script (or in it), or let forget() leave the registry
-# to the writers (delete and a cleared pushUrl already SREM it themselves).
+# core/subscriptions.py adds the subscription to the push registry before its script writes
+# pushUrl (so a loop never misses it) and again after: a push-loop tick in between starts a
+# delivery thread that finds no pushUrl yet, ends, and drops the member (Pusher.forget). Here
+# that window is widened past the loop's 1 s refresh; the URL must still be pushed.
 def test_a_push_url_set_while_the_push_loop_refreshes_is_not_forgotten(runtime, receiver):
     topic, path = "raced", "/raced"
     real = runtime.subscriptions.scripts.topic_config
