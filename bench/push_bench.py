@@ -500,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["load_average"] = {"before": load_before, "after": os.getloadavg()}
     figures["receiver"] = "asyncio HTTP/1.1 keep-alive, 204 at once, separate process"
     print_figures(figures, p)
-    write_result("push", figures, {**p, "quick": args.quick})
+    write_result("push", figures, {**p, "quick": args.quick, "only": args.only})
     return 0 if all(figures[k]["bar_met"] for k in ("backlog", "lag") if k in figures) else 1
 
 
