@@ -203,9 +203,10 @@ def subscriptions() -> Subscriptions:
     return runtime().subscriptions
 
 
-def push_settings(name: str, sub: str | None) -> tuple[dict[str, Any], dict[str, str]]:
-    """The push form's current values (pushSecretSet, never the secret) and their source."""
-    data, source = subscriptions().get_config(name, sub)
+def push_settings(data: dict[str, Any], source: dict[str, str]
+                  ) -> tuple[dict[str, Any], dict[str, str]]:
+    """The push form's current values (pushSecretSet, never the secret) and their source,
+    from the subscription's get_config."""
     return ({k: data[k] for k in ("pushUrl", "pushTimeoutMillis", "pushConcurrency",
                                   "pushSecretSet")},
             {k: v for k, v in source.items() if k.startswith("push")})
@@ -231,7 +232,7 @@ def topic() -> str | tuple[str, int]:
     history = view().topic_history(name, backlog, SPANS[span])
     data, source = rt.admin.get_config(name)
     dead = rt.admin.list(name, DEAD_PAGE, request.args.get("cursor") or None)
-    push_config, push_source = push_settings(name, None)
+    push_config, push_source = push_settings(*subscriptions().get_config(name, None))
     return render_template("console/topic.html", topic=name, info=info, backlog=backlog,
                            subscriptions=listing(rt.queue, name, info),
                            subscription=None, here=page_link(name, None),
@@ -300,10 +301,11 @@ def subscription() -> str | tuple[str, int]:
                                subscription=sub, reason=exc.msg,
                                error=request.args.get("error")), 404
     messages = read_section(p, name, info, sub)
-    data, source = own_settings(*subscriptions().get_config(name, sub))
+    config = subscriptions().get_config(name, sub)
+    data, source = own_settings(*config)
+    push_config, push_source = push_settings(*config)
     dead = rt.admin.list(name, DEAD_PAGE, request.args.get("cursor") or None,
                          subscription=sub)
-    push_config, push_source = push_settings(name, sub)
     return render_template("console/subscription.html", topic=name, subscription=sub,
                            info=info, backlog=backlog_of(info),
                            topic_paused=topic_info["paused"],
