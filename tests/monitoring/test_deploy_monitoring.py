@@ -73,7 +73,7 @@ def exported(redis_server):
         assert http.post(Q + "pauseTopic", data={"topic": "t"}).get_json()["paused"] is True
         rt.monitor.observe_loop("schedule", 1.5)
         # Push delivery's samples as background/push.py records them (a real push is
-        # tests/monitoring/test_push_live.py's): "mail" answered 2xx, then 5xx.
+        # tests/monitoring/test_report_live.py's): "mail" answered 2xx, then 5xx.
         for counter, millis in (("push2xx", 12.0), ("push5xx", 250.0)):
             rt.monitor.incr("t", counter, subscription="mail")
             rt.monitor.observe("t", "pushMillis", [millis], subscription="mail")
