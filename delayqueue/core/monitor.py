@@ -502,12 +502,16 @@ class Monitor:
                 pull_gaps.append(time_gap_stats(topic, entry["pullMsgTimeGap"]))
             if entry["readyQueueTimeGap"]["count"] > 0:
                 ready_gaps.append(time_gap_stats(topic, entry["readyQueueTimeGap"]))
-        return {
+        data: dict = {
             "requestStatsList": requests,
             "pullMsgTimeGapStatsList": pull_gaps,
             "readyQueueTimeGapStatsList": ready_gaps,
-            "pushStatsList": push_stats_list(stats, named),
         }
+        # ours, only when something pushed: otherwise camellia's keys exactly
+        pushed = push_stats_list(stats, named)
+        if pushed:
+            data["pushStatsList"] = pushed
+        return data
 
     def totals(self) -> dict:
         """Cumulative fleet-wide stats: {"topics": {topic: stats}, "subscriptions":

@@ -58,6 +58,8 @@ def test_the_push_samples_of_the_default_and_a_named_subscription_are_read_apart
     assert entry["pushMillis"] == {"count": 5, "avg": (15 + 250 + 260 + 10_000) / 5,
                                    "max": 10_000, "p50": 500, "p99": 10_000}
     assert [s["topic"] for s in data["requestStatsList"]] == ["t"]
+    clock.advance(60_000)                                # an interval without pushes
+    assert "pushStatsList" not in a.monitor_data()       # camellia's keys, exactly
 
     text = monitor_string(data, [], "default", START_MS, 60)
     table = text.split("== push delivery (ms: POST latency) ==\n")[1].split("\n\n")[0]
