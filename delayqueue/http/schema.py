@@ -135,7 +135,7 @@ EXAMPLE_PUSH_STATUS = {"subscription": "billing", "pushUrl": EXAMPLE_PUSH_URL,
                        "pushTimeoutMillis": 10_000, "pushConcurrency": 16,
                        "pushSecretSet": True, "paused": False, "inFlight": 3, "lastErrors": [
                            {"time": T0 + 61_000, "msgId": EXAMPLE_ID, "outcome": "5xx",
-                            "status": 503, "error": "HTTP 503", "millis": 12.5},
+                            "status": 503, "error": "HTTP 503: busy", "millis": 12.5},
                            {"time": T0 + 1_000, "msgId": EXAMPLE_ID, "outcome": "timeout",
                             "status": None, "error": "read timed out", "millis": 10000.4}]}
 # What a pull of a push subscription answers (core/queue.py).
