@@ -20,8 +20,8 @@ prefix), its keys in this order, absent when they do not apply::
 is off. ``params``: the request's key parameters as sent (only the names in ``PARAMS`` and
 the topic settings and the push settings: never a body, never the Authorization header),
 strings cut at ``MAX_VALUE_CHARS``; a push setting sent empty (it clears) as ``""``, and
-``pushSecret`` only as ``"***"`` (``""`` when cleared): never the secret, nor its length,
-whichever way it came (a console form's noted settings too). ``code``: the answer's
+``pushSecret`` only as ``"(set)"`` or ``"(cleared)"``: never the secret, nor its length,
+whichever way it came (a console form notes the same words). ``code``: the answer's
 envelope code (a console form's redirect: 200, or the refusal's code); ``msg`` with it when
 not 200. ``result``: what the write did, from the answer (``count``, ``remaining``,
 ``changed``; a batch's entries ``ok`` and ``refused``) or, for a console form, from the
@@ -50,7 +50,7 @@ from delayqueue.settings.topic_setting import PUSH_BY_NAME
 
 from .endpoints import BY_PATH, FORM, Endpoint
 from .jsonio import dumps_bytes
-from .redact import MASK, SECRETS
+from .redact import CLEARED, SECRETS, SET
 from .request import runtime
 
 AUDIT_LOGGER = "delayqueue.audit"
@@ -169,7 +169,7 @@ def record(endpoint: Endpoint, response: Response) -> dict[str, Any]:
     params.update({k: _short(v) for k, v in settings.items()})
     params.update(noted.get("params") or {})
     for name in SECRETS & params.keys():
-        params[name] = "" if params[name] == "" else MASK
+        params[name] = CLEARED if params[name] in ("", CLEARED) else SET
     if params:
         line["params"] = params
     line.update(_outcome(response, endpoint.kind == FORM))

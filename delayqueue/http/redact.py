@@ -3,8 +3,8 @@ values masked.
 
 ``pushSecret`` (a push subscription's signing key) is write-only. The views refuse it in a
 query string (subscription_api.py), but the access log writes the request line before any
-view could: server/logs.py masks it there with ``redact_query``; the audit line masks it
-too (audit.py). Standard library only: gunicorn's master imports this with its logger.
+view could: server/logs.py masks it there with ``redact_query``; the audit line says only
+SET or CLEARED (audit.py). Standard library only: gunicorn's master imports this with its logger.
 """
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ from __future__ import annotations
 from urllib.parse import unquote_plus
 
 SECRETS = frozenset({"pushSecret"})
-MASK = "***"
+MASK = "***"            # a secret's value in a URL
+# A secret in an audit line: whether it was given or emptied, nothing more (the console's
+# push form notes the same words).
+SET, CLEARED = "(set)", "(cleared)"
 
 
 def redact_query(text: str) -> str:

@@ -12,7 +12,7 @@ list, or the settings under ``data``; what is about the call (``deleted``) besid
 Push delivery: any subscription, the default one too, may have a ``pushUrl`` (and
 ``pushTimeoutMillis``, ``pushConcurrency``, ``pushSecret``); the core checks them. The
 secret is write-only: no answer carries it (``pushSecretSet`` says whether there is one),
-no refusal echoes it (``secret_kept``), the audit line shows ``***`` (audit.py), and a
+no refusal echoes it (``secret_kept``), the audit line says ``(set)`` (audit.py), and a
 secret in the query string is refused, since URLs are logged (access logs, proxies).
 """
 

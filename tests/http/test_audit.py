@@ -114,10 +114,10 @@ def cases():
     yield ("deleteMsgBatch", "POST", Q + "deleteMsgBatch",
            {"json": {"topic": "t", "msgIds": ["m1", "m9"]}},
            {"params": {"msgIds": 2}, "code": 200, "result": {"ok": 1, "refused": 1}})
-    # The default subscription's push settings: the secret as ***, a cleared URL as "".
+    # The default subscription's push settings: the secret as (set), a cleared URL as "".
     yield ("setSubscriptionConfig", "POST", Q + "setSubscriptionConfig",
            {"json": {"topic": "t", "pushSecret": SECRET, "pushConcurrency": 3, "pushUrl": ""}},
-           {"params": {"pushSecret": "***", "pushConcurrency": 3, "pushUrl": ""}, "code": 200})
+           {"params": {"pushSecret": "(set)", "pushConcurrency": 3, "pushUrl": ""}, "code": 200})
     for name in ("offline", "online"):
         yield name, "GET", "/camellia/health/" + name, {}, {"code": 200}
     forms = {

@@ -13,9 +13,7 @@ the default settings: public addresses only.
 from __future__ import annotations
 
 import json
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
@@ -27,6 +25,7 @@ from delayqueue.http.openapi import document
 from support import conformance as api
 from support import wait_until
 from support.node import ServerProcess
+from support.receiver import Answer, Receiver
 
 Q = "/camellia/delayQueue/"
 # Every secret this module sends: none may appear in an answer or a log line.
@@ -42,45 +41,6 @@ STATUS_KEYS = {"subscription", "pushUrl", "pushTimeoutMillis", "pushConcurrency"
                "pushSecretSet", "paused", "inFlight", "lastErrors"}
 
 
-class Receiver:
-    """A local HTTP endpoint the pushes go to: it keeps each POST and answers ``status``."""
-
-    def __init__(self) -> None:
-        self.status = 500
-        self.posts: list[tuple[str, dict[str, str], bytes]] = []
-        self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with receiver.lock:
-                    receiver.posts.append((self.path, dict(self.headers.items()), body))
-                    status = receiver.status
-                self.send_response(status)
-                self.send_header("Content-Length", "4")
-                self.end_headers()
-                self.wfile.write(b"nope")
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def of(self, topic: str, msg_id: str) -> list[tuple[str, dict[str, str], bytes]]:
-        """The POSTs of one message, oldest first."""
-        with self.lock:
-            return [p for p in self.posts if p[1].get("X-DelayQueue-Topic") == topic
-                    and p[1].get("X-DelayQueue-Msg-Id") == msg_id]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 class LoggedNode(ServerProcess):
     """A node with gunicorn's access log on (stdout, into the node's log file)."""
 
@@ -91,9 +51,9 @@ class LoggedNode(ServerProcess):
 
 @pytest.fixture(scope="module")
 def receiver():
-    receiver = Receiver()
-    yield receiver
-    receiver.close()
+    """tests/support/receiver.py: 200 unless a test scripts its path otherwise."""
+    with Receiver() as receiver:
+        yield receiver
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +105,7 @@ def assert_valid(route, reply):
 # -- set, get, clear, reset ------------------------------------------------------------------
 def test_a_named_subscriptions_push_settings_set_answered_cleared_and_reset(push_node,
                                                                            receiver, topic):
-    url = receiver.url + "/named"
+    url = receiver.url("/named")
     info = ok(call(push_node, "createSubscription", topic=topic, subscription="hook",
                    pushUrl=url, pushTimeoutMillis=2000, pushConcurrency=4, pushSecret=SECRET,
                    maxRetry=3))["data"]
@@ -181,7 +141,7 @@ def test_a_named_subscriptions_push_settings_set_answered_cleared_and_reset(push
 @pytest.mark.parametrize("subscription", [None, "", "default"])
 def test_the_default_subscription_has_push_settings_of_its_own(push_node, receiver, topic,
                                                                subscription):
-    url = receiver.url + "/default"
+    url = receiver.url("/default")
     ok(call(push_node, "setTopicConfig", topic=topic, maxRetry=2))
     reply = ok(call(push_node, "setSubscriptionConfig", topic=topic, subscription=subscription,
                     pushUrl=url, pushConcurrency=2, pushSecret=SECRET))
@@ -260,7 +220,7 @@ def test_a_target_outside_the_default_allowed_networks_is_refused(node, topic, u
 # -- pulls of a push subscription ------------------------------------------------------------
 @pytest.mark.parametrize("subscription", [None, "hook"])
 def test_a_pull_of_a_push_subscription_is_refused(push_node, receiver, topic, subscription):
-    receiver_url = receiver.url + "/never-called"
+    receiver_url = receiver.url("/never-called")
     if subscription:
         ok(call(push_node, "createSubscription", topic=topic, subscription=subscription,
                 pushUrl=receiver_url))
@@ -304,11 +264,13 @@ def test_get_push_status_of_a_pulled_an_unknown_and_a_malformed_subscription(pus
 def test_a_failed_push_fills_last_errors_and_a_2xx_acks(push_node, receiver, topic):
     """A real delivery: the receiver answers 500 (a nack, its entry in lastErrors), then
     204 (the ack). The POST is signed with the secret, which the node never shows."""
-    url = receiver.url + "/status"
+    path = "/status-" + topic
+    url = receiver.url(path)
+    answer = {"status": 500}
+    receiver.script(path, lambda request: Answer(answer["status"]))
     ok(call(push_node, "createSubscription", topic=topic, subscription="hook", pushUrl=url,
             pushSecret=SECRET, pushTimeoutMillis=5000, redeliveryDelayMillis=200,
             redeliveryMaxDelayMillis=1000, maxRetry=1000))
-    receiver.status = 500
     msg = api.send(push_node, topic, msgId="m1", msg="body-1")
 
     def failures():
@@ -324,14 +286,15 @@ def test_a_failed_push_fills_last_errors_and_a_2xx_acks(push_node, receiver, top
     assert (error["msgId"], error["outcome"], error["status"]) == ("m1", "5xx", 500), error
     assert error["time"] >= msg["produceTime"] and error["millis"] >= 0, error
 
-    path, headers, body = receiver.of(topic, "m1")[0]
-    assert path == "/status"
-    delivered = json.loads(body)
+    first = receiver.requests(path)[0]
+    headers, body = first.headers, first.body
+    delivered = first.json
     assert delivered["subscription"] == "hook" and delivered["delayMsg"]["msgId"] == "m1"
     assert delivered["delayMsg"]["msg"] == "body-1"
-    assert headers["X-DelayQueue-Topic"] == topic
-    assert headers["X-DelayQueue-Subscription"] == "hook"
-    assert headers["X-DelayQueue-Receipt"] == delivered["delayMsg"]["receipt"]
+    assert first.header("X-DelayQueue-Topic") == topic
+    assert first.header("X-DelayQueue-Subscription") == "hook"
+    assert first.header("X-DelayQueue-Msg-Id") == "m1"
+    assert first.header("X-DelayQueue-Receipt") == delivered["delayMsg"]["receipt"]
     assert verify_signature(SECRET, headers, body)
     assert not verify_signature(OTHER_SECRET, headers, body)
 
@@ -339,7 +302,7 @@ def test_a_failed_push_fills_last_errors_and_a_2xx_acks(push_node, receiver, top
     assert paused["paused"] is True
     assert ok(call(push_node, "getPushStatus", topic=topic, subscription="hook"))["data"][
         "paused"] is True
-    receiver.status = 204
+    answer["status"] = 204
     ok(call(push_node, "resumeTopic", topic=topic, subscription="hook"))
 
     def acked():
@@ -356,7 +319,7 @@ def test_a_failed_push_fills_last_errors_and_a_2xx_acks(push_node, receiver, top
 
 # -- the secret: never answered, never logged ------------------------------------------------
 def test_the_secret_is_never_answered(push_node, receiver, topic):
-    url = receiver.url + "/secret"
+    url = receiver.url("/secret")
     answers = [
         call(push_node, "createSubscription", topic=topic, subscription="s1", pushUrl=url,
              pushSecret=SECRET),
@@ -390,8 +353,9 @@ def test_the_secret_is_never_answered(push_node, receiver, topic):
 def test_the_secret_is_in_no_log_line(push_node, receiver, topic):
     """Every line the module's node wrote (its audit trail, gunicorn's access log, the push
     loop's lines at info), after this test's own writes: the secrets appear in none, the
-    audit lines show them as ***, the access log's request line masks one sent in the URL."""
-    url = receiver.url + "/logged"
+    audit lines say only (set) or (cleared), the access log's request line masks one sent in
+    the URL as ***."""
+    url = receiver.url("/logged")
     ok(call(push_node, "createSubscription", topic=topic, subscription="s1", pushUrl=url,
             pushSecret=SECRET))
     ok(call(push_node, "setSubscriptionConfig", topic=topic, pushSecret=OTHER_SECRET))
@@ -408,7 +372,7 @@ def test_the_secret_is_in_no_log_line(push_node, receiver, topic):
         return lines if len(lines) >= 5 else None
     audits = wait_until(audit_lines, 10, message="the audit lines were not written")
     secrets = [a["params"].get("pushSecret") for a in audits]
-    assert secrets == ["***", "***", "", "***", "***"], audits
+    assert secrets == ["(set)", "(set)", "(cleared)", "(set)", "(set)"], audits
     assert [a["code"] for a in audits] == [200, 200, 200, 400, 400], audits
 
     def access_line():
