@@ -258,7 +258,9 @@ class Subscriptions:
                 values[setting.name] = setting.parse(value)
             except ValueProblem as problem:
                 error = BadRequest if problem.out_of_range else MissingParameter
-                raise error(f"{setting.name}: {problem}") from None
+                # A refused secret is never repeated (answers and logs would carry it).
+                said = setting.rule if setting.name == "pushSecret" else problem
+                raise error(f"{setting.name}: {said}") from None
         if values.get("pushUrl"):
             check_push_url(values["pushUrl"], self.networks, self.resolver)
         return values

@@ -507,8 +507,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
          "topic or of a subscription.", [TOPIC, CONSOLE_SUBSCRIPTION, OPTIONAL_MSG_ID]),
     form("settings", "/dashboard/topic/settings", "Set the topic's settings (empty fields "
          "unchanged; description written when it differs from the current), or with "
-         "subscription that subscription's (reset: drop its own values first).",
-         [TOPIC, CONSOLE_SUBSCRIPTION, *SETTING_PARAMS, RESET]),
+         "subscription that subscription's (reset: drop its own values first); the push "
+         "settings are the subscription's, the default one's too (pushSecret write-only: "
+         "empty unchanged).",
+         [TOPIC, CONSOLE_SUBSCRIPTION, *SETTING_PARAMS, *PUSH_SETTING_PARAMS, RESET]),
     form("pause", "/dashboard/topic/pause", "Pause the topic (pauseTopic), or one "
          "subscription of it; an unknown topic or subscription is refused on the topic page.",
          [TOPIC, CONSOLE_SUBSCRIPTION]),
