@@ -21,6 +21,7 @@ from delayqueue.core.status import Status
 from .backoff import Backoff
 from .consumer import Consumer
 from .delay_queue_client import DelayQueueClient
+from .entries import AckEntry, BatchResult, SendEntry, SendResult, VisibilityEntry
 from .errors import (
     AccessDeniedError,
     BacklogExceededError,
@@ -37,8 +38,6 @@ from .errors import (
 )
 from .model import (
     TOPIC_SETTINGS,
-    AckEntry,
-    BatchResult,
     DeadLetterPage,
     DelayMsg,
     MessagePage,
@@ -46,13 +45,10 @@ from .model import (
     PurgeResult,
     Schedule,
     SchedulePage,
-    SendEntry,
-    SendResult,
     SubscriptionConfig,
     SubscriptionInfo,
     TopicConfig,
     TopicInfo,
-    VisibilityEntry,
 )
 from .signature import verify_signature
 
