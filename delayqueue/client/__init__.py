@@ -14,6 +14,9 @@ listed by status (``iter_messages``). A recurring schedule (``create_schedule``)
 message at each fire time of a cron expression or every N ms. A named subscription
 (``create_subscription``) receives its own copy of every message of its topic: consume it with
 ``subscription=`` on every consuming call, and ``listen(topic, handler, subscription=...)``.
+A subscription with a ``push_url`` is pushed instead: the server POSTs each delivery to it
+(``push_status`` shows how that fares), and the receiver checks the POST with
+``verify_signature`` and reads it with ``PushDelivery.from_body``.
 """
 
 from delayqueue.core.status import Status
@@ -37,6 +40,7 @@ from .errors import (
     UnsupportedError,
 )
 from .model import (
+    PUSH_SETTINGS,
     TOPIC_SETTINGS,
     DeadLetterPage,
     DelayMsg,
@@ -50,13 +54,15 @@ from .model import (
     TopicConfig,
     TopicInfo,
 )
+from .push import PushDelivery, PushFailure, PushStatus
 from .signature import verify_signature
 
 __all__ = [
     "AccessDeniedError", "AckEntry", "Backoff", "BacklogExceededError", "BadRequestError",
     "BatchResult", "Consumer", "DeadLetterPage", "DelayMsg", "DelayQueueClient",
     "DelayQueueError", "MessageConsumingError", "MessagePage", "MonitorData",
-    "NotFoundError", "PurgeResult", "RateLimitedError", "Schedule", "SchedulePage",
+    "NotFoundError", "PUSH_SETTINGS", "PurgeResult", "PushDelivery", "PushFailure",
+    "PushStatus", "RateLimitedError", "Schedule", "SchedulePage",
     "SendEntry", "SendResult", "ServerError",
     "StaleReceiptError", "Status", "SubscriptionConfig", "SubscriptionInfo",
     "SubscriptionNotFoundError", "TOPIC_SETTINGS", "TopicConfig", "TopicInfo",

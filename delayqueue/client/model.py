@@ -10,8 +10,9 @@ from datetime import datetime, timedelta
 from typing import Any, Mapping, NamedTuple
 
 from delayqueue.core.message import DelayMsg  # noqa: F401 - shared with the server
-from delayqueue.settings.topic_setting import BY_NAME, SETTINGS
-from delayqueue.settings.value import parse_bool
+from delayqueue.settings import topic_setting
+from delayqueue.settings.topic_setting import BY_NAME, PUSH_BY_NAME, SETTINGS
+from delayqueue.settings.value import ValueProblem, parse_bool
 
 # The subscription every topic has: a call without ``subscription`` consumes from it (as a
 # camellia client does); naming it "default" is the same.
@@ -97,6 +98,12 @@ TOPIC_SETTINGS: dict[str, str] = {s.sdk: s.name for s in SETTINGS}
 API_SETTINGS: dict[str, str] = {api: name for name, api in TOPIC_SETTINGS.items()}
 # The server configuration's key of each (``topic-description`` does not fold to its name).
 KEY_SETTINGS: dict[str, str] = {s.key: s.sdk for s in SETTINGS}
+# A subscription's push delivery settings (the default subscription's too), its own only and
+# never the topic's: the SDK's keyword -> the API's name. ``push_secret`` is write-only: a
+# config answers ``push_secret_set`` instead.
+PUSH_SETTINGS: dict[str, str] = {s.sdk: s.name for s in topic_setting.PUSH_SETTINGS}
+API_PUSH_SETTINGS: dict[str, str] = {api: name for name, api in PUSH_SETTINGS.items()}
+KEY_PUSH_SETTINGS: dict[str, str] = {s.key: s.sdk for s in topic_setting.PUSH_SETTINGS}
 
 
 def setting_name(name: str) -> str:
@@ -124,7 +131,16 @@ def setting_param(name: str, value: Any) -> str:
     Raises:
         ValueError: a value of the wrong kind for the setting (nothing sent).
     """
-    kind = BY_NAME[TOPIC_SETTINGS[name]].kind
+    return value_param(name, BY_NAME[TOPIC_SETTINGS[name]].kind, value)
+
+
+def value_param(name: str, kind: type, value: Any) -> str:
+    """A value of ``kind`` (int, float, bool or str) as the form parameter; ``name`` (the SDK
+    name) for the error. Durations may be timedeltas.
+
+    Raises:
+        ValueError: a value of the wrong kind (nothing sent).
+    """
     if kind is str:
         if not isinstance(value, str):
             raise ValueError(f"{name}: must be a string, got {value!r}")
@@ -142,6 +158,30 @@ def setting_param(name: str, value: Any) -> str:
     if isinstance(value, float) and not value.is_integer():
         raise ValueError(f"{name}: must be a whole number, got {value!r}")
     return str(int(value))
+
+
+def push_params(push: Mapping[str, Any]) -> dict[str, str]:
+    """Push settings by their SDK names (``push_url``...) as the API's form parameters; a
+    None value is left out, "" is sent (it clears ``push_url`` and ``push_secret``). The
+    secret is checked here against the server's rule and never shown in an error.
+
+    Raises:
+        ValueError: a value of the wrong kind, or a secret the server would refuse.
+    """
+    params: dict[str, str] = {}
+    for name, value in push.items():
+        if value is None:
+            continue
+        setting = PUSH_BY_NAME[PUSH_SETTINGS[name]]
+        if name == "push_secret":
+            if not isinstance(value, str):
+                raise ValueError(f"{name}: must be a string")
+            try:
+                setting.parse(value)
+            except ValueProblem:
+                raise ValueError(f"{name}: must be {setting.rule}") from None
+        params[setting.name] = value_param(name, setting.kind, value)
+    return params
 
 
 def settings_params(settings: Mapping[str, Any]) -> dict[str, str]:
@@ -195,7 +235,8 @@ class TopicConfig:
             if value is not None:
                 values[setting.sdk] = (parse_bool(value) if setting.kind is bool
                                        else setting.kind(value))
-        sources = {API_SETTINGS.get(k, k): str(v) for k, v in (source or {}).items()}
+        sources = {API_SETTINGS.get(k) or API_PUSH_SETTINGS.get(k, k): str(v)
+                   for k, v in (source or {}).items()}
         return cls(topic=topic, **values, sources=sources,
                    raw={"data": dict(data), "source": dict(source or {})})
 
@@ -215,15 +256,61 @@ class SubscriptionConfig(TopicConfig):
     """The effective settings of one subscription (``get_subscription_config``): each
     attribute as TopicConfig's, for the settings the server reports for a subscription (the
     others are None); ``sources`` says ``"subscription"`` (its own value), ``"topic"`` or
-    ``"server"``."""
+    ``"server"``.
+
+    The push settings are the subscription's own or the server's defaults, never the
+    topic's: ``push_url`` None means it is pulled (a consumer's pull of a push subscription
+    is refused); ``push_secret_set`` says whether deliveries are signed (the secret itself is
+    never answered). A server without push delivery leaves them None / False.
+    """
 
     subscription: str = DEFAULT_SUBSCRIPTION
+    push_url: str | None = None
+    push_timeout_ms: int | None = None     # connect and read timeout of one POST
+    push_concurrency: int | None = None    # deliveries in flight at most, fleet-wide
+    push_secret_set: bool = False
 
     @classmethod
     def of(cls, topic: str, subscription: str, data: Mapping[str, Any],
            source: Mapping[str, Any] | None = None) -> "SubscriptionConfig":
         config = cls.from_json(topic, data, source)
-        return replace(config, subscription=subscription)  # type: ignore[return-value]
+        return replace(config, subscription=subscription,  # type: ignore[return-value]
+                       push_url=data.get("pushUrl") or None,
+                       push_timeout_ms=_opt_int(data.get("pushTimeoutMillis")),
+                       push_concurrency=_opt_int(data.get("pushConcurrency")),
+                       push_secret_set=bool(data.get("pushSecretSet")))
+
+    @property
+    def is_push(self) -> bool:
+        """Whether its deliveries are POSTed to ``push_url`` rather than pulled."""
+        return self.push_url is not None
+
+    def values(self) -> dict[str, Any]:
+        """SDK name -> effective value, for every setting the server reported (the push
+        settings too; ``push_secret_set`` for the secret)."""
+        values = super().values()
+        for name in ("push_url", "push_timeout_ms", "push_concurrency"):
+            if getattr(self, name) is not None:
+                values[name] = getattr(self, name)
+        if "pushSecretSet" in self.raw.get("data", {}):
+            values["push_secret_set"] = self.push_secret_set
+        return values
+
+    def source(self, name: str) -> str | None:
+        """As TopicConfig's, and the push settings' (``"subscription"`` or ``"server"``)
+        by any of their spellings (``push_url``, ``pushUrl``, ``push-url``)."""
+        push = push_setting_name(name)
+        return self.sources.get(push) if push else super().source(name)
+
+
+def push_setting_name(name: str) -> str | None:
+    """The SDK name of a push setting given as ``push_url``, ``pushUrl`` or ``push-url``;
+    None if ``name`` is no push setting."""
+    if name in PUSH_SETTINGS:
+        return name
+    if name in API_PUSH_SETTINGS:
+        return API_PUSH_SETTINGS[name]
+    return KEY_PUSH_SETTINGS.get(name)
 
 
 class DeadLetterPage(NamedTuple):
