@@ -153,11 +153,15 @@ def value_param(name: str, kind: type, value: Any) -> str:
         raise ValueError(f"{name}: must be a number, got {value!r}")
     if isinstance(value, timedelta):
         value = millis(value)
-    if kind is float:
-        return repr(float(value))
-    if isinstance(value, float) and not value.is_integer():
-        raise ValueError(f"{name}: must be a whole number, got {value!r}")
-    return str(int(value))
+    try:
+        if kind is float:
+            return repr(float(value))
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError
+        return str(int(value))
+    except (TypeError, ValueError):
+        whole = "a number" if kind is float else "a whole number"
+        raise ValueError(f"{name}: must be {whole}, got {value!r}") from None
 
 
 def push_params(push: Mapping[str, Any]) -> dict[str, str]:
