@@ -40,7 +40,7 @@ from delayqueue.core.errors import BadRequest, DelayQueueError, NotFound, redis_
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.message import DelayMsg
 from delayqueue.core.monitor import Monitor
-from delayqueue.core.queue import SUBSCRIPTION_DEFAULT, DelayQueue
+from delayqueue.core.queue import SUBSCRIPTION_DEFAULT, AckRequest, DelayQueue
 from delayqueue.settings.config import Settings
 
 from .longpoll import Hub
@@ -52,6 +52,7 @@ REFRESH_S = 1.0             # how often the list of push subscriptions is re-rea
 CONFIG_TTL_S = 1.0          # how long a subscription's push settings are trusted
 PULL_MAX = 100              # deliveries taken by one pull
 CAPPED_WAIT_S = 0.02        # fleet at pushConcurrency: look again this soon
+GATHER_S = 0.002            # busy: wait this long for more free slots before a pull
 PUSH_ERRORS_KEPT = 20       # the last failures kept per subscription (the console's list)
 PUSH_ERRORS_TTL_MS = 7 * 86_400_000
 RETRY_AFTER_MAX_MS = 86_400_000
@@ -165,6 +166,8 @@ class SubscriptionPusher:
         self.member = f"{topic}\n{self.name}"
         self.in_flight = 0
         self.pending: dict[tuple[str, str], DelayMsg] = {}   # (msgId, receipt) being POSTed
+        self._acks: list[DelayMsg] = []   # answered 2xx, waiting for the ack in progress
+        self._acking = False
         self.ended = False
         self._config: PushConfig | None = None
         self._config_read = 0.0
@@ -238,12 +241,15 @@ class SubscriptionPusher:
         config = self.config()
         if config is None:
             raise NotFound("no pushUrl")
-        free = min(config.concurrency - self.in_flight, PULL_MAX,
-                   self.owner.settings.push_workers - self.owner.busy)
+        free = self._free(config)
         if free <= 0:
             self._slot_freed.wait(1.0)
             self._slot_freed.clear()
             return 0
+        if free < min(config.concurrency, PULL_MAX) // 4 and self.in_flight:
+            # Busy: let a few more POSTs end, so one pull takes several (not one per push).
+            self._stop.wait(GATHER_S)
+            free = self._free(config)
         waiter.event.clear()
         result = self.owner.queue.pull(self.topic, free, subscription=self.subscription,
                                        push=True)
@@ -257,6 +263,11 @@ class SubscriptionPusher:
         if result.next_due_ms is not None:
             wait_s = min(wait_s, self.owner.clock.seconds_until(result.next_due_ms + 1))
         return max(wait_s, 0.001)
+
+    def _free(self, config: PushConfig) -> int:
+        """Deliveries this thread may take now (the script caps the fleet's)."""
+        return min(config.concurrency - self.in_flight, PULL_MAX,
+                   self.owner.settings.push_workers - self.owner.busy)
 
     def config(self) -> PushConfig | None:
         now = time.monotonic()
@@ -284,7 +295,8 @@ class SubscriptionPusher:
         try:
             self.owner.workers.submit(self._deliver, message, config)
         except RuntimeError:   # shutting down: give it back at once
-            self._finished(message)
+            self._answered(message)
+            self._done()
             self.owner.queue.nack(self.topic, message.msg_id, message.receipt, 0,
                                   subscription=self.subscription)
 
@@ -295,44 +307,68 @@ class SubscriptionPusher:
             answer = self.owner.client.post(
                 config.url, body, delivery_headers(message, self.name, body, config.secret,
                                                    now), config.timeout_ms)
-            if not self._finished(message):
-                return   # given back meanwhile (stopping): its receipt is stale now
-            self._settle(message, answer)
+            if self._answered(message):   # else given back meanwhile: its receipt is stale
+                self._settle(message, answer)
         except Exception:  # noqa: BLE001 - a worker must not die; the ack timeout redelivers
             logger.exception("push %s/%s %s failed", self.topic, self.name, message.msg_id)
-            self._finished(message)
+        finally:
+            self._done()
 
-    def _finished(self, message: DelayMsg) -> bool:
-        """Count the POST as answered; False if it was already given back."""
+    def _answered(self, message: DelayMsg) -> bool:
+        """The POST has its answer: no longer to give back. False if it was given back."""
         with self._lock:
-            mine = self.pending.pop((message.msg_id, message.receipt), None) is not None
+            return self.pending.pop((message.msg_id, message.receipt), None) is not None
+
+    def _done(self) -> None:
+        """The delivery is settled (or left to the ack timeout): its slot is free."""
+        with self._lock:
             self.in_flight -= 1
         with self.owner._lock:
             self.owner.busy -= 1
         self._slot_freed.set()
         self._idle.set()
-        return mine
 
     def _settle(self, message: DelayMsg, answer: PushAnswer) -> None:
         monitor = self.owner.monitor
         monitor.incr(self.topic, MONITOR_OUTCOME[answer.outcome], subscription=self.subscription)
         monitor.observe(self.topic, "pushMillis", [answer.millis],
                         subscription=self.subscription)
-        queue = self.owner.queue
         try:
             if answer.outcome == OK:
-                queue.ack(self.topic, message.msg_id, message.receipt,
-                          subscription=self.subscription)
+                self._ack(message)
                 return
             delay = None if answer.retry_after_ms is None else \
                 min(answer.retry_after_ms, RETRY_AFTER_MAX_MS)
             self._note_error(message, answer)
-            queue.nack(self.topic, message.msg_id, message.receipt, delay,
-                       subscription=self.subscription)
+            self.owner.queue.nack(self.topic, message.msg_id, message.receipt, delay,
+                                  subscription=self.subscription)
         except DelayQueueError as exc:
             # Stale (redelivered meanwhile: the 2xx changes nothing), ended, or Redis gone:
             # the ack timeout redelivers what was not settled.
             logger.debug("push %s/%s %s settle: %s", self.topic, self.name, message.msg_id, exc)
+
+    def _ack(self, message: DelayMsg) -> None:
+        """Ack with the receipt. Acks that arrive while one is being sent wait for it and go
+        together in one call (ackMsgBatch's), sent by the thread already acking: no timer,
+        so a lone ack is never delayed, and a busy subscription pays one round trip for many."""
+        with self._lock:
+            self._acks.append(message)
+            if self._acking:
+                return
+            self._acking = True
+        while True:
+            with self._lock:
+                batch, self._acks = self._acks, []
+                if not batch:
+                    self._acking = False   # in the same lock as the empty check: none missed
+                    return
+            try:
+                self.owner.queue.ack_batch(
+                    self.topic, [AckRequest(m.msg_id, m.receipt) for m in batch],
+                    subscription=self.subscription)   # per entry: stale ones change nothing
+            except DelayQueueError as exc:   # Redis gone: the ack timeout redelivers them
+                logger.warning("push %s/%s: %d acks failed: %s", self.topic, self.name,
+                               len(batch), exc)
 
     def _note_error(self, message: DelayMsg, answer: PushAnswer) -> None:
         tk = self.owner.queue.topic_keys(self.topic)

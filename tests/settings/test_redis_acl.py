@@ -78,3 +78,50 @@ def test_the_conformance_suite_passes_through_the_acl_user(tmp_path):
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert " passed" in run.stdout and "failed" not in run.stdout
+
+
+def test_push_delivery_runs_under_the_acl_user(acl_redis):
+    """The push loop's own commands (the registry set, the last-errors list) are the user's:
+    one message answered 500, then 204, ends acked with its failure on record."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from delayqueue.background.runtime import Runtime
+    from delayqueue.settings.config import load_settings
+
+    answers = [500, 204]
+
+    class Receiver(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(answers.pop(0) if len(answers) > 1 else answers[0])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    receiver = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    port = acl_redis.connection_pool.connection_kwargs["port"]
+    settings = load_settings(overrides={
+        "redis_url": f"redis://delayqueue:{PASSWORD}@127.0.0.1:{port}/0", "snapshot_dir": "",
+        "push_allowed_networks": "127.0.0.0/8", "redelivery_delay_millis": 50})
+    rt = Runtime(settings)
+    rt.start()
+    try:
+        rt.subscriptions.set_config("acl-push", None, {
+            "pushUrl": f"http://127.0.0.1:{receiver.server_address[1]}/h"})
+        rt.queue.send("acl-push", "x", msg_id="m1")
+        deadline = time.monotonic() + 20
+        while rt.queue.get("acl-push", "m1").status != 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert rt.queue.get("acl-push", "m1").status == 4
+        assert [e["status"] for e in rt.subscriptions.push_status("acl-push", None)
+                ["lastErrors"]] == [500]
+    finally:
+        rt.stop()
+        receiver.shutdown()
