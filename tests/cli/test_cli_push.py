@@ -122,7 +122,8 @@ def test_push_status_shows_in_flight_and_the_last_failures(pq, client, topic, re
     client.create_subscription(topic, "flaky", push_url=receiver.url(), max_retry=1,
                                redelivery_delay_ms=0, dead_letter=True)
     client.send(topic, "x", msg_id="m1")
-    wait_until(lambda: client.get(topic, "m1", subscription="flaky").status == Status.RETRY_EXHAUSTED, 30,
+    wait_until(lambda: client.get(topic, "m1", subscription="flaky").status
+               == Status.RETRY_EXHAUSTED, 30,
                message=lambda: f"{len(receiver.received())} pushes")
     out = ok(pq("subscription", "push-status", topic, "flaky"))
     detail = fields(out)
