@@ -3,7 +3,7 @@ VENV := .venv
 PY := python3
 PYTEST_ARGS ?=
 
-.PHONY: install install-server constraints system-deps lint run test ha chaos fuzz wheel report bench bench-deps bench-report bench-groups bench-controls bench-subscriptions clean
+.PHONY: install install-server constraints system-deps lint run test ha chaos fuzz wheel report bench bench-deps bench-report bench-groups bench-controls bench-subscriptions bench-push clean
 
 # One venv, one stamp per set of extras installed into it, each redone when pyproject.toml
 # changes: `make run` installs the server alone (`.[server]`: seconds with pip's cache warm);
@@ -139,6 +139,16 @@ bench-controls: install
 SUBSCRIPTIONS_ARGS ?=
 bench-subscriptions: install
 	$(VENV)/bin/python bench/subscriptions_bench.py $(SUBSCRIPTIONS_ARGS)
+
+# Push delivery (bench/push_bench.py, ~2 min): one node (gunicorn, 2 gevent workers) pushing a
+# backlog of 20,000 ready messages to a local receiver that answers 204 at once (bar: >= 1,500
+# pushes/s), then the lag from triggerTime to the receiver at 200 pushes/s for 30 s (bar: p99
+# <= 20 ms); CPU per push of the node (/proc), Redis and the receiver; fails if a message is
+# lost or arrives early. Figures go to docs/benchmarks.md. PUSH_ARGS='--quick' scales it
+# down (~40 s), '--only lag' runs one of the two.
+PUSH_ARGS ?=
+bench-push: install
+	$(VENV)/bin/python bench/push_bench.py $(PUSH_ARGS)
 
 # constraints.txt: the exact version of every package the server image installs (the
 # Dockerfile's dependency layer installs with -c constraints.txt), frozen from a clean venv

@@ -23,11 +23,12 @@ import os
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-STATE_VERSION = 7
+STATE_VERSION = 8
 """Bumped whenever the tables' layout or meaning changes: older state forces a full run
 (3: the group_blocked_size columns; 4: purged, backlog_refused and the paused columns;
 5: ``ended`` without the dead letters; 6: replaced, deduplicated, schedule_sent and
-schedule_missed, with their rates; 7: the ``subscription`` column, rows per subscription)."""
+schedule_missed, with their rates; 7: the ``subscription`` column, rows per subscription;
+8: the push counters, the push_latency histogram, pushes and push_success_ratio)."""
 STATE_PATH = "_state/manifest.json"
 
 

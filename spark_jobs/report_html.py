@@ -92,6 +92,25 @@ SUBSCRIPTION_COLUMNS = (
         "paused_last",
     )
 )
+# Push delivery per (topic, subscription) that pushed: the POSTs answered, the share acked
+# (2xx), each failure class, and the POSTs' latency.
+PUSH_COLUMNS = (
+    ("namespace", "Namespace"),
+    ("topic", "Topic"),
+    ("subscription", "Subscription"),
+    ("pushes", "Pushes"),
+    ("push_success_ratio", "Success ratio"),
+    ("push_2xx", "2xx"),
+    ("push_3xx", "3xx"),
+    ("push_4xx", "4xx"),
+    ("push_5xx", "5xx"),
+    ("push_timeout", "Timeout"),
+    ("push_connection_error", "Connection"),
+    ("push_refused", "Refused"),
+    ("push_latency_p50_ms", "Latency p50 ms"),
+    ("push_latency_p99_ms", "Latency p99 ms"),
+    ("push_latency_max", "Latency max ms"),
+)
 FINDING_COLUMNS = (
     ("kind", "Finding"),
     ("namespace", "Namespace"),
@@ -250,6 +269,11 @@ def collect_report_data(
     latest_day = tables["topic_day"].filter(F.col("date") == F.lit(latest)) if latest else None
     latest_topics = latest_day.filter(own) if latest_day is not None else None
     latest_subscriptions = latest_day.filter(~own) if latest_day is not None else None
+    latest_pushes = (
+        latest_day.filter(F.col("pushes") > 0).orderBy("namespace", "topic", "subscription")
+        if latest_day is not None
+        else None
+    )
     compared_dates = [
         d
         for d in (
@@ -296,6 +320,10 @@ def collect_report_data(
         )
         if latest_subscriptions is not None
         else [],
+        "latest_pushes": _rows(latest_pushes.limit(MAX_TOPIC_ROWS))
+        if latest_pushes is not None
+        else [],
+        "latest_push_count": latest_pushes.count() if latest_pushes is not None else 0,
         "finding_count": finding_count,
         "latest_finding_count": latest_findings,
         "findings": _rows(
@@ -509,6 +537,16 @@ def render_report(data: dict) -> str:
         )
     else:
         subscriptions = '<p class="meta">No named subscription on the latest day.</p>'
+    if data.get("latest_pushes"):
+        pushed = (
+            f'<p class="meta">{len(data["latest_pushes"])} of {data["latest_push_count"]} '
+            "subscriptions that pushed (the default subscription's row is named default), by "
+            "topic; a POST answered 2xx is acked, any other outcome nacked; latency from the "
+            "request to its answer; every one is in topic_daily.csv.</p>"
+            + _table("push-delivery", PUSH_COLUMNS, data["latest_pushes"])
+        )
+    else:
+        pushed = '<p class="meta">No push delivery on the latest day.</p>'
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>delayqueue monitoring report</title>
 <style>{_STYLE}</style><script>{_SCRIPT}</script></head>
@@ -524,6 +562,7 @@ backlog growth finding after {settings.get("growth_min_intervals", "")} interval
 <h2>Topics on {data["latest_date"] or "–"} (latest day)</h2>{topics_note}
 {_table("latest-topics", (("namespace", "Namespace"),) + TOPIC_COLUMNS, data["latest_topics"])}
 <h2>Subscriptions on {data["latest_date"] or "–"} (latest day)</h2>{subscriptions}
+<h2>Push delivery on {data["latest_date"] or "–"} (latest day)</h2>{pushed}
 <h2>Charts</h2>{charts}
 <h2>Input quality</h2>{_quality_section(data["quality"])}
 </body></html>

@@ -36,6 +36,7 @@ from spark_jobs.snapshot import (
     DEFAULT_SUBSCRIPTION,
     GAUGE_NAMES,
     LAG_NAMES,
+    PUSH_NAMES,
     VALUE_COLUMNS,
     WAITING_NAMES,
     split_topic,
@@ -271,7 +272,8 @@ def _namespace_aggregates() -> list[Column]:
 
 
 def with_derived(table: DataFrame) -> DataFrame:
-    """Add per-second rates, ack / redelivery ratios, lag means and p50 / p90 / p99."""
+    """Add per-second rates, ack / redelivery ratios, the pushes and their success ratio, lag
+    (and push latency) means and p50 / p90 / p99."""
     cumulative, derived = cached_columns(("with_derived",), _derived_columns)
     return table.select("*", *cumulative).select(*table.columns, *derived)
 
@@ -284,6 +286,12 @@ def _derived_columns() -> tuple[list[Column], list[Column]]:
     derived += [
         (F.col("acked") / delivered).alias("ack_ratio"),
         (F.col("timed_out") / delivered).alias("redelivery_ratio"),
+    ]
+    # push delivery: the POSTs answered (every outcome) and the share answered 2xx
+    pushed = sum((F.col(name) for name in PUSH_NAMES[1:]), F.col(PUSH_NAMES[0]))
+    derived += [
+        pushed.alias("pushes"),
+        (F.col("push_2xx") / F.when(pushed > 0, pushed)).alias("push_success_ratio"),
     ]
     for name in LAG_NAMES:
         count = F.when(F.col(f"{name}_count") > 0, F.col(f"{name}_count"))

@@ -27,7 +27,9 @@ version 1; lines written before it read as 0. So were the topic controls' counte
 and ``backlogRefused`` (absent -> 0) and the flag ``paused`` (a JSON boolean, read as the
 gauge 1 / 0; absent -> 0; any other type makes the line malformed, as a wrong type does
 anywhere), and then the debounce and schedule counters ``replaced``, ``deduplicated``,
-``scheduleSent`` and ``scheduleMissed`` (absent -> 0).
+``scheduleSent`` and ``scheduleMissed`` (absent -> 0), and push delivery's counters
+``push2xx`` .. ``pushRefused`` and histogram ``pushMillis``, present only on the line of a
+subscription that pushed in the interval (absent -> 0).
 
 A line is classified into ``status``:
   * ``ok``          -- schemaVersion 1, 2 or 3 with namespace, topic, intervalStart <
@@ -70,6 +72,20 @@ HOUR_MS = 3_600_000
 # aggregates (aggregate.py); Redis sorted sets hold at most 2^32 - 1 members, far below.
 MAX_QUEUE_SIZE = 1 << 41
 
+# Push delivery's counters: one per outcome class of a POST (2xx acks; the rest nack).
+PUSH_COUNTERS = (
+    ("push2xx", "push_2xx"),
+    ("push3xx", "push_3xx"),
+    ("push4xx", "push_4xx"),
+    ("push5xx", "push_5xx"),
+    ("pushTimeout", "push_timeout"),
+    ("pushConnectionError", "push_connection_error"),
+    ("pushRefused", "push_refused"),
+)
+PUSH_NAMES = [name for _, name in PUSH_COUNTERS]
+PUSH_FAILURE_NAMES = PUSH_NAMES[1:]
+"""Every push outcome but 2xx: the POSTs that were nacked."""
+
 # (field in the snapshot line, column name in every table)
 COUNTERS = (
     ("sendMsg", "sent"),
@@ -97,8 +113,16 @@ COUNTERS = (
     ("deduplicated", "deduplicated"),
     ("scheduleSent", "schedule_sent"),
     ("scheduleMissed", "schedule_missed"),
+    # added within version 1 (push delivery), only on the lines of a subscription that pushed
+    # in the interval: the POSTs answered, by outcome class; absent -> 0
+    *PUSH_COUNTERS,
 )
-LAGS = (("pullMsgTimeGap", "delivery_lag"), ("readyQueueTimeGap", "scheduling_lag"))
+LAGS = (
+    ("pullMsgTimeGap", "delivery_lag"),
+    ("readyQueueTimeGap", "scheduling_lag"),
+    # the push POSTs' latency (ms, same bounds), beside the push counters; absent -> empty
+    ("pushMillis", "push_latency"),
+)
 GAUGES = (
     ("waitingQueueSize", "waiting_size"),
     ("readyQueueSize", "ready_size"),

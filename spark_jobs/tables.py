@@ -59,6 +59,8 @@ DERIVED_FIELDS: list[tuple[str, DataType]] = [
     *[(f"{name}_per_s", DOUBLE) for name in COUNTER_NAMES],
     ("ack_ratio", DOUBLE),
     ("redelivery_ratio", DOUBLE),
+    ("pushes", LONG),
+    ("push_success_ratio", DOUBLE),
     *[
         field
         for lag in LAG_NAMES

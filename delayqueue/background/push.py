@@ -113,14 +113,14 @@ class Pusher:
             topic, _, name = member.partition("\n")
             wanted.add((topic, None if name in ("", SUBSCRIPTION_DEFAULT) else name))
         with self._lock:
+            for key, pusher in list(self.pushers.items()):
+                if pusher.ended:   # (a listed one is started again below)
+                    del self.pushers[key]
             for key in wanted - set(self.pushers):
                 self.pushers[key] = SubscriptionPusher(self, *key)
                 self.pushers[key].start()
             for key in set(self.pushers) - wanted:
                 self.pushers.pop(key).stop()
-            for key, pusher in list(self.pushers.items()):
-                if pusher.ended:
-                    del self.pushers[key]
 
     def in_flight(self) -> int:
         with self._lock:

@@ -26,6 +26,10 @@ unchanged, so data written before subscriptions reads the same. A named subscrip
 number of tabs tells the two apart, and a reader that predates subscriptions skips them (its
 ``<name>`` would be ``"billing\\tpullMsg"``, no counter of its). ``parse_monitor_hash`` files
 them under ``(topic, subscription)``.
+
+Push delivery (background/push.py) records per subscription the same way: one counter per
+outcome class of a POST (``PUSH_COUNTERS``: ``push2xx`` ... ``pushRefused``) and the POSTs'
+latency histogram ``pushMillis`` (``PUSH_HISTOGRAMS``, the bounds of the time gaps).
 """
 
 from __future__ import annotations
@@ -59,6 +63,9 @@ HISTOGRAMS = ("pullMsgTimeGap", "readyQueueTimeGap")
 PUSH_COUNTERS = ("push2xx", "push3xx", "push4xx", "push5xx", "pushTimeout",
                  "pushConnectionError", "pushRefused")
 PUSH_HISTOGRAMS = ("pushMillis",)
+# The outcome class of each push counter: /metrics' ``outcome`` label (push_client.OUTCOMES).
+PUSH_OUTCOMES = dict(zip(PUSH_COUNTERS, ("2xx", "3xx", "4xx", "5xx", "timeout", "connection",
+                                         "refused")))
 # The counters of a consumer's state, kept per subscription: what /metrics labels with
 # ``subscription`` and a named subscription's snapshot line carries. Any counter may be
 # recorded for a subscription; the others are the topic's (a send reaches every subscription).
@@ -126,7 +133,15 @@ def empty_topic_stats() -> dict[str, Any]:
     stats: dict[str, Any] = {name: 0 for name in COUNTERS}
     for name in HISTOGRAMS:
         stats[name] = empty_histogram()
+    stats.update(dict.fromkeys(PUSH_COUNTERS, 0))
+    for name in PUSH_HISTOGRAMS:
+        stats[name] = empty_histogram()
     return stats
+
+
+def pushes(stats: dict[str, Any]) -> int:
+    """POSTs answered (every outcome) in ``stats``: 0 for a subscription that did not push."""
+    return sum(stats.get(name, 0) for name in PUSH_COUNTERS)
 
 
 def _text(value: str | bytes) -> str:
@@ -177,11 +192,11 @@ def parse_monitor_hash(raw: dict, subscriptions: dict[tuple[str, str], dict] | N
                 continue
             subscription, _, metric = metric.partition(FIELD_SEPARATOR)
             into, key = subscriptions, (topic, subscription)
-        if metric in COUNTERS:
+        if metric in COUNTERS or metric in PUSH_COUNTERS:
             _topic_stats(into, key)[metric] = int(_number(raw_value))
             continue
         hist_name, _, suffix = metric.rpartition(":")
-        if hist_name in HISTOGRAMS:
+        if hist_name in HISTOGRAMS or hist_name in PUSH_HISTOGRAMS:
             _apply_histogram_field(_topic_stats(into, key)[hist_name], suffix, _number(raw_value))
     return topics, loops
 
@@ -227,15 +242,37 @@ def parse_requests(raw: dict) -> RequestStats:
 
 def time_gap_stats(topic: str, hist: dict[str, Any]) -> dict[str, Any]:
     """One entry of getMonitorData's time-gap lists."""
+    return {"topic": topic, **histogram_stats(hist)}
+
+
+def histogram_stats(hist: dict[str, Any]) -> dict[str, Any]:
+    """A histogram's count, mean, max, p50 and p99 (ms) as getMonitorData shows them."""
     count = hist["count"]
     return {
-        "topic": topic,
         "count": count,
         "avg": hist["sum"] / count if count else 0.0,
         "max": hist["max"],
         "p50": percentile(hist["counts"], 0.5, hist["max"]),
         "p99": percentile(hist["counts"], 0.99, hist["max"]),
     }
+
+
+def push_stats_list(topics: dict[str, dict], named: dict[tuple[str, str], dict]
+                    ) -> list[dict[str, Any]]:
+    """getMonitorData's ``pushStatsList``: one entry per (topic, subscription) that pushed
+    (the default subscription's named ``"default"``), in topic then subscription order: the
+    POSTs answered by outcome class (``PUSH_COUNTERS``), their sum ``pushes``, and the POSTs'
+    latency ``pushMillis`` (count, avg, max, p50, p99 in ms)."""
+    sources = [((topic, DEFAULT_SUBSCRIPTION), stats) for topic, stats in topics.items()]
+    sources += list(named.items())
+    entries = []
+    for (topic, subscription), stats in sorted(sources, key=lambda item: item[0]):
+        total = pushes(stats)
+        if total:
+            entries.append({"topic": topic, "subscription": subscription,
+                            **{name: stats[name] for name in PUSH_COUNTERS}, "pushes": total,
+                            "pushMillis": histogram_stats(stats["pushMillis"])})
+    return entries
 
 
 def _prefix(topic: str, subscription: str | None) -> str:
@@ -442,7 +479,7 @@ class Monitor:
         Samples a process has not flushed yet (at most about a second's worth) are not included.
         """
         start = self.interval_start(self.clock.now_ms()) - self.interval_ms
-        stats = self.read_interval(start)
+        stats, named = self.read_interval_subscriptions(start)
         requests = []
         pull_gaps = []
         ready_gaps = []
@@ -465,11 +502,16 @@ class Monitor:
                 pull_gaps.append(time_gap_stats(topic, entry["pullMsgTimeGap"]))
             if entry["readyQueueTimeGap"]["count"] > 0:
                 ready_gaps.append(time_gap_stats(topic, entry["readyQueueTimeGap"]))
-        return {
+        data: dict = {
             "requestStatsList": requests,
             "pullMsgTimeGapStatsList": pull_gaps,
             "readyQueueTimeGapStatsList": ready_gaps,
         }
+        # ours, only when something pushed: otherwise camellia's keys exactly
+        pushed = push_stats_list(stats, named)
+        if pushed:
+            data["pushStatsList"] = pushed
+        return data
 
     def totals(self) -> dict:
         """Cumulative fleet-wide stats: {"topics": {topic: stats}, "subscriptions":

@@ -217,6 +217,7 @@ class Subscriptions:
         dropped = list(dict.fromkeys([*(owned if reset else ()), *cleared]))
         pairs = [item for setting, value in values.items() if setting not in cleared
                  for item in (setting, topic_config.stored(value))]
+        # Added before the URL is written (a loop may start and find none yet) and after.
         member = f"{topic}\n{name or DEFAULT}"
         client, registry = self.queue.client, self.queue.keys.push_subscriptions
         if values.get("pushUrl"):
@@ -227,6 +228,9 @@ class Subscriptions:
         if dropped and "pushUrl" in dropped and not client.hget(context.config, "pushUrl"):
             client.srem(registry, member)
         if values.get("pushUrl"):
+            # Again: a delivery thread started between the first SADD and the script found
+            # no URL yet and may have dropped the member (Pusher.forget).
+            client.sadd(registry, member)
             self.on_push_change()
 
     def _values(self, raw: Mapping[str, Any], default: bool) -> dict[str, Any]:

@@ -18,11 +18,14 @@ prefix), its keys in this order, absent when they do not apply::
 ``who``: the token's name (``roles``: its roles) while ``auth-tokens`` is set,
 ``unauthenticated`` when the request had no valid token, ``anonymous`` while authentication
 is off. ``params``: the request's key parameters as sent (only the names in ``PARAMS`` and
-the topic settings: never a body, never the Authorization header), strings cut at
-``MAX_VALUE_CHARS``. ``code``: the answer's envelope code (a console form's redirect: 200,
-or the refusal's code); ``msg`` with it when not 200. ``result``: what the write did, from
-the answer (``count``, ``remaining``, ``changed``; a batch's entries ``ok`` and
-``refused``) or, for a console form, from the view (``note``).
+the topic settings and the push settings: never a body, never the Authorization header),
+strings cut at ``MAX_VALUE_CHARS``; a push setting sent empty (it clears) as ``""``, and
+``pushSecret`` only as ``"(set)"`` or ``"(cleared)"``: never the secret, nor its length,
+whichever way it came (a console form notes the same words). ``code``: the answer's
+envelope code (a console form's redirect: 200, or the refusal's code); ``msg`` with it when
+not 200. ``result``: what the write did, from the answer (``count``, ``remaining``,
+``changed``; a batch's entries ``ok`` and ``refused``) or, for a console form, from the
+view (``note``).
 
 A refused attempt (400, 401, 403, 404, 429) is logged and counted too: who tried is the
 point. Each line also adds one to the Monitor's ``"\\taudit\\t<route>"`` count, which
@@ -43,9 +46,11 @@ from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from delayqueue.settings.topic_setting import BY_NAME as SETTING_BY_NAME
+from delayqueue.settings.topic_setting import PUSH_BY_NAME
 
 from .endpoints import BY_PATH, FORM, Endpoint
 from .jsonio import dumps_bytes
+from .redact import CLEARED, SECRETS, SET
 from .request import runtime
 
 AUDIT_LOGGER = "delayqueue.audit"
@@ -159,8 +164,12 @@ def record(endpoint: Endpoint, response: Response) -> dict[str, Any]:
     settings = noted.get("settings")
     if settings is None:
         settings = {k: v for k, v in sent.items() if k in SETTING_BY_NAME and v != ""}
+        # A push setting sent empty clears it: that is a write worth a line.
+        settings.update({k: v for k, v in sent.items() if k in PUSH_BY_NAME and v is not None})
     params.update({k: _short(v) for k, v in settings.items()})
     params.update(noted.get("params") or {})
+    for name in SECRETS & params.keys():
+        params[name] = CLEARED if params[name] in ("", CLEARED) else SET
     if params:
         line["params"] = params
     line.update(_outcome(response, endpoint.kind == FORM))

@@ -29,6 +29,8 @@ from .schema import (
     EXAMPLE_ID,
     EXAMPLE_INFO,
     EXAMPLE_MSG,
+    EXAMPLE_PUSH_PULL_REFUSED,
+    EXAMPLE_PUSH_STATUS,
     EXAMPLE_SCHEDULE,
     EXAMPLE_SOURCE,
     EXAMPLE_SUBSCRIPTION,
@@ -44,6 +46,7 @@ from .schema import (
     ON_DUPLICATE,
     OPTIONAL_MSG_ID,
     PULL_COUNT,
+    PUSH_SETTING_PARAMS,
     RECEIPT,
     SCHEDULE_ID,
     SEND_ENTRY,
@@ -120,16 +123,19 @@ class Endpoint:
     body_example: dict[str, Any] | None = None
     media: str = "application/json"  # PLAIN: the body's content type
     origin: str = OURS               # CAMELLIA: an endpoint camellia's server has
+    refusals: tuple[tuple[str, dict[str, Any]], ...] = ()   # (name, answer): examples of
+    #                                  codes besides 200 that are not parameter errors
 
 
 def camellia(name: str, rule: Rule, summary: str, answer: str, example: dict[str, Any],
              params: Sequence[Param] = (), codes: tuple[int, ...] = (400,),
              tag: str = "messages", origin: str = CAMELLIA,
-             methods: tuple[str, ...] = GET_POST) -> Endpoint:
+             methods: tuple[str, ...] = GET_POST,
+             refusals: tuple[tuple[str, dict[str, Any]], ...] = ()) -> Endpoint:
     """An endpoint of camellia's API (``ours``: one of ours beside them, called the same
     way; our new write routes take POST only)."""
     return Endpoint(name, Q + name, methods, rule, ENVELOPE, tag, summary, tuple(params),
-                    answer, example, codes, origin=origin)
+                    answer, example, codes, origin=origin, refusals=refusals)
 
 
 def ours(*args: Any, **kwargs: Any) -> Endpoint:
@@ -165,6 +171,8 @@ def form(name: str, path: str, summary: str, params: Sequence[Param]) -> Endpoin
 
 
 RESET = Param("reset", boolean("Drop every topic value first."))
+# A pull of a push subscription (its messages are POSTed, not pulled): code 400.
+PUSH_PULL = (("push-subscription", EXAMPLE_PUSH_PULL_REFUSED),)
 # The console's queue: a named subscription's (its page, and the forms sent from it), or the
 # topic's default subscription when absent, empty or "default". (Its create and delete forms
 # take schema.NAMED_SUBSCRIPTION, as the API's createSubscription does.)
@@ -222,16 +230,18 @@ ENDPOINTS: tuple[Endpoint, ...] = (
               GROUP_ID, ON_DUPLICATE], (400, 409)),
     camellia("pullMsg", topic(CONSUME), "Take up to batch ready messages (short poll), in "
              "the order they became ready, at most one per message group; in subscription, "
-             "that subscription's.",
+             "that subscription's. A push subscription (one with a pushUrl, the default one "
+             "included) is not pulled: code 400.",
              "DelayMsgListAnswer", ok_example(delayMsgList=[DELIVERED_MSG]),
-             [TOPIC, ACK_TIMEOUT, PULL_COUNT, SUBSCRIPTION], (400, 404)),
+             [TOPIC, ACK_TIMEOUT, PULL_COUNT, SUBSCRIPTION], (400, 404), refusals=PUSH_PULL),
     camellia("longPollingMsg", topic(CONSUME), "As pullMsg, holding the request until a "
-             "message is ready or the timeout passes.", "DelayMsgListAnswer",
+             "message is ready or the timeout passes (a push subscription: code 400 at "
+             "once).", "DelayMsgListAnswer",
              ok_example(delayMsgList=[]),
              [TOPIC, ACK_TIMEOUT, PULL_COUNT,
               Param("longPollingTimeoutMillis", integer("Longest hold in ms (<= 0: the "
                                                         "server's); at most 60000.")),
-              SUBSCRIPTION], (400, 404)),
+              SUBSCRIPTION], (400, 404), refusals=PUSH_PULL),
     camellia("ackMsg", topic(CONSUME), "Ack (ack=true) or nack (ack=false) a delivered "
              "message, in the subscription it was delivered in.", "Success", ok_example(),
              [TOPIC, MSG_ID, Param("ack", boolean("true: ack; false: nack. Default true.")),
@@ -307,10 +317,11 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     ours("createSubscription", topic(ADMIN), "Create a named subscription: from now on it "
          "receives every message sent to the topic, each on its own (status, retry, receipt, "
          "ack deadline, backoff, dead letter). The settings given become its own; for an "
-         "existing one only the values given change. At most max-subscriptions-per-topic.",
+         "existing one only the values given change. At most max-subscriptions-per-topic. "
+         "With pushUrl its messages are POSTed there instead of being pulled.",
          "SubscriptionAnswer", ok_example(data=EXAMPLE_SUBSCRIPTION),
-         [TOPIC, NAMED_SUBSCRIPTION, *SUBSCRIPTION_SETTING_PARAMS], (400,),
-         tag="subscriptions", methods=POST),
+         [TOPIC, NAMED_SUBSCRIPTION, *SUBSCRIPTION_SETTING_PARAMS, *PUSH_SETTING_PARAMS],
+         (400,), tag="subscriptions", methods=POST),
     ours("deleteSubscription", topic(ADMIN), "Delete a named subscription: its state of "
          "every message is dropped, in slices.", "SubscriptionDeleteAnswer",
          ok_example(deleted=True), [TOPIC, NAMED_SUBSCRIPTION], (400, 404),
@@ -319,18 +330,26 @@ ENDPOINTS: tuple[Endpoint, ...] = (
          "their queue sizes, the default one first.", "SubscriptionListAnswer",
          ok_example(data=EXAMPLE_SUBSCRIPTIONS), [TOPIC], (400, 404), tag="subscriptions",
          methods=POST),
-    ours("setSubscriptionConfig", topic(ADMIN), "Set (or reset=true: drop) a named "
-         "subscription's own settings (the default subscription's are the topic's: "
-         "setTopicConfig).", "SubscriptionConfigAnswer",
+    ours("setSubscriptionConfig", topic(ADMIN), "Set (or reset=true: drop) a "
+         "subscription's own settings. The default subscription's own are its push settings "
+         "only (its other settings are the topic's: setTopicConfig; any other answers 400 "
+         "naming it).", "SubscriptionConfigAnswer",
          ok_example(data=EXAMPLE_SUBSCRIPTION_CONFIG, source=EXAMPLE_SUBSCRIPTION_SOURCE),
-         [TOPIC, NAMED_SUBSCRIPTION, *SUBSCRIPTION_SETTING_PARAMS,
-          Param("reset", boolean("Drop every value of the subscription's own first."))],
+         [TOPIC, CONFIGURED_SUBSCRIPTION, *SUBSCRIPTION_SETTING_PARAMS, *PUSH_SETTING_PARAMS,
+          Param("reset", boolean("Drop every value of the subscription's own first (the "
+                                 "default subscription's: its push settings)."))],
          (400, 404), tag="subscriptions", methods=POST),
     ours("getSubscriptionConfig", topic(PRODUCE, CONSUME), "The effective settings of a "
          "subscription and their source: the subscription's own, the topic's or the "
-         "server's.", "SubscriptionConfigAnswer",
+         "server's; its push settings (never the secret: pushSecretSet).",
+         "SubscriptionConfigAnswer",
          ok_example(data=EXAMPLE_SUBSCRIPTION_CONFIG, source=EXAMPLE_SUBSCRIPTION_SOURCE),
          [TOPIC, CONFIGURED_SUBSCRIPTION], (400, 404), tag="subscriptions", methods=POST),
+    ours("getPushStatus", topic(PRODUCE, CONSUME), "A subscription's push delivery: its "
+         "push settings (never the secret), deliveries in flight fleet-wide, whether it is "
+         "paused, and its last failed pushes, newest first.", "PushStatusAnswer",
+         ok_example(data=EXAMPLE_PUSH_STATUS), [TOPIC, SUBSCRIPTION], (400, 404),
+         tag="subscriptions", methods=POST),
     ours("createSchedule", topic(PRODUCE), "Create a recurring schedule, or replace the one "
          "with this scheduleId (its waiting occurrence deleted, the first written anew): "
          "each fire time becomes an ordinary message, msgId '<scheduleId>:<fireTime>', "

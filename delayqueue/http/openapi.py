@@ -189,6 +189,8 @@ def _envelope_responses(endpoint: Endpoint) -> dict[str, Any]:
         return {"200": answer, **({"500": HEALTH_DOWN} if 500 in endpoint.codes else {})}
     codes = sorted({*endpoint.codes, 500})
     answer["description"] += " Envelope codes: " + ", ".join(map(str, codes)) + "."
+    answer["content"]["application/json"]["examples"].update(
+        {name: {"value": value} for name, value in endpoint.refusals})
     responses: dict[str, Any] = {"200": answer}
     if endpoint.params or endpoint.kind == BATCH:     # without parameters, none can be wrong
         of = column(endpoint)

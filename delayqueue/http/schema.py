@@ -11,7 +11,7 @@ from typing import Any
 
 from delayqueue.core.status import Status
 from delayqueue.core.subscriptions import SUBSCRIPTION_SETTINGS
-from delayqueue.settings.topic_setting import SETTINGS, TopicSetting
+from delayqueue.settings.topic_setting import PUSH_SETTINGS, SETTINGS, TopicSetting
 
 REF = "#/components/schemas/"
 
@@ -114,18 +114,35 @@ NAMED_SUBSCRIPTION = Param("subscription", string(
     "subscription always exists and cannot be created or deleted).", minLength=1,
     maxLength=64, pattern="^[A-Za-z0-9._-]{1,64}$"), True)
 CONFIGURED_SUBSCRIPTION = Param("subscription", string(
-    f"(ours) The subscription: 'default' (the topic's default subscription, whose settings "
-    f"are the topic's) or a named one ({SUBSCRIPTION_RULE}). An unknown one answers 404.",
-    minLength=1, maxLength=64, pattern="^[A-Za-z0-9._-]{1,64}$"), True)
+    "(ours) The subscription: absent, empty or 'default' is the topic's default subscription "
+    "(its settings are the topic's, but for its push settings); else a named one "
+    f"({SUBSCRIPTION_RULE}). An unknown one answers 404.", maxLength=64,
+    pattern="^[A-Za-z0-9._-]{0,64}$"))
 EXAMPLE_SUBSCRIPTION = {"subscription": "billing", "createdTime": T0, "readyQueueSize": 3,
                         "ackQueueSize": 1, "deadQueueSize": 0, "groupBlockedSize": 0,
                         "waitingQueueSize": 451, "paused": False}
 EXAMPLE_SUBSCRIPTIONS = [{**EXAMPLE_SUBSCRIPTION, "subscription": "default",
                           "createdTime": None, "readyQueueSize": 0},
                          EXAMPLE_SUBSCRIPTION]
-EXAMPLE_SUBSCRIPTION_CONFIG = {**EXAMPLE_CONFIG, "ackTimeoutMillis": 60_000, "maxRetry": 5}
+EXAMPLE_PUSH_URL = "https://billing.example.com/hooks/orders"
+EXAMPLE_SUBSCRIPTION_CONFIG = {**EXAMPLE_CONFIG, "ackTimeoutMillis": 60_000, "maxRetry": 5,
+                               "pushUrl": EXAMPLE_PUSH_URL, "pushTimeoutMillis": 10_000,
+                               "pushConcurrency": 16, "pushSecretSet": True}
 EXAMPLE_SUBSCRIPTION_SOURCE = {**EXAMPLE_SOURCE, "ackTimeoutMillis": "subscription",
-                               "maxRetry": "subscription"}
+                               "maxRetry": "subscription", "pushUrl": "subscription",
+                               "pushTimeoutMillis": "server", "pushConcurrency": "server"}
+EXAMPLE_PUSH_STATUS = {"subscription": "billing", "pushUrl": EXAMPLE_PUSH_URL,
+                       "pushTimeoutMillis": 10_000, "pushConcurrency": 16,
+                       "pushSecretSet": True, "paused": False, "inFlight": 3, "lastErrors": [
+                           {"time": T0 + 61_000, "msgId": EXAMPLE_ID, "outcome": "5xx",
+                            "status": 503, "error": "HTTP 503: busy", "millis": 12.5},
+                           {"time": T0 + 1_000, "msgId": EXAMPLE_ID, "outcome": "timeout",
+                            "status": None, "error": "read timed out", "millis": 10000.4}]}
+# What a pull of a push subscription answers (core/queue.py).
+EXAMPLE_PUSH_PULL_REFUSED = {"code": 400, "msg": "subscription: 'billing' is a push "
+                                                 "subscription (it has a pushUrl): its "
+                                                 "messages are POSTed to that URL, not "
+                                                 "pulled; clear pushUrl to pull them"}
 EXAMPLE_HELD_MSG = {**EXAMPLE_MSG, "status": 2, "subscriptions": {
     "billing": {"status": 3, "retry": 1}, "audit": {"status": 4, "retry": 1}}}
 
@@ -167,6 +184,36 @@ SETTING_PARAMS = tuple(_setting_param(s) for s in SETTINGS)
 # The topic settings a subscription may set as its own (createSubscription,
 # setSubscriptionConfig).
 SUBSCRIPTION_SETTING_PARAMS = tuple(p for p in SETTING_PARAMS if p.name in SUBSCRIPTION_SETTINGS)
+PUSH_RULES = {
+    "pushUrl": "(ours) Push delivery: each message is POSTed to this http:// or https:// URL "
+               "instead of being pulled. No user or password in it; its host must resolve "
+               "only to addresses inside the server's push-allowed-networks (default: public "
+               "addresses only; loopback, private and link-local ones need the operator's "
+               "leave). At most 2048 bytes. Empty: no push (the subscription is pulled "
+               "again).",
+    "pushTimeoutMillis": "(ours) Connect and read timeout of one push POST, in ms: an "
+                         "integer from 100 to 600000 (default: the server's "
+                         "push-timeout-millis, 10000).",
+    "pushConcurrency": "(ours) Push POSTs in flight for the subscription across the fleet: "
+                       "an integer from 1 to 10000 (default: the server's push-concurrency, "
+                       "16).",
+    "pushSecret": "(ours) The HMAC-SHA256 key the pushes are signed with "
+                  "(X-DelayQueue-Signature): text of at most 256 bytes (UTF-8). Write-only: "
+                  "never answered or logged (pushSecretSet says whether there is one). Send "
+                  "it in the body, never in the query string. Empty: no signature.",
+}
+
+
+def _push_param(setting: TopicSetting) -> Param:
+    if setting.kind is str:
+        return Param(setting.name, string(PUSH_RULES[setting.name], maxLength=setting.high))
+    return Param(setting.name, {"type": ["integer", "string"],
+                                "description": PUSH_RULES[setting.name]})
+
+
+# A subscription's push settings (the default subscription's too): createSubscription and
+# setSubscriptionConfig.
+PUSH_SETTING_PARAMS = tuple(_push_param(s) for s in PUSH_SETTINGS)
 
 
 def schemas() -> dict[str, Any]:
@@ -175,6 +222,13 @@ def schemas() -> dict[str, Any]:
                                        for s in Status) + "."}
     envelope = {"code": {"type": "integer", "enum": [200]}, "msg": {"type": "string"}}
     setting_values = {s.name: {"type": setting_type(s)} for s in SETTINGS}
+    push_values = {
+        "pushUrl": {"type": ["string", "null"], "description": "null: not a push "
+                    "subscription."},
+        "pushTimeoutMillis": {"type": "integer", "minimum": 100, "maximum": 600_000},
+        "pushConcurrency": {"type": "integer", "minimum": 1, "maximum": 10_000},
+        "pushSecretSet": {"type": "boolean", "description": "Whether pushes are signed; the "
+                          "secret itself is never answered."}}
 
     def ok(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
         return {"type": "object", "required": ["code", *required],
@@ -327,12 +381,17 @@ def schemas() -> dict[str, Any]:
                                                               "first."}}, ["data"]),
         "SubscriptionDeleteAnswer": ok({"deleted": {"type": "boolean"}}, ["deleted"]),
         "SubscriptionConfigAnswer": ok({
-            "data": {"type": "object", "properties": setting_values,
-                     "required": [s.name for s in SETTINGS]},
+            "data": {"type": "object", "properties": {**setting_values, **push_values},
+                     "required": [*(s.name for s in SETTINGS), *push_values]},
             "source": {"type": "object", "description": "subscription: the value is the "
-                       f"subscription's own (only {', '.join(SUBSCRIPTION_SETTINGS)} can be).",
+                       f"subscription's own (only {', '.join(SUBSCRIPTION_SETTINGS)} and the "
+                       "push settings can be; the default subscription's only the push "
+                       "settings). pushSecretSet has none.",
                        "additionalProperties": {"enum": ["subscription", "topic", "server"]}},
         }, ["data", "source"]),
+        "PushError": push_error_schema(),
+        "PushStatus": push_status_schema(),
+        "PushStatusAnswer": ok({"data": ref("PushStatus")}, ["data"]),
         "Health": {"type": "object", "required": ["code"],
                    "properties": {"code": {"type": "integer", "enum": [200, 500]}}},
     }
@@ -426,6 +485,59 @@ def schedule_schema() -> dict[str, Any]:
                               "description": "getSchedule, createSchedule: the next fire "
                                              "times from nextFireTime on (at most 5; none "
                                              "while paused or finished)."},
+        },
+        "additionalProperties": False,
+    }
+
+
+PUSH_OUTCOMES = ("2xx", "3xx", "4xx", "5xx", "timeout", "connection", "refused")
+
+
+def push_error_schema() -> dict[str, Any]:
+    """One failed push as getPushStatus lists it (background/push.py writes them)."""
+    return {
+        "type": "object", "required": ["time", "msgId", "outcome", "status", "error", "millis"],
+        "properties": {
+            "time": {"type": "integer", "description": "When the push ended (ms since the "
+                                                       "epoch)."},
+            "msgId": {"type": "string"},
+            "outcome": {"enum": list(PUSH_OUTCOMES), "description": "The status class, or "
+                        "timeout, connection (no answer: refused, reset, DNS), refused (the "
+                        "address is outside push-allowed-networks)."},
+            "status": {"type": ["integer", "null"], "description": "The HTTP status, when "
+                                                                   "there was an answer."},
+            "error": {"type": ["string", "null"], "description": "What went wrong, in "
+                                                                 "words."},
+            "millis": {"type": ["number", "null"], "description": "From the POST to the "
+                                                                  "answer or the failure."},
+        },
+    }
+
+
+def push_status_schema() -> dict[str, Any]:
+    """A subscription's push state as getPushStatus answers it (core/subscriptions.py
+    push_status)."""
+    return {
+        "type": "object",
+        "required": ["subscription", "pushUrl", "pushTimeoutMillis", "pushConcurrency",
+                     "pushSecretSet", "paused", "inFlight", "lastErrors"],
+        "properties": {
+            "subscription": {"type": "string", "description": "'default' for the topic's "
+                                                              "default subscription."},
+            "pushUrl": {"type": ["string", "null"], "description": "null: not a push "
+                                                                   "subscription."},
+            "pushTimeoutMillis": {"type": "integer", "minimum": 100},
+            "pushConcurrency": {"type": "integer", "minimum": 1},
+            "pushSecretSet": {"type": "boolean", "description": "Whether pushes are signed "
+                              "(the secret itself is never answered)."},
+            "paused": {"type": "boolean", "description": "The subscription or its topic is "
+                       "paused: nothing is pushed."},
+            "inFlight": {"type": "integer", "minimum": 0, "description": "Pushes in flight "
+                         "fleet-wide: the subscription's consuming messages (0 when it is not "
+                         "a push subscription)."},
+            "lastErrors": {"type": "array", "maxItems": 20, "items": ref("PushError"),
+                           "description": "Its last failed pushes, newest first (at most 20, "
+                                          "kept 7 days)."},
         },
         "additionalProperties": False,
     }

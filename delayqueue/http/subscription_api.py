@@ -1,27 +1,35 @@
 """The subscriptions' views (ours): createSubscription, deleteSubscription,
-listSubscriptions, setSubscriptionConfig, getSubscriptionConfig. Each reads its parameters,
-makes one call on ``Subscriptions`` (core/subscriptions.py) and answers the envelope; rows in
-endpoints.py.
+listSubscriptions, setSubscriptionConfig, getSubscriptionConfig, getPushStatus. Each reads
+its parameters, makes one call on ``Subscriptions`` (core/subscriptions.py) and answers the
+envelope; rows in endpoints.py.
 
 A named subscription of a topic receives every message sent to the topic after it was
 created, each on its own (status, retry, receipt, ack deadline, backoff, dead letter); the
 topic's default subscription is the one a request without ``subscription`` uses. The answers
 have the object endpoints' shape (getTopicConfig's, the schedules'): the subscription, the
 list, or the settings under ``data``; what is about the call (``deleted``) beside it.
+
+Push delivery: any subscription, the default one too, may have a ``pushUrl`` (and
+``pushTimeoutMillis``, ``pushConcurrency``, ``pushSecret``); the core checks them. The
+secret is write-only: no answer carries it (``pushSecretSet`` says whether there is one),
+no refusal echoes it (``secret_kept``), the audit line says ``(set)`` (audit.py), and a
+secret in the query string is refused, since URLs are logged (access logs, proxies).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
-from flask import Blueprint, Response
+from flask import Blueprint, Response, request
 
-from delayqueue.core.errors import BadRequest
-from delayqueue.core.subscriptions import DEFAULT
+from delayqueue.core.errors import BadRequest, DelayQueueError
 
 from .endpoints import route
 from .params import Params
 from .request import params, runtime, success
+
+SECRET = "pushSecret"
 
 subscriptions = Blueprint("subscriptions", __name__)
 
@@ -34,6 +42,24 @@ def settings_of(p: Params, *others: str) -> dict[str, Any]:
     return {k: v for k, v in p.values.items() if k not in skip}
 
 
+@contextlib.contextmanager
+def secret_kept() -> Iterator[None]:
+    """Around a call given ``pushSecret``: a secret in the query string is refused before
+    anything is written, and a refusal of the secret says the rule, not the value (the
+    core's message ends ", got <value>": an answer and the audit line would carry it)."""
+    if SECRET in request.args:
+        raise BadRequest(f"{SECRET}: send it in the request body (a form or JSON), never in "
+                         "the query string: URLs are written to access logs")
+    try:
+        yield
+    except DelayQueueError as exc:
+        if not exc.msg.startswith(SECRET + ":"):
+            raise
+        kept = type(exc)(exc.msg.partition(", got ")[0] + " (the value is not repeated)",
+                         exc.headers)
+        raise kept from None
+
+
 @route(subscriptions, "createSubscription")
 def create_subscription() -> Response:
     """The settings sent (any of core.subscriptions.SUBSCRIPTION_SETTINGS) become the
@@ -41,7 +67,9 @@ def create_subscription() -> Response:
     p = params()
     topic, name = p.topic(), p.named_subscription()
     assert name is not None
-    return success(data=runtime().subscriptions.create(topic, name, settings_of(p)))
+    with secret_kept():
+        info = runtime().subscriptions.create(topic, name, settings_of(p))
+    return success(data=info)
 
 
 @route(subscriptions, "deleteSubscription")
@@ -63,25 +91,31 @@ def list_subscriptions() -> Response:
 
 @route(subscriptions, "setSubscriptionConfig")
 def set_subscription_config() -> Response:
-    """As setTopicConfig, for one named subscription; ``reset=true`` drops every value of
-    the subscription's own first. The default subscription's settings are the topic's."""
+    """As setTopicConfig, for one subscription; ``reset=true`` drops every value of the
+    subscription's own first. The default subscription (``subscription`` absent, empty or
+    "default") has only its push settings of its own: the core refuses any other, naming it
+    (they are the topic's: setTopicConfig), and its reset drops only those."""
     p = params()
-    topic = p.topic()
-    if p.string("subscription") == DEFAULT:
-        raise BadRequest("subscription: the default subscription's settings are the topic's; "
-                         "set them with setTopicConfig")
-    name = p.named_subscription()
+    topic, name = p.topic(), p.subscription()
     reset = p.boolean("reset", default=False)
-    data, source = runtime().subscriptions.set_config(topic, name, settings_of(p, "reset"),
-                                                      reset=reset)
+    with secret_kept():
+        data, source = runtime().subscriptions.set_config(topic, name, settings_of(p, "reset"),
+                                                          reset=reset)
     return success(data=data, source=source)
 
 
 @route(subscriptions, "getSubscriptionConfig")
 def get_subscription_config() -> Response:
     """The effective settings of a subscription and where each comes from: "subscription",
-    "topic" or "server" (``default``: the topic's, as getTopicConfig answers them)."""
+    "topic" or "server" (the default one's: the topic's, as getTopicConfig answers them),
+    and its push settings (``pushSecretSet``, never the secret)."""
     p = params()
-    topic, name = p.topic(), p.named_subscription(default_allowed=True)
-    data, source = runtime().subscriptions.get_config(topic, name)
+    data, source = runtime().subscriptions.get_config(p.topic(), p.subscription())
     return success(data=data, source=source)
+
+
+@route(subscriptions, "getPushStatus")
+def get_push_status() -> Response:
+    """A subscription's push settings, deliveries in flight and last failures."""
+    p = params()
+    return success(data=runtime().subscriptions.push_status(p.topic(), p.subscription()))

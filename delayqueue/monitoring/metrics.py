@@ -20,6 +20,11 @@ the topic's pause) do not. Each named subscription adds ``SERIES_PER_SUBSCRIPTIO
 most max-subscriptions-per-topic per topic); those of a folded topic are summed under
 ``subscription="_other"``. Their sizes cost the scrape two round trips whatever the number of
 topics (``named_subscription_sizes``).
+
+Push delivery: ``delayqueue_push_total{topic,subscription,outcome}`` and the histogram
+``delayqueue_push_duration_seconds{topic,subscription}``, for each subscription (the default
+one included) that ever pushed: ``SERIES_PER_PUSH_SUBSCRIPTION`` series each, folded under
+``_other`` like the rest.
 """
 
 from __future__ import annotations
@@ -49,9 +54,12 @@ from delayqueue.core.histogram import BOUNDS_MS, REQUEST_BOUNDS_MS
 from delayqueue.core.monitor import (
     COUNTERS,
     DEFAULT_SUBSCRIPTION,
+    PUSH_COUNTERS,
+    PUSH_OUTCOMES,
     SUBSCRIPTION_COUNTERS,
     Monitor,
     RequestStats,
+    pushes,
 )
 from delayqueue.core.queue import DelayQueue, TopicSizes
 
@@ -72,6 +80,9 @@ SERIES_PER_TOPIC = len(COUNTERS) + len(QUEUE_STATES) + 2 + 2 * (len(BOUNDS_MS) +
 # the two time-gap histograms.
 SERIES_PER_SUBSCRIPTION = (len(SUBSCRIPTION_COUNTERS) + len(SUBSCRIPTION_STATES) + 2
                            + 2 * (len(BOUNDS_MS) + 2))
+# Series one push subscription (one that ever pushed) adds: a counter per outcome class and the
+# POSTs' latency histogram.
+SERIES_PER_PUSH_SUBSCRIPTION = len(PUSH_COUNTERS) + len(BOUNDS_MS) + 2
 SubscriptionSizes = dict[tuple[str, str], TopicSizes]
 REDIS_FAILURES = (redis.RedisError, RedisClusterException, DelayQueueError)
 
@@ -295,6 +306,8 @@ class MonitorCollector(Collector):
                             sum_value=merged[key][1])
         yield gaps
 
+        yield from self.push(sources)
+
         oom = CounterMetricFamily(
             "delayqueue_redis_out_of_memory",
             "Requests refused because Redis was over its maxmemory (nothing written), "
@@ -403,6 +416,41 @@ class MonitorCollector(Collector):
         for key in sorted(ages):
             oldest.add_metric(list(key), ages[key] / 1000)
         yield oldest
+
+    def push(self, sources: list[tuple[tuple[str, str], dict]]) -> Iterable[Metric]:
+        """Push delivery per (topic, subscription) label, for those that ever pushed: the
+        POSTs answered by outcome class, and their latency."""
+        merged: dict[tuple[str, str], list] = {}
+        for key, stats in sources:
+            if pushes(stats):
+                into = merged.setdefault(key, [dict.fromkeys(PUSH_COUNTERS, 0),
+                                               [0] * len(BOUNDS_MS), 0])
+                for name in PUSH_COUNTERS:
+                    into[0][name] += stats[name]
+                hist = stats["pushMillis"]
+                into[1] = [a + b for a, b in zip(into[1], hist["counts"])]
+                into[2] += hist["sum"]
+        total = CounterMetricFamily(
+            "delayqueue_push",
+            "Push deliveries POSTed and answered, by topic, subscription and outcome: 2xx "
+            "(acked), 3xx, 4xx, 5xx (the answer's status class; nacked), timeout (no answer "
+            "within pushTimeoutMillis), connection (could not connect or the connection "
+            "broke), refused (the host resolved outside push-allowed-networks: not "
+            "connected), cumulative over the whole fleet.",
+            labels=["topic", "subscription", "outcome"])
+        durations = HistogramMetricFamily(
+            "delayqueue_push_duration_seconds",
+            "Time from a push's request to its answer (or its timeout / failure), by topic "
+            "and subscription, over the whole fleet.",
+            labels=["topic", "subscription"])
+        for key in sorted(merged):
+            counts, buckets, millis = merged[key]
+            for name in PUSH_COUNTERS:
+                total.add_metric([*key, PUSH_OUTCOMES[name]], counts[name])
+            durations.add_metric(list(key), cumulative_buckets(buckets, BOUNDS_MS, 0.001),
+                                 sum_value=millis / 1000)
+        yield total
+        yield durations
 
     def requests(self, stats: RequestStats) -> Iterable[Metric]:
         requests = CounterMetricFamily(

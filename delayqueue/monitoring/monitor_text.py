@@ -12,6 +12,9 @@ from typing import Any
 REQUEST_COLUMNS = ("sendMsg", "pullMsg", "ackMsg", "deleteMsg", "getMsg", "triggerMsgReady",
                    "triggerMsgEndLife", "triggerMsgTimeout")
 GAP_COLUMNS = ("count", "avg", "max", "p50", "p99")
+PUSH_COLUMNS = (("2xx", "push2xx"), ("3xx", "push3xx"), ("4xx", "push4xx"), ("5xx", "push5xx"),
+                ("timeout", "pushTimeout"), ("connection", "pushConnectionError"),
+                ("refused", "pushRefused"))
 SIZE_COLUMNS = (("waiting", "waitingQueueSize"), ("ready", "readyQueueSize"),
                 ("consuming", "ackQueueSize"), ("dead", "deadQueueSize"))
 
@@ -46,6 +49,13 @@ def monitor_string(data: dict, infos: list[dict], namespace: str, interval_start
         lines.append("")
         lines += table(title, ["topic", *GAP_COLUMNS],
                        [[s["topic"], *(s[c] for c in GAP_COLUMNS)] for s in data[name]])
+    lines.append("")
+    lines += table("push delivery (ms: POST latency)",
+                   ["topic", "subscription", *(label for label, _ in PUSH_COLUMNS), "p50",
+                    "p99", "max"],
+                   [[s["topic"], s["subscription"], *(s[key] for _, key in PUSH_COLUMNS),
+                     *(s["pushMillis"][c] for c in ("p50", "p99", "max"))]
+                    for s in data.get("pushStatsList") or ()])
     lines.append("")
     lines += table("topics now", ["topic", *(label for label, _ in SIZE_COLUMNS)],
                    [[i["topic"], *(i[key] for _, key in SIZE_COLUMNS)] for i in infos])

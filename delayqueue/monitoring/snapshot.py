@@ -13,6 +13,10 @@ the topics that have named subscriptions: one pipelined HLEN for all topics firs
 A reader that predates subscriptions counts those lines as unsupported rather than taking
 them for the topic's.
 
+Push delivery: the line of a (topic, subscription) that pushed in the interval carries the
+push counters (``push2xx`` ... ``pushRefused``) and the ``pushMillis`` histogram; other lines
+do not. Optional fields, added in place: the schema versions stay.
+
 Ordering: the interval's lines are written, flushed and fsynced, THEN the mark
 (``keys.snapshot_mark``) advances. A crash (or a lease handover) between the two writes the
 interval again: readers must de-duplicate by (namespace, topic, subscription, intervalStart)
@@ -35,15 +39,19 @@ from delayqueue.core.monitor import (
     COUNTERS,
     DEFAULT_SUBSCRIPTION,
     HISTOGRAMS,
+    PUSH_COUNTERS,
+    PUSH_HISTOGRAMS,
     Monitor,
     empty_topic_stats,
+    pushes,
 )
 
 logger = logging.getLogger(__name__)
 
 # deadLettered, redriven, groupBlockedSize, purged, backlogRefused, paused, then replaced,
-# deduplicated, scheduleSent and scheduleMissed were added in place: readers ignore new fields
-# and read a missing one as 0 (paused: false)
+# deduplicated, scheduleSent and scheduleMissed, then the push fields (present only on the line
+# of a subscription that pushed in the interval) were added in place: readers ignore new
+# fields and read a missing one as 0 (paused: false)
 SCHEMA_VERSION = 1
 # A named subscription's line: version 1 readers would take it for its topic's line.
 SUBSCRIPTION_SCHEMA_VERSION = 3
@@ -72,7 +80,12 @@ def snapshot_line(namespace: str, topic: str, interval_start_ms: int, interval_e
     }
     for name in COUNTERS:
         line[name] = stats[name]
-    for name in HISTOGRAMS:
+    histograms = HISTOGRAMS
+    if pushes(stats):
+        # push delivery, on the lines of the subscriptions that pushed in the interval only
+        line.update({name: stats[name] for name in PUSH_COUNTERS})
+        histograms += PUSH_HISTOGRAMS
+    for name in histograms:
         hist = stats[name]
         line[name] = {"count": hist["count"], "sum": hist["sum"], "max": hist["max"],
                       "counts": list(hist["counts"])}

@@ -18,6 +18,8 @@ import time
 
 from gunicorn.glogging import Logger
 
+from delayqueue.http.redact import redact_query
+
 LOG_FORMAT = "%(asctime)s [%(process)d] [%(levelname)s] %(name)s: %(message)s"
 # The access log's own part, after the same prefix (gunicorn.access: ...): the client, the
 # request line, the status, the body's bytes, the time taken and the client's user agent.
@@ -67,3 +69,13 @@ class GunicornLogger(Logger):
                                                                        logging.StreamHandler):
                     handler.setFormatter(LogFormatter())
         configure(cfg.loglevel)
+
+    def atoms(self, resp, req, environ, request_time) -> dict:
+        """gunicorn's access-log values, with a secret parameter's value masked wherever a
+        query string shows (the request line, %(q)s, a Referer, the environ): the views
+        refuse ``pushSecret`` in a URL, but the line is written all the same."""
+        atoms = super().atoms(resp, req, environ, request_time)
+        for key, value in atoms.items():
+            if isinstance(value, str) and "=" in value:
+                atoms[key] = redact_query(value)
+        return atoms

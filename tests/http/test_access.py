@@ -82,6 +82,7 @@ CASES = {
     Q + "setSubscriptionConfig": ({"subscription": "nope", "maxRetry": 3}, "admin", "both",
                                   200, 404),
     Q + "getSubscriptionConfig": ({"subscription": "nope"}, "producer", None, 200, 404),
+    Q + "getPushStatus": ({"subscription": "nope"}, "consumer", None, 200, 404),
     Q + "getTopicInfoList": ({}, "admin", "both", 200, 200),
     Q + "getMonitorData": ({}, "admin", "both", 200, 200),
     Q + "getMonitorString": ({}, "admin", "both", 200, None),

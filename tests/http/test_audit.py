@@ -29,6 +29,7 @@ from support.node import ServerProcess
 Q = "/camellia/delayQueue/"
 SAME_ORIGIN = {"Sec-Fetch-Site": "same-origin"}
 BODY = "the-message-body-never-logged"
+SECRET = "a-push-secret-never-logged"
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
@@ -113,6 +114,10 @@ def cases():
     yield ("deleteMsgBatch", "POST", Q + "deleteMsgBatch",
            {"json": {"topic": "t", "msgIds": ["m1", "m9"]}},
            {"params": {"msgIds": 2}, "code": 200, "result": {"ok": 1, "refused": 1}})
+    # The default subscription's push settings: the secret as (set), a cleared URL as "".
+    yield ("setSubscriptionConfig", "POST", Q + "setSubscriptionConfig",
+           {"json": {"topic": "t", "pushSecret": SECRET, "pushConcurrency": 3, "pushUrl": ""}},
+           {"params": {"pushSecret": "(set)", "pushConcurrency": 3, "pushUrl": ""}, "code": 200})
     for name in ("offline", "online"):
         yield name, "GET", "/camellia/health/" + name, {}, {"code": 200}
     forms = {
@@ -178,7 +183,7 @@ def test_an_audited_route_logs_one_line_with_who_what_outcome_and_when(
         if name not in ("offline", "online") else {}
     assert line == {"who": "anonymous", "remote": "127.0.0.1", "route": name,
                     "method": method, **topic, **want}
-    assert BODY not in json.dumps(line)
+    assert BODY not in json.dumps(line) and SECRET[:8] not in json.dumps(line)
 
 
 def test_a_refused_write_is_logged_with_its_code_and_reason(http, lines):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image, ImageStat
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, WebDriverException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.expected_conditions import staleness_of
@@ -154,10 +154,22 @@ def rows_shown(driver) -> list[str]:
 
 
 def navigate(driver, click) -> None:
-    """Click something that loads a new page, and wait until the new page has loaded."""
+    """Click something that loads a new page, and wait until the new page has loaded.
+
+    Asked while the old document is being replaced, chromedriver may answer "Node with
+    given id does not belong to the document" (an unknown error, not a stale element): not
+    yet known, asked again."""
     old = driver.find_element(By.TAG_NAME, "html")
     click()
-    wait_until(lambda: staleness_of(old)(driver), 10, message="the page did not change")
+
+    def gone() -> bool:
+        try:
+            return staleness_of(old)(driver)
+        except WebDriverException as exc:
+            if "does not belong to the document" in str(exc):
+                return False
+            raise
+    wait_until(gone, 10, message="the page did not change")
     wait_until(lambda: driver.execute_script("return document.readyState") == "complete", 10)
 
 

@@ -1,4 +1,4 @@
-"""Subscriptions over HTTP (ours) on a live node: the five subscription routes and their
+"""Subscriptions over HTTP (ours) on a live node: the six subscription routes and their
 answers' shapes (each held to its /openapi.json schema), the names refused (``default`` on
 create and delete, bad characters, 65 characters), an unknown subscription on the message
 routes (404), the admin role of the writes, POST only, the ``subscription`` parameter on
@@ -24,7 +24,7 @@ from support.node import ServerProcess
 
 Q = "/camellia/delayQueue/"
 ROUTES = ("createSubscription", "deleteSubscription", "listSubscriptions",
-          "setSubscriptionConfig", "getSubscriptionConfig")
+          "setSubscriptionConfig", "getSubscriptionConfig", "getPushStatus")
 INFO_KEYS = {"subscription", "createdTime", "readyQueueSize", "ackQueueSize", "deadQueueSize",
              "groupBlockedSize", "waitingQueueSize", "paused"}
 SOURCES = {"subscription", "topic", "server"}
@@ -97,7 +97,7 @@ def test_subscription_config_answers_as_the_topics_with_three_sources(node, topi
     assert reply["code"] == 200, reply
     assert set(reply) == {"code", "msg", "data", "source"}
     assert set(SUBSCRIPTION_SETTINGS) <= set(reply["data"]) and set(reply["source"]) == set(
-        reply["data"])
+        reply["data"]) - {"pushSecretSet"}        # whether there is a secret: no source
     assert set(reply["source"].values()) == SOURCES
     assert (reply["data"]["maxRetry"], reply["source"]["maxRetry"]) == (2, "subscription")
     assert (reply["data"]["deadLetter"], reply["source"]["deadLetter"]) == (False,
@@ -160,11 +160,23 @@ def test_every_answer_satisfies_its_documented_schema(node, topic):
 
 
 # -- names -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("route", ["createSubscription", "deleteSubscription",
-                                   "setSubscriptionConfig"])
-def test_the_default_subscription_cannot_be_created_deleted_or_set(node, topic, route):
-    """(Its settings are the topic's: setTopicConfig.)"""
+@pytest.mark.parametrize("route", ["createSubscription", "deleteSubscription"])
+def test_the_default_subscription_cannot_be_created_or_deleted(node, topic, route):
     assert_refused(api.call(node, route, topic=topic, subscription="default", maxRetry=1))
+
+
+@pytest.mark.parametrize("subscription", [None, "", "default"])
+def test_the_default_subscriptions_settings_but_push_are_the_topics(node, topic,
+                                                                     subscription):
+    """setSubscriptionConfig of the default subscription takes its push settings only; any
+    other is refused naming it (setTopicConfig sets it), and nothing is written."""
+    reply = api.call(node, "setSubscriptionConfig", topic=topic, subscription=subscription,
+                     maxRetry=1, pushConcurrency=3)
+    assert reply["code"] == 400 and reply["msg"].startswith("maxRetry:"), reply
+    assert "setTopicConfig" in reply["msg"], reply
+    config = api.call(node, "getSubscriptionConfig", topic=topic, subscription=subscription)
+    assert config["source"]["maxRetry"] == "server" and config["source"][
+        "pushConcurrency"] == "server", config
 
 
 @pytest.mark.parametrize("name", ["a b", "a/b", "é", "x" * 65, "{t}", "a\tb"])
@@ -180,9 +192,9 @@ def test_a_name_of_64_characters_of_the_alphabet_is_taken(node, topic):
 
 
 def test_a_subscription_route_without_subscription_is_a_missing_parameter(node, topic):
-    for route in ROUTES:
-        if route == "listSubscriptions":
-            continue
+    """createSubscription and deleteSubscription want a name; the config routes without one
+    act in the default subscription (tests/http/test_push_http_api.py)."""
+    for route in ("createSubscription", "deleteSubscription"):
         status, reply = api.post(node, route, topic=topic)
         assert (status, reply["code"]) == (400, 400), (route, reply)
         assert reply["msg"].startswith("subscription:"), (route, reply)

@@ -72,6 +72,11 @@ def exported(redis_server):
         assert rt.controls.pause("t", subscription="mail")
         assert http.post(Q + "pauseTopic", data={"topic": "t"}).get_json()["paused"] is True
         rt.monitor.observe_loop("schedule", 1.5)
+        # Push delivery's samples as background/push.py records them (a real push is
+        # tests/monitoring/test_report_live.py's): "mail" answered 2xx, then 5xx.
+        for counter, millis in (("push2xx", 12.0), ("push5xx", 250.0)):
+            rt.monitor.incr("t", counter, subscription="mail")
+            rt.monitor.observe("t", "pushMillis", [millis], subscription="mail")
         rt.monitor.flush()
         rt.nodes.tick()      # this process in the node registry: its held long polls
         text = http.get("/metrics").get_data(as_text=True)
@@ -85,6 +90,8 @@ def exported(redis_server):
     assert samples["delayqueue_topic_paused"]["topic"] == {"q", "t"}
     assert samples["delayqueue_subscription_paused"]["subscription"] == {"mail"}
     assert samples["delayqueue_queue_size"]["subscription"] == {"default", "mail"}
+    assert samples["delayqueue_push_total"]["outcome"] == {
+        "2xx", "3xx", "4xx", "5xx", "timeout", "connection", "refused"}
     return samples
 
 
@@ -308,3 +315,28 @@ def test_consumer_alerts_and_panels_are_per_subscription(exported):
     assert "subscription" in exported["delayqueue_messages_total"]
     names = {v["name"] for v in dashboard()["templating"]["list"]}
     assert "subscription" in names
+
+
+def test_push_failing_alert_and_panels_are_per_push_subscription(exported):
+    """DelayQueuePushFailing: the non-2xx share of a subscription's POSTs over 5 minutes past
+    10%, each outcome's max over the nodes (every node reports the fleet) summed; its unit
+    test fires on a half-failing subscription and is silent before, after and beside it.
+    The dashboard draws the POSTs by outcome and their latency per (topic, subscription)."""
+    rule = {rule["alert"]: rule for rule in alert_rules()}["DelayQueuePushFailing"]
+    share = ("sum by (topic, subscription) (max by (topic, subscription, outcome) "
+             "(rate(delayqueue_push_total{}[5m])))")
+    failing = share.format('{outcome!="2xx"}')
+    assert re.sub(r"\s+", " ", rule["expr"]).strip() == f"{failing} / {share.format('')} > 0.1"
+    assert (rule["for"], rule["labels"]["severity"]) == ("5m", "warning")
+    assert "{{ $labels.subscription }}" in rule["annotations"]["summary"]
+    tests = yaml.safe_load(RULE_TESTS.read_text(encoding="utf-8"))["tests"]
+    cases = [case for test in tests for case in test["alert_rule_test"]
+             if case["alertname"] == "DelayQueuePushFailing"]
+    assert [[a["exp_labels"]["subscription"] for a in case["exp_alerts"]] for case in cases] == [
+        [], [], ["billing"], []]
+    exprs = [t["expr"] for p in dashboard()["panels"] for t in p["targets"]]
+    by_outcome = [e for e in exprs if "delayqueue_push_total" in e]
+    latency = [e for e in exprs if "delayqueue_push_duration_seconds_bucket" in e]
+    assert by_outcome and all("by (topic, subscription, outcome)" in e for e in by_outcome)
+    assert len(latency) == 2 and all("by (topic, subscription, le)" in e for e in latency)
+    assert "delayqueue_push_duration_seconds_bucket" in exported

@@ -15,7 +15,7 @@ import pytest
 from spark_jobs.monitor_report import main
 from spark_jobs.tables import SCHEMAS, read_table
 
-from spark_support import BASE_MS, snapshot_line
+from spark_support import BASE_MS, histogram, snapshot_line
 
 pytestmark = pytest.mark.spark
 
@@ -43,13 +43,18 @@ def _input(root: Path) -> None:
     growing from minute 2 on, "idle" fed and never pulled), the first two minutes written
     before subscriptions (no named lines, old-style topic lines); "fanout", whose default
     holds nothing (defaultSubscription false) and whose "audit" consumes every message; and
-    minute 5 of "orders"/"billing" written twice (a lease handover)."""
+    minute 5 of "orders"/"billing" written twice (a lease handover). From minute 2 on,
+    "orders"' default and "billing" push: the default's 10 POSTs a minute answered 2xx
+    within 10 ms, "billing"'s 6 2xx (20 ms) and one 5xx (1 s) a minute, and at minute 4 a
+    timeout (10 s)."""
     lines = []
     for minute in range(12):
         old = minute < 2
+        pushed = {"push2xx": 10, "pushMillis": histogram({3: 10}, 9, 60)}
         topic = json.loads(_server_line("orders", minute, {"sendMsg": 10, "pullMsg": 10,
                                                            "ackMsg": 10,
-                                                           "triggerMsgReady": 10},
+                                                           "triggerMsgReady": 10,
+                                                           **(pushed if not old else {})},
                                         {"readyQueueSize": 1, "waitingQueueSize": 4}))
         if old:
             topic = json.loads(snapshot_line("orders", minute, sendMsg=10, pullMsg=10,
@@ -59,8 +64,13 @@ def _input(root: Path) -> None:
         lines.append(_server_line("fanout", minute, {"sendMsg": 3}, {}))
         if old:
             continue
+        timeout = minute == 4
+        billing_pushed = {"push2xx": 6, "push5xx": 1, "pushTimeout": int(timeout),
+                          "pushMillis": histogram({4: 6, 9: 1, 13: int(timeout)},
+                                                  10_000 if timeout else 900)}
         lines.append(_server_line("orders", minute, {"pullMsg": 7, "ackMsg": 6, "nackMsg": 1,
-                                                     "deadLettered": 1 if minute == 4 else 0},
+                                                     "deadLettered": 1 if minute == 4 else 0,
+                                                     **billing_pushed},
                                   {"readyQueueSize": minute, "ackQueueSize": 2,
                                    "paused": minute == 11},
                                   subscription="billing"))
@@ -112,10 +122,24 @@ def test_every_subscription_is_a_row_of_its_own_and_old_lines_are_the_default(
         assert (billing["ready_size_last"], billing["ready_size_max"]) == (11, 11), table
         assert (billing["consuming_size_last"], billing["paused_last"]) == (2, 1), table
         assert rows[("fanout", "audit")]["acked"] == 30, table
+        # push delivery, the duplicate minute 5 once: 10 minutes of each
+        assert [billing[c] for c in ("pushes", "push_2xx", "push_5xx", "push_timeout",
+                                     "push_4xx", "push_refused")] == [71, 60, 10, 1, 0, 0], table
+        assert billing["push_success_ratio"] == pytest.approx(60 / 71), table
+        assert [billing[c] for c in ("push_latency_count", "push_latency_p50_ms",
+                                     "push_latency_p99_ms", "push_latency_max")] == [
+            71, 20, 30_000, 10_000], table
+        assert [own[c] for c in ("pushes", "push_2xx", "push_success_ratio",
+                                 "push_latency_p50_ms", "push_latency_p99_ms")] == [
+            100, 100, 1.0, 10, 10], table
+        idle = rows[("orders", "idle")]
+        assert (idle["pushes"], idle["push_success_ratio"], idle["push_latency_p50_ms"]) == (
+            0, None, None), table
     for table in ("namespace_hour", "namespace_day", "namespace_total"):
         (row,) = found[table].collect()
         # two topics; deliveries of every subscription; sends are the topics'
         assert (row["topics"], row["sent"], row["delivered"]) == (2, 156, 120 + 70 + 30), table
+        assert (row["pushes"], row["push_2xx"], row["push_5xx"]) == (171, 160, 10), table
 
     runs = {(r["topic"], r["subscription"]) for r in found["ready_growth_runs"].collect()}
     assert runs == {("orders", "billing"), ("orders", "idle")}
@@ -132,9 +156,17 @@ def test_every_subscription_is_a_row_of_its_own_and_old_lines_are_the_default(
         csv_rows = {(r["topic"], r["subscription"]): r for r in csv.DictReader(handle)}
     assert csv_rows[("orders", "billing")]["delivered"] == "70"
     assert csv_rows[("orders", "default")]["sent"] == "120"
+    assert [csv_rows[("orders", "billing")][c] for c in ("pushes", "push_5xx", "push_timeout")
+            ] == ["71", "10", "1"]
     page = (out / "report.html").read_text()
     assert _shown(page, "latest-subscriptions", ("orders", "billing"), "delivered") == "70"
     assert _shown(page, "latest-topics", ("orders",), "sent") == "120"
     latest = re.search(r'<table id="latest-topics">(.*?)</table>', page, re.DOTALL).group(1)
     assert 'data-value="billing"' not in latest
     assert "<th>Subscription</th>" in page
+    assert _shown(page, "push-delivery", ("orders", "billing"), "push_5xx") == "10"
+    assert _shown(page, "push-delivery", ("orders", "billing"), "push_latency_p99_ms") == "30000"
+    # (the namespace is "default" too: the default subscription's row is the one of 100)
+    assert _shown(page, "push-delivery", ("orders", "100"), "push_success_ratio") == "1.0"
+    pushed = re.search(r'<table id="push-delivery">(.*?)</table>', page, re.DOTALL).group(1)
+    assert len(re.findall(r"<tr>", pushed)) == 3 and 'data-value="idle"' not in pushed

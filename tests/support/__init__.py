@@ -19,6 +19,8 @@ conftest modules only one can be importable by that name. pyproject's pytest set
                      Backend a parametrized node runs on (standalone, sentinel, cluster)
     failover.py      a steady load with a checker (lost, early, unavailability) for failovers
     round_trips.py   RoundTrips: how many round trips redis-py made (a bound a test asserts)
+    receiver.py      a scriptable local HTTP receiver for push delivery (answers, holds,
+                     closes, goes down; records every request and the most in flight)
 """
 
 from support.wait import wait_until

@@ -15,6 +15,9 @@
 - ``/dashboard/subscription?topic=t&subscription=s``: a named subscription's sizes, pause /
   resume, its messages, settings (with their source) and dead letters, and its deletion
   (subscriptions_view.py; the topic page's templates with ``subscription`` set).
+- Push delivery (push_view.py): a push subscription's badge and URL in the list, its push
+  panel (settings, in flight, last failures) on its page (the default's: the topic page),
+  and on every subscription's page the form that sets its push settings.
 - ``/dashboard/message?topic=t&msgId=m``: one message's state and fields (with
   ``subscription``: as that subscription holds it; without, each named subscription's status
   too).
@@ -76,6 +79,7 @@ from .fleet_view import (
 )
 from .messages_view import MSG_PAGE_SIZES, TABS, read_section
 from .nodes_view import read_nodes, read_redis
+from .push_view import audited, is_push_form, push_form, push_panel, saved
 from .schedules_view import read_schedules
 from .subscriptions_view import chosen, info_of, listing, named, page_link
 
@@ -195,7 +199,17 @@ def style() -> Response:
 
 
 def subscriptions() -> Subscriptions:
-    return Subscriptions(runtime().queue)
+    """The runtime's: a pushUrl set here nudges every node's push loop (on_push_change)."""
+    return runtime().subscriptions
+
+
+def push_settings(data: dict[str, Any], source: dict[str, str]
+                  ) -> tuple[dict[str, Any], dict[str, str]]:
+    """The push form's current values (pushSecretSet, never the secret) and their source,
+    from the subscription's get_config."""
+    return ({k: data[k] for k in ("pushUrl", "pushTimeoutMillis", "pushConcurrency",
+                                  "pushSecretSet")},
+            {k: v for k, v in source.items() if k.startswith("push")})
 
 
 def status_name(status: int) -> str:
@@ -218,6 +232,7 @@ def topic() -> str | tuple[str, int]:
     history = view().topic_history(name, backlog, SPANS[span])
     data, source = rt.admin.get_config(name)
     dead = rt.admin.list(name, DEAD_PAGE, request.args.get("cursor") or None)
+    push_config, push_source = push_settings(*subscriptions().get_config(name, None))
     return render_template("console/topic.html", topic=name, info=info, backlog=backlog,
                            subscriptions=listing(rt.queue, name, info),
                            subscription=None, here=page_link(name, None),
@@ -229,7 +244,9 @@ def topic() -> str | tuple[str, int]:
                            purge_per_post=PURGE_PER_POST, charts=topic_charts(history),
                            history=history, span=span, spans=SPANS, span_labels=SPAN_LABELS,
                            max_intervals=MAX_INTERVALS, retention_ms=rt.monitor.retention_ms,
-                           interval_s=rt.monitor.interval_ms // 1000)
+                           interval_s=rt.monitor.interval_ms // 1000,
+                           push=push_panel(subscriptions(), name, None),
+                           push_config=push_config, push_source=push_source)
 
 
 def topic_charts(history: Any) -> list[tuple[str, Markup]]:
@@ -284,7 +301,9 @@ def subscription() -> str | tuple[str, int]:
                                subscription=sub, reason=exc.msg,
                                error=request.args.get("error")), 404
     messages = read_section(p, name, info, sub)
-    data, source = own_settings(*subscriptions().get_config(name, sub))
+    config = subscriptions().get_config(name, sub)
+    data, source = own_settings(*config)
+    push_config, push_source = push_settings(*config)
     dead = rt.admin.list(name, DEAD_PAGE, request.args.get("cursor") or None,
                          subscription=sub)
     return render_template("console/subscription.html", topic=name, subscription=sub,
@@ -294,7 +313,9 @@ def subscription() -> str | tuple[str, int]:
                            rules=BY_NAME, booleans=BOOLEANS, dead=dead,
                            status_name=status_name, done=request.args.get("done"),
                            error=request.args.get("error"), messages=messages, tabs=TABS,
-                           msg_sizes=MSG_PAGE_SIZES, now=rt.clock.now_ms())
+                           msg_sizes=MSG_PAGE_SIZES, now=rt.clock.now_ms(),
+                           push=push_panel(subscriptions(), name, sub),
+                           push_config=push_config, push_source=push_source)
 
 
 def own_settings(data: dict[str, Any], source: dict[str, str]
@@ -387,6 +408,8 @@ def purge() -> Response:
 def settings() -> Response:
     p = params()
     name, sub = p.topic(), chosen(p)
+    if is_push_form(p.values):
+        return push_settings_form(name, sub, p.values)
     reset = p.boolean("reset", default=False)
     if sub is None:
         values = {k: v for k, v in p.values.items() if k in BY_NAME and v != ""
@@ -403,6 +426,22 @@ def settings() -> Response:
     except NotFound as exc:
         return refused(name, sub, exc)
     return back(name, sub, "settings saved")
+
+
+def push_settings_form(name: str, sub: str | None, sent: dict[str, Any]) -> Response:
+    """The push form's post (push_view.py): the subscription's push settings; a refused
+    value (a pushUrl outside push-allowed-networks...) is said on its page."""
+    noted(sub, settings={})               # never the form's fields: the secret is one
+    try:
+        values = push_form(sent, subscriptions().push_status(name, sub)["pushUrl"])
+        noted(sub, settings=audited(values))
+        if values:
+            subscriptions().set_config(name, sub, values)
+    except DelayQueueError as exc:
+        if exc.code >= 500:
+            raise
+        return refused(name, sub, exc)
+    return back(name, sub, saved(values))
 
 
 def with_description(name: str, values: dict[str, Any], description: Any) -> dict[str, Any]:
