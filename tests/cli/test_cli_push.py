@@ -13,8 +13,8 @@ import pytest
 from delayqueue.client import DelayQueueClient, Status, verify_signature
 
 from support.cli import assert_one_line_error, run
-from support.push_receiver import push_node, receiver  # noqa: F401 - fixtures
-from support.sdk import topic  # noqa: F401 - fixtures
+from support.receiver import Answer
+from support.sdk import push_node, receiver, topic  # noqa: F401 - fixtures
 from support.wait import wait_until
 
 EXIT_OK, EXIT_USAGE, EXIT_NOT_FOUND = 0, 2, 3
@@ -72,7 +72,7 @@ def test_create_sets_push_and_config_shows_it_with_the_secret_only_as_set(pq, cl
     assert rows(listed)["hooks"][-1] == receiver.url("/h")
 
     client.send(topic, "x", msg_id="m1")
-    [push] = receiver.wait_for(1)
+    [push] = receiver.wait_for(1, timeout_s=20)
     assert verify_signature(SECRET, push.headers, push.body)
 
 
@@ -93,7 +93,7 @@ def test_the_secret_is_read_from_stdin_with_a_dash(pq, client, topic, receiver):
     ok(pq("subscription", "create", topic, "hooks", "--push-url", receiver.url(),
           "--push-secret", "-", stdin=SECRET + "\n"))
     client.send(topic, "x", msg_id="m1")
-    [push] = receiver.wait_for(1)
+    [push] = receiver.wait_for(1, timeout_s=20)
     assert verify_signature(SECRET, push.headers, push.body)
     assert not verify_signature("-", push.headers, push.body)
 
@@ -102,7 +102,7 @@ def test_the_default_subscription_is_pushed_from_the_command_line(pq, client, to
     ok(pq("subscription", "config", topic, "--push-url", receiver.url("/d")))
     assert client.get_subscription_config(topic).push_url == receiver.url("/d")
     client.send(topic, "x", msg_id="m1")
-    [push] = receiver.wait_for(1)
+    [push] = receiver.wait_for(1, timeout_s=20)
     assert push.headers["X-DelayQueue-Subscription"] == "default"
     wait_until(lambda: client.get(topic, "m1").status == Status.ACKED, 20)
     status = fields(ok(pq("subscription", "push-status", topic)))
@@ -118,13 +118,13 @@ def test_the_default_subscription_is_pushed_from_the_command_line(pq, client, to
 
 
 def test_push_status_shows_in_flight_and_the_last_failures(pq, client, topic, receiver):
-    receiver.answer = 500
+    receiver.script("/push", then=Answer(500))
     client.create_subscription(topic, "flaky", push_url=receiver.url(), max_retry=1,
                                redelivery_delay_ms=0, dead_letter=True)
     client.send(topic, "x", msg_id="m1")
     wait_until(lambda: client.get(topic, "m1", subscription="flaky").status
                == Status.RETRY_EXHAUSTED, 30,
-               message=lambda: f"{len(receiver.received())} pushes")
+               message=lambda: f"{len(receiver.requests())} pushes")
     out = ok(pq("subscription", "push-status", topic, "flaky"))
     detail = fields(out)
     assert (detail["subscription"], detail["pushUrl"], detail["inFlight"], detail["paused"],

@@ -19,8 +19,8 @@ from delayqueue.client import (
     verify_signature,
 )
 
-from support.push_receiver import push_node, receiver  # noqa: F401 - fixtures
-from support.sdk import run_async, topic  # noqa: F401 - fixtures
+from support.receiver import Answer
+from support.sdk import push_node, receiver, run_async, topic  # noqa: F401 - fixtures
 from support.wait import wait_until
 
 SECRET = "whsec-live-1"
@@ -52,10 +52,10 @@ def test_each_message_is_pushed_signed_and_acked_by_a_2xx(client, topic, receive
     assert listed == {"default": None, "hooks": receiver.url("/hooks")}
 
     sent = [client.send(topic, f"order {i}", msg_id=f"m{i}").msg_id for i in range(3)]
-    pushes = receiver.wait_for(3)
+    pushes = receiver.wait_for(3, timeout_s=20)
     wait_until(lambda: acked_in(client, topic, "hooks", sent), 20,
                message="the pushed messages were not all acked")
-    assert sorted(p.msg_id for p in receiver.received()) == sent     # each once
+    assert sorted(p.json["delayMsg"]["msgId"] for p in receiver.requests()) == sent  # once
     for push in pushes:
         assert push.path == "/hooks"
         assert verify_signature(SECRET, push.headers, push.body)
@@ -72,14 +72,13 @@ def test_each_message_is_pushed_signed_and_acked_by_a_2xx(client, topic, receive
 
 def test_a_failed_push_is_retried_with_a_new_receipt_and_push_status_shows_it(client, topic,
                                                                              receiver):
-    answers = iter([503, 500])
-    receiver.answer = lambda push: next(answers, 200)
+    receiver.script("/push", Answer(503), Answer(500))     # then 200
     client.create_subscription(topic, "flaky", push_url=receiver.url(), max_retry=5,
                                redelivery_delay_ms=0)
     client.send(topic, "x", msg_id="m1")
     wait_until(lambda: acked_in(client, topic, "flaky", ["m1"]), 30,
-               message=lambda: f"{len(receiver.received())} pushes, not acked")
-    pushes = receiver.received()
+               message=lambda: f"{len(receiver.requests())} pushes, not acked")
+    pushes = receiver.requests()
     assert len(pushes) == 3
     receipts = [PushDelivery.from_body(p.body).message.receipt for p in pushes]
     retries = [PushDelivery.from_body(p.body).message.retry for p in pushes]
@@ -113,7 +112,7 @@ def test_clearing_the_url_and_the_secret_makes_it_pulled_and_unsigned(client, to
     client.send(topic, "x", msg_id="m1")
     [m] = wait_until(lambda: client.pull(topic, subscription="hooks"), 10)
     assert m.msg_id == "m1"
-    assert receiver.received() == []
+    assert receiver.requests() == []
 
 
 def test_the_default_subscription_is_pushed_and_reset(client, topic, receiver):
@@ -122,7 +121,7 @@ def test_the_default_subscription_is_pushed_and_reset(client, topic, receiver):
     assert config.subscription == "default" and config.is_push and config.push_secret_set
     assert client.get_subscription_config(topic).push_url == receiver.url("/default")
     client.send(topic, "x", msg_id="m1")
-    [push] = receiver.wait_for(1)
+    [push] = receiver.wait_for(1, timeout_s=20)
     assert push.headers["X-DelayQueue-Subscription"] == "default"
     assert verify_signature(SECRET, push.headers, push.body)
     wait_until(lambda: client.get(topic, "m1").status == Status.ACKED, 20)
@@ -171,7 +170,7 @@ async def test_the_asyncio_client_sets_and_reads_push(push_node, topic, receiver
                                                 push_secret=SECRET)
         assert info.push_url == receiver.url()
         await client.send(topic, "x", msg_id="m1")
-        [push] = receiver.wait_for(1)
+        [push] = receiver.wait_for(1, timeout_s=20)
         assert verify_signature(SECRET, push.headers, push.body)
         status = await client.push_status(topic, "hooks")
         assert status.is_push and status.push_secret_set

@@ -18,8 +18,7 @@ from werkzeug.serving import make_server
 from delayqueue.client import DelayMsg, DelayQueueClient, Status
 from delayqueue.client.signature import HEADER, sign
 
-from support.push_receiver import push_node  # noqa: F401 - fixture
-from support.sdk import topic  # noqa: F401 - fixture
+from support.sdk import push_node, topic  # noqa: F401 - fixtures
 from support.wait import wait_until
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "client.md"
