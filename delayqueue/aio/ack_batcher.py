@@ -20,8 +20,9 @@ from delayqueue.client.ack_batcher import (
     SettlementQueue,
 )
 from delayqueue.client.batch import MAX_BATCH
+from delayqueue.client.entries import AckEntry
 from delayqueue.client.errors import DelayQueueError
-from delayqueue.client.model import AckEntry, DelayMsg
+from delayqueue.client.model import DelayMsg
 from delayqueue.client.subscriptions import subscription_kw
 
 if TYPE_CHECKING:

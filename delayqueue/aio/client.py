@@ -119,6 +119,7 @@ class AsyncDelayQueueClient(ClientBase):
     list_subscriptions = awaitable(Plans.list_subscriptions)
     get_subscription_config = awaitable(Plans.get_subscription_config)
     set_subscription_config = awaitable(Plans.set_subscription_config)
+    push_status = awaitable(Plans.push_status)
 
     def iter_dead(self, topic: str, page_size: int = 100, *,
                   subscription: str | None = None) -> AsyncIterator[DelayMsg]:

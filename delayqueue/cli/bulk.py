@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from delayqueue.client.batch import MAX_BATCH
+from delayqueue.client.entries import SendEntry, SendResult
 from delayqueue.client.errors import DelayQueueError
-from delayqueue.client.model import SendEntry, SendResult
 
 if TYPE_CHECKING:
     from delayqueue.client.delay_queue_client import DelayQueueClient

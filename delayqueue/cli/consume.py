@@ -86,7 +86,10 @@ def cmd_consume(client: DelayQueueClient, args: argparse.Namespace) -> int:
                         format="delayqueue consume: %(message)s", stream=sys.stderr)
     client.topic_info(args.topic)  # fail fast, with one line, when the server is unreachable
     if args.subscription:  # and when the subscription is unknown (exit 3), not retry for ever
-        client.get_subscription_config(args.topic, args.subscription)
+        config = client.get_subscription_config(args.topic, args.subscription)
+        if config.is_push:  # the server refuses its pulls (400): say so once, not for ever
+            return fail(f"subscription {args.subscription} is a push subscription: its "
+                        f"deliveries are POSTed to {config.push_url}", EXIT_USAGE)
     handler = CommandHandler(command, None if args.command_timeout is None
                              else args.command_timeout / 1000, subscription=args.subscription)
     stop = threading.Event()

@@ -10,6 +10,7 @@ from typing import Any, Iterable, Sequence
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from delayqueue.client.model import (
+    PUSH_SETTINGS,
     TOPIC_SETTINGS,
     DelayMsg,
     MonitorData,
@@ -19,6 +20,7 @@ from delayqueue.client.model import (
     TopicConfig,
     TopicInfo,
 )
+from delayqueue.client.push import PushStatus
 from delayqueue.core.status import Status
 
 BODY_WIDTH = 40
@@ -182,12 +184,20 @@ def topic_config_table(config: TopicConfig) -> str:
 
 def subscription_config_table(config: SubscriptionConfig) -> str:
     """SETTING, VALUE, SOURCE (subscription, topic or server) of every setting the server
-    reports for a subscription."""
-    return table(["SETTING", "VALUE", "SOURCE"],
-                 [[api, setting_value(name, getattr(config, name)),
-                   config.sources.get(name, "")]
-                  for name, api in TOPIC_SETTINGS.items()
-                  if name in config.sources or getattr(config, name) is not None])
+    reports for a subscription, then its push settings when the server has push delivery
+    (pushSecret only as set or not: the server never answers it)."""
+    rows = [[api, setting_value(name, getattr(config, name)), config.sources.get(name, "")]
+            for name, api in TOPIC_SETTINGS.items()
+            if name in config.sources or getattr(config, name) is not None]
+    if "pushSecretSet" in config.raw.get("data", {}):
+        for name, api in PUSH_SETTINGS.items():
+            if name == "push_secret":
+                rows.append([api, "set" if config.push_secret_set else "-",
+                             "subscription" if config.push_secret_set else ""])
+            else:
+                rows.append([api, setting_value(name, getattr(config, name)),
+                             config.sources.get(name, "")])
+    return table(["SETTING", "VALUE", "SOURCE"], rows)
 
 
 def subscriptions_table(infos: Sequence[SubscriptionInfo]) -> str:
@@ -197,12 +207,14 @@ def subscriptions_table(infos: Sequence[SubscriptionInfo]) -> str:
         return "(no subscriptions)"
     blocked = any(i.group_blocked_size for i in infos)
     paused = any(i.paused for i in infos)
+    pushed = any(i.push_url for i in infos)
     return table(["SUBSCRIPTION", "CREATED", "WAITING", "READY", "CONSUMING", "DEAD"]
-                 + ["GROUP BLOCKED"] * blocked + ["PAUSED"] * paused,
+                 + ["GROUP BLOCKED"] * blocked + ["PAUSED"] * paused + ["PUSH URL"] * pushed,
                  [[i.subscription, iso(i.created_time) if i.created_time else "-",
                    i.waiting_queue_size, i.ready_queue_size, i.ack_queue_size,
                    i.dead_queue_size]
                   + [i.group_blocked_size] * blocked + ["yes" if i.paused else ""] * paused
+                  + [i.push_url or ""] * pushed
                   for i in infos])
 
 
@@ -220,6 +232,29 @@ def subscription_detail(topic: str, info: SubscriptionInfo) -> str:
     if info.push_url:
         rows.append(("pushUrl", info.push_url))
     return "\n".join(f"{k:<13} {v}" for k, v in rows)
+
+
+def push_status_text(status: PushStatus) -> str:
+    """A subscription's push delivery, a field a line (never the secret: whether deliveries
+    are signed), then its last failed pushes as a table, newest first."""
+    rows = [("topic", status.topic), ("subscription", status.subscription),
+            ("pushUrl", status.push_url or "- (not pushed: consumers pull it)")]
+    if status.is_push:
+        rows += [("timeout", setting_value("push_timeout_ms", status.push_timeout_ms)),
+                 ("concurrency", str(status.push_concurrency)),
+                 ("signed", "yes" if status.push_secret_set else "no"),
+                 ("paused", "yes" if status.paused else "no"),
+                 ("inFlight", str(status.in_flight))]
+    lines = [f"{k:<13} {v}" for k, v in rows]
+    if not status.last_errors:
+        return "\n".join(lines + ["", "(no failed pushes)"])
+    now = int(time.time() * 1000)
+    return "\n".join(lines + ["", table(
+        ["TIME", "AGO", "MSG ID", "OUTCOME", "STATUS", "MILLIS", "ERROR"],
+        [[iso(e.time), relative(e.time, now), e.msg_id, e.outcome,
+          "-" if e.status is None else e.status,
+          "-" if e.millis is None else f"{e.millis:g}", short(e.error or "-", 60)]
+         for e in status.last_errors])])
 
 
 def subscription_states(subscriptions: Any) -> str:

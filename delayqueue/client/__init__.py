@@ -14,6 +14,9 @@ listed by status (``iter_messages``). A recurring schedule (``create_schedule``)
 message at each fire time of a cron expression or every N ms. A named subscription
 (``create_subscription``) receives its own copy of every message of its topic: consume it with
 ``subscription=`` on every consuming call, and ``listen(topic, handler, subscription=...)``.
+A subscription with a ``push_url`` is pushed instead: the server POSTs each delivery to it
+(``push_status`` shows how that fares), and the receiver checks the POST with
+``verify_signature`` and reads it with ``PushDelivery.from_body``.
 """
 
 from delayqueue.core.status import Status
@@ -21,6 +24,7 @@ from delayqueue.core.status import Status
 from .backoff import Backoff
 from .consumer import Consumer
 from .delay_queue_client import DelayQueueClient
+from .entries import AckEntry, BatchResult, SendEntry, SendResult, VisibilityEntry
 from .errors import (
     AccessDeniedError,
     BacklogExceededError,
@@ -36,9 +40,8 @@ from .errors import (
     UnsupportedError,
 )
 from .model import (
+    PUSH_SETTINGS,
     TOPIC_SETTINGS,
-    AckEntry,
-    BatchResult,
     DeadLetterPage,
     DelayMsg,
     MessagePage,
@@ -46,21 +49,20 @@ from .model import (
     PurgeResult,
     Schedule,
     SchedulePage,
-    SendEntry,
-    SendResult,
     SubscriptionConfig,
     SubscriptionInfo,
     TopicConfig,
     TopicInfo,
-    VisibilityEntry,
 )
+from .push import PushDelivery, PushFailure, PushStatus
 from .signature import verify_signature
 
 __all__ = [
     "AccessDeniedError", "AckEntry", "Backoff", "BacklogExceededError", "BadRequestError",
     "BatchResult", "Consumer", "DeadLetterPage", "DelayMsg", "DelayQueueClient",
     "DelayQueueError", "MessageConsumingError", "MessagePage", "MonitorData",
-    "NotFoundError", "PurgeResult", "RateLimitedError", "Schedule", "SchedulePage",
+    "NotFoundError", "PUSH_SETTINGS", "PurgeResult", "PushDelivery", "PushFailure",
+    "PushStatus", "RateLimitedError", "Schedule", "SchedulePage",
     "SendEntry", "SendResult", "ServerError",
     "StaleReceiptError", "Status", "SubscriptionConfig", "SubscriptionInfo",
     "SubscriptionNotFoundError", "TOPIC_SETTINGS", "TopicConfig", "TopicInfo",

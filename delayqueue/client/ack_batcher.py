@@ -35,8 +35,9 @@ from typing import TYPE_CHECKING, Callable
 
 from .backoff import Backoff
 from .batch import MAX_BATCH
+from .entries import AckEntry
 from .errors import BadRequestError, DelayQueueError, UnsupportedError
-from .model import AckEntry, DelayMsg
+from .model import DelayMsg
 from .subscriptions import subscription_kw
 
 if TYPE_CHECKING:

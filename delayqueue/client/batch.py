@@ -18,16 +18,9 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Iterable, Iterator, Mapping
 
+from .entries import AckEntry, BatchResult, SendEntry, SendResult, VisibilityEntry
 from .errors import BadRequestError, DelayQueueError, ServerError
-from .model import (
-    AckEntry,
-    BatchResult,
-    DelayMsg,
-    SendEntry,
-    SendResult,
-    VisibilityEntry,
-    attributes_json,
-)
+from .model import DelayMsg, attributes_json
 from .plan import Plan, Request
 from .subscriptions import with_subscription
 

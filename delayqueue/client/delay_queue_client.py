@@ -90,6 +90,7 @@ class DelayQueueClient(ClientBase):
     list_subscriptions = blocking(Plans.list_subscriptions)
     get_subscription_config = blocking(Plans.get_subscription_config)
     set_subscription_config = blocking(Plans.set_subscription_config)
+    push_status = blocking(Plans.push_status)
 
     def iter_dead(self, topic: str, page_size: int = 100, *,
                   subscription: str | None = None) -> Iterator[DelayMsg]:

@@ -1,6 +1,6 @@
 """Typed results: the message, topic sizes, topic settings, subscriptions, pages of messages,
-purges, recurring schedules and monitoring data, built from the JSON answers; the entries and
-per-entry results of the batch calls."""
+purges, recurring schedules and monitoring data, built from the JSON answers (the batch calls'
+entries and per-entry results are in entries.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from datetime import datetime, timedelta
 from typing import Any, Mapping, NamedTuple
 
 from delayqueue.core.message import DelayMsg  # noqa: F401 - shared with the server
-from delayqueue.settings.topic_setting import BY_NAME, SETTINGS
-from delayqueue.settings.value import parse_bool
+from delayqueue.settings import topic_setting
+from delayqueue.settings.topic_setting import BY_NAME, PUSH_BY_NAME, SETTINGS
+from delayqueue.settings.value import ValueProblem, parse_bool
 
 # The subscription every topic has: a call without ``subscription`` consumes from it (as a
 # camellia client does); naming it "default" is the same.
@@ -97,6 +98,12 @@ TOPIC_SETTINGS: dict[str, str] = {s.sdk: s.name for s in SETTINGS}
 API_SETTINGS: dict[str, str] = {api: name for name, api in TOPIC_SETTINGS.items()}
 # The server configuration's key of each (``topic-description`` does not fold to its name).
 KEY_SETTINGS: dict[str, str] = {s.key: s.sdk for s in SETTINGS}
+# A subscription's push delivery settings (the default subscription's too), its own only and
+# never the topic's: the SDK's keyword -> the API's name. ``push_secret`` is write-only: a
+# config answers ``push_secret_set`` instead.
+PUSH_SETTINGS: dict[str, str] = {s.sdk: s.name for s in topic_setting.PUSH_SETTINGS}
+API_PUSH_SETTINGS: dict[str, str] = {api: name for name, api in PUSH_SETTINGS.items()}
+KEY_PUSH_SETTINGS: dict[str, str] = {s.key: s.sdk for s in topic_setting.PUSH_SETTINGS}
 
 
 def setting_name(name: str) -> str:
@@ -124,7 +131,16 @@ def setting_param(name: str, value: Any) -> str:
     Raises:
         ValueError: a value of the wrong kind for the setting (nothing sent).
     """
-    kind = BY_NAME[TOPIC_SETTINGS[name]].kind
+    return value_param(name, BY_NAME[TOPIC_SETTINGS[name]].kind, value)
+
+
+def value_param(name: str, kind: type, value: Any) -> str:
+    """A value of ``kind`` (int, float, bool or str) as the form parameter; ``name`` (the SDK
+    name) for the error. Durations may be timedeltas.
+
+    Raises:
+        ValueError: a value of the wrong kind (nothing sent).
+    """
     if kind is str:
         if not isinstance(value, str):
             raise ValueError(f"{name}: must be a string, got {value!r}")
@@ -137,11 +153,39 @@ def setting_param(name: str, value: Any) -> str:
         raise ValueError(f"{name}: must be a number, got {value!r}")
     if isinstance(value, timedelta):
         value = millis(value)
-    if kind is float:
-        return repr(float(value))
-    if isinstance(value, float) and not value.is_integer():
-        raise ValueError(f"{name}: must be a whole number, got {value!r}")
-    return str(int(value))
+    try:
+        if kind is float:
+            return repr(float(value))
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError
+        return str(int(value))
+    except (TypeError, ValueError):
+        whole = "a number" if kind is float else "a whole number"
+        raise ValueError(f"{name}: must be {whole}, got {value!r}") from None
+
+
+def push_params(push: Mapping[str, Any]) -> dict[str, str]:
+    """Push settings by their SDK names (``push_url``...) as the API's form parameters; a
+    None value is left out, "" is sent (it clears ``push_url`` and ``push_secret``). The
+    secret is checked here against the server's rule and never shown in an error.
+
+    Raises:
+        ValueError: a value of the wrong kind, or a secret the server would refuse.
+    """
+    params: dict[str, str] = {}
+    for name, value in push.items():
+        if value is None:
+            continue
+        setting = PUSH_BY_NAME[PUSH_SETTINGS[name]]
+        if name == "push_secret":
+            if not isinstance(value, str):
+                raise ValueError(f"{name}: must be a string")
+            try:
+                setting.parse(value)
+            except ValueProblem:
+                raise ValueError(f"{name}: must be {setting.rule}") from None
+        params[setting.name] = value_param(name, setting.kind, value)
+    return params
 
 
 def settings_params(settings: Mapping[str, Any]) -> dict[str, str]:
@@ -195,7 +239,8 @@ class TopicConfig:
             if value is not None:
                 values[setting.sdk] = (parse_bool(value) if setting.kind is bool
                                        else setting.kind(value))
-        sources = {API_SETTINGS.get(k, k): str(v) for k, v in (source or {}).items()}
+        sources = {API_SETTINGS.get(k) or API_PUSH_SETTINGS.get(k, k): str(v)
+                   for k, v in (source or {}).items()}
         return cls(topic=topic, **values, sources=sources,
                    raw={"data": dict(data), "source": dict(source or {})})
 
@@ -215,15 +260,61 @@ class SubscriptionConfig(TopicConfig):
     """The effective settings of one subscription (``get_subscription_config``): each
     attribute as TopicConfig's, for the settings the server reports for a subscription (the
     others are None); ``sources`` says ``"subscription"`` (its own value), ``"topic"`` or
-    ``"server"``."""
+    ``"server"``.
+
+    The push settings are the subscription's own or the server's defaults, never the
+    topic's: ``push_url`` None means it is pulled (a consumer's pull of a push subscription
+    is refused); ``push_secret_set`` says whether deliveries are signed (the secret itself is
+    never answered). A server without push delivery leaves them None / False.
+    """
 
     subscription: str = DEFAULT_SUBSCRIPTION
+    push_url: str | None = None
+    push_timeout_ms: int | None = None     # connect and read timeout of one POST
+    push_concurrency: int | None = None    # deliveries in flight at most, fleet-wide
+    push_secret_set: bool = False
 
     @classmethod
     def of(cls, topic: str, subscription: str, data: Mapping[str, Any],
            source: Mapping[str, Any] | None = None) -> "SubscriptionConfig":
         config = cls.from_json(topic, data, source)
-        return replace(config, subscription=subscription)  # type: ignore[return-value]
+        return replace(config, subscription=subscription,  # type: ignore[return-value]
+                       push_url=data.get("pushUrl") or None,
+                       push_timeout_ms=_opt_int(data.get("pushTimeoutMillis")),
+                       push_concurrency=_opt_int(data.get("pushConcurrency")),
+                       push_secret_set=bool(data.get("pushSecretSet")))
+
+    @property
+    def is_push(self) -> bool:
+        """Whether its deliveries are POSTed to ``push_url`` rather than pulled."""
+        return self.push_url is not None
+
+    def values(self) -> dict[str, Any]:
+        """SDK name -> effective value, for every setting the server reported (the push
+        settings too; ``push_secret_set`` for the secret)."""
+        values = super().values()
+        for name in ("push_url", "push_timeout_ms", "push_concurrency"):
+            if getattr(self, name) is not None:
+                values[name] = getattr(self, name)
+        if "pushSecretSet" in self.raw.get("data", {}):
+            values["push_secret_set"] = self.push_secret_set
+        return values
+
+    def source(self, name: str) -> str | None:
+        """As TopicConfig's, and the push settings' (``"subscription"`` or ``"server"``)
+        by any of their spellings (``push_url``, ``pushUrl``, ``push-url``)."""
+        push = push_setting_name(name)
+        return self.sources.get(push) if push else super().source(name)
+
+
+def push_setting_name(name: str) -> str | None:
+    """The SDK name of a push setting given as ``push_url``, ``pushUrl`` or ``push-url``;
+    None if ``name`` is no push setting."""
+    if name in PUSH_SETTINGS:
+        return name
+    if name in API_PUSH_SETTINGS:
+        return API_PUSH_SETTINGS[name]
+    return KEY_PUSH_SETTINGS.get(name)
 
 
 class DeadLetterPage(NamedTuple):
@@ -396,217 +487,3 @@ def attributes_json(attributes: Mapping[str, str]) -> str:
         if not isinstance(key, str) or not isinstance(value, str):
             raise ValueError(f"attributes map strings to strings, got {key!r}: {value!r}")
     return json.dumps(dict(attributes), ensure_ascii=False, separators=(",", ":"))
-
-
-# ---- batches (sendMsgBatch, ackMsgBatch, deleteMsgBatch, changeVisibilityBatch) ------------
-# The fields a sendMsgBatch entry may carry, as the API names them.
-SEND_FIELDS = ("msg", "msgId", "delayMillis", "triggerTime", "ttlMillis", "maxRetry",
-               "attributes", "groupId", "onDuplicate")
-ON_DUPLICATE = ("keep", "replace")   # what a send does to a live namesake (sendMsg onDuplicate)
-
-
-def on_duplicate_value(value: Any) -> str:
-    """``on_duplicate`` checked: "keep" or "replace".
-
-    Raises:
-        ValueError: anything else (nothing sent).
-    """
-    if value not in ON_DUPLICATE:
-        raise ValueError(f"on_duplicate: must be keep or replace, got {value!r}")
-    return value
-
-
-def _whole(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-            (isinstance(value, float) and not value.is_integer()):
-        raise ValueError(f"{name}: must be a whole number, got {value!r}")
-    return int(value)
-
-
-@dataclass(frozen=True)
-class SendEntry:
-    """One message of ``send_batch``: the arguments of ``send`` (times in epoch ms / ms)."""
-
-    msg: str
-    msg_id: str | None = None
-    delay_ms: int | timedelta | None = None  # None (and no trigger_time): the topic's delay
-    trigger_time: int | datetime | None = None
-    ttl_ms: int | timedelta | None = None
-    max_retry: int | None = None
-    attributes: Mapping[str, str] | None = None
-    group_id: str | None = None
-    on_duplicate: str = "keep"   # "replace": a waiting or ready namesake begins again
-
-    @classmethod
-    def from_json(cls, data: Any) -> "SendEntry":
-        """From a JSON object with the API's field names (a sendMsgBatch entry).
-
-        Raises:
-            ValueError: not an object, an unknown field, or a value of the wrong type; the
-                message names the field.
-        """
-        if not isinstance(data, Mapping):
-            raise ValueError(f"must be a JSON object, got {type(data).__name__}")
-        unknown = [k for k in data if k not in SEND_FIELDS]
-        if unknown:
-            raise ValueError(f"{unknown[0]}: unknown field; one of: " + ", ".join(SEND_FIELDS))
-        if not isinstance(data.get("msg"), str):
-            raise ValueError("msg: required, a string" + (
-                f", got {data['msg']!r}" if "msg" in data else ""))
-        for api in ("msgId", "groupId"):
-            if data.get(api) is not None and not isinstance(data[api], str):
-                raise ValueError(f"{api}: must be a string, got {data[api]!r}")
-        on_duplicate = data.get("onDuplicate") or "keep"
-        if on_duplicate not in ON_DUPLICATE:
-            raise ValueError(f"onDuplicate: must be keep or replace, got {on_duplicate!r}")
-        attributes = data.get("attributes")
-        if attributes is not None:
-            if not isinstance(attributes, Mapping) or not all(
-                    isinstance(v, str) for v in attributes.values()):
-                raise ValueError("attributes: must be an object of strings to strings, "
-                                 f"got {attributes!r}")
-        ints = {api: _whole(api, data[api]) for api in
-                ("delayMillis", "triggerTime", "ttlMillis", "maxRetry")
-                if data.get(api) is not None}
-        return cls(msg=data["msg"], msg_id=data.get("msgId"), delay_ms=ints.get("delayMillis"),
-                   trigger_time=ints.get("triggerTime"), ttl_ms=ints.get("ttlMillis"),
-                   max_retry=ints.get("maxRetry"),
-                   attributes=dict(attributes) if attributes else None,
-                   group_id=data.get("groupId") or None, on_duplicate=on_duplicate)
-
-    def to_json(self) -> dict[str, Any]:
-        """The sendMsgBatch entry (fields left at their default are left out: without a delay
-        or a time the server applies the topic's ``delayMillis``)."""
-        entry: dict[str, Any] = {"msg": self.msg}
-        if self.msg_id is not None:
-            entry["msgId"] = self.msg_id
-        if self.trigger_time is not None:
-            entry["triggerTime"] = epoch_ms(self.trigger_time)
-            if self.delay_ms:
-                entry["delayMillis"] = millis(self.delay_ms)  # the server refuses both: say so
-        elif self.delay_ms is not None:
-            entry["delayMillis"] = millis(self.delay_ms)
-        if self.ttl_ms is not None:
-            entry["ttlMillis"] = millis(self.ttl_ms)
-        if self.max_retry is not None:
-            entry["maxRetry"] = int(self.max_retry)
-        if self.attributes:
-            entry["attributes"] = dict(self.attributes)
-        if self.group_id:
-            entry["groupId"] = self.group_id
-        if self.on_duplicate != "keep":
-            entry["onDuplicate"] = on_duplicate_value(self.on_duplicate)
-        return entry
-
-
-@dataclass(frozen=True)
-class AckEntry:
-    """One settlement of ``ack_batch``: an ack, or a nack (``ack=False``, ``delay_ms``)."""
-
-    msg_id: str
-    receipt: str | None = None
-    ack: bool = True
-    delay_ms: int | timedelta | None = None  # nack only: redeliver no earlier than now + it
-
-    @classmethod
-    def of(cls, msg: DelayMsg, ack: bool = True,
-           delay_ms: int | timedelta | None = None) -> "AckEntry":
-        """Settle a delivered message with its receipt."""
-        return cls(msg.msg_id, msg.receipt, ack, delay_ms)
-
-    def to_json(self) -> dict[str, Any]:
-        entry: dict[str, Any] = {"msgId": self.msg_id, "ack": self.ack}
-        if self.receipt:
-            entry["receipt"] = self.receipt
-        if not self.ack and self.delay_ms is not None:
-            entry["delayMillis"] = max(0, millis(self.delay_ms))
-        return entry
-
-
-@dataclass(frozen=True)
-class VisibilityEntry:
-    """One deadline change of ``change_visibility_batch``: the delivery's ack deadline becomes
-    now + ``ack_timeout_ms``; 0 (or less) gives it up at once, as ``change_visibility``."""
-
-    msg_id: str
-    ack_timeout_ms: int | timedelta
-    receipt: str | None = None
-
-    @classmethod
-    def of(cls, msg: DelayMsg, ack_timeout_ms: int | timedelta) -> "VisibilityEntry":
-        """Change a delivered message's deadline, guarded by its receipt."""
-        return cls(msg.msg_id, ack_timeout_ms, msg.receipt)
-
-    @property
-    def timeout_ms(self) -> int:
-        return max(0, millis(self.ack_timeout_ms))
-
-    def to_json(self) -> dict[str, Any]:
-        entry: dict[str, Any] = {"msgId": self.msg_id, "ackTimeoutMillis": self.timeout_ms}
-        if self.receipt:
-            entry["receipt"] = self.receipt
-        return entry
-
-
-@dataclass(frozen=True)
-class SendResult:
-    """The answer for one entry of ``send_batch``, in request order.
-
-    ``code`` is what ``sendMsg`` would answer (200, 400, 500, ...); ``delay_msg`` is set when
-    it is 200 (``duplicate`` when a namesake answered and nothing was enqueued: a live one,
-    or an ended one inside the topic's dedup window; ``replaced`` when ``on_duplicate=
-    "replace"`` began a waiting or ready namesake again).
-    """
-
-    msg_id: str
-    code: int
-    msg: str
-    delay_msg: DelayMsg | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.code == 200
-
-    @property
-    def duplicate(self) -> bool:
-        return self.delay_msg is not None and self.delay_msg.duplicate
-
-    @property
-    def replaced(self) -> bool:
-        return self.delay_msg is not None and self.delay_msg.replaced
-
-    @classmethod
-    def from_json(cls, msg_id: str, data: Mapping[str, Any]) -> "SendResult":
-        code = int(data.get("code", 500))
-        delay_msg = data.get("delayMsg")
-        return cls(msg_id, code, str(data.get("msg") or ""),
-                   DelayMsg.from_json(delay_msg, bool(data.get("duplicate")),
-                                      bool(data.get("replaced")))
-                   if code == 200 and delay_msg else None)
-
-
-@dataclass(frozen=True)
-class BatchResult:
-    """The answer for one entry of ``ack_batch``, ``delete_batch`` or
-    ``change_visibility_batch``, in request order.
-
-    ``code`` is what ``ackMsg`` / ``deleteMsg`` / ``changeVisibility`` would answer: 200; 404
-    unknown or ended; 409 stale receipt; 400 not in a state that allows it. ``delay_msg``: the
-    message as it is now, where a 200 carries it (``change_visibility_batch``).
-    """
-
-    msg_id: str
-    code: int
-    msg: str
-    delay_msg: DelayMsg | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.code == 200
-
-    @classmethod
-    def from_json(cls, msg_id: str, data: Mapping[str, Any]) -> "BatchResult":
-        code = int(data.get("code", 500))
-        delay_msg = data.get("delayMsg")
-        return cls(msg_id, code, str(data.get("msg") or ""),
-                   DelayMsg.from_json(delay_msg) if code == 200 and delay_msg else None)

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Mapping
 
 from .batch import BatchPlans
+from .entries import on_duplicate_value
 from .errors import NotFoundError, SubscriptionNotFoundError
 from .model import (
     DeadLetterPage,
@@ -28,7 +29,6 @@ from .model import (
     attributes_json,
     epoch_ms,
     millis,
-    on_duplicate_value,
     settings_params,
 )
 from .plan import Plan, Request

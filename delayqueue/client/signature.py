@@ -49,7 +49,7 @@ def verify_signature(secret: str, headers: Mapping[str, str], body: bytes, *,
         key, _, item = part.strip().partition("=")
         fields.setdefault(key, []).append(item)
     stamps = fields.get("t", [])
-    if len(stamps) != 1 or not stamps[0].isdigit():
+    if len(stamps) != 1 or not (stamps[0].isascii() and stamps[0].isdigit()):
         return False
     timestamp = int(stamps[0])
     if tolerance_ms is not None:
@@ -57,7 +57,9 @@ def verify_signature(secret: str, headers: Mapping[str, str], body: bytes, *,
         if abs(now - timestamp) > tolerance_ms:
             return False
     expected = sign(secret, timestamp, bytes(body)).rpartition("v1=")[2]
-    return any(hmac.compare_digest(expected, given) for given in fields.get("v1", []))
+    # As bytes: compare_digest refuses str with non-ASCII characters (a malformed value).
+    return any(hmac.compare_digest(expected.encode(), given.encode("utf-8", "replace"))
+               for given in fields.get("v1", []))
 
 
 def _header(headers: Mapping[str, str]) -> str | None:

@@ -47,6 +47,7 @@ CLIENT_COMMANDS = {
     "subscription create": ["subscription", "create", "t", "s"],
     "subscription delete": ["subscription", "delete", "t", "s"],
     "subscription config": ["subscription", "config", "t", "s"],
+    "subscription push-status": ["subscription", "push-status", "t", "s"],
 }
 
 

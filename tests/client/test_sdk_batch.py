@@ -27,7 +27,7 @@ from delayqueue.client import (
 from delayqueue.client.ack_batcher import AckBatcher
 from delayqueue.client.batch import MAX_BATCH_BYTES
 from delayqueue.client.consumer import Consumer
-from delayqueue.client.model import BatchResult
+from delayqueue.client.entries import BatchResult
 from delayqueue.client.plan import Request
 
 from support import wait_until

@@ -8,6 +8,8 @@ the shared node. Import the fixtures a module uses:
 
     from support.sdk import FAST_STOP, node, topic  # noqa: F401 - fixtures
 
+``push_node`` is a node that may push to 127.0.0.1, and ``receiver`` a push receiver there.
+
 ``stop_in_background`` stops a consumer while the test still holds its handlers.
 """
 
@@ -22,10 +24,14 @@ from typing import Any, Callable, Coroutine
 import pytest
 
 from support.node import ServerProcess
+from support.receiver import Receiver
 from support.redis_server import SHARED_NODE_DB, flush_db
 from support.wait import wait_until
 
 FAST_STOP = {"graceful-timeout-seconds": 1}
+# A node that may push to a receiver on this machine (push-allowed-networks is public
+# addresses only by default).
+PUSH_NODE = {**FAST_STOP, "push-allowed-networks": "127.0.0.0/8"}
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +40,20 @@ def node(redis_server):
     url = redis_server.db_url(SHARED_NODE_DB)
     flush_db(url)
     with ServerProcess(url, settings=FAST_STOP) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def push_node(redis_server):
+    """A live node that may push to 127.0.0.1, shared by the module (a leased Redis db)."""
+    with redis_server.leased_db_url() as url, ServerProcess(url, settings=PUSH_NODE) as started:
+        yield started
+
+
+@pytest.fixture
+def receiver():
+    """A push receiver on 127.0.0.1 (support/receiver.py): 200 to every POST unless scripted."""
+    with Receiver() as started:
         yield started
 
 
