@@ -20,7 +20,7 @@ GROUND = {"__init__", "wsgi", "gunicorn_conf", "testing"}
 # settings.
 SDK = ("client", "aio")
 SDK_PACKAGES = tuple(f"delayqueue.{folder}" for folder in SDK)
-SDK_MAY_IMPORT = {"delayqueue.core.message", "delayqueue.core.status",
+SDK_MAY_IMPORT = {"delayqueue.core.message", "delayqueue.core.status", "delayqueue.core.signature",
                   "delayqueue.settings.value", "delayqueue.settings.topic_setting"}
 
 

@@ -34,13 +34,13 @@ from dataclasses import dataclass
 import orjson
 import redis
 
-from delayqueue.client.signature import sign
 from delayqueue.core.clock import Clock
 from delayqueue.core.errors import BadRequest, DelayQueueError, NotFound, redis_errors
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.message import DelayMsg
 from delayqueue.core.monitor import Monitor
 from delayqueue.core.queue import SUBSCRIPTION_DEFAULT, AckRequest, DelayQueue
+from delayqueue.core.signature import sign
 from delayqueue.settings.config import Settings
 
 from .longpoll import Hub

@@ -19,6 +19,7 @@ A subscription with a ``push_url`` is pushed instead: the server POSTs each deli
 ``verify_signature`` and reads it with ``PushDelivery.from_body``.
 """
 
+from delayqueue.core.signature import verify_signature
 from delayqueue.core.status import Status
 
 from .backoff import Backoff
@@ -55,7 +56,6 @@ from .model import (
     TopicInfo,
 )
 from .push import PushDelivery, PushFailure, PushStatus
-from .signature import verify_signature
 
 __all__ = [
     "AccessDeniedError", "AckEntry", "Backoff", "BacklogExceededError", "BadRequestError",

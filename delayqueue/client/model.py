@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 from typing import Any, Mapping, NamedTuple
 
 from delayqueue.core.message import DelayMsg  # noqa: F401 - shared with the server
-from delayqueue.settings import topic_setting
 from delayqueue.settings.topic_setting import BY_NAME, PUSH_BY_NAME, SETTINGS
+from delayqueue.settings.topic_setting import PUSH_SETTINGS as PUSH_SETTING_TABLE
 from delayqueue.settings.value import ValueProblem, parse_bool
 
 # The subscription every topic has: a call without ``subscription`` consumes from it (as a
@@ -101,9 +101,9 @@ KEY_SETTINGS: dict[str, str] = {s.key: s.sdk for s in SETTINGS}
 # A subscription's push delivery settings (the default subscription's too), its own only and
 # never the topic's: the SDK's keyword -> the API's name. ``push_secret`` is write-only: a
 # config answers ``push_secret_set`` instead.
-PUSH_SETTINGS: dict[str, str] = {s.sdk: s.name for s in topic_setting.PUSH_SETTINGS}
+PUSH_SETTINGS: dict[str, str] = {s.sdk: s.name for s in PUSH_SETTING_TABLE}
 API_PUSH_SETTINGS: dict[str, str] = {api: name for name, api in PUSH_SETTINGS.items()}
-KEY_PUSH_SETTINGS: dict[str, str] = {s.key: s.sdk for s in topic_setting.PUSH_SETTINGS}
+KEY_PUSH_SETTINGS: dict[str, str] = {s.key: s.sdk for s in PUSH_SETTING_TABLE}
 
 
 def setting_name(name: str) -> str:

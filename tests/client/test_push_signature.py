@@ -13,7 +13,7 @@ import pytest
 from werkzeug.datastructures import Headers  # what Flask's request.headers is
 
 from delayqueue.client import verify_signature
-from delayqueue.client.signature import DEFAULT_TOLERANCE_MS, HEADER, sign
+from delayqueue.core.signature import DEFAULT_TOLERANCE_MS, HEADER, sign
 
 SECRET = "whsec-7f3a"
 BODY = b'{"subscription":"billing","delayMsg":{"topic":"orders","msgId":"m1"}}'

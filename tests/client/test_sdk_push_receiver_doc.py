@@ -16,7 +16,7 @@ import requests
 from werkzeug.serving import make_server
 
 from delayqueue.client import DelayMsg, DelayQueueClient, Status
-from delayqueue.client.signature import HEADER, sign
+from delayqueue.core.signature import HEADER, sign
 
 from support.sdk import push_node, topic  # noqa: F401 - fixtures
 from support.wait import wait_until

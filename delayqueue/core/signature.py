@@ -1,5 +1,8 @@
 """The push signature, both ends: the server signs each push delivery with the
-subscription's ``pushSecret``; a receiver checks it with ``verify_signature``.
+subscription's ``pushSecret`` (background/push.py); a receiver checks it with
+``verify_signature``, which the SDK exports (``delayqueue.client.verify_signature``). In
+core, beside the message and status modules, as the one part of the server's wire format the
+SDK imports.
 
 Header ``X-DelayQueue-Signature: t=<ms>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>``: the
 timestamp is the server's clock when it POSTed (ms since the epoch) and the MAC covers it,
