@@ -14,7 +14,9 @@ checks.
 
 from __future__ import annotations
 
+import itertools
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from typing import Mapping
@@ -36,6 +38,7 @@ from urllib3.util import connection
 from delayqueue.core.push_target import Resolver, resolve
 from delayqueue.settings.push_networks import AllowedNetworks
 
+REAP_S = 0.05                   # how often POSTs past their deadline are looked for
 MAX_ANSWER_BYTES = 64 * 1024    # read at most this much of an answer (kept for the error list)
 POOLS = 256                     # origins kept alive at once (least recently used dropped)
 USER_AGENT = "delayqueue-push/1"
@@ -75,9 +78,79 @@ def retry_after_ms(value: str | None, now_s: float | None = None) -> int | None:
     return max(0, int((when - (time.time() if now_s is None else now_s)) * 1000))
 
 
+class Reaper:
+    """Ends every POST at its deadline, however the receiver stalls: urllib3's timeouts bound
+    the connect and each read, so a receiver trickling its answer a byte at a time could hold
+    a POST open past its delivery's ack deadline (pushTimeoutMillis + 1 s) and see it
+    redelivered while it is still being answered. One thread for the whole process looks at
+    the armed connections every REAP_S and shuts down the socket of each one past its time;
+    the POST then fails, and counts as a timeout."""
+
+    def __init__(self) -> None:
+        self._armed: dict[int, tuple[float, HTTPConnection]] = {}
+        self._reaped: set[int] = set()
+        self._tokens = itertools.count()
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, seconds: float) -> int:
+        """For the next request this thread sends; returns the token to ``release``."""
+        token = next(self._tokens)
+        self._local.armed = (token, time.monotonic() + seconds)
+        return token
+
+    def attach(self, connection: HTTPConnection) -> None:
+        """The connection is sending this thread's armed request (called in that thread)."""
+        armed = getattr(self._local, "armed", None)
+        if armed is None:
+            return
+        token, deadline = armed
+        with self._lock:
+            self._armed[token] = (deadline, connection)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name="dq-push-reaper")
+                self._thread.start()
+
+    def release(self, token: int) -> bool:
+        """Disarm; True if the POST was ended by the reaper."""
+        self._local.armed = None
+        with self._lock:
+            self._armed.pop(token, None)
+            if token in self._reaped:
+                self._reaped.discard(token)
+                return True
+        return False
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(REAP_S)
+            now = time.monotonic()
+            with self._lock:
+                late = [(t, c) for t, (d, c) in self._armed.items() if d <= now]
+            for token, conn in late:
+                sock = getattr(conn, "sock", None)
+                if sock is None:
+                    continue   # still connecting (bounded by the connect timeout): next turn
+                with self._lock:
+                    if self._armed.pop(token, None) is None:
+                        continue   # answered meanwhile
+                    self._reaped.add(token)
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
 class _GuardedConnection(HTTPConnection):
     networks: AllowedNetworks
     resolver: Resolver
+    reaper: Reaper
+
+    def request(self, *args, **kwargs):  # type: ignore[override]
+        self.reaper.attach(self)
+        return super().request(*args, **kwargs)
 
     def _new_conn(self) -> socket.socket:
         host = self._dns_host
@@ -112,7 +185,9 @@ class PushClient:
 
     def __init__(self, networks: AllowedNetworks, resolver: Resolver = resolve,
                  per_origin: int = 64) -> None:
-        guard = {"networks": networks, "resolver": staticmethod(resolver)}
+        self.reaper = Reaper()
+        guard = {"networks": networks, "resolver": staticmethod(resolver),
+                 "reaper": self.reaper}
         http_conn = type("PushHTTPConnection", (_GuardedConnection,), guard)
         https_conn = type("PushHTTPSConnection", (_GuardedHTTPSConnection,), guard)
         self.pools = urllib3.PoolManager(num_pools=POOLS, maxsize=per_origin, block=False,
@@ -128,20 +203,29 @@ class PushClient:
         """One attempt: never redirected, never retried; every failure is an answer."""
         started = time.monotonic()
         seconds = timeout_ms / 1000
+        token = self.reaper.arm(seconds)   # the whole POST, not only each read
         try:
-            response = self.pools.request(
-                "POST", url, body=body, headers={**headers, "User-Agent": USER_AGENT},
-                timeout=urllib3.Timeout(connect=seconds, read=seconds), retries=False,
-                redirect=False, preload_content=False)
-        except Exception as exc:  # noqa: BLE001 - every failure is a nack, classified
-            return PushAnswer(_failure_class(exc), None, None, _describe(exc),
-                              (time.monotonic() - started) * 1000)
-        try:
-            answer = response.read(MAX_ANSWER_BYTES + 1)
-            read_error = ""
-        except (HTTPError, OSError) as exc:   # the status came; the body broke off
-            answer, read_error = b"", _describe(exc)
+            try:
+                response = self.pools.request(
+                    "POST", url, body=body, headers={**headers, "User-Agent": USER_AGENT},
+                    timeout=urllib3.Timeout(connect=seconds, read=seconds), retries=False,
+                    redirect=False, preload_content=False)
+            except Exception as exc:  # noqa: BLE001 - every failure is a nack, classified
+                reaped = self.reaper.release(token)
+                return PushAnswer(TIMEOUT if reaped else _failure_class(exc), None, None,
+                                  _describe(exc), (time.monotonic() - started) * 1000)
+            try:
+                answer = response.read(MAX_ANSWER_BYTES + 1)
+                read_error = ""
+            except (HTTPError, OSError) as exc:   # the status came; the body broke off
+                answer, read_error = b"", _describe(exc)
+        finally:
+            reaped = self.reaper.release(token)
         millis = (time.monotonic() - started) * 1000
+        if reaped:
+            response.close()
+            return PushAnswer(TIMEOUT, response.status, None,
+                              f"the POST took over {timeout_ms} ms: ended", millis)
         if len(answer) > MAX_ANSWER_BYTES or read_error:
             response.close()            # not read to the end: this connection is not reused
         else:

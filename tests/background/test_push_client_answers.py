@@ -112,3 +112,30 @@ def test_retry_after_reads_seconds_and_http_dates():
     assert retry_after_ms(formatdate(1_000_030, usegmt=True), now_s=1_000_000) == 30_000
     assert retry_after_ms(formatdate(999_000, usegmt=True), now_s=1_000_000) == 0
     assert retry_after_ms("soon") is None and retry_after_ms(None) is None
+
+
+def test_a_receiver_trickling_its_answer_is_ended_at_the_push_timeout():
+    """urllib3 bounds each read; the reaper bounds the whole POST."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def trickle():
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        try:
+            for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n":
+                conn.sendall(bytes([byte]))
+                time.sleep(0.1)          # each read well inside the timeout
+        except OSError:
+            pass
+        conn.close()
+
+    threading.Thread(target=trickle, daemon=True).start()
+    client = PushClient(LOCAL)
+    started = time.monotonic()
+    answer = client.post(f"http://127.0.0.1:{listener.getsockname()[1]}/", b"{}", {}, 500)
+    took = time.monotonic() - started
+    assert answer.outcome == "timeout", answer
+    assert took < 2.0     # the trickle alone would take ~3.8 s
+    listener.close()
