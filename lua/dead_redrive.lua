@@ -37,8 +37,9 @@ for _, slot in ipairs(slots) do
     -- the bare entries named subscriptions still hold of it keep the old ones, as records.
     if not tk.sub and held_by_subscriptions(slot) then
       in_each_subscription(function()
-        if bare_entry(m) then
-          local d = fresh_delivery(m)
+        local due = bare_entry(m)
+        if due then
+          local d = fresh_delivery(m, due)
           redis.call('ZADD', tk.expire, d[EXPIRE_TIME], slot)
           save_message(tk.msgs, d)
         end

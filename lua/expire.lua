@@ -60,8 +60,9 @@ local function expire_bare()
     local tm = load_slot(tk.bodies, slot)
     if tm then
       in_each_subscription(function()
-        if bare_entry(tm) then
-          end_expired(fresh_delivery(tm), topic_settings(tk.config, tk.topic_config))
+        local due = bare_entry(tm)
+        if due then
+          end_expired(fresh_delivery(tm, due), topic_settings(tk.config, tk.topic_config))
         end
       end)
     end

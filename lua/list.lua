@@ -69,7 +69,8 @@ for i = 1, #flat, 2 do
   local member = flat[i]
   last = i
   -- a named subscription's ready queue holds bare entries too (includes/fanout.lua)
-  local m = view == 'ready' and load_ready(slot_of(member)) or load_slot(tk.msgs, slot_of(member))
+  local m = view == 'ready' and load_ready(slot_of(member), flat[i + 1])
+    or load_slot(tk.msgs, slot_of(member))
   if m then
     local score = view == 'blocked' and m[TRIGGER_TIME] or flat[i + 1]
     shown_status(m, now)

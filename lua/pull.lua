@@ -66,7 +66,7 @@ while #messages < count and pops_left > 0 do
   if not popped[1] then break end
   pops_left = pops_left - 1
   local slot = member_slot(popped[1])
-  local m = load_ready(slot)
+  local m = load_ready(slot, popped[2])
   if not m then
     redis.call('ZREM', tk.expire, slot)
   else

@@ -57,7 +57,7 @@ local function fan_out(now, limit)
             advanced.readied = advanced.readied + 1
             return
           end
-          local m = fresh_delivery(tm)
+          local m = fresh_delivery(tm, trigger)
           if join_group(m) then place(m, now, trigger) end
           save_message(tk.msgs, m)
           local e = tonumber(m[EXPIRE_TIME])
@@ -79,10 +79,11 @@ end
 -- The delivery state of the message at `slot` in the current context when it is live there
 -- (its record, or a bare ready entry), else nil. tm: the topic's record.
 -- Whether the current (named) subscription holds tm, the topic's record, as a bare ready
--- entry: no record of it there, its member in ready.
+-- entry (no record of it there, its member in ready): the entry's score, when it became due
+-- there; else false.
 local function bare_entry(tm)
   return redis.call('HEXISTS', tk.msgs, tm.slot) == 0 and
-    redis.call('ZSCORE', tk.ready, queue_member(tm)) ~= false
+    redis.call('ZSCORE', tk.ready, queue_member(tm))
 end
 
 -- The current subscription's delivery state of tm: its record, or a bare entry's first one
@@ -90,9 +91,8 @@ end
 local function delivery_of(tm)
   local m = load_slot(tk.msgs, tm.slot)
   if m then return m end
-  if tk.sub and redis.call('ZSCORE', tk.ready, queue_member(tm)) then
-    return fresh_delivery(tm)
-  end
+  local due = tk.sub and redis.call('ZSCORE', tk.ready, queue_member(tm))
+  if due then return fresh_delivery(tm, due) end
   return nil
 end
 

@@ -165,11 +165,14 @@ end
 
 -- A named subscription's first delivery state of tm, a topic record: ready, never delivered,
 -- no receipt; its maxRetry the message's own, else the subscription's own setting, else the
--- one resolved at send (the topic's, else the server's). Not saved: a message ready in a
+-- one resolved at send (the topic's, else the server's); its triggerTime `trigger`, the time
+-- it became due there (its bare entry's score), when given: the topic's record shows the
+-- default subscription's, which a nack with a delay moves. Not saved: a message ready in a
 -- subscription and never delivered there is a bare entry of its ready queue (fan_out).
-local function fresh_delivery(tm)
+local function fresh_delivery(tm, trigger)
   local m = {}
   for i = BODY, GROUP do m[i] = tm[i] end
+  if trigger then m[TRIGGER_TIME] = trigger end
   m.id, m.slot, m.seq, m.own_retry, m.fresh = tm.id, tm.slot, tm.seq, tm.own_retry, true
   m[STATUS], m[DELIVERIES], m[RECEIPT] = num(Status.READY), '0', false
   if not tm.own_retry then
@@ -179,13 +182,13 @@ local function fresh_delivery(tm)
   return m
 end
 
--- The message at a slot of the context's ready queue: its record, or in a named
--- subscription a bare entry's first delivery state (fresh_delivery).
-local function load_ready(slot)
+-- The message at a slot of the context's ready queue (`score`: its entry's score there): its
+-- record, or in a named subscription a bare entry's first delivery state (fresh_delivery).
+local function load_ready(slot, score)
   local m = load_slot(tk.msgs, slot)
   if m or not tk.sub then return m end
   local tm = load_slot(tk.bodies, slot)
-  return tm and fresh_delivery(tm)
+  return tm and fresh_delivery(tm, score)
 end
 
 local find_delivery   -- (below: it reads the topic's record with find_message)
@@ -210,9 +213,8 @@ find_delivery = function(id)
   if not tm then return nil, slot end
   local m = load_slot(tk.msgs, slot)
   if m then return m, slot end
-  if redis.call('ZSCORE', tk.ready, string.format('%012x', tm.seq) .. slot) then
-    return fresh_delivery(tm), slot
-  end
+  local due = redis.call('ZSCORE', tk.ready, string.format('%012x', tm.seq) .. slot)
+  if due then return fresh_delivery(tm, due), slot end
   return nil, slot
 end
 

@@ -96,6 +96,23 @@ def test_acks_receipts_and_retries_are_per_subscription(rt):
     assert summary.to_json()["subscriptions"]["b"] == {"status": 3, "retry": 2}
 
 
+def test_a_default_nack_with_a_delay_does_not_move_a_named_subscriptions_trigger_time(rt):
+    """The topic's record carries the default subscription's next trigger time after its
+    nack with a delay; a named subscription's first delivery shows its own (found by the push
+    model test: a message shown due at T0 + 700 handed out at T0)."""
+    rt.subscriptions.create("t", "a")
+    rt.queue.send("t", "x", msg_id="m")
+    [in_default] = rt.queue.pull("t").messages
+    rt.queue.nack("t", "m", in_default.receipt, delay_ms=700)
+    assert rt.queue.get("t", "m").trigger_time == T0 + 700
+    assert rt.queue.get("t", "m", subscription="a").trigger_time == T0
+    [listed] = rt.controls.list("t", "ready", subscription="a").messages
+    assert (listed.msg_id, listed.trigger_time) == ("m", T0)
+    [in_a] = rt.queue.pull("t", subscription="a").messages
+    assert in_a.trigger_time == T0
+    assert rt.queue.get("t", "m", subscription="a").trigger_time == T0
+
+
 def test_an_unknown_subscription_is_refused_404_and_creates_nothing(rt):
     rt.queue.send("t", "x", msg_id="m")
     keys = set(rt.client.keys("*"))
