@@ -92,15 +92,32 @@ timeout: the push times out) and down (not listening: connection refused), while
 sends about 8 messages/s (0 to 1 s delay) and the run's nemesis works; during the drain the
 receiver answers 200. The checker holds it to: every send answered 200 was answered 2xx by
 the receiver at least once, or is a dead letter after exactly maxRetry + 1 = 5 deliveries
-(`getMsg` after the drain); no message POSTed more than 5 times (a node killed between its
-pull and its POST counts a delivery the receiver never saw, so at most); none POSTed before
+(`getMsg` after the drain), or acked after a slow 200 that its pusher, stalled past its
+own timeout, still read (counted in the 2xx figure); no message POSTed more than 5 times (a
+node killed between its pull and its POST counts a delivery the receiver never saw, so at
+most); none POSTed before
 its `triggerTime`, none with a signature that does not verify, none never sent; and none
 POSTed again after the receiver answered it 2xx unless a fault came between that answer and
 the new POST (an ack lost with a killed or stopped node, or with Redis down: at least once
 at work, counted apart in the push column, not a violation). Push column: messages answered
 2xx / dead letters (5 failed deliveries) / violations (missing, too many, early, unexpected,
 bad signature, again after 2xx without a fault) / again after 2xx with a fault between;
-then the receiver's answers, 200 / 500 / slow."""
+then the receiver's answers, 200 / 500 / slow. `make test` runs the same scenario in each
+fault's short run (tests/faults/test_faults.py), and holds its checker to hand-written
+histories (tests/faults/test_push_checker.py). Below the HTTP and the processes,
+tests/core/test_push_model.py drives pull.lua's push mode, ack, nack and the scheduler's ack
+timeouts on a real Redis against a model (Hypothesis, the default and a named subscription,
+settings and pushUrl changed at random): no push pull ever raises the deliveries in flight
+above the pushConcurrency in force, each delivery's ack deadline is max(ackTimeoutMillis,
+pushTimeoutMillis + 1 s) from its pull, none is early, a consumer's pull of a push
+subscription is refused, and a dead letter has exactly maxRetry + 1 deliveries.
+
+Found while building it, not yet fixed (tests/faults/test_push_deadline.py, xfail): the push
+client bounds the connect and each read by the push timeout, not the whole POST, so a
+receiver that answers its status at once and trickles its body keeps a POST open past its
+delivery's deadline (3.1 s at a 300 ms push timeout, deadline 1.3 s): the message is pushed
+again while the first POST is open, and that POST's late 2xx acks with a stale receipt. The
+campaign's receiver never trickles, so this does not show in its figures."""
 
 FINDINGS = """\
 ### What the campaign found
@@ -202,7 +219,8 @@ def pushed(result: Run) -> str:
     if p is None:
         return "-"
     bad = sum(len(values) for values in p.violations.values())
-    return (f"{p.answered_2xx} / {p.dead} / {bad} / {len(p.again_after_2xx_in_fault)} "
+    answered = p.answered_2xx + p.answered_late
+    return (f"{answered} / {p.dead} / {bad} / {len(p.again_after_2xx_in_fault)} "
             f"({p.posts.get('ok', 0)} / {p.posts.get('error', 0)} / {p.posts.get('slow', 0)})")
 
 

@@ -9,7 +9,10 @@ answered, whether its signature held); the producer's sends go into a History of
 push delivery's promises:
 
 - missing: a send answered 200 that the receiver never answered 2xx, and that is not a dead
-  letter after exactly maxRetry + 1 deliveries (read with getMsg after the drain);
+  letter after exactly maxRetry + 1 deliveries (read with getMsg after the drain); a slow
+  answer is a 200 too, which a pusher whose process stalled past its own timeout may still
+  read: a message acked whose only 200s were slow ones is not missing (``answered_late``),
+  but a slow 200 is not taken for a 2xx by "again after 2xx" (its push mostly timed out);
 - too many: a message POSTed more than maxRetry + 1 times (a node killed between its pull
   and its POST counts a delivery the receiver never saw: so at most, never exactly);
 - early: a POST received before its send's triggerTime (or the triggerTime it carries);
@@ -50,7 +53,7 @@ SECRET = "fault-run-secret"
 # How the receiver spends its time: weights of each mode, and how long one lasts (s).
 MODES = {"ok": 0.5, "error": 0.2, "slow": 0.15, "down": 0.15}
 FLAP_S = (0.2, 0.8)
-DEAD = 6                         # Status.RETRY_EXHAUSTED, as getMsg answers it
+ACKED, DEAD = 4, 6                 # Status.ACKED, RETRY_EXHAUSTED, as getMsg answers them
 FAULT_MARGIN_MS = 500            # a fault this close to a 2xx answer may have lost its ack
 
 
@@ -175,6 +178,7 @@ class PushVerdict:
     modes: dict[str, int] = field(default_factory=dict)      # how often it entered each
     answered_2xx: int = 0        # distinct messages the receiver answered 200 in time
     dead: int = 0                # dead letters after exactly maxRetry + 1 deliveries
+    answered_late: int = 0       # acked on a slow 200 only (the pusher read it in time)
     again_after_2xx_in_fault: list[tuple] = field(default_factory=list)
     missing: list[tuple] = field(default_factory=list)       # (msgId, status, retry)
     too_many: list[tuple] = field(default_factory=list)      # (msgId, POSTs)
@@ -195,7 +199,8 @@ class PushVerdict:
 
     def summary(self) -> str:
         return (f"push: sends {self.sends}, POSTs {self.posts}, receiver modes {self.modes}, "
-                f"answered 2xx {self.answered_2xx}, dead letters {self.dead}, again after "
+                f"answered 2xx {self.answered_2xx} (+{self.answered_late} on a slow 200), dead "
+                f"letters {self.dead}, again after "
                 f"2xx in a fault {len(self.again_after_2xx_in_fault)}, violations "
                 f"{ {k: v[:5] for k, v in self.violations.items()} }")
 
@@ -340,8 +345,11 @@ def push_verdict(sends: list[Op], posts: list[Post], faults: list[tuple[float, f
     v.answered_2xx = len(answered & set(sent))
     for msg_id in sorted(set(sent) - answered):
         status, retry = read_back(msg_id)
+        modes = [p.mode for p in by_id.get(msg_id, ())]
         if status == DEAD and retry == PUSH_MAX_RETRY + 1:
             v.dead += 1
+        elif status == ACKED and "slow" in modes:
+            v.answered_late += 1   # its pusher read a slow 200 (a stalled process's timeout)
         else:
-            v.missing.append((msg_id, status, retry, len(by_id.get(msg_id, ()))))
+            v.missing.append((msg_id, status, retry, modes))
     return v

@@ -6,7 +6,7 @@ an unknown send delivered)."""
 from __future__ import annotations
 
 from faults.history import FAIL, OK, UNKNOWN, Op
-from faults.push import DEAD, PUSH_MAX_RETRY, Post, push_verdict
+from faults.push import ACKED, DEAD, PUSH_MAX_RETRY, Post, push_verdict
 
 TOPIC = "p"
 
@@ -68,8 +68,14 @@ def test_again_after_a_2xx_is_a_violation_without_a_fault_between_and_counted_wi
     assert v.again_after_2xx == [("a", 5_003, 8_000)]
 
 
-def test_a_slow_answer_is_not_a_2xx():
-    """The receiver answered 200 after the pusher's timeout: the delivery was nacked, so a
-    later POST is no duplicate, and the message still needs a 2xx (or the dead letter)."""
-    v = verdict([sent("a", 0)], [post("a", 10, "slow"), post("a", 2_000, "slow", 2)])
+def test_a_slow_answer_is_no_2xx_for_again_after_and_answers_only_a_message_acked():
+    """The receiver answered 200 after the push timeout: mostly the push timed out and was
+    nacked, so a later POST is no duplicate; a stalled pusher may still have read it, so a
+    message acked (and only one acked) whose only 200s were slow is not missing."""
+    slow = [post("a", 10, "slow"), post("a", 2_000, "slow", 2)]
+    v = verdict([sent("a", 0)], slow)
     assert not v.again_after_2xx and [m[0] for m in v.missing] == ["a"]
+    v = verdict([sent("a", 0)], slow, dead={"a": (ACKED, 2)})
+    assert v.violations == {} and v.answered_late == 1, v.summary()
+    v = verdict([sent("a", 0)], [post("a", 10, "error")], dead={"a": (ACKED, 1)})
+    assert [m[0] for m in v.missing] == ["a"], "acked without any 200: missing"
