@@ -94,7 +94,9 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 received = now_ms()
-                mode = receiver.mode
+                # "down" is set once the listener is closed: a request that got in before it
+                # closed is answered 200, as in "ok".
+                mode = "ok" if receiver.mode == "down" else receiver.mode
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 signed = verify_signature(SECRET, dict(self.headers.items()), body)
                 try:
