@@ -16,8 +16,9 @@ def sent(msg_id, trigger, outcome=OK, start=0) -> Op:
               trigger if outcome == OK else None)
 
 
-def post(msg_id, received, mode="ok", retry=1, trigger=0, signed=True) -> Post:
-    return Post(msg_id, retry, trigger, received, received + 3, mode, signed)
+def post(msg_id, received, mode="ok", retry=1, trigger=0, signed=True, took=3) -> Post:
+    """A POST received at ``received``, signed 1 ms before, answered ``took`` ms later."""
+    return Post(msg_id, retry, trigger, received, received + took, mode, signed, received - 1)
 
 
 def verdict(sends, posts, faults=(), dead=None):
@@ -79,3 +80,10 @@ def test_a_slow_answer_is_no_2xx_for_again_after_and_answers_only_a_message_acke
     assert v.violations == {} and v.answered_late == 1, v.summary()
     v = verdict([sent("a", 0)], [post("a", 10, "error")], dead={"a": (ACKED, 1)})
     assert [m[0] for m in v.missing] == ["a"], "acked without any 200: missing"
+
+
+def test_again_after_a_late_200_is_counted_apart():
+    """A 200 answered long after the POST was signed (the receiver's thread starved) may have
+    come after its pusher timed out and nacked: the next POST is no violation."""
+    v = verdict([sent("a", 0)], [post("a", 10, took=600), post("a", 900, "ok", 2)])
+    assert not v.again_after_2xx and v.again_after_late_2xx == [("a", 610, 900)]
