@@ -86,31 +86,30 @@ PUSH = """\
 Every run also has a push scenario (tests/faults/push.py) on a topic of its own: its default
 subscription off (`defaultSubscription=false`), one named push subscription `push`
 (`pushTimeoutMillis` 500, `pushConcurrency` 8, a `pushSecret`, `redeliveryDelayMillis` 200;
-messages sent with `maxRetry` 4) POSTing to a receiver in the test process, which flaps every
-0.2 to 0.8 s between answering 200 (half of the time), 500, slow (200 after twice the push
-timeout: the push times out) and down (not listening: connection refused), while a producer
-sends about 8 messages/s (0 to 1 s delay) and the run's nemesis works; during the drain the
-receiver answers 200. The checker holds it to: every send answered 200 was answered 2xx by
-the receiver at least once, or is a dead letter after exactly maxRetry + 1 = 5 deliveries
-(`getMsg` after the drain), or acked after a slow 200 that its pusher, stalled past its
-own timeout, still read (counted in the 2xx figure); no message POSTed more than 5 times (a
-node killed between its pull and its POST counts a delivery the receiver never saw, so at
-most); none POSTed before
-its `triggerTime`, none with a signature that does not verify, none never sent; and none
-POSTed again after the receiver answered it 2xx unless a fault came between that answer and
-the new POST (an ack lost with a killed or stopped node, or with Redis down: at least once
-at work, counted apart in the push column, not a violation). A 2xx counts for that only when
-answered within 250 ms (half the push timeout) of the signature's `t=` (when the pusher
-signed the POST): the receiver's thread shares the test process with every client thread,
-and a 200 it writes later may come after its pusher timed out and nacked (the scale-0.25
-run before this rule had 6 such re-POSTs, 72 ms to 1 s after a 200, none near a fault);
-re-POSTs after such a late 200 are counted apart too. Push column: messages answered
-2xx / dead letters (5 failed deliveries) / violations (missing, too many, early, unexpected,
-bad signature, again after a timely 2xx without a fault) / again after 2xx with a fault
-between + again after a late 2xx;
-then the receiver's answers, 200 / 500 / slow. `make test` runs the same scenario in each
-fault's short run (tests/faults/test_faults.py), and holds its checker to hand-written
-histories (tests/faults/test_push_checker.py). Below the HTTP and the processes,
+messages sent with `maxRetry` 4) POSTing to a receiver in the test process, which flaps
+every 0.2 to 0.8 s between answering 200 (half of the time), 500, slow (200 after twice the
+push timeout: the push times out) and down (not listening: connection refused), while a
+producer sends about 8 messages/s (0 to 1 s delay) and the run's nemesis works; during the
+drain the receiver answers 200. The checker holds it to: every send answered 200 was
+answered 2xx by the receiver at least once, or is a dead letter after exactly maxRetry + 1 =
+5 deliveries (`getMsg` after the drain), or acked after a slow 200 that its pusher, stalled
+past its own timeout, still read (counted in the 2xx figure); no message POSTed more than 5
+times (a node killed between its pull and its POST counts a delivery the receiver never saw,
+so at most); none POSTed before its `triggerTime`, none with a signature that does not
+verify, none never sent; and none POSTed again after the receiver answered it 2xx unless a
+fault came between that answer and the new POST (an ack lost with a killed or stopped node,
+or with Redis down: at least once at work, counted apart in the push column, not a
+violation). A 2xx counts for that only when answered within 250 ms (half the push timeout)
+of the signature's `t=` (when the pusher signed the POST): the receiver's thread shares the
+test process with every client thread, and a 200 it writes later may come after its pusher
+timed out and nacked (the scale-0.25 run before this rule had 6 such re-POSTs, 72 ms to 1 s
+after a 200, none near a fault); re-POSTs after such a late 200 are counted apart too. Push
+column: messages answered 2xx / dead letters (5 failed deliveries) / violations (missing,
+too many, early, unexpected, bad signature, again after a timely 2xx without a fault) /
+again after 2xx with a fault between + again after a late 2xx; then the receiver's answers,
+200 / 500 / slow. `make test` runs the same scenario in each fault's short run
+(tests/faults/test_faults.py), and holds its checker to hand-written histories
+(tests/faults/test_push_checker.py). Below the HTTP and the processes,
 tests/core/test_push_model.py drives pull.lua's push mode, ack, nack and the scheduler's ack
 timeouts on a real Redis against a model (Hypothesis, the default and a named subscription,
 settings and pushUrl changed at random): no push pull ever raises the deliveries in flight
