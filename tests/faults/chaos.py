@@ -115,14 +115,7 @@ timeouts on a real Redis against a model (Hypothesis, the default and a named su
 settings and pushUrl changed at random): no push pull ever raises the deliveries in flight
 above the pushConcurrency in force, each delivery's ack deadline is max(ackTimeoutMillis,
 pushTimeoutMillis + 1 s) from its pull, none is early, a consumer's pull of a push
-subscription is refused, and a dead letter has exactly maxRetry + 1 deliveries.
-
-Found while building it, not yet fixed (tests/faults/test_push_deadline.py, xfail): the push
-client bounds the connect and each read by the push timeout, not the whole POST, so a
-receiver that answers its status at once and trickles its body keeps a POST open past its
-delivery's deadline (3.1 s at a 300 ms push timeout, deadline 1.3 s): the message is pushed
-again while the first POST is open, and that POST's late 2xx acks with a stale receipt. The
-campaign's receiver never trickles, so this does not show in its figures."""
+subscription is refused, and a dead letter has exactly maxRetry + 1 deliveries."""
 
 FINDINGS = """\
 ### What the campaign found
