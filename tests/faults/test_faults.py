@@ -3,8 +3,11 @@ nothing is early, nothing comes back after a 200 ack, no HTTP 5xx, no hangs, a m
 never has two deliveries outstanding nor delivers out of order, a recurring schedule delivers
 every fire time once and none off its grid, a paused topic hands nothing out, each of two named
 subscriptions gets every acked send and holds all of the above on its own, nothing is left
-in a queue or a group structure once drained, and the fleet serves again after the fault. The
-long campaign is ``make chaos`` (tests/faults/chaos.py)."""
+in a queue or a group structure once drained, and the fleet serves again after the fault.
+Beside it, a push subscription to a receiver flapping between 200, 500, slow and down
+(faults/push.py): every acked send answered 2xx or a dead letter after exactly maxRetry + 1
+deliveries, never pushed more often, early, unsigned, nor again after a 2xx without a fault
+between. The long campaign is ``make chaos`` (tests/faults/chaos.py)."""
 
 from __future__ import annotations
 
@@ -44,6 +47,12 @@ def assert_clean(result) -> None:
     assert sorted(v.subscriptions) == sorted(SUBSCRIPTIONS), v.summary()
     assert all(sv.delivered > 0 for sv in v.subscriptions.values()), v.summary()
     assert result.sent_after_last_fault > 0, f"no send succeeded after the heal: {v.summary()}"
+    p = result.push
+    print(p.summary())
+    assert not p.violations, p.summary()
+    assert p.sends.get("ok", 0) > 0 and p.answered_2xx > 0, p.summary()
+    assert p.posts.get("error", 0) + p.posts.get("slow", 0) > 0, \
+        f"the receiver never failed a push: {p.summary()}"
 
 
 @pytest.mark.parametrize("nemesis, cycles, period_s", [

@@ -18,6 +18,7 @@ NODE_SETTINGS = {
     "long-polling-safety-millis": 500,
     "redis-socket-timeout-millis": 2000,
     "log-level": "info",
+    "push-allowed-networks": "127.0.0.0/8",   # the push scenario's receiver (faults/push.py)
 }
 
 
