@@ -21,6 +21,7 @@ from delayqueue.client import (
 )
 
 from support.sdk import node, run_async, topic  # noqa: F401 - fixtures
+from support.wait import wait_until
 
 MINUTE = 60_000
 
@@ -236,7 +237,10 @@ def test_occurrences_are_delivered_once_each_never_before_their_fire_time(client
     for msg_id, trigger, pulled in got:
         assert trigger == int(msg_id.rsplit(":", 1)[1])
         assert pulled >= trigger, f"{msg_id} pulled {trigger - pulled} ms early"
-    done = client.get_schedule(topic, "each-s")
+    # The recurring loop marks the schedule done on its next tick after the last occurrence
+    # was written, not when that occurrence is delivered: wait for it.
+    done = wait_until(lambda: (lambda d: d if d.next_fire_time is None else None)(
+        client.get_schedule(topic, "each-s")), 10, 0.05, "the schedule never ended")
     assert (done.sent_count, done.missed_count, done.next_fire_time) == (3, 0, None)
     assert done.last_fire_time == start + 2000 and done.next_fire_times == ()
     assert client.long_poll(topic, batch=10, timeout_ms=1500) == []     # no fourth
