@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 from delayqueue.background.runtime import Runtime
-from delayqueue.core.queue import SendRequest
+from delayqueue.core.requests import SendRequest
 from delayqueue.core.topic_controls import PURGE_SCAN
 from delayqueue.settings.config import Settings
 

@@ -47,7 +47,8 @@ import redis
 
 from delayqueue.background.runtime import Runtime
 from delayqueue.core.outcome import Outcome
-from delayqueue.core.queue import SCRIPT_LIMIT, SEND_CHUNK, AckRequest, DelayQueue, SendRequest
+from delayqueue.core.queue import SCRIPT_LIMIT, SEND_CHUNK, DelayQueue
+from delayqueue.core.requests import AckRequest, SendRequest
 from delayqueue.core.scripts import SendArgs
 from delayqueue.settings.config import Settings
 

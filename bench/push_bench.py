@@ -52,7 +52,8 @@ from typing import Any
 import orjson
 
 from delayqueue.background.runtime import Runtime
-from delayqueue.core.queue import DelayQueue, SendRequest
+from delayqueue.core.queue import DelayQueue
+from delayqueue.core.requests import SendRequest
 from delayqueue.settings.config import Settings
 
 from common import Stack, print_table, progress, stack, summary, write_result

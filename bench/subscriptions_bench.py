@@ -45,7 +45,8 @@ from typing import Any, Callable, Sequence
 import redis
 
 from delayqueue.background.runtime import Runtime
-from delayqueue.core.queue import AckRequest, DelayQueue, SendRequest
+from delayqueue.core.queue import DelayQueue
+from delayqueue.core.requests import AckRequest, SendRequest
 from delayqueue.settings.config import Settings
 
 from common import Stack, print_table, progress, stack, write_result

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 import redis
 
 from delayqueue.core.clock import Clock
-from delayqueue.core.queue import DelayQueue, PullResult
+from delayqueue.core.queue import DelayQueue
+from delayqueue.core.requests import PullResult
 
 logger = logging.getLogger(__name__)
 

@@ -39,7 +39,8 @@ from delayqueue.core.errors import BadRequest, DelayQueueError, NotFound, redis_
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.message import DelayMsg
 from delayqueue.core.monitor import Monitor
-from delayqueue.core.queue import SUBSCRIPTION_DEFAULT, AckRequest, DelayQueue
+from delayqueue.core.queue import SUBSCRIPTION_DEFAULT, DelayQueue
+from delayqueue.core.requests import AckRequest
 from delayqueue.core.signature import sign
 from delayqueue.settings.config import Settings
 

@@ -12,7 +12,7 @@ from flask import Blueprint, Response, jsonify
 
 from delayqueue.background.longpoll import long_poll
 from delayqueue.core.errors import BadRequest, DelayQueueError, MissingParameter, redis_errors
-from delayqueue.core.queue import AckRequest, SendRequest, SendResult, VisibilityRequest
+from delayqueue.core.requests import AckRequest, SendRequest, SendResult, VisibilityRequest
 from delayqueue.core.topic_controls import BLOCKED, PURGE_LIMIT, PURGE_MAX, VIEWS
 from delayqueue.monitoring.metrics import named_subscription_sizes, render_metrics
 from delayqueue.monitoring.monitor_text import monitor_string

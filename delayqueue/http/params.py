@@ -14,7 +14,7 @@ import re
 from typing import Any, Mapping
 
 from delayqueue.core.errors import BadRequest, DelayQueueError, MissingParameter
-from delayqueue.core.queue import ON_DUPLICATE
+from delayqueue.core.requests import ON_DUPLICATE
 from delayqueue.core.subscriptions import subscription_name
 from delayqueue.settings.value import (
     BOOLEAN_RULE,

@@ -61,7 +61,8 @@ from delayqueue.core.monitor import (
     RequestStats,
     pushes,
 )
-from delayqueue.core.queue import DelayQueue, TopicSizes
+from delayqueue.core.queue import DelayQueue
+from delayqueue.core.requests import TopicSizes
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from test_bounded_work import make_runtime
 
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.errors import BadRequest, DelayQueueError
-from delayqueue.core.queue import AckRequest, SendRequest, VisibilityRequest
+from delayqueue.core.requests import AckRequest, SendRequest, VisibilityRequest
 
 from support.node import ServerProcess
 from support.redis_server import RedisServer

@@ -11,8 +11,8 @@ from test_bounded_work import make_runtime
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.errors import DelayQueueError, Unavailable
 from delayqueue.core.outcome import Outcome
-from delayqueue.core.queue import SendRequest
 from delayqueue.core.refusal import REFUSALS, refusal
+from delayqueue.core.requests import SendRequest
 from delayqueue.core.scripts import lua_dir
 
 # A caller's bug, never a client's request: answered 500 like any script failure.

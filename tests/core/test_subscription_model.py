@@ -46,7 +46,7 @@ from hypothesis.stateful import (
 from delayqueue.background.runtime import Runtime
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.errors import BadRequest, Conflict, NotFound
-from delayqueue.core.queue import SendRequest
+from delayqueue.core.requests import SendRequest
 from delayqueue.core.status import Status
 from delayqueue.settings.config import load_settings
 

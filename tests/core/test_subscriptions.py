@@ -9,7 +9,7 @@ from test_bounded_work import make_runtime
 
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.errors import BadRequest, Conflict, MissingParameter, NotFound
-from delayqueue.core.queue import SendRequest
+from delayqueue.core.requests import SendRequest
 from delayqueue.core.status import Status
 from delayqueue.core.subscriptions import subscription_name
 

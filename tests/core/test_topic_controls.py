@@ -10,7 +10,7 @@ from test_bounded_work import make_runtime
 from delayqueue.core import topic_controls
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.errors import BadRequest, NotFound
-from delayqueue.core.queue import SendRequest
+from delayqueue.core.requests import SendRequest
 from delayqueue.core.status import Status
 from delayqueue.core.topic_controls import decode_cursor, encode_cursor
 

@@ -13,7 +13,7 @@ from delayqueue.core.errors import BacklogExceeded
 from delayqueue.core.histogram import BOUNDS_MS
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.monitor import COUNTERS, Monitor
-from delayqueue.core.queue import SendRequest, TopicSizes
+from delayqueue.core.requests import SendRequest, TopicSizes
 from delayqueue.core.scripts import Scripts
 from delayqueue.monitoring.metrics import QUEUE_STATES, render_metrics
 from delayqueue.settings.config import load_settings

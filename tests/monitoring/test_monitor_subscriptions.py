@@ -16,7 +16,7 @@ from delayqueue.core.monitor import (
     SUBSCRIPTION_COUNTERS,
     parse_monitor_hash,
 )
-from delayqueue.core.queue import TopicSizes
+from delayqueue.core.requests import TopicSizes
 from delayqueue.monitoring.metrics import (
     OTHER_TOPIC,
     SERIES_PER_SUBSCRIPTION,

@@ -13,7 +13,7 @@ from delayqueue.core.clock import ManualClock
 from delayqueue.core.errors import BacklogExceeded
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.monitor import Monitor
-from delayqueue.core.queue import SendRequest
+from delayqueue.core.requests import SendRequest
 from delayqueue.core.scripts import Scripts
 from delayqueue.monitoring.snapshot import SnapshotWriter
 from delayqueue.settings.config import load_settings

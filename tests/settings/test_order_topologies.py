@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from delayqueue.background.runtime import Runtime
-from delayqueue.core.queue import SendRequest
+from delayqueue.core.requests import SendRequest
 from delayqueue.settings.config import Settings
 
 from support.redis_server import RedisServer

@@ -241,7 +241,7 @@ def test_wait_replicas_covers_every_write_of_a_batch_with_one_wait(redis_db_url)
     wrote answers ReplicaWaitTimeout, stored all the same; an entry refused before any call
     keeps its own error."""
     from delayqueue.core.errors import BadRequest
-    from delayqueue.core.queue import SendRequest
+    from delayqueue.core.requests import SendRequest
 
     runtime = Runtime(Settings(redis_url=redis_db_url, snapshot_dir="", redis_wait_replicas=1,
                                redis_wait_timeout_millis=50))
@@ -264,7 +264,7 @@ def test_wait_replicas_on_a_cluster_answers_each_call_of_a_batch_its_own_timeout
     must neither stop the calls after it nor answer the whole batch. Each entry answers its
     own ReplicaWaitTimeout, as on one Redis, its write done. Each master has 1 replica, so
     WAIT for 2 always times out."""
-    from delayqueue.core.queue import AckRequest, SendRequest
+    from delayqueue.core.requests import AckRequest, SendRequest
 
     wait_serving(redis_cluster.client())
     runtime = Runtime(Settings(redis_url=redis_cluster.url, namespace=unique_namespace(),

@@ -10,7 +10,7 @@ from redis.cluster import key_slot
 
 from delayqueue.background.runtime import Runtime
 from delayqueue.core.keys import NamespaceKeys
-from delayqueue.core.queue import SendRequest
+from delayqueue.core.requests import SendRequest
 from delayqueue.settings.config import Settings
 
 from support.topologies import TOPOLOGIES, backend_named

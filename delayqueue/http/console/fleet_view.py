@@ -28,7 +28,8 @@ from typing import Any
 
 from delayqueue.core.histogram import BOUNDS_MS, percentile
 from delayqueue.core.monitor import FIELD_SEPARATOR, Monitor, parse_monitor_hash
-from delayqueue.core.queue import DelayQueue, TopicSizes
+from delayqueue.core.queue import DelayQueue
+from delayqueue.core.requests import TopicSizes
 
 RECENT_INTERVALS = 5          # the fleet page's rates and lag: the last five complete intervals
 PAGE_SIZES = (25, 50, 100, 200)

@@ -54,7 +54,7 @@ from flask import (
 from markupsafe import Markup
 
 from delayqueue.core.errors import BadRequest, DelayQueueError, NotFound
-from delayqueue.core.queue import SendRequest
+from delayqueue.core.requests import SendRequest
 from delayqueue.core.status import Status
 from delayqueue.core.subscriptions import SUBSCRIPTION_SETTINGS, Subscriptions
 from delayqueue.core.topic_controls import PURGE_LIMIT
