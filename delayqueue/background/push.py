@@ -123,10 +123,6 @@ class Pusher:
             for key in set(self.pushers) - wanted:
                 self.pushers.pop(key).stop()
 
-    def in_flight(self) -> int:
-        with self._lock:
-            return sum(p.in_flight for p in self.pushers.values())
-
     def forget(self, topic: str, subscription: str | None, member: str) -> None:
         """The subscription is gone, or has no pushUrl: off the list (unless set again)."""
         tk = self.queue.topic_keys(topic)

@@ -259,7 +259,8 @@ class Subscriptions:
             except ValueProblem as problem:
                 error = BadRequest if problem.out_of_range else MissingParameter
                 # A refused secret is never repeated (answers and logs would carry it).
-                said = setting.rule if setting.name == "pushSecret" else problem
+                said = f"{setting.rule} (the value is not repeated)" \
+                    if setting.name == "pushSecret" else problem
                 raise error(f"{setting.name}: {said}") from None
         if values.get("pushUrl"):
             check_push_url(values["pushUrl"], self.networks, self.resolver)
