@@ -29,7 +29,6 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import orjson
 import redis
@@ -42,6 +41,7 @@ from delayqueue.core.monitor import Monitor
 from delayqueue.core.queue import SUBSCRIPTION_DEFAULT, DelayQueue
 from delayqueue.core.requests import AckRequest
 from delayqueue.core.signature import sign
+from delayqueue.core.subscriptions import PUSH_FIELDS, PushConfig
 from delayqueue.settings.config import Settings
 
 from .longpoll import Hub
@@ -60,14 +60,6 @@ RETRY_AFTER_MAX_MS = 86_400_000
 MONITOR_OUTCOME = {"2xx": "push2xx", "3xx": "push3xx", "4xx": "push4xx", "5xx": "push5xx",
                    "timeout": "pushTimeout", "connection": "pushConnectionError",
                    "refused": "pushRefused"}
-
-
-@dataclass(frozen=True)
-class PushConfig:
-    url: str
-    timeout_ms: int
-    concurrency: int
-    secret: str
 
 
 def delivery_body(message: DelayMsg, subscription: str) -> bytes:
@@ -273,12 +265,9 @@ class SubscriptionPusher:
             key = tk.config if self.subscription is None else \
                 tk.subscription(self.subscription).config
             with redis_errors():
-                url, timeout, concurrency, secret = self.owner.redis.hmget(
-                    key, "pushUrl", "pushTimeoutMillis", "pushConcurrency", "pushSecret")
-            s = self.owner.settings
-            self._config = PushConfig(url, int(timeout or s.push_timeout_millis),
-                                      int(concurrency or s.push_concurrency),
-                                      secret or "") if url else None
+                own = self.owner.redis.hmget(key, *PUSH_FIELDS)
+            config = PushConfig.of(own, self.owner.settings)
+            self._config = config if config.url else None
             self._config_read = now
         return self._config
 

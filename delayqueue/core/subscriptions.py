@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 import redis
 
+from delayqueue.settings.config import Settings
 from delayqueue.settings.push_networks import AllowedNetworks
 from delayqueue.settings.topic_setting import BY_NAME, PUSH_BY_NAME, PUSH_SETTINGS
 from delayqueue.settings.value import ValueProblem
@@ -40,6 +42,24 @@ SUBSCRIPTION_SETTINGS = ("ackTimeoutMillis", "maxRetry", "redeliveryDelayMillis"
 # A subscription's push settings (the default one's too), never the topic's: PUSH_SETTINGS.
 PUSH_NAMES = tuple(s.name for s in PUSH_SETTINGS)
 DROP_SLICE = 1000   # entries of a deleted subscription freed per script call
+# A subscription's push settings as its config hash holds them, in PushConfig.of's order.
+PUSH_FIELDS = ("pushUrl", "pushTimeoutMillis", "pushConcurrency", "pushSecret")
+
+
+@dataclass(frozen=True)
+class PushConfig:
+    """A subscription's push settings in force: its own over the server's defaults."""
+    url: str | None
+    timeout_ms: int
+    concurrency: int
+    secret: str
+
+    @classmethod
+    def of(cls, own: Sequence[str | None], settings: Settings) -> "PushConfig":
+        """From the values of PUSH_FIELDS read from the subscription's config hash."""
+        url, timeout, concurrency, secret = own
+        return cls(url or None, int(timeout or settings.push_timeout_millis),
+                   int(concurrency or settings.push_concurrency), secret or "")
 
 
 def subscription_name(value: str | None, *, named: bool = False) -> str | None:
@@ -140,21 +160,18 @@ class Subscriptions:
         with redis_errors():
             pipe = self.queue.client.pipeline(transaction=False)
             pipe.hexists(tk.subs, name or "")
-            pipe.hmget(context.config, "pushUrl", "pushTimeoutMillis", "pushConcurrency",
-                       "pushSecret", "paused")
+            pipe.hmget(context.config, *PUSH_FIELDS, "paused")
             pipe.hget(tk.config, "paused").zcard(context.ack)
             pipe.lrange(context.push_errors, 0, -1)
             exists, own, topic_paused, in_flight, errors = pipe.execute()
         if name is not None and not exists:
             raise NotFound(f"subscription: no subscription '{name}' on topic '{topic}'")
-        url, timeout, concurrency, secret, paused = own
-        s = self.queue.settings
-        return {"subscription": name or DEFAULT, "pushUrl": url or None,
-                "pushTimeoutMillis": int(timeout or s.push_timeout_millis),
-                "pushConcurrency": int(concurrency or s.push_concurrency),
-                "pushSecretSet": bool(secret),
+        push, paused = PushConfig.of(own[:-1], self.queue.settings), own[-1]
+        return {"subscription": name or DEFAULT, "pushUrl": push.url,
+                "pushTimeoutMillis": push.timeout_ms, "pushConcurrency": push.concurrency,
+                "pushSecretSet": bool(push.secret),
                 "paused": paused == "1" or topic_paused == "1",
-                "inFlight": in_flight if url else 0,
+                "inFlight": in_flight if push.url else 0,
                 "lastErrors": [json.loads(e) for e in errors]}
 
     # -- settings ------------------------------------------------------------------------------
