@@ -117,8 +117,7 @@ class Pusher:
 
     def forget(self, topic: str, subscription: str | None, member: str) -> None:
         """The subscription is gone, or has no pushUrl: off the list (unless set again)."""
-        tk = self.queue.topic_keys(topic)
-        config = tk.config if subscription is None else tk.subscription(subscription).config
+        config = self.queue.context_keys(topic, subscription).config
         with redis_errors():
             if not self.redis.hget(config, "pushUrl"):
                 self.redis.srem(self.keys.push_subscriptions, member)
@@ -153,6 +152,7 @@ class SubscriptionPusher:
         self.owner, self.topic, self.subscription = owner, topic, subscription
         self.name = subscription or SUBSCRIPTION_DEFAULT
         self.member = f"{topic}\n{self.name}"
+        self.context = owner.queue.context_keys(topic, subscription)   # its keys
         self.in_flight = 0
         self.pending: dict[tuple[str, str], DelayMsg] = {}   # (msgId, receipt) being POSTed
         self._acks: list[DelayMsg] = []   # answered 2xx, waiting for the ack in progress
@@ -261,9 +261,7 @@ class SubscriptionPusher:
     def config(self) -> PushConfig | None:
         now = time.monotonic()
         if self._config is None or now - self._config_read > CONFIG_TTL_S:
-            tk = self.owner.queue.topic_keys(self.topic)
-            key = tk.config if self.subscription is None else \
-                tk.subscription(self.subscription).config
+            key = self.context.config
             with redis_errors():
                 own = self.owner.redis.hmget(key, *PUSH_FIELDS)
             config = PushConfig.of(own, self.owner.settings)
@@ -357,9 +355,7 @@ class SubscriptionPusher:
                                len(batch), exc)
 
     def _note_error(self, message: DelayMsg, answer: PushAnswer) -> None:
-        tk = self.owner.queue.topic_keys(self.topic)
-        key = tk.push_errors if self.subscription is None else \
-            tk.subscription(self.subscription).push_errors
+        key = self.context.push_errors
         entry = json.dumps({"time": self.owner.clock.now_ms(), "msgId": message.msg_id,
                             "outcome": answer.outcome, "status": answer.status,
                             "error": answer.error, "millis": round(answer.millis, 1)})

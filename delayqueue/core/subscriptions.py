@@ -156,7 +156,7 @@ class Subscriptions:
         messages) and its last failures, newest first (background/push.py writes them)."""
         name = subscription_name(name)
         tk = self.queue.topic_keys(topic)
-        context = tk if name is None else tk.subscription(name)
+        context = self.queue.context_keys(topic, name)
         with redis_errors():
             pipe = self.queue.client.pipeline(transaction=False)
             pipe.hexists(tk.subs, name or "")
@@ -227,8 +227,7 @@ class Subscriptions:
                reset: bool) -> None:
         """One script call: clear the emptied (and, with ``reset``, every own) setting, write
         the rest; the push registry follows (added before a URL is written, removed after)."""
-        tk = self.queue.topic_keys(topic)
-        context = tk if name is None else tk.subscription(name)
+        context = self.queue.context_keys(topic, name)
         owned = PUSH_NAMES if name is None else (*SUBSCRIPTION_SETTINGS, *PUSH_NAMES)
         cleared = [k for k, v in values.items() if v == "" and k in PUSH_BY_NAME]
         dropped = list(dict.fromkeys([*(owned if reset else ()), *cleared]))

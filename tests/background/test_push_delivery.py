@@ -17,43 +17,21 @@ import time
 from email.utils import formatdate
 
 import pytest
-import redis
+from test_push_lifecycle import receiver, runtime, status_of  # noqa: F401 - fixtures
 
 from delayqueue.background.runtime import Runtime
 from delayqueue.client import verify_signature
 from delayqueue.core.status import Status
-from delayqueue.settings.config import load_settings
 
 from support import wait_until
 from support.ports import refused_port
-from support.receiver import Answer, Receiver
+from support.receiver import Answer
 
 pytestmark = pytest.mark.timeout(60)
 
 DELAY_MS = 400          # the backoff's first delay in the failure tests
 MULTIPLIER = 2          # ... then 800 ms
 MAX_RETRY = 2           # 3 deliveries, then a dead letter
-
-
-@pytest.fixture
-def runtime(redis_url):
-    settings = load_settings(overrides={
-        "redis_url": redis_url, "snapshot_dir": "", "push_allowed_networks": "127.0.0.0/8",
-        "graceful_timeout_seconds": 2})
-    rt = Runtime(settings, client=redis.Redis.from_url(redis_url, decode_responses=True))
-    rt.start()
-    yield rt
-    rt.stop()
-
-
-@pytest.fixture
-def receiver():
-    with Receiver() as r:
-        yield r
-
-
-def status_of(rt: Runtime, topic: str, msg_id: str, subscription: str | None = None) -> int:
-    return int(rt.queue.get(topic, msg_id, subscription=subscription).status)
 
 
 def wait_status(rt: Runtime, topic: str, msg_ids, status: Status, timeout_s: float = 15,
