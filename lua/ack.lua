@@ -60,7 +60,7 @@ end
 local replies = each_on_its_own(n, function(i)
   return ack_one(ARGV[4 + 2 * i], ARGV[5 + 2 * i])
 end)
-publish_advanced(channel, topic)
+publish_advanced(channel, topic, now)
 -- The topic's due time, lowered once for the whole call (every reply carries it).
 local lowered = due_lowered()
 if lowered >= 0 then

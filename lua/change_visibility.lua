@@ -26,5 +26,5 @@ if timeout > 0 then
 end
 local s = topic_settings(tk.config, tk.topic_config)
 local _, dead_lettered = redeliver(m, now, 0, end_life, s)
-publish_advanced(channel, topic)
+publish_advanced(channel, topic, now)
 return {OK, m, due_lowered(), dead_lettered}

@@ -54,6 +54,6 @@ for _, slot in ipairs(slots) do
     count = count + 1
   end
 end
-publish_advanced(channel, topic)
+publish_advanced(channel, topic, now)
 if msg_id ~= '' and count == 0 then return {NO_MESSAGE, 0, -1} end
 return {OK, count, due_lowered()}

@@ -27,5 +27,5 @@ local ended = end_everywhere(m, Status.DELETED, now, end_life, window)
 if release then release_everywhere(m) end
 if not ended then return {NO_MESSAGE, {}, -1} end
 m[STATUS] = num(Status.DELETED)   -- the answer, as a saved record's field reads
-publish_advanced(channel, topic)
+publish_advanced(channel, topic, now)
 return {OK, m, due_lowered()}

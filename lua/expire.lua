@@ -73,5 +73,5 @@ end
 expire_here()
 expire_bare()
 in_each_subscription(expire_here)
-publish_advanced(channel, topic)
+publish_advanced(channel, topic, now)
 return {expired, exhausted, scanned, record_due(topic_due()) or -1, dead_lettered, purged}

@@ -29,5 +29,5 @@ if refused then return {refused, m and shown_status(m, now) or {}, -1, 0} end
 local s = topic_settings(tk.config, tk.topic_config)
 if delay < 0 then delay = backoff(s, tonumber(m[DELIVERIES])) end
 local _, dead_lettered = redeliver(m, now, delay, end_life, s)
-publish_advanced(channel, topic)
+publish_advanced(channel, topic, now)
 return {OK, m, due_lowered(), dead_lettered}

@@ -20,5 +20,5 @@ in_each_subscription(function()
   moved = moved + more
   for _, gap in ipairs(more_gaps) do gaps[#gaps + 1] = gap end
 end)
-publish_advanced(channel, topic)
+publish_advanced(channel, topic, now)
 return {moved, gaps, record_due(topic_due()) or -1}

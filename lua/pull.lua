@@ -10,7 +10,10 @@
   ARGV[4] end_life_ms  ARGV[5] promote limit  ARGV[6] hint channel  ARGV[7] topic
   ARGV[8] '' for a consumer's pull; "push <concurrency> <timeout_ms>" for the push delivery
           loop's, with the server's pushConcurrency and pushTimeoutMillis
-  ARGV[9..] the server's default settings
+  ARGV[9]  "<hub id> <lease_ms>" for a long poll's pull ('' otherwise): when it hands out
+          nothing (the poll waits), the hub is registered to take the topic's hints for
+          lease_ms (includes/group.lua publish_ready)
+  ARGV[10..] the server's default settings
   A push subscription (its config has pushUrl) is pushed, not pulled: a consumer's pull there
   is refused with the error "PUSHSUBSCRIPTION" before anything is read or written. The push
   loop's pull hands out at most pushConcurrency minus the deliveries consuming now (so the
@@ -30,7 +33,8 @@
   counts, but pops nothing and publishes nothing.
   Memory: drains (first write ZREM or ZPOPMIN): runs over maxmemory, so a full Redis drains.
   Publishes "<ready_left> <topic>" when it promoted messages, or made a group's next message
-  ready, and did not hand them all out, so consumers held on other processes take them. ]]
+  ready, and did not hand them all out, so consumers held on other processes take them
+  (publish_ready: to one waiting hub). ]]
 --@include promote
 --@include dead_letter
 --@include fanout
@@ -38,6 +42,8 @@ local now, count, ack_timeout = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(A
 local end_life, promote_limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 local channel, topic = ARGV[6], ARGV[7]
 local push_concurrency, push_timeout = string.match(ARGV[8], '^push (%d+) (%d+)$')
+local waiting_hub, hub_lease = string.match(ARGV[9], '^(%S+) (%d+)$')
+hub_lease = tonumber(hub_lease)
 
 local s = topic_settings(tk.config, tk.topic_config)
 if ack_timeout < 0 then ack_timeout = s.ackTimeoutMillis end
@@ -100,7 +106,13 @@ local ready_left = redis.call('ZCARD', tk.ready)
 if fanned > 0 then   -- handed to the named subscriptions: their consumers wake too
   redis.call('PUBLISH', channel, math.max(ready_left, fanned) .. ' ' .. topic)
 elseif advanced.readied > 0 and ready_left > 0 and not s.paused then   -- promoted, or a group's next released
-  redis.call('PUBLISH', channel, ready_left .. ' ' .. topic)
+  publish_ready(channel, topic, ready_left, now)
+end
+-- A long poll about to wait: its hub takes hints for the topic until the lease ends
+-- (includes/group.lua publish_ready); lapsed hubs leave.
+if waiting_hub and #messages == 0 and not tk.sub then
+  redis.call('ZADD', HUBS, now + hub_lease, waiting_hub)
+  redis.call('ZREMRANGEBYSCORE', HUBS, '-inf', '(' .. now)
 end
 -- An ended message may have released its group's next one into waiting, and a grouped one
 -- fanned out may wait in this subscription: read the head again then.

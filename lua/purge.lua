@@ -43,7 +43,7 @@ for i = 1, #fields, 2 do
     end
   end
 end
-publish_advanced(channel, topic)
+publish_advanced(channel, topic, now)
 local live = redis.call('ZCARD', tk.waiting) + redis.call('ZCARD', tk.expire) +
   redis.call('ZCARD', tk.fanout) + redis.call('ZCARD', tk.sexpire)
 return {ended, page[1], cutoff,

@@ -67,5 +67,5 @@ end
 if fanning or held then zadd_due(tk.fanout, trigger, member) end
 save_message(tk.msgs, m)
 if fanning or held then fan_out(now, 1) end
-publish_advanced(channel, topic)
+publish_advanced(channel, topic, now)
 return {OK, shown_status(m, now), due_lowered()}

@@ -50,5 +50,5 @@ else
   apply_plan(sch, new_cursor, new_pending, missed, last_fire, written)
 end
 save_schedule(schedules, id, sch)
-publish_advanced(channel, topic)
+publish_advanced(channel, topic, now)
 return {OK, schedule_value(sch.pending) or -1, written, 0, due_lowered()}

@@ -38,5 +38,5 @@ local written, lowest = write_planned(id, sch, 10, now, s)
 sch.paused, sch.gen = false, sch.gen + 1
 apply_plan(sch, tonumber(ARGV[8]), tonumber(ARGV[9]), 0, -1, written)
 save_schedule(schedules, id, sch)
-publish_advanced(channel, topic)
+publish_advanced(channel, topic, now)
 return {OK, sch.gen, 1, written, due_lowered()}

@@ -41,5 +41,5 @@ local written, lowest = write_planned(id, sch, 9, now, s)
 apply_plan(sch, cursor, pending, 0, -1, written)
 save_schedule(schedules, id, sch)
 redis.call('ZADD', ids, 0, id)
-publish_advanced(channel, topic)
+publish_advanced(channel, topic, now)
 return {OK, gen, written, replaced, due_lowered()}

@@ -175,7 +175,7 @@ else
 end
 -- Messages due at once reach the named subscriptions in this same call.
 if fan then fan_out(now, n) end
-publish_advanced(channel, topic)
+publish_advanced(channel, topic, now)
 -- The topic's due time, lowered once for the whole call (every reply carries it).
 local lowered = due_lowered()
 if lowered >= 0 then

@@ -40,5 +40,5 @@ end
 
 time_out()
 in_each_subscription(time_out)
-publish_advanced(channel, topic)
+publish_advanced(channel, topic, now)
 return {requeued, ended_here, record_due(topic_due()) or -1, dead_lettered}

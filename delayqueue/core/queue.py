@@ -198,11 +198,14 @@ class DelayQueue:
         return [as_error(r) if isinstance(r, Exception) else r for r in replies]
 
     def pull(self, topic: str, count: int = 1, ack_timeout_ms: int | None = None,
-             subscription: str | None = None, push: bool = False) -> PullResult:
+             subscription: str | None = None, push: bool = False,
+             waiting_hub: str = "") -> PullResult:
         """Hand out up to ``count`` ready messages (the API's ``batch``), in the default
         subscription or the named ``subscription``. A push subscription refuses a consumer's
         pull (BadRequest); ``push``: the delivery loop's pull there (background/push.py),
-        capped by the subscription's pushConcurrency fleet-wide."""
+        capped by the subscription's pushConcurrency fleet-wide. ``waiting_hub``: a long
+        poll's "<hub id> <lease_ms>" (background/longpoll.py), registered to take the topic's
+        hints when the pull hands out nothing."""
         push_arg = (f"push {self.settings.push_concurrency} {self.settings.push_timeout_millis}"
                     if push else "")
         with redis_errors():
@@ -212,7 +215,7 @@ class DelayQueue:
                 self.context_keys(topic, subscription), now, count,
                 ack_timeout_ms if ack_timeout_ms and ack_timeout_ms > 0 else -1,
                 self.end_life_ms, SCRIPT_LIMIT, self.keys.hint_channel, self.defaults,
-                push_arg, trip=trip)
+                push_arg, trip=trip, waiting_hub=waiting_hub)
             reply = _raise(self._execute(topic, now, trip)[0])
             self.bookkeep(topic, now, reply.lowered_due)
         delivered = [DelayMsg.from_fields(topic, m.msg_id, m.fields, with_receipt=True)

@@ -247,13 +247,14 @@ class Scripts:
     def pull(self, tk: TopicKeys, now_ms: int, count: int, ack_timeout_ms: int,
              end_life_ms: int, promote_limit: int, channel: str,
              defaults: Sequence[str], push: str = "",
-             trip: RoundTrip | None = None) -> PullReply:
+             trip: RoundTrip | None = None, waiting_hub: str = "") -> PullReply:
         """Hand out up to ``count`` ready messages (the API's ``batch``); ``push``: the push
-        delivery loop's "push <concurrency> <timeout_ms>" (lua/pull.lua), '' for a consumer."""
+        delivery loop's "push <concurrency> <timeout_ms>" (lua/pull.lua), '' for a consumer;
+        ``waiting_hub``: a long poll's "<hub id> <lease_ms>" ('' for none)."""
         return self._run(
             "pull", self._keys(tk),
             [now_ms, count, ack_timeout_ms, end_life_ms, promote_limit, channel, tk.topic,
-             push, *defaults], trip,
+             push, waiting_hub, *defaults], trip,
         )
 
     def ack_many(self, tk: TopicKeys, now_ms: int, end_life_ms: int,

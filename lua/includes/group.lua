@@ -182,9 +182,38 @@ local function end_message(m, status, now, retention, window)
   zadd_due(tk.ended, now + math.max(retention, window or 0), m.slot, PURGE_SLACK_MS)
 end
 
--- Publish "<k> <topic>" when this call made k messages ready.
-local function publish_advanced(channel, topic)
-  if advanced.readied > 0 and channel ~= '' then
-    redis.call('PUBLISH', channel, advanced.readied .. ' ' .. topic)
+-- The hubs (one per server process) holding long polls of the topic that wait: zset hub id
+-- -> until when (ms) the hub said so (pull.lua registers it). A hint goes to one of them,
+-- not to every process: one message made ready wakes one waiter, not one per process.
+local HUBS = TOPIC_BASE .. ':hubs'
+
+-- Tell the consumers that k messages became ready: "<k> <topic>" on the channel of one hub
+-- that waits (a share of k on each of several, when k is larger), chosen by the time so
+-- that successive hints take turns; on the channel every hub hears when none waits, the
+-- topic has named subscriptions (a hub's waiters may be of one subscription only), or the
+-- call works in one. A hub that cannot take its share passes it on to every hub; a share
+-- nobody heard (the hub's process is gone; on a Cluster, subscribed through another node)
+-- goes to every hub from here, and that hub leaves the set.
+local function publish_ready(channel, topic, k, now)
+  if k <= 0 or channel == '' then return end
+  local hubs = {}
+  if not tk.sub then hubs = redis.call('ZRANGEBYSCORE', HUBS, now, '+inf') end
+  if #hubs > 0 and redis.call('HLEN', tk.subs) > 0 then hubs = {} end
+  local n, unheard = math.min(k, #hubs), 0
+  local first = now % math.max(#hubs, 1)
+  for i = 0, n - 1 do
+    local share = math.floor(k / n) + (i < k % n and 1 or 0)
+    local hub = hubs[(first + i) % #hubs + 1]
+    if redis.call('PUBLISH', channel .. ':' .. hub, share .. ' ' .. topic) == 0 then
+      redis.call('ZREM', HUBS, hub)
+      unheard = unheard + share
+    end
   end
+  if n == 0 then unheard = k end
+  if unheard > 0 then redis.call('PUBLISH', channel, unheard .. ' ' .. topic) end
+end
+
+-- Publish "<k> <topic>" when this call made k messages ready.
+local function publish_advanced(channel, topic, now)
+  publish_ready(channel, topic, advanced.readied, now)
 end
