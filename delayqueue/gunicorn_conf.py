@@ -52,6 +52,12 @@ keepalive = 5
 # 100 header fields or one over 8190 bytes (431). gunicorn's defaults, stated here because
 # the API documentation names them.
 limit_request_line = 4094
+# gunicorn's C request parser (picohttpparser, the gunicorn_h1c package, a dependency of the
+# server extra) when it is installed, else its pure-Python one: same limits, same errors
+# (gunicorn maps the C parser's to its own), several times less CPU per request line and
+# headers (docs/benchmarks.md, "Single-message path"). "auto" rather than "fast" so a node
+# whose environment lacks the compiled package still starts.
+http_parser = "auto"
 limit_request_fields = 100
 limit_request_field_size = 8190
 loglevel = _settings.log_level
