@@ -288,6 +288,8 @@ def _prefix(topic: str, subscription: str | None) -> str:
 # How a recorded sample is added (Monitor._drain), compared by identity.
 _ADD, _GAPS, _LOOP, _REQUEST = "add", "gaps", "loop", "request"
 _COUNTER_NAMES = frozenset(COUNTERS) | frozenset(PUSH_COUNTERS)
+# Samples recorded and not yet drained into intervals, past which the recording call drains.
+_MAX_LOG = 100_000
 # Field names kept per process; past this many keys (topics x counters) the cache restarts.
 _MAX_NAMES = 100_000
 
@@ -345,8 +347,11 @@ class Monitor:
     # appended, every sample once; one appended while it drains waits for the next flush.
     # Field names are built at the flush, once per distinct key (``_field``).
 
-    def _record(self, how: str, key: tuple, value: float, now_ms: int | None = None) -> None:
-        self._log.append((self.clock.now_ms() if now_ms is None else now_ms, how, key, value))
+    def _record(self, how: str, key: tuple, value: Any) -> None:
+        self._log.append((self.clock.now_ms(), how, key, value))
+        if len(self._log) > _MAX_LOG:   # no flush loop (a bare app, a stalled loop): fold
+            with self._lock:
+                self._drain()
 
     def incr(self, topic: str, counter: str, n: int = 1, *,
              subscription: str | None = None) -> None:
@@ -405,6 +410,9 @@ class Monitor:
         except (redis.RedisError, RedisClusterException):
             return  # never reached Redis, so no clock: an answer must not fail for a count
         self._log.append((now, _REQUEST, (route, code), duration_ms))
+        if len(self._log) > _MAX_LOG:
+            with self._lock:
+                self._drain()
 
     def _drain(self) -> None:
         """Move every recorded sample into its interval's ``_Samples``; the caller holds the

@@ -24,8 +24,8 @@ in a worker), so a keep-alive connection pays for it once.
 
 ``worker-class: gevent`` / ``gthread`` / ``sync`` in our settings select these subclasses;
 they differ from gunicorn's only in that response class, that request class and those error
-answers. gunicorn's C request parser (``gunicorn_h1c``, a dependency of the server) is used by
-its own ``http_parser`` setting (gunicorn_conf.py); both parsers build the same Request.
+answers. Both of gunicorn's request parsers (``http_parser``, gunicorn_conf.py) build that
+Request.
 """
 
 from __future__ import annotations
