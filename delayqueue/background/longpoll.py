@@ -24,7 +24,9 @@ taking turns, or on the channel every hub hears when none is registered or the t
 named subscriptions (lua/includes/group.lua publish_ready). A hub that cannot wake as many
 idle waiters as it was told passes the rest on to every hub, so a hint is never lost to a
 hub whose waiters just left. Under a steady load one ready message wakes one waiter in the
-fleet instead of one per process.
+fleet instead of one per process. On a Cluster every hint goes to every process (a classic
+PUBLISH answers only the subscribers of the node it ran on, so a routed one could not tell a
+hub that is gone from one subscribed elsewhere).
 
 The hub also remembers, per topic, what the process's last pull saw: "ready was empty and
 nothing is due before T", valid while no hint for the topic has arrived since, for at most
@@ -96,9 +98,12 @@ class Quiet:
 class Hub:
     """The process's subscriber and the registry of its held long polls."""
 
-    def __init__(self, client: redis.Redis, channel: str) -> None:
+    def __init__(self, client: redis.Redis, channel: str, routed: bool = True) -> None:
+        """``routed``: this process's long polls register for hints of their own (one Redis);
+        else every hint comes on the channel every process hears (a Cluster)."""
         self._client = client
         self._channel = channel
+        self.routed = routed
         # This process's own channel: hints routed to it alone (publish_ready).
         self.id = secrets.token_hex(6)
         self.own_channel = f"{channel}:{self.id}"
@@ -320,7 +325,7 @@ def long_poll(queue: DelayQueue, hub: Hub, clock: Clock, topic: str, count: int,
     deadline = time.monotonic() + timeout_ms / 1000.0
     # A pull that hands out nothing registers this hub for the topic's hints (lua/pull.lua).
     waiting_hub = f"{hub.id} {int(safety_s * 1000 * HUB_LEASES)}" \
-        if hub.subscribed.is_set() else ""
+        if hub.routed and hub.subscribed.is_set() else ""
     # Register before the first pull so a hint between the pull and the wait is not lost.
     waiter = hub.register(topic, subscription)
     own_timer = False
