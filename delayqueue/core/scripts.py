@@ -185,17 +185,14 @@ class Scripts:
         }
         # How a call reaches Redis (Cluster pipelines, redis-wait-replicas): script_runner.py.
         self.runner = runner or ScriptRunner(client)
+        # Whether the topic scripts lower the namespace due index themselves (one Redis); on
+        # a Cluster the caller lowers it to the due time a script answers (_keys).
+        self.lowers_due_index = not self.runner.cluster
 
     def _keys(self, tk: TopicKeys | SubscriptionKeys) -> tuple[str, ...]:
         """The KEYS of a topic script: KEYS[19] is the namespace due index on one Redis (the
         script lowers it in the same call), the topic's due record on a Cluster."""
-        return tk.queues if self.runner.cluster else tk.direct_queues
-
-    @property
-    def lowers_due_index(self) -> bool:
-        """Whether the topic scripts lower the namespace due index themselves (one Redis);
-        on a Cluster the caller lowers it to the due time a script answers."""
-        return not self.runner.cluster
+        return tk.direct_queues if self.lowers_due_index else tk.queues
 
     def script(self, name: str) -> Script:
         return self._scripts[name]

@@ -17,7 +17,7 @@ from support.lua import CHANNEL, DEFAULTS, END_LIFE, HOUR, NS, T0, pull, pulled_
 def cluster_scripts(redis_client):
     """The scripts with the keys a Cluster gets: KEYS[19] is the topic's due record."""
     scripts = Scripts(redis_client)
-    scripts._keys = lambda keys: keys.queues
+    scripts.lowers_due_index = False
     return scripts
 
 
