@@ -9,4 +9,6 @@
 local dead, config, msgs, ended = tk.dead, tk.config, tk.msgs, tk.ended
 local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 
-return trim_dead(msgs, ended, dead, now, topic_settings(config, tk.topic_config), limit)
+local trimmed = trim_dead(msgs, ended, dead, now, topic_settings(config, tk.topic_config), limit)
+due_lowered()   -- bodies a named subscription let go are retained: their purge
+return trimmed

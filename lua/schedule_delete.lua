@@ -17,4 +17,5 @@ if not sch then return {NO_MESSAGE, 0} end
 local dropped = drop_waiting(id, sch, now, end_life)
 redis.call('HDEL', schedules, id)
 redis.call('ZREM', ids, id)
+due_lowered()   -- the dropped occurrence's retention (no caller copies it: a Cluster's sweep)
 return {OK, dropped}
