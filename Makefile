@@ -3,7 +3,7 @@ VENV := .venv
 PY := python3
 PYTEST_ARGS ?=
 
-.PHONY: install install-server constraints system-deps lint run test ha chaos fuzz wheel report bench bench-deps bench-report bench-groups bench-controls bench-subscriptions bench-push clean
+.PHONY: install install-server constraints system-deps lint run test ha chaos fuzz wheel report bench bench-deps bench-report bench-groups bench-controls bench-subscriptions bench-push bench-single clean
 
 # One venv, one stamp per set of extras installed into it, each redone when pyproject.toml
 # changes: `make run` installs the server alone (`.[server]`: seconds with pip's cache warm);
@@ -149,6 +149,17 @@ bench-subscriptions: install
 PUSH_ARGS ?=
 bench-push: install
 	$(VENV)/bin/python bench/push_bench.py $(PUSH_ARGS)
+
+# The single-message plain path, issue 29 (bench/single_path.py, ~3 min): sendMsg, a
+# longPollingMsg of batch 1 and ackMsg with the receipt, per delivered message: node CPU (every
+# worker) against the HTTP floor's Flask request measured in the same run (bars: <= 4.0 at full
+# speed, <= 5.0 paced at 200 msg/s), Redis CPU, HTTP requests, Redis commands and round trips,
+# pull script calls and empty pulls (MONITOR, in a window of its own; bar paced: <= 0.1), lags.
+# Figures go to docs/benchmarks.md. SINGLE_ARGS='--quick' scales it down (~1 min),
+# '--mode paced' runs one mode, '--tree ../old --tree . --rounds 3' alternates two source trees.
+SINGLE_ARGS ?=
+bench-single: install bench-deps
+	$(VENV)/bin/python bench/single_path.py $(SINGLE_ARGS)
 
 # constraints.txt: the exact version of every package the server image installs (the
 # Dockerfile's dependency layer installs with -c constraints.txt), frozen from a clean venv

@@ -180,13 +180,14 @@ class Stack:
 
 @contextlib.contextmanager
 def stack(*, workers: int = 2, with_node: bool = True, settings: dict[str, Any] | None = None,
-          slowlog: bool = False) -> Iterator[Stack]:
+          slowlog: bool = False, wrapper: Sequence[str] = ()) -> Iterator[Stack]:
     """Start redis-server (and a node), yield them, stop both whatever happens.
 
     ``slowlog=True`` logs every Redis command slower than 1 ms (1024 entries kept), for
     workloads that report the slowest command. The node runs on the project's own venv
     (``.venv``, what ``make install`` builds, the deployed dependency set), not on the
-    benchmark venv with its peers and load-generator libraries.
+    benchmark venv with its peers and load-generator libraries. ``wrapper`` prefixes the
+    node's command (single_path.py's ``--tree``: ``env -C TREE PYTHONPATH=TREE``).
     """
     with tempfile.TemporaryDirectory(prefix="dq-bench-") as tmp:
         workdir = Path(tmp)
@@ -200,7 +201,8 @@ def stack(*, workers: int = 2, with_node: bool = True, settings: dict[str, Any] 
                 client.config_set("slowlog-max-len", 1024)
             if with_node:
                 node = ServerProcess(server.url, workers=workers, settings=settings or {},
-                                     log_path=workdir / "node.log", python=SERVER_PYTHON).start()
+                                     log_path=workdir / "node.log", python=SERVER_PYTHON,
+                                     wrapper=wrapper).start()
             progress(f"redis {server.url}" + (f", node {node.url} ({workers} workers)"
                                               if node else ""))
             yield Stack(server, node, client, workdir)

@@ -40,6 +40,8 @@ WORKLOADS: dict[str, tuple[str, list[str], list[str]]] = {
     "w4": ("w4_longpoll.py", ["--polls", "2000"], ["--polls", "500", "--trickle", "100"]),
     "w5": ("w5_backlog.py", [], ["--backlog", "50000", "--sends", "3000"]),
     "w6": ("w6_precision.py", ["--duration", "180"], ["--duration", "15"]),
+    # issue 29: the single-message plain path, full speed and paced at 200/s.
+    "single": ("single_path.py", [], ["--quick"]),
     "peers": ("peers_compare.py", ["--workload", "all", "--duration", "60"],
               ["--workload", "all", "--duration", "10", "--per-topic", "100"]),
 }
@@ -99,6 +101,16 @@ BARS: list[tuple[str, str, str, str, Callable[[Any], bool]]] = [
     ("w5", "W5 sendMsg p99 with / without backlog", "send_p99_ratio", "<= 1.5",
      lambda v: v <= 1.5),
     ("w6", "W6 lag p99 (ms)", "lag_ms/p99", "<= 10", lambda v: v <= 10),
+    ("single", "single path, full: node CPU per message (us)", "full/node_cpu_us",
+     "(reported)", lambda v: True),
+    ("single", "single path, full: node CPU / floor request", "full/node_cpu_ratio_to_floor",
+     "<= 4.0", lambda v: v <= 4.0),
+    ("single", "single path, paced 200/s: node CPU / floor", "paced/node_cpu_ratio_to_floor",
+     "<= 5.0", lambda v: v <= 5.0),
+    ("single", "single path, paced: empty pulls per message", "paced/empty_pulls", "<= 0.1",
+     lambda v: v <= 0.1),
+    ("single", "single path, paced: lag p99, triggerTime (ms)", "paced/lag_ms/p99",
+     "(reported)", lambda v: True),
 ]
 
 
