@@ -4,7 +4,7 @@
   A late ack of a message given back after an ack timeout or a nack (ready (2), or waiting
   (1) for a delayed redelivery, delivered before and not yet redelivered) is accepted too:
   it saves a duplicate delivery.
-  KEYS: the 18 keys (includes/keys.lua).
+  KEYS: the 19 keys (includes/keys.lua).
   ARGV[1] now_ms  ARGV[2] end_life_ms  ARGV[3] hint channel ('' = publish nothing)
   ARGV[4] topic  ARGV[5] n, the number of acks
   then n times: msg_id, receipt ('' = none: camellia's rules)
@@ -20,8 +20,9 @@
              STALE_RECEIPT the receipt is not the latest delivery's (409), also when the
              message was never delivered since (a replace, send.lua, began it again)
     fields   {m, p, t, e, r, n, s, a, c, g} after the ack, or {}
-    lowered_due  the triggerTime of a group's next message this ack put into waiting (the
-             caller lowers the due index to it), else -1
+    lowered_due  the topic's new due time if this call brought it forward (a group's next
+             message put into waiting, an ended record's purge), the same in every reply
+             of the call, else -1
   Memory: drains (first write ZREM; the record keeps its size, its queue entry becomes an
   ended entry): runs over maxmemory.
   Publishes "<k> <topic>" when the acks made k of their groups' next messages ready. ]]
@@ -52,13 +53,19 @@ local function ack_one(msg_id, receipt)
   if stale_receipt(m, receipt) then return {STALE_RECEIPT, m, -1} end
   if status == Status.ACKED then return {ALREADY_ACKED, m, -1} end
 
-  advanced.due = false
   end_message(m, Status.ACKED, now, end_life, dedup_window())
-  return {status == Status.CONSUMING and OK or ACKED_LATE, m, advanced_due()}
+  return {status == Status.CONSUMING and OK or ACKED_LATE, m, -1}
 end
 
 local replies = each_on_its_own(n, function(i)
   return ack_one(ARGV[4 + 2 * i], ARGV[5 + 2 * i])
 end)
-publish_advanced(channel, topic)
+publish_advanced(channel, topic, now)
+-- The topic's due time, lowered once for the whole call (every reply carries it).
+local lowered = due_lowered()
+if lowered >= 0 then
+  for _, reply in ipairs(replies) do
+    if reply[3] then reply[3] = lowered end
+  end
+end
 return replies

@@ -1,7 +1,7 @@
 --[[ Change a delivery's ack deadline: consuming (3) stays consuming until now + timeout (a
   long handler's heartbeat); timeout 0 gives it up at once: ready (2) at the tail of the
   queue with no backoff, or retry exhausted (6) when its deliveries or life are used up.
-  KEYS: the 18 keys (includes/keys.lua).
+  KEYS: the 19 keys (includes/keys.lua).
   ARGV[1] msg_id  ARGV[2] now_ms  ARGV[3] timeout_ms (>= 0)
   ARGV[4] receipt ('' = none)  ARGV[5] end_life_ms  ARGV[6] hint channel  ARGV[7] topic
   ARGV[8..18] the server's default settings
@@ -19,13 +19,12 @@ local m = find_message(tk.msgs, msg_id)
 local refused = refuse_delivery_change(m, receipt)
 if refused then return {refused, m and shown_status(m, now) or {}, -1, 0} end
 
-local before = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
 redis.call('ZREM', tk.ack, m.slot)   -- first (see Memory above)
 if timeout > 0 then
-  redis.call('ZADD', tk.ack, now + timeout, m.slot)
-  return {OK, m, lowered_due(before, tk.waiting, tk.ack, tk.expire, tk.ended), 0}
+  zadd_due(tk.ack, now + timeout, m.slot)
+  return {OK, m, due_lowered(), 0}
 end
 local s = topic_settings(tk.config, tk.topic_config)
 local _, dead_lettered = redeliver(m, now, 0, end_life, s)
-publish_advanced(channel, topic)
-return {OK, m, lowered_due(before, tk.waiting, tk.ack, tk.expire, tk.ended), dead_lettered}
+publish_advanced(channel, topic, now)
+return {OK, m, due_lowered(), dead_lettered}

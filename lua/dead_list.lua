@@ -1,5 +1,5 @@
 --[[ Read a page of the topic's dead letters, oldest death first. Read only.
-  KEYS: the 18 keys (includes/keys.lua); only dead, config and msgs are read.
+  KEYS: the 19 keys (includes/keys.lua); only dead, config and msgs are read.
   ARGV[1] now_ms  ARGV[2] limit (<= 1000)
   ARGV[3] cursor death time (ms, '' = from the start)  ARGV[4] cursor slot
   ARGV[5..15] the server's default settings

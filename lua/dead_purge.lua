@@ -1,5 +1,5 @@
 --[[ Remove dead letters for good: one, or the oldest `limit` (the caller repeats for all).
-  KEYS: the 18 keys (includes/keys.lua); only dead, msgs and ended are touched.
+  KEYS: the 19 keys (includes/keys.lua); only dead, msgs and ended are touched.
   ARGV[1] msg_id ('' = the oldest `limit`)  ARGV[2] limit (<= 1000)
   Returns: {outcome, count}; outcome NO_MESSAGE when msg_id is not a dead letter.
   Memory: shrinks (first write ZREM). ]]

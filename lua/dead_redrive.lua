@@ -1,6 +1,6 @@
 --[[ Redrive dead letters: retry exhausted (6) -> ready (2) at the tail of the queue, with
   retry 0, triggerTime now and a fresh expireTime (now + the topic's ttl).
-  KEYS: the 18 keys (includes/keys.lua); config is read only.
+  KEYS: the 19 keys (includes/keys.lua); config is read only.
   ARGV[1] now_ms  ARGV[2] msg_id ('' = the oldest `limit`)
   ARGV[3] limit (<= 1000)  ARGV[4] hint channel  ARGV[5] topic
   ARGV[6..] the server's default settings
@@ -24,7 +24,6 @@ else
   slots = redis.call('ZRANGE', tk.dead, 0, limit - 1)
 end
 local s = topic_settings(tk.config, tk.topic_config)
-local before = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
 local count = 0
 for _, slot in ipairs(slots) do
   redis.call('ZREM', tk.dead, slot)
@@ -40,7 +39,7 @@ for _, slot in ipairs(slots) do
         local due = bare_entry(m)
         if due then
           local d = fresh_delivery(m, due)
-          redis.call('ZADD', tk.expire, d[EXPIRE_TIME], slot)
+          zadd_due(tk.expire, d[EXPIRE_TIME], slot)
           save_message(tk.msgs, d)
         end
       end)
@@ -55,6 +54,6 @@ for _, slot in ipairs(slots) do
     count = count + 1
   end
 end
-publish_advanced(channel, topic)
+publish_advanced(channel, topic, now)
 if msg_id ~= '' and count == 0 then return {NO_MESSAGE, 0, -1} end
-return {OK, count, lowered_due(before, tk.waiting, tk.ack, tk.expire, tk.ended)}
+return {OK, count, due_lowered()}

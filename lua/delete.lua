@@ -1,6 +1,6 @@
 --[[ Delete a live message: waiting / ready / consuming -> deleted (7), out of every queue, in
   the default subscription and in every named one that holds it (includes/fanout.lua).
-  KEYS: the 18 keys (includes/keys.lua).
+  KEYS: the 19 keys (includes/keys.lua).
   ARGV[1] msg_id  ARGV[2] now_ms  ARGV[3] end_life_ms  ARGV[4] release (1 = remove the body
   now)  ARGV[5] hint channel ('' = publish nothing)  ARGV[6] topic
   ARGV[7..] the server's default settings (includes/settings.lua): the topic's
@@ -11,7 +11,7 @@
     outcome  OK deleted (fields as of the delete);
              NO_MESSAGE no such live message (404); with release=1 a retained ended body
              (a dead letter too) is removed all the same
-    lowered_due  the triggerTime of the group's next message put into waiting, else -1
+    lowered_due  the topic's new due time if this call brought it forward, else -1
   Memory: drains (first write ZREM): runs over maxmemory.
   Publishes "1 <topic>" when its group's next message became ready. ]]
 --@include settings
@@ -27,5 +27,5 @@ local ended = end_everywhere(m, Status.DELETED, now, end_life, window)
 if release then release_everywhere(m) end
 if not ended then return {NO_MESSAGE, {}, -1} end
 m[STATUS] = num(Status.DELETED)   -- the answer, as a saved record's field reads
-publish_advanced(channel, topic)
-return {OK, m, advanced_due()}
+publish_advanced(channel, topic, now)
+return {OK, m, due_lowered()}

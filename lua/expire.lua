@@ -9,7 +9,7 @@
   the ack timeout ends it (6) instead of redelivering.
   Purge: at most `limit` ended records (4..7, dead letters too) whose `ended` score (the end
   of their retention) is <= now are removed, with their dead-queue entry.
-  KEYS: the 18 keys (includes/keys.lua).
+  KEYS: the 19 keys (includes/keys.lua).
   ARGV[1] now_ms  ARGV[2] limit (<= 1000)  ARGV[3] end_life_ms  ARGV[4] hint channel
   ARGV[5] topic  ARGV[6..] the server's default settings
   A blocked message of a group expires where it waits; an expired group front releases its
@@ -73,5 +73,5 @@ end
 expire_here()
 expire_bare()
 in_each_subscription(expire_here)
-publish_advanced(channel, topic)
-return {expired, exhausted, scanned, topic_due() or -1, dead_lettered, purged}
+publish_advanced(channel, topic, now)
+return {expired, exhausted, scanned, record_due(topic_due()) or -1, dead_lettered, purged}

@@ -1,5 +1,5 @@
 --[[ Read one message (getMsg). Read only.
-  KEYS: the 18 keys (includes/keys.lua); msgs, ended, ack and dead are read.
+  KEYS: the 19 keys (includes/keys.lua); msgs, ended, ack and dead are read.
   ARGV[1] msg_id  ARGV[2] now_ms ('' = also an ended message past its retention, not yet
   purged: for tests and tools)
   Returns: {m, p, t, e, r, n, s, a, c, g, slot, ack_deadline, dead_time, held}, or {} when there is

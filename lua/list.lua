@@ -1,5 +1,5 @@
 --[[ Read a page of a topic's live messages (listMsg), in one queue's order. Read only.
-  KEYS: the 18 keys (includes/keys.lua); waiting, ready, ack, blocked, msgs are read.
+  KEYS: the 19 keys (includes/keys.lua); waiting, ready, ack, blocked, msgs are read.
   ARGV[1] now_ms  ARGV[2] view: waiting (status 1, by triggerTime), ready (2, in delivery
   order), ack (3, by ack deadline), or blocked (behind their group's head, each group in its
   order, groups by groupId)  ARGV[3] limit (<= 1000)  ARGV[4] max_bytes (the bodies of one

@@ -2,7 +2,7 @@
   <legacy prefix><msgId>, fields m p t e r n s a c, ended ones with a TTL) into records of the
   topic's msgs hash (includes/message.lua). Idempotent: a msgId without an old hash is
   skipped, so a slot or an id converted by an earlier run is left as it is.
-  KEYS: the 18 keys (includes/keys.lua).
+  KEYS: the 19 keys (includes/keys.lua).
   ARGV[1] legacy msg prefix (same hash tag)  ARGV[2] now_ms  ARGV[3..] msgIds (<= 1000)
   Each message takes the topic's next acceptance sequence; its entries in waiting / ready /
   ack / expire / dead move to its slot (waiting, ready: its queue member) with their scores; an ended message's remaining TTL becomes its `ended` score; the old hash is deleted.

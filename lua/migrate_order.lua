@@ -3,7 +3,7 @@
   message takes the topic's next acceptance sequence and keeps its score. Idempotent: a
   member that is no slot of a record (already converted) is skipped. Consuming records keep
   no sequence (they read as 0) until they are sent again.
-  KEYS: the 18 keys (includes/keys.lua).
+  KEYS: the 19 keys (includes/keys.lua).
   ARGV[1] 'waiting' or 'ready'  ARGV[2..] members of that zset (<= 1000), as ZSCAN found them
   Returns: {converted, skipped}
   Memory: first write ZREM: runs over maxmemory (it renames, never adds, an entry). ]]

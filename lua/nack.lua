@@ -1,7 +1,7 @@
 --[[ Negative ack: give a delivery back. consuming (3) -> ready (2) at the tail of the queue,
   or -> waiting (1) until now + delay, or -> retry exhausted (6) when its deliveries are used
   up or the redelivery would come at or after its expireTime.
-  KEYS: the 18 keys (includes/keys.lua).
+  KEYS: the 19 keys (includes/keys.lua).
   ARGV[1] msg_id  ARGV[2] now_ms  ARGV[3] end_life_ms
   ARGV[4] receipt ('' = none)  ARGV[5] delay_ms (-1: the topic's redelivery backoff)
   ARGV[6] hint channel  ARGV[7] topic  ARGV[8..18] the server's default settings
@@ -28,7 +28,6 @@ if refused then return {refused, m and shown_status(m, now) or {}, -1, 0} end
 
 local s = topic_settings(tk.config, tk.topic_config)
 if delay < 0 then delay = backoff(s, tonumber(m[DELIVERIES])) end
-local before = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
 local _, dead_lettered = redeliver(m, now, delay, end_life, s)
-publish_advanced(channel, topic)
-return {OK, m, lowered_due(before, tk.waiting, tk.ack, tk.expire, tk.ended), dead_lettered}
+publish_advanced(channel, topic, now)
+return {OK, m, due_lowered(), dead_lettered}

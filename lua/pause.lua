@@ -2,7 +2,7 @@
   hand nothing out (pull.lua), while sends, promotion, ack timeouts and expiry go on. The
   pause is the field `paused` of the topic's config hash (read with the settings, kept by a
   settings reset).
-  KEYS: the 18 keys (includes/keys.lua); config is written, the others read.
+  KEYS: the 19 keys (includes/keys.lua); config is written, the others read.
   ARGV[1] paused (1 pause / 0 resume)  ARGV[2] known (1: the caller knows the topic exists,
   as its registry says)  ARGV[3] hint channel  ARGV[4] topic
   Returns: {outcome, changed, ready}

@@ -1,6 +1,6 @@
 --[[ Move due messages from waiting (1) to ready (2), in the default subscription and in every
   named one, and hand due messages to the named subscriptions (includes/fanout.lua).
-  KEYS: the 18 keys (includes/keys.lua).
+  KEYS: the 19 keys (includes/keys.lua).
   ARGV[1] now_ms  ARGV[2] limit (<= 1000)  ARGV[3] hint channel  ARGV[4] topic
   Returns: {moved, gaps, due}; the caller repeats while moved equals limit.
     due  the topic's next due time (its subscriptions' included), -1 when it holds nothing
@@ -20,5 +20,5 @@ in_each_subscription(function()
   moved = moved + more
   for _, gap in ipairs(more_gaps) do gaps[#gaps + 1] = gap end
 end)
-publish_advanced(channel, topic)
-return {moved, gaps, topic_due() or -1}
+publish_advanced(channel, topic, now)
+return {moved, gaps, record_due(topic_due()) or -1}

@@ -4,13 +4,16 @@
   time never waits for a scheduler. A message past its expireTime, or past its deliveries,
   is never handed out: it ends (5 if never delivered, else 6, a dead letter).
   Each delivery gets a new receipt (field c): only it can ack, nack or extend the delivery.
-  KEYS: the 18 keys (includes/keys.lua); config is read only.
+  KEYS: the 19 keys (includes/keys.lua); config is read only.
   ARGV[1] now_ms  ARGV[2] count (<= 1000; the API's `batch`)
   ARGV[3] ack_timeout_ms (-1: the topic's)
   ARGV[4] end_life_ms  ARGV[5] promote limit  ARGV[6] hint channel  ARGV[7] topic
   ARGV[8] '' for a consumer's pull; "push <concurrency> <timeout_ms>" for the push delivery
           loop's, with the server's pushConcurrency and pushTimeoutMillis
-  ARGV[9..] the server's default settings
+  ARGV[9]  "<hub id> <lease_ms>" for a long poll's pull ('' otherwise): when it hands out
+          nothing (the poll waits), the hub is registered to take the topic's hints for
+          lease_ms (includes/group.lua publish_ready)
+  ARGV[10..] the server's default settings
   A push subscription (its config has pushUrl) is pushed, not pulled: a consumer's pull there
   is refused with the error "PUSHSUBSCRIPTION" before anything is read or written. The push
   loop's pull hands out at most pushConcurrency minus the deliveries consuming now (so the
@@ -30,7 +33,8 @@
   counts, but pops nothing and publishes nothing.
   Memory: drains (first write ZREM or ZPOPMIN): runs over maxmemory, so a full Redis drains.
   Publishes "<ready_left> <topic>" when it promoted messages, or made a group's next message
-  ready, and did not hand them all out, so consumers held on other processes take them. ]]
+  ready, and did not hand them all out, so consumers held on other processes take them
+  (publish_ready: to one waiting hub). ]]
 --@include promote
 --@include dead_letter
 --@include fanout
@@ -38,6 +42,8 @@ local now, count, ack_timeout = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(A
 local end_life, promote_limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 local channel, topic = ARGV[6], ARGV[7]
 local push_concurrency, push_timeout = string.match(ARGV[8], '^push (%d+) (%d+)$')
+local waiting_hub, hub_lease = string.match(ARGV[9], '^(%S+) (%d+)$')
+hub_lease = tonumber(hub_lease)
 
 local s = topic_settings(tk.config, tk.topic_config)
 if ack_timeout < 0 then ack_timeout = s.ackTimeoutMillis end
@@ -54,9 +60,15 @@ if push_concurrency then
     ack_timeout = math.max(ack_timeout, (s.pushTimeoutMillis or tonumber(push_timeout)) + 1000)
   end
 end
-local before = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
-local promoted, gaps = promote(now, promote_limit)
-local fanned, fanned_expiry = fan_out(now, promote_limit)
+-- The waiting head: promote only when it is due, and answer it as the next trigger time
+-- unless this call changed waiting (read again below).
+local head = redis.call('ZRANGE', tk.waiting, 0, 0, 'WITHSCORES')
+local promoted, gaps = 0, {}
+if head[2] and tonumber(head[2]) <= now then
+  promoted, gaps = promote(now, promote_limit)
+  head = false
+end
+local fanned = fan_out(now, promote_limit)
 
 local messages, ended_here, dead_lettered = {}, 0, 0
 -- Bounded work: skipping dead entries costs at most `count` extra pops per call.
@@ -81,9 +93,9 @@ while #messages < count and pops_left > 0 do
     else
       m[DELIVERIES], m[STATUS], m.dt = deliveries + 1, Status.CONSUMING, now
       -- first delivery in a named subscription: its expiry is this subscription's from now
-      if m.fresh then redis.call('ZADD', tk.expire, m[EXPIRE_TIME], slot) end
+      if m.fresh then zadd_due(tk.expire, m[EXPIRE_TIME], slot) end
       save_message(tk.msgs, m)
-      redis.call('ZADD', tk.ack, now + ack_timeout, slot)
+      zadd_due(tk.ack, now + ack_timeout, slot)
       table.insert(m, 1, m.id)
       messages[#messages + 1] = m
     end
@@ -94,9 +106,19 @@ local ready_left = redis.call('ZCARD', tk.ready)
 if fanned > 0 then   -- handed to the named subscriptions: their consumers wake too
   redis.call('PUBLISH', channel, math.max(ready_left, fanned) .. ' ' .. topic)
 elseif advanced.readied > 0 and ready_left > 0 and not s.paused then   -- promoted, or a group's next released
-  redis.call('PUBLISH', channel, ready_left .. ' ' .. topic)
+  publish_ready(channel, topic, ready_left, now)
 end
-local head = redis.call('ZRANGE', tk.waiting, 0, 0, 'WITHSCORES')
+-- A long poll about to wait: its hub takes hints for the topic until the lease ends
+-- (includes/group.lua publish_ready); lapsed hubs leave.
+if waiting_hub and #messages == 0 and not tk.sub then
+  redis.call('ZADD', HUBS, now + hub_lease, waiting_hub)
+  redis.call('ZREMRANGEBYSCORE', HUBS, '-inf', '(' .. now)
+end
+-- An ended message may have released its group's next one into waiting, and a grouped one
+-- fanned out may wait in this subscription: read the head again then.
+if not head or ended_here > 0 or fanned > 0 then
+  head = redis.call('ZRANGE', tk.waiting, 0, 0, 'WITHSCORES')
+end
 local next_trigger = head[2] and tonumber(head[2]) or -1
 if tk.sub then   -- a named subscription's next message may still be in the fan-out
   local fanning = redis.call('ZRANGE', tk.fanout, 0, 0, 'WITHSCORES')
@@ -104,6 +126,5 @@ if tk.sub then   -- a named subscription's next message may still be in the fan-
     next_trigger = tonumber(fanning[2])
   end
 end
-local lowered = lowered_due(before, tk.waiting, tk.ack, tk.expire, tk.ended)
-if fanned_expiry and (lowered < 0 or fanned_expiry < lowered) then lowered = fanned_expiry end
-return {messages, promoted, gaps, ended_here, next_trigger, ready_left, lowered, dead_lettered}
+return {messages, promoted, gaps, ended_here, next_trigger, ready_left, due_lowered(),
+  dead_lettered}

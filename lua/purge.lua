@@ -5,7 +5,7 @@
   queues while the purge runs slice by slice is still found: HSCAN returns every field present
   from the first slice to the last at least once. A message accepted after the cutoff (a
   higher acceptance sequence) is left alone; ended records are skipped.
-  KEYS: the 18 keys (includes/keys.lua).
+  KEYS: the 19 keys (includes/keys.lua).
   ARGV[1] now_ms  ARGV[2] end_life_ms  ARGV[3] cutoff (the last acceptance sequence to purge;
   -1: the topic's sequence now, for the first slice)  ARGV[4] HSCAN cursor ('0' to start)
   ARGV[5] HSCAN COUNT  ARGV[6] hint channel  ARGV[7] topic  ARGV[8] budget (most messages
@@ -29,7 +29,6 @@ local budget = tonumber(ARGV[8])
 local window = topic_settings(tk.config, tk.topic_config).dedupWindowMillis
 
 if cutoff < 0 then cutoff = tonumber(redis.call('GET', tk.seq) or '0') end
-local before = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
 local page = redis.call('HSCAN', tk.msgs, cursor, 'COUNT', count)
 local fields, ended = page[2], 0
 for i = 1, #fields, 2 do
@@ -44,8 +43,8 @@ for i = 1, #fields, 2 do
     end
   end
 end
-publish_advanced(channel, topic)
+publish_advanced(channel, topic, now)
 local live = redis.call('ZCARD', tk.waiting) + redis.call('ZCARD', tk.expire) +
   redis.call('ZCARD', tk.fanout) + redis.call('ZCARD', tk.sexpire)
 return {ended, page[1], cutoff,
-  lowered_due(before, tk.waiting, tk.ack, tk.expire, tk.ended), live}
+  due_lowered(), live}

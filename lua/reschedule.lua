@@ -1,7 +1,7 @@
 --[[ Move a waiting (1) or ready (2) message to a new triggerTime (in every named subscription
   too: only while none of them has begun delivering it, else CONSUMING): waiting again, or ready
   (at the tail of the queue) when due now; its expireTime moves with it (the same ttl).
-  KEYS: the 18 keys (includes/keys.lua).
+  KEYS: the 19 keys (includes/keys.lua).
   ARGV[1] msg_id  ARGV[2] now_ms  ARGV[3] trigger_ms (a past one means now)
   ARGV[4] hint channel  ARGV[5] topic
   Returns: {outcome, fields, lowered_due}
@@ -35,7 +35,6 @@ if held then
   if delivered then return {CONSUMING, m, -1} end
 end
 
-local before = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
 if trigger < now then trigger = now end
 redis.call('ZREM', tk.fanout, member)   -- first write ZREM (see Memory above)
 if held then
@@ -65,8 +64,8 @@ if in_default then
   if front then place(m, now, now) end
 end
 -- headed for the named subscriptions again, at its new time
-if fanning or held then redis.call('ZADD', tk.fanout, trigger, member) end
+if fanning or held then zadd_due(tk.fanout, trigger, member) end
 save_message(tk.msgs, m)
 if fanning or held then fan_out(now, 1) end
-publish_advanced(channel, topic)
-return {OK, shown_status(m, now), lowered_due(before, tk.waiting, tk.ack, tk.expire, tk.ended)}
+publish_advanced(channel, topic, now)
+return {OK, shown_status(m, now), due_lowered()}

@@ -1,7 +1,7 @@
 --[[ Advance a recurring schedule (the schedules loop): write the occurrences planned after
   its cursor and move the cursor, as one compare-and-set; or, with no plan, repair it: write
   its waiting occurrence again when that was deleted or purged before its fire time.
-  KEYS: the 18 keys (includes/keys.lua), then KEYS[19] schedules (includes/schedule.lua).
+  KEYS: the 19 keys (includes/keys.lua), then KEYS[20] schedules (includes/schedule.lua).
   ARGV[1] now_ms  ARGV[2] hint channel  ARGV[3] topic  ARGV[4] scheduleId
   ARGV[5] expected gen  ARGV[6] expected cursor (the plan was made from these)
   ARGV[7] new cursor (-1: a repair, no plan: the state stays)  ARGV[8] new pending (-1: none,
@@ -23,7 +23,7 @@
   before anything is written.
   Publishes "<k> <topic>" when k occurrences are ready at once (late ones). ]]
 --@include schedule
-local schedules = KEYS[19]
+local schedules = KEYS[20]
 local now, channel, topic, id = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
 local gen, cursor = tonumber(ARGV[5]), tonumber(ARGV[6])
 local new_cursor, new_pending = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -37,7 +37,6 @@ if sch.gen ~= gen or sch.cursor ~= cursor or sch.paused then
   return {KEPT, pending, 0, paused, -1}
 end
 local s = topic_settings(tk.config, tk.topic_config)
-local before = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
 local written, lowest = 0, false
 if new_cursor < 0 then
   -- A repair: the waiting occurrence, only before its fire time (never a due one again).
@@ -51,5 +50,5 @@ else
   apply_plan(sch, new_cursor, new_pending, missed, last_fire, written)
 end
 save_schedule(schedules, id, sch)
-publish_advanced(channel, topic)
-return {OK, schedule_value(sch.pending) or -1, written, 0, schedule_lowered(before, lowest)}
+publish_advanced(channel, topic, now)
+return {OK, schedule_value(sch.pending) or -1, written, 0, due_lowered()}

@@ -1,5 +1,5 @@
 --[[ Pause or resume a recurring schedule (pauseSchedule / resumeSchedule).
-  KEYS: the 18 keys (includes/keys.lua), then KEYS[19] schedules (includes/schedule.lua).
+  KEYS: the 19 keys (includes/keys.lua), then KEYS[20] schedules (includes/schedule.lua).
   ARGV[1] now_ms  ARGV[2] hint channel  ARGV[3] topic  ARGV[4] scheduleId  ARGV[5] end_life_ms
   ARGV[6] paused (1 pause / 0 resume)  ARGV[7] expected gen (resume: the plan was made from it;
   pause: ignored)  ARGV[8] cursor  ARGV[9] pending (-1: none)  ARGV[10] n, then n (fireTime,
@@ -19,7 +19,7 @@
   Memory: grows Redis on resume (a record); pause drains.
   Publishes "<k> <topic>" when a resumed occurrence is ready at once. ]]
 --@include schedule
-local schedules = KEYS[19]
+local schedules = KEYS[20]
 local now, channel, topic, id = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
 local end_life, pause, gen = tonumber(ARGV[5]), ARGV[6] == '1', tonumber(ARGV[7])
 
@@ -34,10 +34,9 @@ if pause then
 end
 if sch.gen ~= gen then return {KEPT, sch.gen, 0, 0, -1} end
 local s = topic_settings(tk.config, tk.topic_config)
-local before = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
 local written, lowest = write_planned(id, sch, 10, now, s)
 sch.paused, sch.gen = false, sch.gen + 1
 apply_plan(sch, tonumber(ARGV[8]), tonumber(ARGV[9]), 0, -1, written)
 save_schedule(schedules, id, sch)
-publish_advanced(channel, topic)
-return {OK, sch.gen, 1, written, schedule_lowered(before, lowest)}
+publish_advanced(channel, topic, now)
+return {OK, sch.gen, 1, written, due_lowered()}

@@ -1,6 +1,6 @@
 --[[ Create or replace a recurring schedule (createSchedule) and write its first occurrence.
-  KEYS: the 18 keys (includes/keys.lua), then KEYS[19] schedules (hash scheduleId ->
-  JSON: includes/schedule.lua), KEYS[20] schedule-ids (zset, scores 0: the hash's ids, for
+  KEYS: the 19 keys (includes/keys.lua), then KEYS[20] schedules (hash scheduleId ->
+  JSON: includes/schedule.lua), KEYS[21] schedule-ids (zset, scores 0: the hash's ids, for
   listSchedules' pages by ZRANGEBYLEX).
   ARGV[1] now_ms  ARGV[2] hint channel  ARGV[3] topic  ARGV[4] scheduleId  ARGV[5] end_life_ms
   ARGV[6] the definition (JSON object: core/schedules.py)
@@ -22,14 +22,13 @@
   script finish.
   Publishes "<k> <topic>" when the occurrence is ready at once. ]]
 --@include schedule
-local schedules, ids = KEYS[19], KEYS[20]
+local schedules, ids = KEYS[20], KEYS[21]
 local now, channel, topic, id = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
 local end_life = tonumber(ARGV[5])
 local sch = cjson.decode(ARGV[6])
 local cursor, pending = tonumber(ARGV[7]), tonumber(ARGV[8])
 
 local s = topic_settings(tk.config, tk.topic_config)
-local before = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
 local old = load_schedule(schedules, id)
 local gen, replaced = 1, 0
 if old then
@@ -42,5 +41,5 @@ local written, lowest = write_planned(id, sch, 9, now, s)
 apply_plan(sch, cursor, pending, 0, -1, written)
 save_schedule(schedules, id, sch)
 redis.call('ZADD', ids, 0, id)
-publish_advanced(channel, topic)
-return {OK, gen, written, replaced, schedule_lowered(before, lowest)}
+publish_advanced(channel, topic, now)
+return {OK, gen, written, replaced, due_lowered()}

@@ -3,7 +3,7 @@
   One call takes one message or many (sendMsg is a batch of one, sendMsgBatch sends its
   entries in calls of up to 100, or an atomic batch in one call): the keys, the time and the
   settings are passed once.
-  KEYS: the 18 keys (includes/keys.lua); config is read only.
+  KEYS: the 19 keys (includes/keys.lua); config is read only.
   ARGV[1] now_ms  ARGV[2] hint channel  ARGV[3] topic  ARGV[4] n, the number of messages
   ARGV[5] atomic (1: every message is written or none, see below; 0: each on its own)
   then n times 8 ARGV, one message each:
@@ -37,7 +37,8 @@
                  only) refused
                  because another message of the call was.
     fields       {m, p, t, e, r, n, s, a, c, g} of the message now stored ({} if refused)
-    lowered_due  the topic's new due time if this message brought it forward, else -1
+    lowered_due  the topic's new due time if this call brought it forward (the same in
+                 every reply of the call), else -1
   or, for a message whose own writes failed (a Lua error: a bug), that error reply in its
   place; the other messages stand, as if each had been its own call.
   Atomic: every check (duplicates, replaces, the backlog) runs for the whole call before its
@@ -61,8 +62,6 @@ local s = topic_settings(tk.config, tk.topic_config)
 -- (defaultSubscription=false) only they do, and a send nobody would receive is refused.
 local fan = redis.call('HLEN', tk.subs) > 0
 local detached = s.defaultSubscription == 0
--- The due time before each message: read once, then lowered by the messages accepted.
-local due = due_at(tk.waiting, tk.ack, tk.expire, tk.ended)
 -- The topic's live messages, counted once when it has a backlog limit, then kept up to date.
 local live = s.maxBacklog > 0 and
   redis.call('ZCARD', tk.waiting) + redis.call('ZCARD', tk.expire) +
@@ -126,19 +125,10 @@ local function send_one(at)
   local own_retry = max_retry >= 0 or (replaced and existing.own_retry) or false
   if max_retry < 0 then max_retry = replaced and tonumber(existing[MAX_RETRY]) or s.maxRetry end
   -- accept's first write is the deny-oom INCR of the sequence (see Memory above)
-  local m, entry = accept(now, msg_id, slot, existing, body,
+  local m = accept(now, msg_id, slot, existing, body,
     attributes ~= '' and attributes or false, trigger, ttl, max_retry,
     group ~= '' and group or false, {own_retry = own_retry, fan = fan, detached = detached})
-  -- A send adds one entry that counts for the due time (a group front stepping back behind
-  -- it adds its expiry, later than this message's trigger); a replace that hands its group's
-  -- front to the next message may put that one into waiting (advanced.due). The due time
-  -- after it is the lowest of those and the one before (a replace's removed entries can
-  -- only raise it: a due index left lower costs one early visit).
-  if advanced.due and advanced.due < entry then entry = advanced.due end
-  local outcome = replaced and REPLACED or OK
-  if due and entry >= due then return {outcome, shown_status(m, now), -1} end
-  due = entry
-  return {outcome, shown_status(m, now), entry}
+  return {replaced and REPLACED or OK, shown_status(m, now), -1}
 end
 
 -- Atomic: refused entries answer their refusal, the others NOT_WRITTEN, when any is refused.
@@ -185,5 +175,12 @@ else
 end
 -- Messages due at once reach the named subscriptions in this same call.
 if fan then fan_out(now, n) end
-publish_advanced(channel, topic)
+publish_advanced(channel, topic, now)
+-- The topic's due time, lowered once for the whole call (every reply carries it).
+local lowered = due_lowered()
+if lowered >= 0 then
+  for _, reply in ipairs(replies) do
+    if reply[3] then reply[3] = lowered end
+  end
+end
 return replies

@@ -3,7 +3,7 @@
   <topic base>:sd:<drop id>:<kind>, so a subscription created again with the same name starts
   empty, and subscription_drop.lua frees them in bounded slices (each message it held lets
   go of the topic's record: unref).
-  KEYS: the 18 keys (includes/keys.lua), in the named subscription's context.
+  KEYS: the 19 keys (includes/keys.lua), in the named subscription's context.
   ARGV[1] drop id (unique: the caller's)
   Returns: OK. (An unknown subscription is refused by includes/keys.lua before this runs.)
   Memory: drains (first write HDEL). ]]

@@ -32,4 +32,5 @@ for _, kind in ipairs({'waiting', 'ack', 'expire', 'dead', 'ended', 'blocked', '
   left = left + redis.call('ZCARD', tk[kind])
 end
 if left == 0 then redis.call('DEL', tk.groups, tk.config) end
+due_lowered()   -- bodies let go are retained: their purge (a Cluster's sweep lowers the index)
 return {left, page[1]}

@@ -2,7 +2,7 @@
   It receives every message accepted after this call: its creation sequence is the topic's
   last acceptance sequence now, and fan_out (includes/fanout.lua) hands it only messages with
   a later one.
-  KEYS: the 18 keys (includes/keys.lua), in the topic's own context; subs is written.
+  KEYS: the 19 keys (includes/keys.lua), in the topic's own context; subs is written.
   ARGV[1] name  ARGV[2] now_ms  ARGV[3] the most named subscriptions a topic may have
   Returns: {outcome, created_time}
     outcome  OK created; DUPLICATE it existed (created_time: its own); BACKLOG (nothing

@@ -2,7 +2,7 @@
   redelivery backoff: ready (2) at the tail of the queue (no backoff), waiting (1) until the
   backoff ends, or retry exhausted (6, a dead letter) when its deliveries are used up or the
   redelivery would come at or after its expireTime.
-  KEYS: the 18 keys (includes/keys.lua).
+  KEYS: the 19 keys (includes/keys.lua).
   ARGV[1] now_ms  ARGV[2] limit (<= 1000)  ARGV[3] end_life_ms  ARGV[4] hint channel
   ARGV[5] topic  ARGV[6..] the server's default settings
   Returns: {requeued, ended, due, dead}; the caller repeats while requeued + ended equals limit.
@@ -40,5 +40,5 @@ end
 
 time_out()
 in_each_subscription(time_out)
-publish_advanced(channel, topic)
-return {requeued, ended_here, topic_due() or -1, dead_lettered}
+publish_advanced(channel, topic, now)
+return {requeued, ended_here, record_due(topic_due()) or -1, dead_lettered}

@@ -2,7 +2,7 @@
   fields the caller names (setTopicConfig: every topic setting, so neither the topic's pause,
   which is state, nor its default subscription's push settings); the given ones are then
   written. One script, so a reset and the new values land together.
-  KEYS: the 18 keys (includes/keys.lua); only config is written.
+  KEYS: the 19 keys (includes/keys.lua); only config is written.
   ARGV[1] n: how many field names follow to remove first (0: no reset)
   ARGV[2 .. n+1] those fields  ARGV[n+2 ..] setting, value pairs
   Returns: OK; BAD_ARGUMENT (nothing written) if the rest is not pairs.

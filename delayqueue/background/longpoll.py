@@ -16,6 +16,18 @@ names a topic only, and whatever made a message ready there (a send above all) m
 in every subscription that holds it: so a hint wakes up to ``<count>`` waiters of *each*
 subscription of the topic, and each subscription has its own leader and its own memory.
 
+A hint reaches one process, not all of them: a long poll's pull that hands out nothing
+registers its hub in the topic's hub set with a lease (``HUB_LEASES`` safety intervals; the
+topic's leader renews it with each re-check), and a script that makes k messages ready
+publishes "<k> <topic>" on the channel of one registered hub (``<hint channel>:<hub id>``),
+taking turns, or on the channel every hub hears when none is registered or the topic has
+named subscriptions (lua/includes/group.lua publish_ready). A hub that cannot wake as many
+idle waiters as it was told passes the rest on to every hub, so a hint is never lost to a
+hub whose waiters just left. Under a steady load one ready message wakes one waiter in the
+fleet instead of one per process. On a Cluster every hint goes to every process (a classic
+PUBLISH answers only the subscribers of the node it ran on, so a routed one could not tell a
+hub that is gone from one subscribed elsewhere).
+
 The hub also remembers, per topic, what the process's last pull saw: "ready was empty and
 nothing is due before T", valid while no hint for the topic has arrived since, for at most
 ``safety_s``. A new long poll, or a waiter that just became the topic's leader, trusts that
@@ -30,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import random
+import secrets
 import threading
 import time
 from collections import defaultdict
@@ -52,6 +65,10 @@ CONTROL_PREFIX = "\tcontrol\t"
 
 # What waiters are kept by: (topic, subscription), None being the default subscription.
 Key = tuple[str, str | None]
+
+# A hub's registration for a topic's hints lasts this many safety intervals: the topic's
+# leader re-checks (and so renews it) at least once a safety interval while it waits.
+HUB_LEASES = 3
 
 
 class Waiter:
@@ -81,9 +98,15 @@ class Quiet:
 class Hub:
     """The process's subscriber and the registry of its held long polls."""
 
-    def __init__(self, client: redis.Redis, channel: str) -> None:
+    def __init__(self, client: redis.Redis, channel: str, routed: bool = True) -> None:
+        """``routed``: this process's long polls register for hints of their own (one Redis);
+        else every hint comes on the channel every process hears (a Cluster)."""
         self._client = client
         self._channel = channel
+        self.routed = routed
+        # This process's own channel: hints routed to it alone (publish_ready).
+        self.id = secrets.token_hex(6)
+        self.own_channel = f"{channel}:{self.id}"
         self._waiters: dict[Key, list[Waiter]] = defaultdict(list)
         # The subscriptions of each topic that have waiters here: whom a hint wakes.
         self._subscriptions: dict[str, set[str | None]] = defaultdict(set)
@@ -150,13 +173,15 @@ class Hub:
         with self._lock:
             self._wake((topic, subscription), count)
 
-    def wake_topic(self, topic: str, count: int) -> None:
-        """Wake up to ``count`` idle waiters of each subscription of ``topic`` (a hint)."""
+    def wake_topic(self, topic: str, count: int) -> int:
+        """Wake up to ``count`` idle waiters of each subscription of ``topic`` (a hint);
+        returns the fewest woken in one subscription (0 when none waits here)."""
         with self._lock:
-            for subscription in self._subscriptions.get(topic, ()):
-                self._wake((topic, subscription), count)
+            woken = [self._wake((topic, subscription), count)
+                     for subscription in self._subscriptions.get(topic, ())]
+        return min(woken, default=0)
 
-    def _wake(self, key: Key, count: int) -> None:
+    def _wake(self, key: Key, count: int) -> int:
         woken = 0
         for waiter in self._waiters.get(key, ()):
             if woken >= max(count, 1):
@@ -164,6 +189,7 @@ class Hub:
             if not waiter.event.is_set():
                 waiter.event.set()
                 woken += 1
+        return woken
 
     # -- what the last pull saw ------------------------------------------------------------
     def seq(self, topic: str) -> int:
@@ -206,7 +232,10 @@ class Hub:
                     waiter.event.set()
 
     # -- subscriber ----------------------------------------------------------------------
-    def dispatch(self, payload: str) -> None:
+    def dispatch(self, payload: str, routed: bool = False) -> None:
+        """Act on a hint: "<count> <topic>", or a control message. ``routed``: it came on this
+        hub's own channel (it alone was told), so what its idle waiters cannot take is passed
+        on to every hub."""
         count, _, topic = payload.partition(" ")
         if topic.startswith(CONTROL_PREFIX):
             if self.on_control is not None:
@@ -218,9 +247,18 @@ class Hub:
             logger.warning("ignoring malformed hint %r", payload)
             return
         self.invalidate(topic)
-        self.wake_topic(topic, n)
+        woken = self.wake_topic(topic, n)
         if n == 0 and self.on_due_hint is not None:
             self.on_due_hint(topic)
+        if routed and woken < n:
+            self._pass_on(n - woken, topic)
+
+    def _pass_on(self, count: int, topic: str) -> None:
+        """Hand the part of a routed hint no idle waiter here could take to every hub."""
+        try:
+            self._client.publish(self._channel, f"{count} {topic}")
+        except redis.RedisError as exc:   # the waiters elsewhere re-check on their own
+            logger.warning("could not pass a hint on for topic %r: %s", topic, exc)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self.run, name="dq-hub", daemon=True)
@@ -250,7 +288,7 @@ class Hub:
         while not self._stop.is_set():
             pubsub = self._client.pubsub(ignore_subscribe_messages=True)
             try:
-                pubsub.subscribe(self._channel)
+                pubsub.subscribe(self._channel, self.own_channel)
                 self.subscribed.set()
                 # Hints published while we were away are lost: let every waiter re-check.
                 self.wake_all()
@@ -258,8 +296,11 @@ class Hub:
                 while not self._stop.is_set():
                     message = pubsub.get_message(timeout=1.0)
                     if message and message["type"] == "message":
-                        data = message["data"]
-                        self.dispatch(data.decode() if isinstance(data, bytes) else data)
+                        data, channel = message["data"], message["channel"]
+                        if isinstance(channel, bytes):
+                            channel = channel.decode()
+                        self.dispatch(data.decode() if isinstance(data, bytes) else data,
+                                      routed=channel == self.own_channel)
             except redis.RedisError as exc:
                 self.subscribed.clear()
                 logger.warning("hint subscriber lost Redis (%s); retrying in %.1fs", exc, backoff)
@@ -282,6 +323,9 @@ def long_poll(queue: DelayQueue, hub: Hub, clock: Clock, topic: str, count: int,
     """Answer as soon as messages are ready in ``subscription`` (None: the default one), up
     to ``count`` (the API's ``batch``), or with an empty result after ``timeout_ms``."""
     deadline = time.monotonic() + timeout_ms / 1000.0
+    # A pull that hands out nothing registers this hub for the topic's hints (lua/pull.lua).
+    waiting_hub = f"{hub.id} {int(safety_s * 1000 * HUB_LEASES)}" \
+        if hub.routed and hub.subscribed.is_set() else ""
     # Register before the first pull so a hint between the pull and the wait is not lost.
     waiter = hub.register(topic, subscription)
     own_timer = False
@@ -296,14 +340,18 @@ def long_poll(queue: DelayQueue, hub: Hub, clock: Clock, topic: str, count: int,
                                                      subscription)
             if known is None:
                 seq = hub.seq(topic)
-                result = queue.pull(topic, count, ack_timeout_ms, subscription=subscription)
+                result = queue.pull(topic, count, ack_timeout_ms, subscription=subscription,
+                                    waiting_hub=waiting_hub)
                 if result.messages:
-                    hub.unregister(waiter)  # first, so the wake-up below goes to others
                     if result.ready_left:
+                        hub.unregister(waiter)  # first, so the wake-up below goes to others
                         hub.invalidate(topic)
                         hub.wake(topic, result.ready_left, subscription)
                     else:
+                        # first, so a waiter that becomes the leader on our leaving trusts it
+                        # instead of pulling again
                         hub.note_quiet(topic, seq, result.next_due_ms, subscription)
+                        hub.unregister(waiter)
                     return result
                 hub.note_quiet(topic, seq, result.next_due_ms, subscription)
                 next_due = result.next_due_ms

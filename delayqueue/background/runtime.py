@@ -92,7 +92,10 @@ class Runtime:
             topic_inactive_ms=settings.topic_active_tag_timeout_millis,
             on_recycle=self.queue.forget,
         )
-        self.hub = Hub(self.client, self.keys.hint_channel)
+        # Hints go to one process only where its channel is heard on the node that publishes
+        # (one Redis); a Cluster's classic PUBLISH answers only that node's subscribers.
+        self.hub = Hub(self.client, self.keys.hint_channel,
+                       routed=not self.scripts.runner.cluster)
         self.hub.on_control = self.on_control
         self.snapshots = SnapshotWriter(
             self.monitor, self.client, self.keys, self.clock, settings.snapshot_dir,

@@ -188,13 +188,13 @@ class TopicKeys:
     @property
     def schedules(self) -> str:
         """HASH scheduleId -> JSON: the topic's recurring schedules, definition and state
-        (lua/includes/schedule.lua). KEYS[13] of the schedule scripts, after ``queues``."""
+        (lua/includes/schedule.lua). KEYS[20] of the schedule scripts, after ``queues``."""
         return f"{self.base}:schedules"
 
     @property
     def schedule_ids(self) -> str:
         """ZSET (scores 0) scheduleId: the ids of ``schedules``, kept with it by schedule_put
-        and schedule_delete (their KEYS[14]), so that a listSchedules page is one
+        and schedule_delete (their KEYS[21]), so that a listSchedules page is one
         ZRANGEBYLEX of its own size, never the whole hash."""
         return f"{self.base}:schedule-ids"
 
@@ -229,22 +229,42 @@ class TopicKeys:
         whatever subscription it works in (lua/includes/keys.lua)."""
         return (self.msgs, self.config, self.subs, self.fanout, self.refs, self.sexpire)
 
+    @property
+    def due(self) -> str:
+        """STRING: the topic's due record on a Redis Cluster, the lowest due time its scripts
+        gave the namespace due index since the scheduler last wrote the exact one
+        (lua/includes/message.lua due_lowered). On one Redis the scripts lower the index
+        itself and this key is never written."""
+        return f"{self.base}:due"
+
+    @functools.cached_property
+    def namespace_due(self) -> str:
+        """The namespace due index (NamespaceKeys.due), KEYS[19] of the topic scripts on one
+        Redis (standalone, Sentinel), where a script may write outside the topic's slot."""
+        return f"{self.prefix}:{{{self.namespace}}}:due"
+
     @functools.cached_property
     def queues(self) -> tuple[str, ...]:
         """waiting, ready, ack, expire, dead, config, msgs, ended, seq, groups, blocked, held,
-        then ``shared``: the KEYS of every topic script in the default subscription, in that
-        order (lua/includes/keys.lua). Built once per topic: a tuple, so no caller can change
-        it for the others."""
+        then ``shared``, then ``due``: the KEYS of every topic script in the default
+        subscription on a Cluster, in that order (lua/includes/keys.lua). Built once per
+        topic: a tuple, so no caller can change it for the others."""
         return (self.waiting, self.ready, self.ack, self.expire, self.dead, self.config,
                 self.msgs, self.ended, self.seq, self.groups, self.blocked, self.held,
-                *self.shared)
+                *self.shared, self.due)
+
+    @functools.cached_property
+    def direct_queues(self) -> tuple[str, ...]:
+        """``queues`` with the namespace due index as KEYS[19]: on one Redis."""
+        return (*self.queues[:-1], self.namespace_due)
 
     @functools.cached_property
     def holdings(self) -> tuple[str, ...]:
-        """Every key of ``queues`` but ``seq``, and ``schedules``: a topic holding none of
-        them holds nothing (its sequence is dropped when it is recycled); a topic with a
-        schedule or a named subscription is never recycled."""
-        return (*dict.fromkeys(key for key in self.queues if key != self.seq), self.schedules)
+        """Every key of ``queues`` but ``seq`` and ``due``, and ``schedules``: a topic holding
+        none of them holds nothing (its sequence and due record are dropped when it is
+        recycled); a topic with a schedule or a named subscription is never recycled."""
+        return (*dict.fromkeys(key for key in self.queues if key not in (self.seq, self.due)),
+                self.schedules)
 
     @property
     def legacy_msg_prefix(self) -> str:
@@ -301,7 +321,11 @@ class SubscriptionKeys:
     @functools.cached_property
     def queues(self) -> tuple[str, ...]:
         return (*(self.seq if kind == "seq" else f"{self.base}:{kind}" for kind in _KINDS),
-                *self.parent.shared)
+                *self.parent.shared, self.parent.due)
+
+    @functools.cached_property
+    def direct_queues(self) -> tuple[str, ...]:
+        return (*self.queues[:-1], self.parent.namespace_due)
 
 
 _KINDS = ("waiting", "ready", "ack", "expire", "dead", "config", "msgs", "ended", "seq",

@@ -96,24 +96,29 @@ class DelayQueue:
 
     # -- bookkeeping ---------------------------------------------------------------------
     def bookkeep(self, topic: str, now_ms: int, lowered_due_ms: int = -1) -> None:
-        """Bump the registry (rate-limited) and lower the due index; one round trip at most.
+        """Bump the registry (rate-limited) and lower the due index; one round trip at most,
+        none when there is nothing to do.
 
-        A due time lowered to within ``hint_horizon_ms`` is also published as a "0 <topic>"
-        hint, so held long polls and the scheduler re-read the topic's timing instead of
-        sleeping past it; later ones are found by their own periodic re-checks.
+        On one Redis the scripts lowered the index themselves (KEYS[19]); on a Cluster it is
+        lowered here to the due time a script answered. A due time lowered to within
+        ``hint_horizon_ms`` is also published as a "0 <topic>" hint, so held long polls and
+        the scheduler re-read the topic's timing instead of sleeping past it; later ones are
+        found by their own periodic re-checks.
         """
         touch = self._touch_due(topic)
-        if not touch and lowered_due_ms < 0:
+        lower = lowered_due_ms >= 0 and not self.scripts.lowers_due_index
+        hint = lowered_due_ms >= 0 and lowered_due_ms - now_ms < self.hint_horizon_ms
+        if not (touch or lower or hint):
             return
         pipe = self.client.pipeline(transaction=False)
         if touch:
             pipe.zadd(self.keys.topics, {topic: now_ms})
-        if lowered_due_ms >= 0:
+        if lower:
             pipe.zadd(self.keys.due, {topic: lowered_due_ms}, lt=True)
-            if lowered_due_ms - now_ms < self.hint_horizon_ms:
-                # execute_command: a Cluster pipeline refuses .publish() (any node will do:
-                # a classic PUBLISH reaches the subscribers of every node).
-                pipe.execute_command("PUBLISH", self.keys.hint_channel, f"0 {topic}")
+        if hint:
+            # execute_command: a Cluster pipeline refuses .publish() (any node will do:
+            # a classic PUBLISH reaches the subscribers of every node).
+            pipe.execute_command("PUBLISH", self.keys.hint_channel, f"0 {topic}")
         try:
             pipe.execute()
         except redis.RedisError as exc:
@@ -193,20 +198,25 @@ class DelayQueue:
         return [as_error(r) if isinstance(r, Exception) else r for r in replies]
 
     def pull(self, topic: str, count: int = 1, ack_timeout_ms: int | None = None,
-             subscription: str | None = None, push: bool = False) -> PullResult:
+             subscription: str | None = None, push: bool = False,
+             waiting_hub: str = "") -> PullResult:
         """Hand out up to ``count`` ready messages (the API's ``batch``), in the default
         subscription or the named ``subscription``. A push subscription refuses a consumer's
         pull (BadRequest); ``push``: the delivery loop's pull there (background/push.py),
-        capped by the subscription's pushConcurrency fleet-wide."""
+        capped by the subscription's pushConcurrency fleet-wide. ``waiting_hub``: a long
+        poll's "<hub id> <lease_ms>" (background/longpoll.py), registered to take the topic's
+        hints when the pull hands out nothing."""
         push_arg = (f"push {self.settings.push_concurrency} {self.settings.push_timeout_millis}"
                     if push else "")
         with redis_errors():
             now = self.clock.now_ms()
-            reply = self.scripts.pull(
+            trip = self.scripts.round_trip()
+            self.scripts.pull(
                 self.context_keys(topic, subscription), now, count,
                 ack_timeout_ms if ack_timeout_ms and ack_timeout_ms > 0 else -1,
                 self.end_life_ms, SCRIPT_LIMIT, self.keys.hint_channel, self.defaults,
-                push_arg)
+                push_arg, trip=trip, waiting_hub=waiting_hub)
+            reply = _raise(self._execute(topic, now, trip)[0])
             self.bookkeep(topic, now, reply.lowered_due)
         delivered = [DelayMsg.from_fields(topic, m.msg_id, m.fields, with_receipt=True)
                      for m in reply.messages]

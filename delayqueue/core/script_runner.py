@@ -196,7 +196,9 @@ class RoundTrip:
             return []
         waits = self.runner.wait_replicas > 0 and any(
             call.name in WAITED for call in self._calls)
-        if self.runner.cluster:
+        if len(self._calls) == 1 and not self._commands:
+            raw = [self._alone(self._calls[0])]
+        elif self.runner.cluster:
             raw = self._one_by_one() if waits else self._cluster_pipeline()
         else:
             raw = self._pipelined(waits)
@@ -214,6 +216,17 @@ class RoundTrip:
                 if isinstance(answer, Exception):
                     raise answer
         return answers
+
+    def _alone(self, call: ScriptCall) -> Any:
+        """A round trip of one script call: a bare EVALSHA, no pipeline around it (redis-py's
+        ``Script`` loads the script and runs it again on NOSCRIPT; with WAIT, ScriptRunner's
+        one pipeline). A refusal of Redis or of the runner answers in its place, as in a
+        pipeline; a lost connection raises, as a pipeline's does."""
+        client = None if self.client is self.runner.client else self.client
+        try:
+            return self.runner.run(call.name, call.script, call.keys, call.args, client)
+        except (redis.ResponseError, Unavailable) as exc:
+            return exc
 
     def _pipelined(self, waits: bool) -> list[Any]:
         """Every call as a bare EVALSHA in one pipeline; the calls refused NOSCRIPT again."""

@@ -8,7 +8,7 @@ Redis restart or a failover), so a restarted Redis needs no action from us.
 
 Every topic script takes the same keys in the same order: waiting, ready, ack, expire, dead,
 config, msgs, ended, seq, groups, blocked, held of the subscription it works in, then the
-topic's msgs, config, subs, fanout, refs, sexpire (``TopicKeys.queues`` for the default
+topic's msgs, config, subs, fanout, refs, sexpire, due (``TopicKeys.queues`` for the default
 subscription, ``SubscriptionKeys.queues`` for a named one; lua/includes/keys.lua);
 a message is a record in the topic's msgs hash, read and written only by
 lua/includes/message.lua. Each call is checked against
@@ -185,6 +185,14 @@ class Scripts:
         }
         # How a call reaches Redis (Cluster pipelines, redis-wait-replicas): script_runner.py.
         self.runner = runner or ScriptRunner(client)
+        # Whether the topic scripts lower the namespace due index themselves (one Redis); on
+        # a Cluster the caller lowers it to the due time a script answers (_keys).
+        self.lowers_due_index = not self.runner.cluster
+
+    def _keys(self, tk: TopicKeys | SubscriptionKeys) -> tuple[str, ...]:
+        """The KEYS of a topic script: KEYS[19] is the namespace due index on one Redis (the
+        script lowers it in the same call), the topic's due record on a Cluster."""
+        return tk.direct_queues if self.lowers_due_index else tk.queues
 
     def script(self, name: str) -> Script:
         return self._scripts[name]
@@ -219,7 +227,7 @@ class Scripts:
         for entry in entries:
             args.extend(entry)
         args.extend(defaults)
-        return self._run("send", tk.queues, args, trip, entries=len(entries))
+        return self._run("send", self._keys(tk), args, trip, entries=len(entries))
 
     def send(self, tk: TopicKeys, msg_id: str, body: str, now_ms: int, trigger_ms: int,
              ttl_ms: int, max_retry: int, attributes: str, channel: str,
@@ -231,17 +239,19 @@ class Scripts:
 
     def promote(self, tk: TopicKeys, now_ms: int, limit: int, channel: str,
                 trip: RoundTrip | None = None) -> PromoteReply:
-        return self._run("promote", tk.queues, [now_ms, limit, channel, tk.topic], trip)
+        return self._run("promote", self._keys(tk), [now_ms, limit, channel, tk.topic], trip)
 
     def pull(self, tk: TopicKeys, now_ms: int, count: int, ack_timeout_ms: int,
              end_life_ms: int, promote_limit: int, channel: str,
-             defaults: Sequence[str], push: str = "") -> PullReply:
+             defaults: Sequence[str], push: str = "",
+             trip: RoundTrip | None = None, waiting_hub: str = "") -> PullReply:
         """Hand out up to ``count`` ready messages (the API's ``batch``); ``push``: the push
-        delivery loop's "push <concurrency> <timeout_ms>" (lua/pull.lua), '' for a consumer."""
+        delivery loop's "push <concurrency> <timeout_ms>" (lua/pull.lua), '' for a consumer;
+        ``waiting_hub``: a long poll's "<hub id> <lease_ms>" ('' for none)."""
         return self._run(
-            "pull", tk.queues,
+            "pull", self._keys(tk),
             [now_ms, count, ack_timeout_ms, end_life_ms, promote_limit, channel, tk.topic,
-             push, *defaults],
+             push, waiting_hub, *defaults], trip,
         )
 
     def ack_many(self, tk: TopicKeys, now_ms: int, end_life_ms: int,
@@ -255,7 +265,7 @@ class Scripts:
         for entry in entries:
             args.extend(entry)
         args.extend(built_in_defaults() if defaults is None else defaults)
-        return self._run("ack", tk.queues, args, trip, entries=len(entries))
+        return self._run("ack", self._keys(tk), args, trip, entries=len(entries))
 
     def ack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int,
             receipt: str = "", channel: str = "",
@@ -267,7 +277,7 @@ class Scripts:
     def nack(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int, channel: str,
              defaults: Sequence[str], receipt: str = "", delay_ms: int = -1,
              trip: RoundTrip | None = None) -> NackReply:
-        return self._run("nack", tk.queues,
+        return self._run("nack", self._keys(tk),
                          [msg_id, now_ms, end_life_ms, receipt, delay_ms, channel, tk.topic,
                           *defaults], trip)
 
@@ -275,37 +285,37 @@ class Scripts:
                           end_life_ms: int, channel: str, defaults: Sequence[str],
                           receipt: str = "", trip: RoundTrip | None = None
                           ) -> ChangeVisibilityReply:
-        return self._run("change_visibility", tk.queues,
+        return self._run("change_visibility", self._keys(tk),
                          [msg_id, now_ms, timeout_ms, receipt, end_life_ms, channel, tk.topic,
                           *defaults], trip)
 
     def reschedule(self, tk: TopicKeys, msg_id: str, now_ms: int, trigger_ms: int,
                    channel: str) -> RescheduleReply:
-        return self._run("reschedule", tk.queues,
+        return self._run("reschedule", self._keys(tk),
                          [msg_id, now_ms, trigger_ms, channel, tk.topic])
 
     def delete(self, tk: TopicKeys, msg_id: str, now_ms: int, end_life_ms: int, release: bool,
                trip: RoundTrip | None = None, channel: str = "",
                defaults: Sequence[str] | None = None) -> DeleteReply:
-        return self._run("delete", tk.queues,
+        return self._run("delete", self._keys(tk),
                          [msg_id, now_ms, end_life_ms, 1 if release else 0, channel, tk.topic,
                           *(built_in_defaults() if defaults is None else defaults)], trip)
 
     def get(self, tk: TopicKeys, msg_id: str, now_ms: int | None) -> GetReply:
         """The message, or an empty reply when there is none (``now_ms`` None: an ended one
         past its retention and not yet purged is found too)."""
-        return self._run("get", tk.queues, [msg_id, "" if now_ms is None else now_ms])
+        return self._run("get", self._keys(tk), [msg_id, "" if now_ms is None else now_ms])
 
     def timeout(self, tk: TopicKeys, now_ms: int, limit: int, end_life_ms: int,
                 channel: str, defaults: Sequence[str],
                 trip: RoundTrip | None = None) -> TimeoutReply:
-        return self._run("timeout", tk.queues,
+        return self._run("timeout", self._keys(tk),
                          [now_ms, limit, end_life_ms, channel, tk.topic, *defaults], trip)
 
     def expire(self, tk: TopicKeys, now_ms: int, limit: int, end_life_ms: int,
                defaults: Sequence[str], trip: RoundTrip | None = None,
                channel: str = "") -> ExpireReply:
-        return self._run("expire", tk.queues,
+        return self._run("expire", self._keys(tk),
                          [now_ms, limit, end_life_ms, channel, tk.topic, *defaults], trip)
 
     def list(self, tk: TopicKeys, now_ms: int, view: str, limit: int, max_bytes: int,
@@ -313,37 +323,37 @@ class Scripts:
         """A page of the view's live messages ("waiting", "ready", "ack", "blocked") after
         ``cursor`` (score, member), as list.lua's header says."""
         score, member = cursor if cursor is not None else ("", "")
-        return self._run("list", tk.queues, [now_ms, view, limit, max_bytes, score, member])
+        return self._run("list", self._keys(tk), [now_ms, view, limit, max_bytes, score, member])
 
     def purge(self, tk: TopicKeys, now_ms: int, end_life_ms: int, cutoff: int, cursor: str,
               count: int, channel: str, budget: int,
               defaults: Sequence[str] | None = None) -> PurgeReply:
         """One slice of a topic's purge (cutoff -1: the topic's sequence now)."""
-        return self._run("purge", tk.queues,
+        return self._run("purge", self._keys(tk),
                          [now_ms, end_life_ms, cutoff, cursor, count, channel, tk.topic,
                           budget, *(built_in_defaults() if defaults is None else defaults)])
 
     def pause(self, tk: TopicKeys, paused: bool, known: bool, channel: str) -> PauseReply:
-        return self._run("pause", tk.queues,
+        return self._run("pause", self._keys(tk),
                          [1 if paused else 0, 1 if known else 0, channel, tk.topic])
 
     def dead_list(self, tk: TopicKeys, now_ms: int, limit: int, cursor_time: int | None,
                   cursor_slot: str, defaults: Sequence[str]) -> DeadListReply:
-        return self._run("dead_list", tk.queues,
+        return self._run("dead_list", self._keys(tk),
                          [now_ms, limit, "" if cursor_time is None else cursor_time,
                           cursor_slot, *defaults])
 
     def dead_redrive(self, tk: TopicKeys, now_ms: int, msg_id: str, limit: int, channel: str,
                      defaults: Sequence[str]) -> DeadRedriveReply:
-        return self._run("dead_redrive", tk.queues,
+        return self._run("dead_redrive", self._keys(tk),
                          [now_ms, msg_id, limit, channel, tk.topic, *defaults])
 
     def dead_purge(self, tk: TopicKeys, msg_id: str, limit: int) -> DeadPurgeReply:
-        return self._run("dead_purge", tk.queues, [msg_id, limit])
+        return self._run("dead_purge", self._keys(tk), [msg_id, limit])
 
     def dead_trim(self, tk: TopicKeys, now_ms: int, limit: int,
                   defaults: Sequence[str]) -> int:
-        return self._run("dead_trim", tk.queues, [now_ms, limit, *defaults])
+        return self._run("dead_trim", self._keys(tk), [now_ms, limit, *defaults])
 
     def topic_config(self, tk: TopicKeys, reset: bool, pairs: Sequence[str],
                      reset_fields: Sequence[str] = TOPIC_SETTING_NAMES) -> Outcome:
@@ -351,21 +361,21 @@ class Scripts:
         ``reset_fields`` when ``reset`` (by default every topic setting; never the pause, nor
         a subscription's push settings unless named)."""
         dropped = list(reset_fields) if reset else []
-        return self._run("topic_config", tk.queues, [len(dropped), *dropped, *pairs])
+        return self._run("topic_config", self._keys(tk), [len(dropped), *dropped, *pairs])
 
     def migrate(self, tk: TopicKeys, now_ms: int, msg_ids: Sequence[str]) -> MigrateReply:
         """Convert these messages from the per-message hashes of the older storage format."""
-        return self._run("migrate", tk.queues, [tk.legacy_msg_prefix, now_ms, *msg_ids])
+        return self._run("migrate", self._keys(tk), [tk.legacy_msg_prefix, now_ms, *msg_ids])
 
     def migrate_order(self, tk: TopicKeys, zset: str, members: Sequence[str]
                       ) -> MigrateOrderReply:
         """Give these members of ``zset`` ("waiting" or "ready"; records-1: bare slots) their
         acceptance order."""
-        return self._run("migrate_order", tk.queues, [zset, *members])
+        return self._run("migrate_order", self._keys(tk), [zset, *members])
 
     def drop_sequence(self, tk: TopicKeys) -> Outcome:
         """Drop the acceptance sequence of a topic that holds nothing else (recycling)."""
-        return self._run("drop_sequence", tk.queues, [])
+        return self._run("drop_sequence", self._keys(tk), [])
 
     # -- schedule scripts: KEYS = TopicKeys.queues + schedules (lua/includes/schedule.lua);
     # put and delete also the ids they keep beside it (schedule_ids) --------------------
@@ -374,7 +384,7 @@ class Scripts:
                      defaults: Sequence[str]) -> SchedulePutReply:
         """Create or replace a schedule (``definition``: its JSON) with its first
         occurrences (``plan``: plan_start's)."""
-        return self._run("schedule_put", (*tk.queues, tk.schedules, tk.schedule_ids),
+        return self._run("schedule_put", (*self._keys(tk), tk.schedules, tk.schedule_ids),
                          [now_ms, channel, tk.topic, schedule_id, end_life_ms, definition,
                           plan.cursor, plan.pending, *plan.pairs(), *defaults])
 
@@ -388,7 +398,7 @@ class Scripts:
             head: list[Any] = [-1, -1, 0, -1, 0]
         else:
             head = [plan.cursor, plan.pending, plan.missed, plan.last_fire, *plan.pairs()]
-        return self._run("schedule_advance", (*tk.queues, tk.schedules),
+        return self._run("schedule_advance", (*self._keys(tk), tk.schedules),
                          [now_ms, channel, tk.topic, schedule_id, gen, cursor, *head,
                           *defaults], trip)
 
@@ -398,26 +408,26 @@ class Scripts:
         """Pause (``plan`` None), or resume with ``plan`` made from ``gen``."""
         tail: list[Any] = [-1, -1, 0] if plan is None else [plan.cursor, plan.pending,
                                                             *plan.pairs()]
-        return self._run("schedule_pause", (*tk.queues, tk.schedules),
+        return self._run("schedule_pause", (*self._keys(tk), tk.schedules),
                          [now_ms, channel, tk.topic, schedule_id, end_life_ms,
                           1 if paused else 0, gen, *tail, *defaults])
 
     def schedule_delete(self, tk: TopicKeys, now_ms: int, schedule_id: str,
                         end_life_ms: int) -> ScheduleDeleteReply:
-        return self._run("schedule_delete", (*tk.queues, tk.schedules, tk.schedule_ids),
+        return self._run("schedule_delete", (*self._keys(tk), tk.schedules, tk.schedule_ids),
                          [now_ms, schedule_id, end_life_ms])
 
     # -- subscription scripts: KEYS = TopicKeys.queues or SubscriptionKeys.queues --------------
     def subscription_put(self, tk: TopicKeys, name: str, now_ms: int,
                          most: int) -> SubscriptionPutReply:
-        return self._run("subscription_put", tk.queues, [name, now_ms, most])
+        return self._run("subscription_put", self._keys(tk), [name, now_ms, most])
 
     def subscription_delete(self, sk: SubscriptionKeys, drop_id: str) -> Outcome:
-        return self._run("subscription_delete", sk.queues, [drop_id])
+        return self._run("subscription_delete", self._keys(sk), [drop_id])
 
     def subscription_drop(self, dk: SubscriptionKeys, limit: int, now_ms: int,
                           cursor: str) -> SubscriptionDropReply:
-        return self._run("subscription_drop", dk.queues, [limit, now_ms, cursor])
+        return self._run("subscription_drop", self._keys(dk), [limit, now_ms, cursor])
 
     # -- namespace scripts (bookkeeping, slot {ns}) ----------------------------------------
     def schedule_unindex(self, nk: NamespaceKeys, member: str, seen_ms: float) -> Outcome:

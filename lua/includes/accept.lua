@@ -40,7 +40,7 @@ local function accept(now, msg_id, slot, existing, body, attributes, trigger, tt
     redis.call('ZREM', tk.dead, m.slot)
   end
   if options.fan or options.detached then
-    redis.call('ZADD', tk.fanout, trigger, queue_member(m))
+    zadd_due(tk.fanout, trigger, queue_member(m))
   end
   if options.detached then
     m.detached = true

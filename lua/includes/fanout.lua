@@ -65,7 +65,7 @@ local function fan_out(now, limit)
         end)
         if count > 0 then
           redis.call('HINCRBY', tk.refs, slot, count)
-          if not tm[GROUP] then redis.call('ZADD', tk.sexpire, tm[EXPIRE_TIME], slot) end
+          if not tm[GROUP] then zadd_due(tk.sexpire, tm[EXPIRE_TIME], slot) end
         elseif tm.detached then
           redis.call('HDEL', tk.bodies, slot)   -- no subscription takes it: nothing holds it
         end
@@ -111,7 +111,8 @@ local function end_everywhere(tm, status, now, retention, window)
     if is_live(tm[STATUS]) then
       tm[STATUS], tm.ended_at = status, now
       save_message(tk.bodies, tm)
-      redis.call('ZADD', tk.ended, now + math.max(retention, window or 0), tm.slot)
+      zadd_due(tk.ended, now + math.max(retention, window or 0), tm.slot,
+        PURGE_SLACK_MS)
       ended = true
     end
   elseif is_live(tm[STATUS]) then

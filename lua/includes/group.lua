@@ -19,10 +19,9 @@
 --@include keys
 --@include message
 
--- What this call moved, for its hint and due time: readied the messages it made ready
--- (to_ready counts every one: publish_advanced announces them), due the earliest
--- triggerTime it put into waiting.
-local advanced = {readied = 0, due = false}
+-- What this call moved, for its hint: readied the messages it made ready (to_ready counts
+-- every one: publish_advanced announces them).
+local advanced = {readied = 0}
 
 local function hex12(x)
   return string.format('%012x', tonumber(x))
@@ -64,18 +63,15 @@ end
 
 local function to_ready(m, score)
   redis.call('ZADD', tk.ready, score, queue_member(m))
-  redis.call('ZADD', tk.expire, m[EXPIRE_TIME], m.slot)
+  zadd_due(tk.expire, m[EXPIRE_TIME], m.slot)
   m[STATUS] = Status.READY
   advanced.readied = advanced.readied + 1
 end
 
 local function to_waiting(m)
-  redis.call('ZADD', tk.waiting, m[TRIGGER_TIME], queue_member(m))
+  zadd_due(tk.waiting, m[TRIGGER_TIME], queue_member(m))
   redis.call('ZREM', tk.expire, m.slot)   -- waiting messages are not in the expiry index
   m[STATUS] = Status.WAITING
-  if not advanced.due or tonumber(m[TRIGGER_TIME]) < advanced.due then
-    advanced.due = tonumber(m[TRIGGER_TIME])
-  end
 end
 
 -- Block m behind its group's front (the caller saves m).
@@ -83,7 +79,7 @@ local function block(m)
   m.blocked, m[STATUS] = true, Status.WAITING
   redis.call('ZADD', tk.blocked, 0, blocked_member(m))
   redis.call('ZADD', tk.held, m[TRIGGER_TIME], m.slot)
-  redis.call('ZADD', tk.expire, m[EXPIRE_TIME], m.slot)
+  zadd_due(tk.expire, m[EXPIRE_TIME], m.slot)
 end
 
 -- Take a live message out of wherever it sits (a blocked one stays its group's member only
@@ -183,20 +179,41 @@ local function end_message(m, status, now, retention, window)
   m[STATUS] = status
   m.ended_at = now
   save_message(tk.msgs, m)
-  redis.call('ZADD', tk.ended, now + math.max(retention, window or 0), m.slot)
+  zadd_due(tk.ended, now + math.max(retention, window or 0), m.slot, PURGE_SLACK_MS)
+end
+
+-- The hubs (one per server process) holding long polls of the topic that wait: zset hub id
+-- -> until when (ms) the hub said so (pull.lua registers it). A hint goes to one of them,
+-- not to every process: one message made ready wakes one waiter, not one per process.
+local HUBS = TOPIC_BASE .. ':hubs'
+
+-- Tell the consumers that k messages became ready: "<k> <topic>" on the channel of one hub
+-- that waits (a share of k on each of several, when k is larger), chosen by the time so
+-- that successive hints take turns; on the channel every hub hears when none waits, the
+-- topic has named subscriptions (a hub's waiters may be of one subscription only), or the
+-- call works in one. A hub that cannot take its share passes it on to every hub; a share
+-- nobody heard (the hub's process is gone; on a Cluster, subscribed through another node)
+-- goes to every hub from here, and that hub leaves the set.
+local function publish_ready(channel, topic, k, now)
+  if k <= 0 or channel == '' then return end
+  local hubs = {}
+  if not tk.sub then hubs = redis.call('ZRANGEBYSCORE', HUBS, now, '+inf') end
+  if #hubs > 0 and redis.call('HLEN', tk.subs) > 0 then hubs = {} end
+  local n, unheard = math.min(k, #hubs), 0
+  local first = now % math.max(#hubs, 1)
+  for i = 0, n - 1 do
+    local share = math.floor(k / n) + (i < k % n and 1 or 0)
+    local hub = hubs[(first + i) % #hubs + 1]
+    if redis.call('PUBLISH', channel .. ':' .. hub, share .. ' ' .. topic) == 0 then
+      redis.call('ZREM', HUBS, hub)
+      unheard = unheard + share
+    end
+  end
+  if n == 0 then unheard = k end
+  if unheard > 0 then redis.call('PUBLISH', channel, unheard .. ' ' .. topic) end
 end
 
 -- Publish "<k> <topic>" when this call made k messages ready.
-local function publish_advanced(channel, topic)
-  if advanced.readied > 0 and channel ~= '' then
-    redis.call('PUBLISH', channel, advanced.readied .. ' ' .. topic)
-  end
-end
-
--- The due time this call's group changes may have brought forward (-1: none), lowered to
--- `other` when that is lower (the caller's own).
-local function advanced_due(other)
-  local due = advanced.due or -1
-  if other and other >= 0 and (due < 0 or other < due) then return other end
-  return due
+local function publish_advanced(channel, topic, now)
+  publish_ready(channel, topic, advanced.readied, now)
 end

@@ -1,8 +1,8 @@
---[[ The keys, by name: every topic script takes the same 18 keys in this order
+--[[ The keys, by name: every topic script takes the same 19 keys in this order
   (TopicKeys.queues / SubscriptionKeys.queues in delayqueue/core/keys.py; a test keeps the
   two equal). KEYS[1..12] are the keys of the subscription the call works in (its
   "context"): the topic's own for the default subscription, or a named subscription's
-  (<topic base>:s:<name>:<kind>); KEYS[13..18] are the topic's, whatever the context.
+  (<topic base>:s:<name>:<kind>); KEYS[13..19] are the topic's, whatever the context.
   KEYS[1]  waiting  zset  seq..slot -> triggerTime: accepted, not yet due (group fronts and
                           ungrouped messages only; includes/group.lua queue_member)
   KEYS[2]  ready    zset  seq..slot -> when it became ready
@@ -27,6 +27,11 @@
   KEYS[17] refs     hash  slot -> how many named subscriptions keep an entry of the message
   KEYS[18] sexpire  zset  slot -> expireTime: messages handed to named subscriptions as bare
                           ready entries (no record there), for their expiry
+  KEYS[19] due     the due-time record (includes/message.lua due_lowered): on a Cluster the
+                  topic's own string <topic base>:due, the lowest due time it has given the
+                  namespace due index since the scheduler last wrote the exact one; on one
+                  Redis (standalone, Sentinel) the namespace due index itself, zset
+                  topic -> due time, which the script lowers in the same call
   A named subscription's keys all carry the topic's hash tag: one Cluster slot. Scripts that
   work in every subscription (fan-out, deleteMsg, the scheduler's) build the other
   subscriptions' key names from KEYS[13] (subscription_keys), in that same slot. ]]
@@ -35,10 +40,16 @@ local tk = {waiting = KEYS[1], ready = KEYS[2], ack = KEYS[3], expire = KEYS[4],
   groups = KEYS[10], blocked = KEYS[11], held = KEYS[12], bodies = KEYS[13],
   topic_config = KEYS[14], subs = KEYS[15], fanout = KEYS[16], refs = KEYS[17],
   sexpire = KEYS[18]}
+-- KEYS[19]: the topic's due record on a Cluster, or (one Redis) the namespace due index.
+tk.due = KEYS[19]
 local CONTEXT_KINDS = {'waiting', 'ready', 'ack', 'expire', 'dead', 'config', 'msgs', 'ended',
   'groups', 'blocked', 'held'}
 -- The topic's key prefix ("<prefix>:{<ns>:<topic>}"), from its msgs key.
 local TOPIC_BASE = string.sub(KEYS[13], 1, -6)
+-- Whether KEYS[19] is the namespace due index ("<prefix>:{<ns>}:due", one Redis), and the
+-- topic's member there (TOPIC_BASE is "<prefix>:{<ns>:<topic>}").
+local DUE_DIRECT = string.sub(tk.due, 1, #TOPIC_BASE) ~= TOPIC_BASE
+local DUE_TOPIC = DUE_DIRECT and string.sub(TOPIC_BASE, #tk.due - 5 + 2, -2)
 -- The named subscription this call works in, or false for the default one.
 tk.sub = tk.msgs ~= tk.bodies and string.match(tk.msgs, ':s:([^:]+):msgs$') or false
 -- The context this call was made in (use_context switches, this restores).

@@ -33,6 +33,23 @@
 local SLOT_HEX = 14          -- digest chars of a slot (scripts.py can lower it for a test)
 local PURGE_SLACK_MS = 60000 -- ended records wait this much past their retention, so a busy
                              -- topic's purge runs in batches, not once per ended message
+-- The due time this call's writes call for: the lowest score it wrote to a set the
+-- scheduler reads the topic's due time from (waiting, ack, expire, fanout, sexpire; ended
+-- plus PURGE_SLACK_MS), false when none. Entries removed can only make the due time later:
+-- a due index left lower costs the scheduler one early visit, never a late one.
+local written_due = false
+
+local function note_due(score)
+  score = tonumber(score)
+  if not written_due or score < written_due then written_due = score end
+end
+
+-- ZADD one entry to a set the due time is read from (`slack`: PURGE_SLACK_MS for ended).
+local function zadd_due(key, score, member, slack)
+  redis.call('ZADD', key, score, member)
+  note_due(tonumber(score) + (slack or 0))
+end
+
 local HEADER = '>BBI3I3I6I6I6'
 local HAS_ATTRIBUTES, DELIVERED, HAS_SEQ, HAS_GROUP, BLOCKED, HAS_END = 1, 2, 4, 8, 16, 32
 -- Storage format records-4: OWN_RETRY the send gave maxRetry (a named subscription's own
@@ -259,7 +276,7 @@ local function unref(slot, now)
     if window > 0 and now then
       tm[STATUS], tm.ended_at = Status.ACKED, now
       save_message(tk.bodies, tm)
-      redis.call('ZADD', topic_ended, now + window, slot)
+      zadd_due(topic_ended, now + window, slot, PURGE_SLACK_MS)
     else
       redis.call('HDEL', tk.bodies, slot)
     end
@@ -318,12 +335,36 @@ local function due_at(waiting, ack, expire, ended)
   return best
 end
 
--- The due time after a write, if the write brought it forward (else -1): the caller lowers
--- the namespace due index to it.
-local function lowered_due(before, waiting, ack, expire, ended)
-  local after = due_at(waiting, ack, expire, ended)
-  if after and (not before or after < before) then return after end
-  return -1
+-- Lower the topic's due time to what this call wrote (note_due), when that is earlier than
+-- the due time on record; returns the new due time, else -1. No set head is read: on one
+-- Redis the record is the namespace due index itself (KEYS[19]), lowered here; on a Cluster
+-- (the index lives in another slot) it is the topic's own due record, and the caller lowers
+-- the index to the returned time (ZADD LT). Either way the index is at most the record, and
+-- the record at most every score a call wrote since the scheduler last set it (record_due).
+local function due_lowered()
+  if not written_due then return -1 end
+  local current
+  if DUE_DIRECT then
+    current = redis.call('ZSCORE', tk.due, DUE_TOPIC)
+  else
+    current = redis.call('GET', tk.due)
+  end
+  if current and tonumber(current) <= written_due then return -1 end
+  if DUE_DIRECT then
+    redis.call('ZADD', tk.due, written_due, DUE_TOPIC)
+  else
+    redis.call('SET', tk.due, written_due)
+  end
+  return written_due
+end
+
+-- The scheduler's visit computed the topic's exact due time (false: nothing live) and will
+-- write it to the index (due_set.lua): on a Cluster the topic's due record follows it.
+local function record_due(due)
+  if not DUE_DIRECT then
+    if due then redis.call('SET', tk.due, due) else redis.call('DEL', tk.due) end
+  end
+  return due
 end
 
 -- A receipt given by the caller ('' = none) that is not the latest delivery's.

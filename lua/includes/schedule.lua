@@ -1,5 +1,5 @@
 --[[ Recurring schedules: a schedule's record and its occurrences, for lua/schedule_*.lua.
-  A topic's schedules are one HASH (TopicKeys.schedules, KEYS[19] of the schedule scripts;
+  A topic's schedules are one HASH (TopicKeys.schedules, KEYS[20] of the schedule scripts;
   their ids also a ZSET of scores 0, TopicKeys.schedule_ids, the 14th key of schedule_put and
   schedule_delete, which keep the two equal, for listSchedules' pages by ZRANGEBYLEX):
   scheduleId -> JSON (cjson), the definition Python wrote (core/schedules.py: topic, cron,
@@ -121,11 +121,4 @@ local function apply_plan(sch, cursor, pending, missed, last_fire, written)
   sch.sentCount = (schedule_value(sch.sentCount) or 0) + written
   sch.missedCount = (schedule_value(sch.missedCount) or 0) + missed
   if last_fire >= 0 then sch.lastFireTime = last_fire end
-end
-
--- The topic's new due time when `lowest` (an entry just written) brought it below `before`
--- (due_at before the writes), else -1.
-local function schedule_lowered(before, lowest)
-  if lowest and (not before or lowest < before) then return lowest end
-  return -1
 end

@@ -70,7 +70,10 @@ def test_idle_topics_cost_the_scheduler_nothing_per_tick(redis_url, redis_client
     for n in range(200):
         fill_waiting(redis_client, rt, f"idle-{n}", 1, clock.now_ms() + 3_600_000)
     redis_client.zadd(rt.keys.topics, {f"idle-{n}": clock.now_ms() for n in range(200)})
-    assert rt.scheduler.repair_due_index() == 200
+    assert redis_client.zcard(rt.keys.due) == 200     # the sends' scripts wrote the index
+    redis_client.config_resetstat()
+    assert rt.scheduler.repair_due_index() == 0       # and the repair sweep reads none of them
+    assert "cmdstat_zrange" not in redis_client.info("commandstats")
     rt.scheduler.run_due()            # loads the claim script, so no tick below meets NOSCRIPT
     redis_client.config_resetstat()
     for _ in range(50):  # 5 seconds' worth of ticks at msg-schedule-millis = 100
@@ -140,3 +143,19 @@ def test_scheduler_ticks_are_at_least_the_min_gap_apart_even_when_a_topic_is_due
             assert 0.009 <= sleep_s <= 0.010
         else:
             assert sleep_s == clock.seconds_until(clock.now_ms() + 2)  # due + 1 ms, exact
+
+
+def test_on_a_cluster_the_repair_sweep_lowers_every_registered_topic_its_bookkeeping_missed(
+        redis_url, redis_client):
+    """Where the due index is in another slot than the topics (a Cluster), a process killed
+    between a script and its index write leaves the index too late: the sweep reads every
+    registered topic's heads."""
+    clock = ManualClock()
+    rt = make_runtime(redis_url, clock)
+    rt.scripts.lowers_due_index = False
+    for n in range(20):
+        fill_waiting(redis_client, rt, f"lost-{n}", 1, clock.now_ms() + 1000)
+    redis_client.zadd(rt.keys.topics, {f"lost-{n}": clock.now_ms() for n in range(20)})
+    assert redis_client.zcard(rt.keys.due) == 0       # fill_waiting does no bookkeeping
+    assert rt.scheduler.repair_due_index() == 20
+    assert redis_client.zscore(rt.keys.due, "lost-7") == clock.now_ms() + 1000

@@ -139,16 +139,16 @@ def test_no_lua_file_indexes_a_message_or_the_topic_keys_by_a_bare_number():
 
 
 def test_every_topic_script_takes_the_topic_keys_in_the_order_python_passes_them():
-    """includes/keys.lua names KEYS[1..18] (its header and its tk table) in the order of
+    """includes/keys.lua names KEYS[1..19] (its header and its tk table) in the order of
     TopicKeys.queues and SubscriptionKeys.queues, and every topic script says it takes them
     and includes it."""
     keys_lua = (LUA / "includes" / "keys.lua").read_text()
     header = keys_lua.split("]]", 1)[0]
-    documented = [re.search(rf"KEYS\[{i}\]\s+(\w+)", header).group(1) for i in range(1, 19)]
+    documented = [re.search(rf"KEYS\[{i}\]\s+(\w+)", header).group(1) for i in range(1, 20)]
     table = dict(re.findall(r"(\w+) = KEYS\[(\d+)\]", keys_lua))
     tk = NamespaceKeys("dq", "default").topic("t")
     in_python = [key.rsplit(":", 1)[1] for key in tk.queues]
-    # KEYS[13..18] are the topic's whatever the subscription: its msgs are the bodies, its
+    # KEYS[13..19] are the topic's whatever the subscription: its msgs are the bodies, its
     # config the settings a subscription's fall back to.
     shared_names = {"msgs": "bodies", "config": "topic"}
     in_lua = in_python[:12] + [shared_names.get(n, n) for n in in_python[12:]]
@@ -156,14 +156,14 @@ def test_every_topic_script_takes_the_topic_keys_in_the_order_python_passes_them
     in_table = in_python[:12] + [{"config": "topic_config"}.get(n, shared_names.get(n, n))
                                  for n in in_python[12:]]
     assert sorted(table, key=lambda name: int(table[name])) == in_table
-    assert [int(table[name]) for name in in_table] == list(range(1, 19))
+    assert [int(table[name]) for name in in_table] == list(range(1, 20))
     sk = tk.subscription("s1")
     assert [key.rsplit(":", 1)[1] for key in sk.queues] == in_python
     assert sk.queues[12:] == tk.queues[12:] and sk.queues[8] == tk.seq
     assert all(key.startswith("dq:{default:t}:s:s1:") for key in sk.queues[:12] if key != tk.seq)
     for name in TOPIC_SCRIPTS:
         text = (LUA / f"{name}.lua").read_text()
-        assert "KEYS: the 18 keys (includes/keys.lua)" in text.split("]]", 1)[0], name
+        assert "KEYS: the 19 keys (includes/keys.lua)" in text.split("]]", 1)[0], name
         assert "local tk = {" in lua_source(name), name
         assert not re.search(r"KEYS\[\d+\]", text), f"{name}.lua names a key by number"
 
@@ -204,9 +204,9 @@ def test_a_missing_include_fails_at_load_time(tmp_path):
 
 def test_a_call_with_the_wrong_number_of_keys_is_refused_before_redis(redis_client):
     scripts = Scripts(redis_client)
-    assert all(scripts.key_counts[name] == 18 for name in TOPIC_SCRIPTS)
+    assert all(scripts.key_counts[name] == 19 for name in TOPIC_SCRIPTS)
     assert scripts.key_counts["monitor_flush"] == 2 and scripts.key_counts["due_set"] == 1
-    with pytest.raises(TypeError, match="pull.lua reads 18 keys; called with 3"):
+    with pytest.raises(TypeError, match="pull.lua reads 19 keys; called with 3"):
         scripts._run("pull", ["a", "b", "c"], [])
     redis_client.config_resetstat()
     assert "cmdstat_evalsha" not in redis_client.info("commandstats")

@@ -37,7 +37,7 @@ from delayqueue.core.requests import SendRequest
 from delayqueue.core.status import Status
 from delayqueue.settings.config import load_settings
 
-from support.lua import HOUR, T0, assert_groups, assert_one_place, slot_of
+from support.lua import HOUR, T0, assert_groups, assert_one_place, due_heads, slot_of
 
 TOPIC = "model"
 IDS = st.sampled_from(["a", "b", "c", "d", "e"])
@@ -550,6 +550,20 @@ class QueueMachine(RuleBasedStateMachine):
             assert self.model[ids[member[12:]]].trigger <= self.now()   # <seq><slot>
 
     @invariant()
+    def the_due_index_is_never_later_than_the_topics_due_time(self) -> None:
+        """The scheduler finds every due message: the topic's due-index score (and on a
+        Cluster its due record) is at most the earliest entry of its due sets, which no
+        request script reads (includes/message.lua due_lowered)."""
+        due = due_heads(self.client, self.tk)
+        if due is None:
+            return
+        index = self.client.zscore(self.rt.keys.due, TOPIC)
+        assert index is not None and index <= due, (index, due)
+        if not self.rt.scripts.lowers_due_index:
+            record = self.client.get(self.tk.due)
+            assert record is not None and int(record) <= due, (record, due)
+
+    @invariant()
     def each_group_has_its_models_front_and_at_most_one_consuming(self) -> None:
         assert_groups(self.client, self.tk)
         fronts = {group: slot_of(self.client, self.tk, msg_id)
@@ -614,6 +628,16 @@ def test_the_queue_follows_its_model_through_any_sequence_of_transitions(machine
     # No explain phase: its line tracing of every Redis call makes a failure take minutes.
     run_state_machine_as_test(machine, settings=settings(
         max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.explicit, Phase.generate, Phase.shrink]))
+
+
+def test_the_model_holds_with_the_due_index_kept_as_on_a_cluster(machine):
+    """The same machine with the keys a Cluster gets: the scripts lower the topic's due record
+    and the service lowers the index after them (DelayQueue.bookkeep)."""
+    machine.rt.scripts.lowers_due_index = False
+    run_state_machine_as_test(machine, settings=settings(
+        max_examples=EXAMPLES // 2, stateful_step_count=STEPS, deadline=None, database=None,
         suppress_health_check=list(HealthCheck),
         phases=[Phase.explicit, Phase.generate, Phase.shrink]))
 

@@ -21,6 +21,7 @@ from support.lua import (
     retention_end,
     send,
     set_status_behind_the_scripts,
+    settle_due,
     snapshot,
 )
 
@@ -51,6 +52,7 @@ def test_the_oldest_limit_are_redriven_with_one_hint_and_the_due_time_they_bring
     for i in range(3):
         make_dead_letter(scripts, tk, f"m{i}", T0 + i)
     # before: the letters' retention ends (plus the purge slack) are the topic's due time
+    settle_due(redis_client, tk)
     with hints(redis_client) as published:
         assert redrive(scripts, tk, T0 + 10, limit=2) == [Outcome.OK, 2, T0 + 10 + HOUR]
     assert published == ["2 topic-a"]

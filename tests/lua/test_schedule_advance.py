@@ -10,7 +10,7 @@ from test_schedule_put import put
 from delayqueue.core.outcome import Outcome
 from delayqueue.core.scripts import SchedulePlan
 
-from support.lua import CHANNEL, DEFAULTS, T0, assert_one_place, status_of
+from support.lua import CHANNEL, DEFAULTS, T0, assert_one_place, settle_due, status_of
 
 
 def advance(scripts, tk, now, gen, cursor, plan):
@@ -48,6 +48,7 @@ def test_repair_writes_the_deleted_waiting_occurrence_again_never_a_delivered_on
         scripts, tk, redis_client):
     put(scripts, tk, T0, T0 + 1000)
     scripts.delete(tk, f"s:{T0 + 1000}", T0 + 1, 60_000, False)
+    settle_due(redis_client, tk)   # the scheduler saw the occurrence go
     assert advance(scripts, tk, T0 + 2, 1, T0 + 1000, None) == [
         Outcome.OK, T0 + 1000, 1, 0, T0 + 1000]
     assert_one_place(redis_client, tk, f"s:{T0 + 1000}", 1, scripts)

@@ -18,6 +18,7 @@ from support.lua import (
     assert_one_place,
     pull,
     pulled_ids,
+    settle_due,
     status_of,
 )
 
@@ -35,6 +36,7 @@ def test_pause_then_resume(scripts, tk, redis_client):
     assert (stored["paused"], stored["pending"], stored["sentCount"]) == (True, None, 0)
     plan = SchedulePlan(((T0 + 5000, T0 + 5000),), T0 + 5000, T0 + 5000)
     assert pause(scripts, tk, T0 + 4500, False, 1, plan)[0] == Outcome.KEPT   # stale gen
+    settle_due(redis_client, tk)   # the scheduler saw the paused occurrence end
     assert pause(scripts, tk, T0 + 4500, False, 2, plan) == [Outcome.OK, 3, 1, 1, T0 + 5000]
     assert_one_place(redis_client, tk, f"s:{T0 + 5000}", 1, scripts)
     stored = json.loads(redis_client.hget(tk.schedules, "s"))
@@ -56,6 +58,7 @@ def test_a_pause_and_resume_of_the_same_fire_time_count_it_once(scripts, tk, red
     put(scripts, tk, T0, T0 + 1000, limit=2)
     pause(scripts, tk, T0 + 1, True)
     plan = SchedulePlan(((T0 + 1000, T0 + 1000),), T0 + 1000, T0 + 1000)
+    settle_due(redis_client, tk)
     assert pause(scripts, tk, T0 + 2, False, 2, plan) == [Outcome.OK, 3, 1, 1, T0 + 1000]
     assert_one_place(redis_client, tk, f"s:{T0 + 1000}", 1, scripts)   # written again
     assert sent_count(redis_client, tk) == 1                           # counted once

@@ -28,6 +28,33 @@ ZSET_OF_STATUS = {1: "waiting", 2: "ready", 3: "ack"}
 DEFAULTS = server_defaults(load_settings(env={}))     # the server's topic settings, as ARGV
 DEAD_RETENTION = load_settings(env={}).dead_letter_retention_millis
 _GET = lua_source("get")
+PURGE_SLACK_MS = 60_000   # includes/message.lua: ended records are due this much after
+
+
+def due_heads(client, tk: TopicKeys) -> int | None:
+    """The topic's exact due time read from its queue heads (ended ones plus the purge slack),
+    as the scheduler's visit computes it for the default subscription (None: nothing)."""
+    heads = []
+    for key, slack in ((tk.waiting, 0), (tk.ack, 0), (tk.expire, 0), (tk.ended, PURGE_SLACK_MS),
+                       (tk.fanout, 0), (tk.sexpire, 0)):
+        head = client.zrange(key, 0, 0, withscores=True)
+        if head:
+            heads.append(int(head[0][1]) + slack)
+    return min(heads, default=None)
+
+
+def settle_due(client, tk: TopicKeys) -> int | None:
+    """What a scheduler visit leaves behind: the topic's exact due time (``due_heads``) in
+    the namespace due index and in its Cluster due record, so that a script's lowered_due
+    answers only what the script brought forward. Returns that time (None: nothing is due)."""
+    due = due_heads(client, tk)
+    if due is None:
+        client.zrem(tk.namespace_due, tk.topic)
+        client.delete(tk.due)
+    else:
+        client.zadd(tk.namespace_due, {tk.topic: due})
+        client.set(tk.due, due)
+    return due
 
 
 def read(client, tk: TopicKeys, msg_id: str, scripts=None) -> tuple[list | None, str | None]:
