@@ -243,9 +243,8 @@ def test_monitor_data_reports_the_last_interval(redis_db_url, topic):
 def test_requests_reuse_one_keep_alive_connection(client, topic):
     for _ in range(20):
         client.get(topic, "absent")
-    pools = client._transport.session.adapters["http://"].poolmanager.pools
-    (pool,) = [pools[k] for k in pools.keys()]
-    assert pool.num_connections == 1
+    (route,) = client._transport._routes.values()
+    assert route.opened == 1
 
 
 def test_unreachable_server_raises_unavailable_error(dead_url, topic):
