@@ -38,7 +38,7 @@ import bisect
 import logging
 import math
 import threading
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -285,6 +285,41 @@ def _prefix(topic: str, subscription: str | None) -> str:
     return f"{topic}{FIELD_SEPARATOR}{subscription}{FIELD_SEPARATOR}"
 
 
+# How a recorded sample is added (Monitor._drain), compared by identity.
+_ADD, _GAPS, _LOOP, _REQUEST = "add", "gaps", "loop", "request"
+_COUNTER_NAMES = frozenset(COUNTERS) | frozenset(PUSH_COUNTERS)
+# Samples recorded and not yet drained into intervals, past which the recording call drains.
+_MAX_LOG = 100_000
+# Field names kept per process; past this many keys (topics x counters) the cache restarts.
+_MAX_NAMES = 100_000
+
+
+def _histogram_fields(prefix: str, bounds: tuple[float, ...]) -> tuple[str, str, str,
+                                                                       tuple[str, ...]]:
+    return (prefix + "count", prefix + "sum", prefix + "max",
+            tuple(f"{prefix}b{i}" for i in range(len(bounds) + 1)))
+
+
+def _field_names(key: tuple) -> Any:
+    """A sample key's field name: a counter's (topic, subscription, name), or a histogram's
+    or a request's names, keyed (how, key) (Monitor._drain)."""
+    if len(key) == 3:
+        topic, subscription, name = key
+        return _prefix(topic, subscription) + name
+    how, inner = key
+    if how is _REQUEST:
+        route, code = inner
+        prefix = f"{REQUEST_TOPIC}{FIELD_SEPARATOR}{route}"
+        return (f"{prefix}{FIELD_SEPARATOR}{code}",
+                tuple(f"{prefix}:b{i}" for i in range(len(REQUEST_BOUNDS_MS) + 1)),
+                prefix + ":sum")
+    if how is _GAPS:
+        topic, subscription, histogram = inner
+        return _histogram_fields(f"{_prefix(topic, subscription)}{histogram}:", BOUNDS_MS)
+    (loop,) = inner
+    return _histogram_fields(f"{LOOP_TOPIC}{FIELD_SEPARATOR}{loop}:", BOUNDS_MS)
+
+
 class Monitor:
     """Fleet-wide monitoring: local buffers per interval, flushed into Redis hashes."""
 
@@ -298,30 +333,37 @@ class Monitor:
         self.interval_ms = interval_s * 1000
         self.retention_ms = max(RETENTION_INTERVALS * self.interval_ms, history_ms)
         self.scripts = scripts
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()      # the flush's: recording never takes it
+        self._log: deque[tuple[int, str, tuple, Any]] = deque()
+        self._names: dict[tuple, Any] = {}
         self._pending: dict[int, _Samples] = {}
         self._failing = False
 
-    # -- recording (hot path: no I/O) ---------------------------------------------------------
+    # -- recording (hot path: no I/O, no lock, no string built) -------------------------------
+    #
+    # A sample is one append to a deque, (time, how, key, value): ``deque.append`` and
+    # ``popleft`` are atomic in CPython, so threads and greenlets record without a lock (under
+    # gevent a lock is a Python-level semaphore) and the flush drains exactly what was
+    # appended, every sample once; one appended while it drains waits for the next flush.
+    # Field names are built at the flush, once per distinct key (``_field``).
 
-    def _samples(self, now_ms: int | None = None) -> _Samples:
-        """The current interval's samples (now by the clock unless given); the caller holds
-        the lock."""
-        start = self.interval_start(self.clock.now_ms() if now_ms is None else now_ms)
-        samples = self._pending.get(start)
-        if samples is None:
-            samples = self._pending[start] = _Samples()
-        return samples
+    def _record(self, how: str, key: tuple, value: Any) -> None:
+        self._log.append((self.clock.now_ms(), how, key, value))
+        if len(self._log) > _MAX_LOG:   # no flush loop (a bare app, a stalled loop): fold
+            with self._lock:
+                self._drain()
 
     def incr(self, topic: str, counter: str, n: int = 1, *,
              subscription: str | None = None) -> None:
-        if counter not in COUNTERS and counter not in PUSH_COUNTERS:
+        if counter not in _COUNTER_NAMES:
             raise ValueError(f"unknown monitor counter {counter!r}")
         if n == 0:
             return
-        name = f"{_prefix(topic, subscription)}{counter}"
-        with self._lock:
-            self._samples().ints[name] += n
+        if subscription == DEFAULT_SUBSCRIPTION:
+            subscription = None
+        elif subscription is not None:
+            _prefix(topic, subscription)    # a bad name raises here, not at the flush
+        self._record(_ADD, (topic, subscription, counter), n)
 
     def observe(self, topic: str, histogram: str, gaps_ms: Iterable[float], *,
                 subscription: str | None = None) -> None:
@@ -331,14 +373,11 @@ class Monitor:
         gaps = [max(0, math.floor(gap + 0.5)) for gap in gaps_ms]
         if not gaps:
             return
-        prefix = f"{_prefix(topic, subscription)}{histogram}:"
-        with self._lock:
-            samples = self._samples()
-            samples.ints[prefix + "count"] += len(gaps)
-            samples.ints[prefix + "sum"] += sum(gaps)
-            samples.set_max(prefix + "max", max(gaps))
-            for gap in gaps:
-                samples.ints[f"{prefix}b{bucket_index(gap)}"] += 1
+        if subscription == DEFAULT_SUBSCRIPTION:
+            subscription = None
+        elif subscription is not None:
+            _prefix(topic, subscription)
+        self._record(_GAPS, (topic, subscription, histogram), gaps)
 
     def record_promotions(self, topic: str, promoted: int, gaps_ms: Iterable[float], *,
                           subscription: str | None = None) -> None:
@@ -352,40 +391,72 @@ class Monitor:
     def count_event(self, event: str, n: int = 1) -> None:
         if event not in EVENTS:
             raise ValueError(f"unknown monitor event {event!r}")
-        with self._lock:
-            self._samples().ints[f"{EVENT_TOPIC}{FIELD_SEPARATOR}{event}"] += n
+        self._record(_ADD, (EVENT_TOPIC, None, event), n)
 
     def count_audit(self, route: str) -> None:
         """One audited write (http/audit.py) through ``route``, an endpoint's name."""
         if not route.isidentifier():
             raise ValueError(f"audit route must be an endpoint's name, got {route!r}")
-        with self._lock:
-            self._samples().ints[f"{AUDIT_TOPIC}{FIELD_SEPARATOR}{route}"] += 1
+        self._record(_ADD, (AUDIT_TOPIC, None, route), 1)
 
     def observe_loop(self, loop: str, duration_ms: float) -> None:
-        duration = max(0.0, float(duration_ms))
-        prefix = f"{LOOP_TOPIC}{FIELD_SEPARATOR}{loop}:"
-        with self._lock:
-            samples = self._samples()
-            samples.ints[prefix + "count"] += 1
-            samples.floats[prefix + "sum"] += duration
-            samples.set_max(prefix + "max", duration)
-            samples.ints[f"{prefix}b{bucket_index(duration)}"] += 1
+        self._record(_LOOP, (loop,), max(0.0, float(duration_ms)))
 
     def record_request(self, route: str, code: str, duration_ms: float) -> None:
-        """One answered HTTP request, by route and code, and its duration: three dict updates,
-        the cheapest record there is (the hot path of every request)."""
+        """One answered HTTP request, by route and code, and its duration: one append, the
+        cheapest record there is (the hot path of every request)."""
         try:
             now = self.clock.now_ms()
         except (redis.RedisError, RedisClusterException):
             return  # never reached Redis, so no clock: an answer must not fail for a count
-        prefix = f"{REQUEST_TOPIC}{FIELD_SEPARATOR}{route}"
-        bucket = bisect.bisect_left(REQUEST_BOUNDS_MS, duration_ms)
-        with self._lock:
-            samples = self._samples(now)
-            samples.ints[f"{prefix}{FIELD_SEPARATOR}{code}"] += 1
-            samples.ints[f"{prefix}:b{bucket}"] += 1
-            samples.floats[prefix + ":sum"] += duration_ms
+        self._log.append((now, _REQUEST, (route, code), duration_ms))
+        if len(self._log) > _MAX_LOG:
+            with self._lock:
+                self._drain()
+
+    def _drain(self) -> None:
+        """Move every recorded sample into its interval's ``_Samples``; the caller holds the
+        lock (the flush's own, never taken by a recording call)."""
+        log, pending, field_of = self._log, self._pending, self._field
+        interval_ms = self.interval_ms
+        while True:
+            try:
+                now, how, key, value = log.popleft()
+            except IndexError:
+                return
+            start = now - now % interval_ms
+            samples = pending.get(start)
+            if samples is None:
+                samples = pending[start] = _Samples()
+            if how is _ADD:
+                samples.ints[field_of(key)] += value
+            elif how is _REQUEST:
+                count, bucket, total = field_of((_REQUEST, key))
+                samples.ints[count] += 1
+                samples.ints[bucket[bisect.bisect_left(REQUEST_BOUNDS_MS, value)]] += 1
+                samples.floats[total] += value
+            elif how is _GAPS:
+                count, total, top, buckets = field_of((_GAPS, key))
+                samples.ints[count] += len(value)
+                samples.ints[total] += sum(value)
+                samples.set_max(top, max(value))
+                for gap in value:
+                    samples.ints[buckets[bucket_index(gap)]] += 1
+            else:  # _LOOP
+                count, total, top, buckets = field_of((_LOOP, key))
+                samples.ints[count] += 1
+                samples.floats[total] += value
+                samples.set_max(top, value)
+                samples.ints[buckets[bucket_index(value)]] += 1
+
+    def _field(self, key: tuple) -> Any:
+        """The field name(s) of a sample's key, built once per key (a bounded cache)."""
+        names = self._names.get(key)
+        if names is None:
+            if len(self._names) >= _MAX_NAMES:
+                self._names.clear()
+            names = self._names[key] = _field_names(key)
+        return names
 
     # -- flushing ------------------------------------------------------------------------------
 
@@ -396,6 +467,7 @@ class Monitor:
         next time (counted twice): the price of never losing a sample to a short outage.
         """
         with self._lock:
+            self._drain()
             intervals, self._pending = self._pending, {}
         if not intervals:
             return

@@ -16,6 +16,7 @@ from delayqueue.settings.config import Settings, load_settings
 from .access import register_access
 from .audit import register_audit
 from .body_encoding import register_body_encoding
+from .form import FormRequest
 from .headers import register_headers
 from .jsonio import OrjsonProvider
 from .request import envelope
@@ -33,6 +34,7 @@ def create_app(overrides: Mapping[str, Any] | None = None,
     settings = settings or load_settings(overrides=overrides)
     app = Flask(__name__)
     app.json = OrjsonProvider(app)
+    app.request_class = FormRequest   # a small form read in one parse_qsl call (form.py)
     # Multipart form fields must fit a full message (Flask's default cap is 500 kB); our own
     # check then answers an oversized body with the max-msg-bytes rule. Whole bodies far
     # beyond it (4x: a form-encoded body can triple in size) are refused by Werkzeug before

@@ -16,8 +16,16 @@ overrides that method so those answers are the envelope every other answer is â€
 ``Content-Type: application/json``, ``Connection: close`` and the security headers every
 answer carries (``http/headers.py``'s ``COMMON``; see ``error_answer`` for the statuses).
 
+gunicorn decides on every request whether the peer may set the forwarding and scheme headers
+(``forwarded_allow_ips``): an ``ipaddress`` parse of the peer's address and a network test
+for each trusted network.
+``TrustCachedRequest`` keeps that decision per peer address (the settings do not change
+in a worker), so a keep-alive connection pays for it once.
+
 ``worker-class: gevent`` / ``gthread`` / ``sync`` in our settings select these subclasses;
-they differ from gunicorn's only in that response class and those error answers.
+they differ from gunicorn's only in that response class, that request class and those error
+answers. Both of gunicorn's request parsers (``http_parser``, gunicorn_conf.py) build that
+Request.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from typing import Any
 
 from gunicorn import util
 from gunicorn.http import errors as http_errors
-from gunicorn.http import wsgi
+from gunicorn.http import message, parser, wsgi
 from gunicorn.workers.ggevent import GeventWorker
 from gunicorn.workers.gthread import ThreadWorker
 from gunicorn.workers.sync import SyncWorker
@@ -87,12 +95,39 @@ class OneSendResponse(wsgi.Response):
         super().close()
 
 
+# Peers whose trust was decided, per worker: (id of the settings, peer address) -> trusted.
+# Bounded: past this many distinct peers the cache starts again (a worker serves a few
+# proxies or clients; a scan of many addresses costs only the uncached check).
+_TRUST_CACHE_MAX = 4096
+_trusted_peers: dict[tuple[int, str], bool] = {}
+
+
+class TrustCachedRequest(message.Request):
+    """gunicorn's Request, deciding whether the peer is a trusted proxy once per address."""
+
+    def _peer_is_trusted_proxy(self) -> bool:
+        peer = self.peer_addr
+        if not isinstance(peer, tuple):
+            return True  # a unix socket: gunicorn trusts it too
+        key = (id(self.cfg), peer[0])
+        trusted = _trusted_peers.get(key)
+        if trusted is None:
+            if len(_trusted_peers) >= _TRUST_CACHE_MAX:
+                _trusted_peers.clear()
+            trusted = _trusted_peers[key] = super()._peer_is_trusted_proxy()
+        return trusted
+
+
 def _install() -> None:
     # wsgi.create() resolves ``Response`` from its module at call time (HTTP/2 passes its own
     # class and is not affected). A gunicorn without the ``_emit_body`` hook (< 27) writes the
     # body past it, so it keeps its own Response: two sends, but never body before headers.
     if hasattr(wsgi.Response, "_emit_body"):
         wsgi.Response = OneSendResponse
+    # The parser makes each request from its class attribute; a gunicorn without the shared
+    # header policy (< 27) decides trust elsewhere and keeps its own class.
+    if hasattr(message.Request, "_peer_is_trusted_proxy"):
+        parser.RequestParser.mesg_class = TrustCachedRequest
 
 
 # --- gunicorn's own error answers as the JSON envelope ----------------------------------------

@@ -14,6 +14,8 @@ and ASK redirections, topology refresh).
 
 from __future__ import annotations
 
+import select
+import sys
 from urllib.parse import quote
 
 import redis
@@ -65,6 +67,51 @@ class SentinelConnection(SentinelManagedConnection):
         return super().read_response(*args, disconnect_on_error=disconnect_on_error, **kwargs)
 
 
+def unpatched_poll():
+    """The operating system's ``select.poll`` when gevent has patched ``select``, else None.
+
+    redis-py checks every connection it takes from the pool for unread data first
+    (``can_read()``: hiredis' reader, then a zero-timeout ``select.poll`` of the socket). Under
+    gevent's monkey-patching that poll is gevent's emulation, which waits for the next turn of
+    the hub even with a zero timeout: a loop turn per Redis command. A zero-timeout poll never
+    blocks, so the system's own answers it in one system call, with nothing to wait for.
+    """
+    gevent_monkey = sys.modules.get("gevent.monkey")
+    if gevent_monkey is None or not gevent_monkey.is_module_patched("select"):
+        return None
+    return gevent_monkey.get_original("select", "poll")
+
+
+class ZeroWaitReadCheck:
+    """A connection whose pool check (``can_read()`` with no timeout) polls the socket with
+    the system's poll (``unpatched_poll``); set on the class by ``read_check_class``. Only the
+    quiet case, the usual one, is answered here (hiredis holds no reply and the socket has
+    nothing to read): anything else, a wait, or a connection without hiredis' reader goes to
+    redis-py's own check, so a dirty or closed connection is found as before."""
+
+    _system_poll = None
+
+    def can_read(self, timeout: float = 0) -> bool:
+        sock, poll = self._sock, self._system_poll
+        reader = getattr(self._parser, "_reader", None)
+        if timeout == 0 and poll is not None and sock is not None and reader is not None \
+                and not reader.has_data() and not getattr(sock, "pending", None):
+            poller = poll()
+            poller.register(sock, select.POLLIN)
+            if not poller.poll(0):
+                return False
+        return super().can_read(timeout)
+
+
+def read_check_class(base: type) -> type:
+    """``base`` with ``ZeroWaitReadCheck`` where gevent patched ``select``, else ``base``."""
+    poll = unpatched_poll()
+    if poll is None:
+        return base
+    return type(f"ZeroWait{base.__name__}", (ZeroWaitReadCheck, base),
+                {"_system_poll": staticmethod(poll)})
+
+
 class BlockingSentinelPool(SentinelConnectionPool, redis.BlockingConnectionPool):
     """The master's connections, capped: a caller waits up to ``timeout`` for a free one
     (as with a standalone Redis) instead of failing at once with "Too many connections"."""
@@ -92,7 +139,7 @@ def connect_redis(url: str, *, socket_timeout_ms: int, connect_timeout_ms: int,
             socket_timeout=timeout_s, socket_connect_timeout=connect_s))
         return sentinel.master_for(
             target.master, connection_pool_class=BlockingSentinelPool,
-            connection_class=SentinelConnection,
+            connection_class=read_check_class(SentinelConnection),
             max_connections=max_connections, timeout=timeout_s, db=target.db,
             username=target.username, password=target.password, health_check_interval=30,
             retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), 1,
@@ -113,6 +160,9 @@ def connect_redis(url: str, *, socket_timeout_ms: int, connect_timeout_ms: int,
             connection_pool_class=redis.BlockingConnectionPool,
             max_connections=max_connections, timeout=timeout_s,
             retry=Retry(ExponentialBackoff(cap=0.5, base=0.02), CLUSTER_ATTEMPTS), **common)
+    plain = {"redis": redis.Connection, "unix": redis.UnixDomainSocketConnection}.get(scheme)
+    if plain is not None:   # rediss: redis-py's SSL connection, whose check it keeps
+        common["connection_class"] = read_check_class(plain)
     pool = redis.BlockingConnectionPool.from_url(
         url,
         max_connections=max_connections,
