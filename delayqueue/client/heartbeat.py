@@ -114,7 +114,7 @@ class Heartbeats(HeartbeatsBase):
         self._closed = False
         self._thread: threading.Thread | None = None
         # When the sleeping thread wakes by itself (monotonic); -inf while it is awake (it
-        # looks at every delivery before it sleeps again), +inf while it waits for one.
+        # looks at every delivery before it sleeps again).
         self._wake_at = float("-inf")
         self.wakeups = 0
 
@@ -155,10 +155,15 @@ class Heartbeats(HeartbeatsBase):
             self._thread = None
             return None
         first = min(self._live, key=lambda d: d.next_at, default=None)
-        if first is not None and first.next_at <= self._clock():
+        now = self._clock()
+        if first is not None and first.next_at <= now:
             return first
-        self._wake_at = float("inf") if first is None else first.next_at
-        self._cond.wait(None if first is None else first.next_at - self._clock())
+        # With nothing tracked, sleep half an interval, not until woken: a delivery pulled
+        # since is not due before then, so tracking it wakes nobody. (Sleeping until woken
+        # made every track wake the thread whenever the handler had returned before the
+        # thread looked: a wake-up per message.)
+        self._wake_at = now + self.interval_s / 2 if first is None else first.next_at
+        self._cond.wait(self._wake_at - now)
         self._wake_at = float("-inf")
         self.wakeups += 1
         return None

@@ -32,7 +32,6 @@ from urllib3.exceptions import (
     ReadTimeoutError,
 )
 
-from . import wire
 from .errors import (
     DelayQueueError,
     ServerError,
@@ -202,14 +201,25 @@ class Transport(TransportBase):
     (``Content-Encoding: gzip``, which delayqueue decodes and camellia's server has no batch
     endpoints to refuse); None sends every body as it is.
 
-    Each node keeps up to ``pool_size`` idle keep-alive connections: a thread takes one for
-    its request and puts it back (last in, first out, so a thread calling again gets a warm
-    one; one over ``pool_size`` is closed). urllib3 opens them (wire.py frames the
-    exchange). Every attempt is one request, never retried nor redirected (Attempts decides
-    what is tried again). The environment is read once, here: the proxy of each node
-    (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY; a node behind one is reached through
-    urllib3's ProxyManager) and the CA bundle for HTTPS (REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE,
-    else certifi's).
+    Each node has one urllib3 connection pool keeping up to ``pool_size`` idle keep-alive
+    connections: a thread takes one for its request and puts it back (last in, first out,
+    so a thread calling again gets a warm one; past ``pool_size`` a new one is opened and
+    closed after use: ``block=False``). urllib3 sends the request and reads its answer
+    (Content-Length, chunked or to the end of the connection; gzip and deflate decoded).
+
+    Every attempt is one request: urllib3 neither retries nor redirects (``retries=False``,
+    Attempts decides what is tried again and where). An idle connection the server closed
+    (its keep-alive timeout) is found by urllib3 before it is used again (a zero-timeout
+    poll as the pool hands it out) and reopened, as requests did; one closed in the instant
+    between that poll and the request fails as a maybe-executed request. urllib3's own Retry
+    cannot tell that case apart from a request the server received (both are "read" errors
+    on a POST), so a retry there could send a message twice: fail-over (idempotent calls
+    only) handles it instead.
+
+    The environment is read once, here: the proxy of each node (HTTP_PROXY, HTTPS_PROXY,
+    ALL_PROXY, NO_PROXY; a node behind one is reached through urllib3's ProxyManager) and
+    the CA bundle for HTTPS (REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, else certifi's). The
+    headers are built once too.
     """
 
     def __init__(self, urls: list[str], *, connect_timeout_s: float, read_timeout_s: float,
@@ -222,28 +232,43 @@ class Transport(TransportBase):
         self._form_headers = {**common, **FORM_HEADERS}
         self._json_headers = {**common, **JSON_HEADERS}
         self._gzip_headers = {**common, **GZIP_JSON_HEADERS}
-        self._header_lines = {id(h): _header_lines(h) for h in (
-            self._headers, self._form_headers, self._json_headers, self._gzip_headers)}
-        self._timeouts: dict[float | None, urllib3.Timeout] = {}
+        self._timeouts: dict[float, urllib3.Timeout] = {}
         self.pool_size = pool_size
         proxies = getproxies()
         ca_certs = _ca_bundle() if any(n.url.startswith("https:") for n in self.pool.nodes) \
             else None
+        options: dict[str, Any] = {
+            "maxsize": pool_size, "block": False, "retries": False,
+            "timeout": self._timeout(read_timeout_s)}
         self._managers: list[urllib3.PoolManager] = []
-        # node URL -> its route: direct (a Direct) or through a proxy (urllib3's pool, and
-        # what goes before the path: "" or, through a plain-HTTP proxy, the node's URL, as
-        # a forwarding proxy takes the absolute form)
-        self._routes: dict[str, Direct | tuple[HTTPConnectionPool, str]] = {}
+        # node URL -> urllib3's pool for it, and what goes before the endpoint's path: the
+        # node URL's own path or, through a plain-HTTP proxy, the node's whole URL (a
+        # forwarding proxy takes the absolute form)
+        self._routes: dict[str, tuple[HTTPConnectionPool, str]] = {}
         for node in self.pool.nodes:
             proxy = proxy_for(node.url, proxies)
-            self._routes[node.url] = Direct(node.url, connect_timeout_s, pool_size, ca_certs) \
-                if proxy is None else self._proxied(node.url, proxy, pool_size, ca_certs)
+            if proxy is not None:  # a PoolManager drops ca_certs for plain HTTP itself
+                with_ca = {**options, "ca_certs": ca_certs} if ca_certs else options
+                self._routes[node.url] = self._proxied(node.url, proxy, with_ca)
+                continue
+            https = node.url.startswith("https:")
+            pool = urllib3.connection_from_url(
+                node.url, **({**options, "ca_certs": ca_certs} if https and ca_certs
+                             else options))
+            self._routes[node.url] = pool, urlsplit(node.url).path
 
-    def _proxied(self, url: str, proxy: str, pool_size: int,
-                 ca_certs: str | None) -> tuple[HTTPConnectionPool, str]:
-        options: dict[str, Any] = {"maxsize": pool_size, "block": False, "retries": False}
-        if ca_certs:
-            options["ca_certs"] = ca_certs
+    def _timeout(self, read_timeout_s: float) -> urllib3.Timeout:
+        """The urllib3 Timeout for a read timeout, made once per value (the client's, and
+        each long poll's: a handful)."""
+        timeout = self._timeouts.get(read_timeout_s)
+        if timeout is None:
+            timeout = urllib3.Timeout(connect=self.connect_timeout_s, read=read_timeout_s)
+            if len(self._timeouts) < 64:
+                self._timeouts[read_timeout_s] = timeout
+        return timeout
+
+    def _proxied(self, url: str, proxy: str,
+                 options: dict[str, Any]) -> tuple[HTTPConnectionPool, str]:
         manager: urllib3.PoolManager
         if proxy.lower().startswith("socks"):
             from urllib3.contrib.socks import SOCKSProxyManager  # needs PySocks, as requests
@@ -263,9 +288,8 @@ class Transport(TransportBase):
         return pool, url if absolute else urlsplit(url).path
 
     def close(self) -> None:
-        for route in self._routes.values():
-            if isinstance(route, Direct):
-                route.close()
+        for pool, _ in self._routes.values():
+            pool.close()
         for manager in self._managers:
             manager.clear()
 
@@ -299,71 +323,13 @@ class Transport(TransportBase):
 
     def _post(self, url: str, path: str, body: bytes, headers: Mapping[str, str],
               read_timeout_s: float) -> tuple[int, bytes]:
-        """One POST to a node, read to the end (its connection kept for the next): the
-        status and the body."""
-        route = self._routes[url]
-        if isinstance(route, Direct):
-            lines = self._header_lines.get(id(headers)) or _header_lines(headers)
-            return route.post(path, lines, body, read_timeout_s)
-        pool, prefix = route
-        timeout = self._timeouts.get(read_timeout_s)
-        if timeout is None:  # a handful of values: the client's, and each long poll's
-            timeout = urllib3.Timeout(connect=self.connect_timeout_s, read=read_timeout_s)
-            if len(self._timeouts) < 64:
-                self._timeouts[read_timeout_s] = timeout
+        """One POST to a node, read to the end and its connection given back for the next:
+        the status and the (decoded) body."""
+        pool, prefix = self._routes[url]
         response = pool.urlopen("POST", prefix + path, body=body, headers=headers,
-                                timeout=timeout, retries=False, redirect=False,
-                                assert_same_host=False)
+                                timeout=self._timeout(read_timeout_s), retries=False,
+                                redirect=False, assert_same_host=False, preload_content=True)
         return response.status, response.data
-
-
-def _header_lines(headers: Mapping[str, str]) -> bytes:
-    return b"".join(f"{name}: {value}\r\n".encode("latin-1") for name, value in headers.items())
-
-
-class Direct:
-    """A node reached directly: its idle keep-alive connections (wire.py), at most
-    ``pool_size`` kept."""
-
-    def __init__(self, url: str, connect_timeout_s: float, pool_size: int,
-                 ca_certs: str | None) -> None:
-        parts = urlsplit(url)
-        self.scheme = parts.scheme
-        self.host = parts.hostname or ""
-        self.port = parts.port or (443 if self.scheme == "https" else 80)
-        self.prefix = parts.path
-        self.connect_timeout_s, self.pool_size = connect_timeout_s, pool_size
-        self.ca_certs = ca_certs if self.scheme == "https" else None
-        self._idle: list[wire.Connection] = []
-        self._lock = threading.Lock()
-        self.opened = 0  # connections made (for tests and curiosity)
-
-    def post(self, path: str, header_lines: bytes, body: bytes,
-             read_timeout_s: float) -> tuple[int, bytes]:
-        with self._lock:
-            conn = self._idle.pop() if self._idle else None
-        if conn is None:
-            conn = wire.Connection(self.scheme, self.host, self.port,
-                                   connect_timeout_s=self.connect_timeout_s,
-                                   ca_certs=self.ca_certs, on_open=self._opened)
-        answer = conn.post(self.prefix + path, header_lines, body, read_timeout_s)
-        if conn.sock is not None:
-            with self._lock:
-                if len(self._idle) < self.pool_size:
-                    self._idle.append(conn)
-                    conn = None
-            if conn is not None:
-                conn.close()
-        return answer.status, answer.body
-
-    def _opened(self) -> None:
-        self.opened += 1
-
-    def close(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
 
 
 def encode_body(body: bytes | None, compress_over_bytes: int | None

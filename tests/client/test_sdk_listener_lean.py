@@ -1,7 +1,7 @@
 """The lean SDK listener (issue 29): the handler on the pull thread with one consume thread,
-a heartbeat thread woken only when a beat is due, and the transport's own HTTP/1.1 framing
-(wire.py) against answers a server may give: chunked, gzip, Connection: close, a keep-alive
-connection the server closed while idle."""
+a heartbeat thread woken only when a beat is due, and the transport (urllib3's pools, no
+framing of ours) against answers a server may give: chunked, gzip, Connection: close, a
+keep-alive connection the server closed while idle."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def test_a_listener_of_quick_handlers_keeps_its_heartbeat_thread_asleep(node, to
     assert consumer._heartbeats is not None and consumer._heartbeats.wakeups <= 2
 
 
-# ---- the transport's framing ----------------------------------------------------------
+# ---- the transport against a scripted server ----------------------------------------
 class Scripted:
     """A one-thread HTTP server on 127.0.0.1 answering each request with the next bytes of
     ``answers`` (a callable gets the connection's socket instead), keeping the connection
@@ -111,6 +111,7 @@ class Scripted:
     def __init__(self, answers) -> None:
         self.answers = list(answers)
         self.requests: list[bytes] = []
+        self.accepted = 0     # connections the client opened
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -122,6 +123,7 @@ class Scripted:
                 conn, _ = self.listener.accept()
             except OSError:
                 return
+            self.accepted += 1
             with conn:
                 conn.settimeout(10)
                 while self.answers:
@@ -161,14 +163,18 @@ def test_answers_chunked_gzipped_or_closing_are_read_and_the_connection_kept_or_
     chunked = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                + b"".join(b"%x\r\n%s\r\n" % (len(envelope[i:i + 7]), envelope[i:i + 7])
                           for i in range(0, len(envelope), 7)) + b"0\r\n\r\n")
+
+    def to_the_end(conn):     # no length: the body ends with the connection (HTTP/1.0 style)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n" + envelope)
+        conn.shutdown(socket.SHUT_RDWR)
+
     server = Scripted([ok(envelope), chunked, ok(zipped, b"Content-Encoding: gzip"),
-                       ok(envelope, b"Connection: close"), ok(envelope)])
+                       ok(envelope, b"Connection: close"), ok(envelope), to_the_end])
     try:
         with DelayQueueClient(server.url, token="secret") as client:
-            for _ in range(5):
+            for _ in range(6):
                 assert client.topics() == []
-            (route,) = client._transport._routes.values()
-        assert route.opened == 2      # kept alive, then reopened after Connection: close
+        assert server.accepted == 2   # kept alive, then reopened after Connection: close
         first = server.requests[0]
         assert first.startswith(b"POST /camellia/delayQueue/")
         assert b"\r\nAuthorization: Bearer secret\r\n" in first
@@ -191,7 +197,7 @@ def test_a_keep_alive_connection_closed_by_the_server_is_not_reused_for_a_send()
             time.sleep(0.2)
             # Not idempotent: written into the closed connection, it would fail.
             assert client._transport.send(Request("ackMsg", {"topic": "t"})) == {"code": 200}
-        assert len(server.requests) == 2
+        assert len(server.requests) == 2 and server.accepted == 2
     finally:
         server.close()
 
@@ -214,3 +220,19 @@ def test_the_environment_proxy_is_chosen_as_requests_chose_it(monkeypatch):
     assert proxy_for("http://node.internal.example:8080", proxies) is None
     assert proxy_for("https://a.example", proxies) is None
     assert proxy_for("https://a.example", {**proxies, "all": "http://p:1"}) == "http://p:1"
+
+
+def test_a_node_behind_the_environment_proxy_is_reached_through_it(monkeypatch):
+    proxy = Scripted([ok(b'{"code": 200, "msg": "success", "data": []}')])
+    monkeypatch.setenv("http_proxy", proxy.url)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    try:
+        with DelayQueueClient("http://node.invalid:8080", token="secret") as client:
+            monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")   # read once: not again
+            assert client.topics() == []
+        (sent,) = proxy.requests
+        assert sent.startswith(b"POST http://node.invalid:8080/camellia/delayQueue/")
+        assert b"\r\nAuthorization: Bearer secret\r\n" in sent
+    finally:
+        proxy.close()
