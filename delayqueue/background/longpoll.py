@@ -23,10 +23,13 @@ publishes "<k> <topic>" on the channel of one registered hub (``<hint channel>:<
 taking turns, or on the channel every hub hears when none is registered or the topic has
 named subscriptions (lua/includes/group.lua publish_ready). A hub that cannot wake as many
 idle waiters as it was told passes the rest on to every hub, so a hint is never lost to a
-hub whose waiters just left. Under a steady load one ready message wakes one waiter in the
-fleet instead of one per process. On a Cluster every hint goes to every process (a classic
-PUBLISH answers only the subscribers of the node it ran on, so a routed one could not tell a
-hub that is gone from one subscribed elsewhere).
+hub whose waiters just left; one with no idle waiter at all also leaves the topic's hub set
+(lua/hint_pass.lua) until one of its long polls waits again, so under full load, when
+nobody waits, hints go back to every process at no extra cost per hint. Under a steady
+load one ready message wakes one waiter in the fleet instead of one per process. On a
+Cluster every hint goes to every process (a classic PUBLISH answers only the subscribers of
+the node it ran on, so a routed one could not tell a hub that is gone from one subscribed
+elsewhere).
 
 The hub also remembers, per topic, what the process's last pull saw: "ready was empty and
 nothing is due before T", valid while no hint for the topic has arrived since, for at most
@@ -124,6 +127,9 @@ class Hub:
         # Bumped by release_held(): the polls held at that moment answer (empty) at once.
         self.releases = 0
         self.on_control = None  # callable(text), for control messages on the hint channel
+        # callable(topic, hub id, leave, count): passes a routed hint on (the runtime's
+        # Scripts.hint_pass); None: a plain PUBLISH to every hub
+        self.pass_hint = None
 
     # -- waiters -------------------------------------------------------------------------
     def register(self, topic: str, subscription: str | None = None,
@@ -251,12 +257,17 @@ class Hub:
         if n == 0 and self.on_due_hint is not None:
             self.on_due_hint(topic)
         if routed and woken < n:
-            self._pass_on(n - woken, topic)
+            self._pass_on(topic, n - woken, leave=woken == 0)
 
-    def _pass_on(self, count: int, topic: str) -> None:
-        """Hand the part of a routed hint no idle waiter here could take to every hub."""
+    def _pass_on(self, topic: str, count: int, leave: bool) -> None:
+        """Hand the part of a routed hint no idle waiter here could take to every hub; with
+        none idle here, this hub also stops drawing the topic's hints until one of its long
+        polls waits again (``pass_hint``, lua/hint_pass.lua)."""
         try:
-            self._client.publish(self._channel, f"{count} {topic}")
+            if self.pass_hint is not None:
+                self.pass_hint(topic, self.id, leave, count)
+            else:
+                self._client.publish(self._channel, f"{count} {topic}")
         except redis.RedisError as exc:   # the waiters elsewhere re-check on their own
             logger.warning("could not pass a hint on for topic %r: %s", topic, exc)
 

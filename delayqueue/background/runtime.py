@@ -97,6 +97,8 @@ class Runtime:
         self.hub = Hub(self.client, self.keys.hint_channel,
                        routed=not self.scripts.runner.cluster)
         self.hub.on_control = self.on_control
+        self.hub.pass_hint = lambda topic, hub_id, leave, count: self.scripts.hint_pass(
+            self.keys.topic(topic), hub_id, leave, self.keys.hint_channel, count)
         self.snapshots = SnapshotWriter(
             self.monitor, self.client, self.keys, self.clock, settings.snapshot_dir,
             settings.namespace, settings.monitor_interval_seconds,

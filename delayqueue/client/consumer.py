@@ -109,14 +109,24 @@ class Consumer(ConsumerBase):
         self._pending: dict[int, tuple[Future[None], Pulled]] = {}  # token -> (work, message)
         self._groups: GroupGate[Pulled] = GroupGate()  # messages blocked behind their head
         self._tokens = itertools.count()
-        self._executor = ThreadPoolExecutor(consume_threads,
-                                            thread_name_prefix=f"dq-consume-{topic}")
+        # One consume thread: the handler runs on the pull thread that pulled its message
+        # (no hand-off to a worker thread and back); several: on a pool of consume threads.
+        self._inline = consume_threads == 1
+        self._executor: ThreadPoolExecutor | None = None if self._inline else \
+            self._new_executor()
         self._pullers: list[threading.Thread] = []
+        self._pulling = 0  # pull threads running and not in a handler (lock held)
+        self._shut_down = False  # stop() shut the consume threads down: nothing starts
+
+    def _new_executor(self) -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(self.consume_threads,
+                                  thread_name_prefix=f"dq-consume-{self.topic}")
 
     # ---- lifecycle -------------------------------------------------------------------
     def start(self) -> "Consumer":
         if self._pullers:
             return self
+        self._pulling = self.pull_threads
         for i in range(self.pull_threads):
             thread = threading.Thread(target=self._pull_loop, daemon=True,
                                       name=f"dq-pull-{self.topic}-{i}")
@@ -141,10 +151,10 @@ class Consumer(ConsumerBase):
         with self._cond:
             self._cond.notify_all()
         poll_s = self.poll_timeout_ms / 1000 + self.client.timeout
-        for thread in self._pullers:
-            if thread is not threading.current_thread():
-                thread.join(poll_s)
         with self._cond:
+            # Until each pull thread has ended, or runs a handler (waited for below, with
+            # the others, for grace_s): a poll in flight finishes first.
+            self._cond.wait_for(lambda: self._pulling == 0, poll_s)
             pending = list(self._pending.values())
         running = [f for f, _ in pending if not f.done()]
         if getattr(self._in_handler, "active", False):  # stop() from inside a handler
@@ -155,7 +165,10 @@ class Consumer(ConsumerBase):
                 logger.warning("%s: %d handler(s) still running after %.1fs grace; each "
                                "settles its message when it returns", self.topic,
                                len(not_done), grace)
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        with self._cond:
+            executor, self._shut_down = self._executor, True
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
         for future, pulled in pending:
             if future.cancelled():  # pulled but never started
                 self._drop(pulled)
@@ -191,6 +204,14 @@ class Consumer(ConsumerBase):
         return self.client.pull(self.topic, n, self.ack_timeout_ms, **self._in_subscription)
 
     def _pull_loop(self) -> None:
+        try:
+            self._pull_until_stopped()
+        finally:
+            with self._cond:
+                self._pulling -= 1
+                self._cond.notify_all()
+
+    def _pull_until_stopped(self) -> None:
         backoff = self._backoff()
         while True:
             n = self._take_slots()
@@ -224,15 +245,37 @@ class Consumer(ConsumerBase):
             if not self._stopping.is_set():
                 if not self._groups.enter(msg.group_id, pulled):
                     return  # blocked: it runs once its group's head has returned
-                if self._submit(pulled):
+                if self._inline:
+                    token, future = next(self._tokens), Future[None]()
+                    future.set_running_or_notify_cancel()
+                    self._pending[token] = (future, pulled)
+                    self._pulling -= 1
+                elif self._submit(pulled):
                     return
-                self._groups.leave(msg.group_id)  # nothing entered behind it: the lock is held
-        self._drop(pulled, "consumer stopped")
+                else:
+                    self._groups.leave(msg.group_id)  # nothing entered behind it (lock held)
+                    token = -1
+            else:
+                token = -1
+        if token < 0:
+            self._drop(pulled, "consumer stopped")
+            return
+        try:  # one consume thread: the handler runs here, on the pull thread
+            self._consume(pulled, token)
+        finally:
+            future.set_result(None)
+            with self._cond:
+                self._pulling += 1
 
     def _submit(self, pulled: Pulled) -> bool:
         """Start a message on a consume thread (lock held, so _consume cannot pop its token
         before it is stored); False when the executor is shut down."""
         token = next(self._tokens)
+        if self._shut_down:
+            return False
+        if self._executor is None:  # one consume thread: only for a message that waited
+            self._executor = self._new_executor()  # behind its group's head (never, as
+            # one slot never pulls a second message while the first runs)
         try:
             future = self._executor.submit(self._consume, pulled, token)
         except RuntimeError:  # shut down since the caller's check

@@ -14,14 +14,23 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import json
 import logging
+import os
 import threading
 import time
 from typing import Any, Callable, Mapping, NoReturn
+from urllib.parse import urlencode, urlsplit
+from urllib.request import getproxies, proxy_bypass
 
-import requests
-from requests.adapters import HTTPAdapter
-from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+import urllib3
+from urllib3.connectionpool import HTTPConnectionPool
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    HTTPError,
+    NewConnectionError,
+    ReadTimeoutError,
+)
 
 from .errors import (
     DelayQueueError,
@@ -39,8 +48,12 @@ NODE_COOLDOWN_BASE_S = 0.5
 NODE_COOLDOWN_MAX_S = 30.0
 JSON_HEADERS = {"Content-Type": "application/json; charset=utf-8"}
 GZIP_JSON_HEADERS = {**JSON_HEADERS, "Content-Encoding": "gzip"}
+FORM_HEADERS = {"Content-Type": "application/x-www-form-urlencoded"}
 # gzip level 1: most of the gain on JSON at a small part of the default level's CPU.
 GZIP_LEVEL = 1
+# What requests sent besides our own headers, kept so a server or a proxy sees the same.
+DEFAULT_HEADERS = {"Accept-Encoding": "gzip, deflate", "Accept": "*/*",
+                   "Connection": "keep-alive"}
 
 
 class Node:
@@ -86,25 +99,76 @@ class NodePool:
                 node.down_until = 0.0
 
 
-def _never_sent(exc: requests.RequestException) -> bool:
-    """True when the request cannot have reached a server (safe to send anywhere)."""
-    if isinstance(exc, requests.ConnectTimeout):
-        return True
-    reason = getattr(exc.args[0], "reason", None) if exc.args else None
-    return isinstance(reason, (NewConnectionError, ConnectTimeoutError))
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it wraps (urllib3 wraps a socket error in its own, a proxy's in
+    ProxyError), outermost first."""
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and seen not in chain and len(chain) < 8:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__ or next(
+            (a for a in getattr(seen, "args", ()) if isinstance(a, BaseException)), None)
+    return chain
 
 
-def _reason(exc: requests.RequestException) -> str:
+def _never_sent(exc: BaseException) -> bool:
+    """True when the request cannot have reached a server (safe to send anywhere): no
+    connection was made (refused, name not resolved, connect timeout)."""
+    return any(isinstance(e, (NewConnectionError, ConnectTimeoutError)) for e in _causes(exc))
+
+
+def _reason(exc: BaseException) -> str:
     """A short cause: "connection refused", "read timed out", ..."""
-    if isinstance(exc, requests.ConnectTimeout):
-        return "connect timed out"
-    if isinstance(exc, requests.ReadTimeout):
-        return "read timed out"
-    reason = getattr(exc.args[0], "reason", None) if exc.args else None
-    if isinstance(reason, NewConnectionError):
-        text = str(reason).rsplit("]", 1)[-1].strip() or str(reason)
-        return text[:1].lower() + text[1:]
+    for seen in _causes(exc):
+        # NewConnectionError derives from ConnectTimeoutError in urllib3 2: it comes first.
+        if isinstance(seen, NewConnectionError):
+            text = str(seen).rsplit("]", 1)[-1].strip() or str(seen)
+            return text[:1].lower() + text[1:]
+        if isinstance(seen, ConnectTimeoutError):
+            return "connect timed out"
+        if isinstance(seen, ReadTimeoutError):
+            return "read timed out"
     return f"{type(exc).__name__}: {exc}"[:200]
+
+
+def encode_form(params: Mapping[str, Any] | None) -> bytes:
+    """A form body as requests encoded one: None values left out, a list or tuple gives the
+    key once per item, everything else ``str()``-ed (urlencode's quote_plus, UTF-8)."""
+    if not params:
+        return b""
+    pairs: list[tuple[str, Any]] = []
+    for key, value in params.items():
+        for item in (value if isinstance(value, (list, tuple)) else (value,)):
+            if item is not None:
+                pairs.append((key, item))
+    return urlencode(pairs).encode("ascii")
+
+
+def _ca_bundle() -> str | None:
+    """The CA certificates requests verified HTTPS with: REQUESTS_CA_BUNDLE or
+    CURL_CA_BUNDLE from the environment, else certifi's bundle (None: the system's)."""
+    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+    if bundle:
+        return bundle
+    try:
+        import certifi
+    except ImportError:  # pragma: no cover - certifi comes with the SDK's dependencies
+        return None
+    return str(certifi.where())
+
+
+def proxy_for(url: str, proxies: Mapping[str, str] | None = None) -> str | None:
+    """The proxy the environment names for ``url`` (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY,
+    minus NO_PROXY), as requests chose it; None: connect directly."""
+    proxies = getproxies() if proxies is None else proxies
+    if not proxies:
+        return None
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = host if parts.port is None else f"{host}:{parts.port}"
+    if proxy_bypass(netloc) or proxy_bypass(host):
+        return None
+    return proxies.get(parts.scheme) or proxies.get("all") or None
 
 
 class TransportBase:
@@ -136,6 +200,26 @@ class Transport(TransportBase):
     ``compress_over_bytes``: a JSON body (a batch) longer than this is sent gzip-compressed
     (``Content-Encoding: gzip``, which delayqueue decodes and camellia's server has no batch
     endpoints to refuse); None sends every body as it is.
+
+    Each node has one urllib3 connection pool keeping up to ``pool_size`` idle keep-alive
+    connections: a thread takes one for its request and puts it back (last in, first out,
+    so a thread calling again gets a warm one; past ``pool_size`` a new one is opened and
+    closed after use: ``block=False``). urllib3 sends the request and reads its answer
+    (Content-Length, chunked or to the end of the connection; gzip and deflate decoded).
+
+    Every attempt is one request: urllib3 neither retries nor redirects (``retries=False``,
+    Attempts decides what is tried again and where). An idle connection the server closed
+    (its keep-alive timeout) is found by urllib3 before it is used again (a zero-timeout
+    poll as the pool hands it out) and reopened, as requests did; one closed in the instant
+    between that poll and the request fails as a maybe-executed request. urllib3's own Retry
+    cannot tell that case apart from a request the server received (both are "read" errors
+    on a POST), so a retry there could send a message twice: fail-over (idempotent calls
+    only) handles it instead.
+
+    The environment is read once, here: the proxy of each node (HTTP_PROXY, HTTPS_PROXY,
+    ALL_PROXY, NO_PROXY; a node behind one is reached through urllib3's ProxyManager) and
+    the CA bundle for HTTPS (REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, else certifi's). The
+    headers are built once too.
     """
 
     def __init__(self, urls: list[str], *, connect_timeout_s: float, read_timeout_s: float,
@@ -143,14 +227,71 @@ class Transport(TransportBase):
                  compress_over_bytes: int | None = None) -> None:
         super().__init__(urls, connect_timeout_s=connect_timeout_s,
                          read_timeout_s=read_timeout_s, compress_over_bytes=compress_over_bytes)
-        self.session = requests.Session()
-        adapter = HTTPAdapter(pool_connections=len(self.pool.nodes), pool_maxsize=pool_size)
-        self.session.mount("http://", adapter)
-        self.session.mount("https://", adapter)
-        self.session.headers.update(self.headers(token))
+        common = {**self.headers(token), **DEFAULT_HEADERS}
+        self._headers = common
+        self._form_headers = {**common, **FORM_HEADERS}
+        self._json_headers = {**common, **JSON_HEADERS}
+        self._gzip_headers = {**common, **GZIP_JSON_HEADERS}
+        self._timeouts: dict[float, urllib3.Timeout] = {}
+        self.pool_size = pool_size
+        proxies = getproxies()
+        ca_certs = _ca_bundle() if any(n.url.startswith("https:") for n in self.pool.nodes) \
+            else None
+        options: dict[str, Any] = {
+            "maxsize": pool_size, "block": False, "retries": False,
+            "timeout": self._timeout(read_timeout_s)}
+        self._managers: list[urllib3.PoolManager] = []
+        # node URL -> urllib3's pool for it, and what goes before the endpoint's path: the
+        # node URL's own path or, through a plain-HTTP proxy, the node's whole URL (a
+        # forwarding proxy takes the absolute form)
+        self._routes: dict[str, tuple[HTTPConnectionPool, str]] = {}
+        for node in self.pool.nodes:
+            proxy = proxy_for(node.url, proxies)
+            if proxy is not None:  # a PoolManager drops ca_certs for plain HTTP itself
+                with_ca = {**options, "ca_certs": ca_certs} if ca_certs else options
+                self._routes[node.url] = self._proxied(node.url, proxy, with_ca)
+                continue
+            https = node.url.startswith("https:")
+            pool = urllib3.connection_from_url(
+                node.url, **({**options, "ca_certs": ca_certs} if https and ca_certs
+                             else options))
+            self._routes[node.url] = pool, urlsplit(node.url).path
+
+    def _timeout(self, read_timeout_s: float) -> urllib3.Timeout:
+        """The urllib3 Timeout for a read timeout, made once per value (the client's, and
+        each long poll's: a handful)."""
+        timeout = self._timeouts.get(read_timeout_s)
+        if timeout is None:
+            timeout = urllib3.Timeout(connect=self.connect_timeout_s, read=read_timeout_s)
+            if len(self._timeouts) < 64:
+                self._timeouts[read_timeout_s] = timeout
+        return timeout
+
+    def _proxied(self, url: str, proxy: str,
+                 options: dict[str, Any]) -> tuple[HTTPConnectionPool, str]:
+        manager: urllib3.PoolManager
+        if proxy.lower().startswith("socks"):
+            from urllib3.contrib.socks import SOCKSProxyManager  # needs PySocks, as requests
+            manager = SOCKSProxyManager(proxy, num_pools=1, **options)
+        else:
+            if "://" not in proxy:
+                proxy = "http://" + proxy
+            auth = urlsplit(proxy)
+            headers = urllib3.make_headers(
+                proxy_basic_auth=f"{auth.username}:{auth.password or ''}") \
+                if auth.username else None
+            manager = urllib3.ProxyManager(proxy, num_pools=1, proxy_headers=headers,
+                                           **options)
+        self._managers.append(manager)
+        pool = manager.connection_from_url(url)
+        absolute = not proxy.lower().startswith("socks") and url.startswith("http:")
+        return pool, url if absolute else urlsplit(url).path
 
     def close(self) -> None:
-        self.session.close()
+        for pool, _ in self._routes.values():
+            pool.close()
+        for manager in self._managers:
+            manager.clear()
 
     def send(self, request: Request) -> dict[str, Any]:
         """Carry out one request of a plan (plan.py): the envelope of a code-200 answer.
@@ -160,21 +301,35 @@ class Transport(TransportBase):
                 UnsupportedError when the server has no such endpoint (HTTP 404).
         """
         endpoint = request.endpoint
-        timeout = (self.connect_timeout_s, request.read_timeout_s or self.read_timeout_s)
-        body, headers = encode_body(request.body, self.compress_over_bytes)
+        read_timeout_s = request.read_timeout_s or self.read_timeout_s
+        body, encoded = encode_body(request.body, self.compress_over_bytes)
+        if body is None:
+            body = encode_form(request.params)
+            headers = self._form_headers if body else self._headers
+        else:
+            headers = self._gzip_headers if encoded is GZIP_JSON_HEADERS else self._json_headers
         attempts = Attempts(self.pool, endpoint, request.idempotent)
         for node in attempts.nodes():
             try:
-                response = self.session.post(node.url + BASE_PATH + endpoint,
-                                             data=(request.params or {}) if body is None else body,
-                                             headers=headers, timeout=timeout)
-            except requests.RequestException as exc:
+                status, data = self._post(node.url, BASE_PATH + endpoint, body, headers,
+                                          read_timeout_s)
+            except (HTTPError, OSError) as exc:
                 attempts.failed(node, exc, _reason(exc), _never_sent(exc))
                 continue
-            envelope = attempts.answered(node, response.status_code, response.json)
+            envelope = attempts.answered(node, status, lambda: json.loads(data))
             if envelope is not None:
                 return envelope
         return attempts.exhausted()
+
+    def _post(self, url: str, path: str, body: bytes, headers: Mapping[str, str],
+              read_timeout_s: float) -> tuple[int, bytes]:
+        """One POST to a node, read to the end and its connection given back for the next:
+        the status and the (decoded) body."""
+        pool, prefix = self._routes[url]
+        response = pool.urlopen("POST", prefix + path, body=body, headers=headers,
+                                timeout=self._timeout(read_timeout_s), retries=False,
+                                redirect=False, assert_same_host=False, preload_content=True)
+        return response.status, response.data
 
 
 def encode_body(body: bytes | None, compress_over_bytes: int | None

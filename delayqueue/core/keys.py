@@ -230,6 +230,12 @@ class TopicKeys:
         return (self.msgs, self.config, self.subs, self.fanout, self.refs, self.sexpire)
 
     @property
+    def hubs(self) -> str:
+        """ZSET hub id -> until when (ms): the processes whose long polls wait on the topic
+        and take its hints on their own channel (lua/includes/group.lua publish_ready)."""
+        return f"{self.base}:hubs"
+
+    @property
     def due(self) -> str:
         """STRING: the topic's due record on a Redis Cluster, the lowest due time its scripts
         gave the namespace due index since the scheduler last wrote the exact one

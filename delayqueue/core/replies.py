@@ -303,7 +303,8 @@ def _list(raw: list) -> ListReply:
 
 
 # Script name -> the builder of its typed reply. Scripts answering a single number give an
-# Outcome (due_set, recycle, topic_config, schedule_unindex) or a count (dead_trim, monitor_flush).
+# Outcome (due_set, recycle, topic_config, schedule_unindex) or a count (dead_trim, monitor_flush,
+# hint_pass).
 BUILDERS: dict[str, Callable[[Any], Any]] = {
     "send": _each(SendReply),
     "promote": _typed(PromoteReply),
@@ -330,6 +331,7 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "due_claim": _typed(DueClaimReply),
     "due_set": Outcome,
     "recycle": Outcome,
+    "hint_pass": int,
     "monitor_flush": int,
     "schedule_put": _typed(SchedulePutReply),
     "schedule_advance": _typed(ScheduleAdvanceReply),

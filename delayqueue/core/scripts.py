@@ -444,6 +444,13 @@ class Scripts:
                 trip: RoundTrip | None = None) -> Outcome:
         return self._run("due_set", [nk.due], [topic, claim_ms, next_ms], trip)
 
+    def hint_pass(self, tk: TopicKeys, hub_id: str, leave: bool, channel: str,
+                  count: int) -> int:
+        """Pass ``count`` of a routed hint on to every process; ``leave``: the hub had no idle
+        waiter of the topic, so it leaves the topic's hub set (lua/hint_pass.lua)."""
+        return self._run("hint_pass", [tk.hubs],
+                         [hub_id, 1 if leave else 0, channel, count, tk.topic])
+
     def recycle(self, nk: NamespaceKeys, topic: str, seen_ms: float) -> Outcome:
         return self._run("recycle", [nk.topics, nk.due], [topic, seen_ms])
 

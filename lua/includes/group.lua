@@ -185,7 +185,7 @@ end
 -- The hubs (one per server process) holding long polls of the topic that wait: zset hub id
 -- -> until when (ms) the hub said so (pull.lua registers it). A hint goes to one of them,
 -- not to every process: one message made ready wakes one waiter, not one per process.
-local HUBS = TOPIC_BASE .. ':hubs'
+local HUBS = TOPIC_BASE .. ':hubs'   -- TopicKeys.hubs, KEYS[1] of hint_pass.lua
 
 -- Tell the consumers that k messages became ready: "<k> <topic>" on the channel of one hub
 -- that waits (a share of k on each of several, when k is larger), chosen by the time so

@@ -44,6 +44,8 @@ class CountingQueue:
 def started_hub(rt: Runtime) -> Hub:
     hub = Hub(redis.Redis.from_url(rt.settings.redis_url, decode_responses=True),
               rt.keys.hint_channel)
+    hub.pass_hint = lambda topic, hub_id, leave, count: rt.scripts.hint_pass(
+        rt.keys.topic(topic), hub_id, leave, rt.keys.hint_channel, count)   # as Runtime's
     hub.start()
     wait_until(hub.subscribed.is_set, 5, interval_s=0.01, message="hub never subscribed")
     return hub
@@ -121,6 +123,8 @@ def test_a_hub_whose_waiters_left_passes_its_hint_on_to_every_hub(redis_url, red
     thread.join(SAFETY_S)
     assert [m.msg_id for m in out["result"].messages] == [sent.msg_id]
     assert out["after_s"] < SAFETY_S / 2      # woken by the hint passed on, not by its timer
+    # with no idle waiter there, the hub left: the next hint goes to every hub at once
+    assert redis_client.zscore(hubs_key, gone.id) is None
     for hub in (gone, waiting):
         hub.stop()
 

@@ -113,12 +113,16 @@ def test_send_batch_splits_to_stay_under_the_4_mib_body_limit(client, topic):
 def test_compress_over_bytes_gzips_a_longer_batch_body_and_leaves_a_shorter_one(node, topic):
     sent: list[tuple[str | None, int]] = []      # (Content-Encoding, bytes on the wire)
 
-    def on_the_wire(response, **_):
-        sent.append((response.request.headers.get("Content-Encoding"),
-                     len(response.request.body)))
+    def on_the_wire(transport):
+        post = transport._post
+
+        def recorded(url, path, body, headers, timeout):
+            sent.append((headers.get("Content-Encoding"), len(body)))
+            return post(url, path, body, headers, timeout)
+        transport._post = recorded
 
     with DelayQueueClient(node.url, compress_over_bytes=10_000) as c:
-        c._transport.session.hooks["response"].append(on_the_wire)
+        on_the_wire(c._transport)
         big = c.send_batch(topic, [SendEntry("x" * 1000, msg_id=f"z{i}") for i in range(100)])
         small = c.delete_batch(topic, ["z0"])
     assert [r.code for r in big] == [200] * 100 and small[0].code == 200
@@ -126,7 +130,7 @@ def test_compress_over_bytes_gzips_a_longer_batch_body_and_leaves_a_shorter_one(
     assert sent[1][0] is None, sent
     with DelayQueueClient(node.url) as plain:
         assert plain.get(topic, "z99").msg == "x" * 1000
-        plain._transport.session.hooks["response"].append(on_the_wire)
+        on_the_wire(plain._transport)
         plain.send_batch(topic, [SendEntry("y" * 1000) for _ in range(100)])
     assert sent[-1][0] is None and sent[-1][1] > 100_000          # off by default
     with pytest.raises(ValueError, match="compress_over_bytes"):

@@ -166,9 +166,16 @@ class Receiver:
         self._flapper.start()
 
     def _flap(self) -> None:
+        """Modes in their MODES shares, dealt from a shuffled deck (each share in tenths), so
+        that every failing mode comes within a deck's flaps (independent draws once gave
+        eleven flaps without a 500)."""
         rng = random.Random()
+        deck: list[str] = []
         while self._flapping.is_set():
-            mode = rng.choices(list(MODES), weights=list(MODES.values()))[0]
+            if not deck:
+                deck = [mode for mode, share in MODES.items() for _ in range(round(share * 10))]
+                rng.shuffle(deck)
+            mode = deck.pop()
             with self.lock:
                 self.modes_seen[mode] = self.modes_seen.get(mode, 0) + 1
             if mode == "down":
