@@ -42,7 +42,10 @@ async def _consume(spec: dict, stop: Any, ready: Callable[[], None]) -> None:
     for worker in workers:
         worker.on("completed", completed)
         if spec["detect_redis_version"]:
-            await worker.backend.blocking_connection.getRedisVersion()
+            # the attribute's name moved between bullmq releases (2.25: blockingRedisConnection)
+            blocking = getattr(worker, "blockingRedisConnection", None) \
+                or worker.backend.blocking_connection
+            await blocking.getRedisVersion()
         asyncio.ensure_future(worker.run())
     for _ in range(200):                      # up to 10 s for every worker to be running
         if all(w.running for w in workers):
