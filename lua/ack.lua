@@ -61,11 +61,4 @@ local replies = each_on_its_own(n, function(i)
   return ack_one(ARGV[4 + 2 * i], ARGV[5 + 2 * i])
 end)
 publish_advanced(channel, topic, now)
--- The topic's due time, lowered once for the whole call (every reply carries it).
-local lowered = due_lowered()
-if lowered >= 0 then
-  for _, reply in ipairs(replies) do
-    if reply[3] then reply[3] = lowered end
-  end
-end
-return replies
+return with_due_lowered(replies)

@@ -176,11 +176,4 @@ end
 -- Messages due at once reach the named subscriptions in this same call.
 if fan then fan_out(now, n) end
 publish_advanced(channel, topic, now)
--- The topic's due time, lowered once for the whole call (every reply carries it).
-local lowered = due_lowered()
-if lowered >= 0 then
-  for _, reply in ipairs(replies) do
-    if reply[3] then reply[3] = lowered end
-  end
-end
-return replies
+return with_due_lowered(replies)

@@ -285,6 +285,15 @@ def _prefix(topic: str, subscription: str | None) -> str:
     return f"{topic}{FIELD_SEPARATOR}{subscription}{FIELD_SEPARATOR}"
 
 
+def _named(topic: str, subscription: str | None) -> str | None:
+    """A named subscription, checked now (a bad name raises here, not at the flush), or None
+    for the default one."""
+    if subscription == DEFAULT_SUBSCRIPTION or subscription is None:
+        return None
+    _prefix(topic, subscription)
+    return subscription
+
+
 # How a recorded sample is added (Monitor._drain), compared by identity.
 _ADD, _GAPS, _LOOP, _REQUEST = "add", "gaps", "loop", "request"
 _COUNTER_NAMES = frozenset(COUNTERS) | frozenset(PUSH_COUNTERS)
@@ -347,8 +356,9 @@ class Monitor:
     # appended, every sample once; one appended while it drains waits for the next flush.
     # Field names are built at the flush, once per distinct key (``_field``).
 
-    def _record(self, how: str, key: tuple, value: Any) -> None:
-        self._log.append((self.clock.now_ms(), how, key, value))
+    def _record(self, how: str, key: tuple, value: Any, now_ms: int | None = None) -> None:
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        self._log.append((now, how, key, value))
         if len(self._log) > _MAX_LOG:   # no flush loop (a bare app, a stalled loop): fold
             with self._lock:
                 self._drain()
@@ -359,10 +369,7 @@ class Monitor:
             raise ValueError(f"unknown monitor counter {counter!r}")
         if n == 0:
             return
-        if subscription == DEFAULT_SUBSCRIPTION:
-            subscription = None
-        elif subscription is not None:
-            _prefix(topic, subscription)    # a bad name raises here, not at the flush
+        subscription = _named(topic, subscription)
         self._record(_ADD, (topic, subscription, counter), n)
 
     def observe(self, topic: str, histogram: str, gaps_ms: Iterable[float], *,
@@ -373,10 +380,7 @@ class Monitor:
         gaps = [max(0, math.floor(gap + 0.5)) for gap in gaps_ms]
         if not gaps:
             return
-        if subscription == DEFAULT_SUBSCRIPTION:
-            subscription = None
-        elif subscription is not None:
-            _prefix(topic, subscription)
+        subscription = _named(topic, subscription)
         self._record(_GAPS, (topic, subscription, histogram), gaps)
 
     def record_promotions(self, topic: str, promoted: int, gaps_ms: Iterable[float], *,
@@ -409,10 +413,7 @@ class Monitor:
             now = self.clock.now_ms()
         except (redis.RedisError, RedisClusterException):
             return  # never reached Redis, so no clock: an answer must not fail for a count
-        self._log.append((now, _REQUEST, (route, code), duration_ms))
-        if len(self._log) > _MAX_LOG:
-            with self._lock:
-                self._drain()
+        self._record(_REQUEST, (route, code), duration_ms, now)
 
     def _drain(self) -> None:
         """Move every recorded sample into its interval's ``_Samples``; the caller holds the

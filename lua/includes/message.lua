@@ -358,6 +358,18 @@ local function due_lowered()
   return written_due
 end
 
+-- A many-entry call's replies ({outcome, fields, lowered_due} each, or an error reply in
+-- its place), the topic's due time lowered once for the whole call and carried by each.
+local function with_due_lowered(replies)
+  local lowered = due_lowered()
+  if lowered >= 0 then
+    for _, reply in ipairs(replies) do
+      if reply[3] then reply[3] = lowered end
+    end
+  end
+  return replies
+end
+
 -- The scheduler's visit computed the topic's exact due time (false: nothing live) and will
 -- write it to the index (due_set.lua): on a Cluster the topic's due record follows it.
 local function record_due(due)
