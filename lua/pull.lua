@@ -109,10 +109,11 @@ elseif advanced.readied > 0 and ready_left > 0 and not s.paused then   -- promot
   publish_ready(channel, topic, ready_left, now)
 end
 -- A long poll about to wait: its hub takes hints for the topic until the lease ends
--- (includes/group.lua publish_ready); lapsed hubs leave.
+-- (includes/group.lua publish_ready); lapsed hubs leave. The removal first: it is a write
+-- that is not deny-oom, so an empty pull still runs over maxmemory (see Memory above).
 if waiting_hub and #messages == 0 and not tk.sub then
-  redis.call('ZADD', HUBS, now + hub_lease, waiting_hub)
   redis.call('ZREMRANGEBYSCORE', HUBS, '-inf', '(' .. now)
+  redis.call('ZADD', HUBS, now + hub_lease, waiting_hub)
 end
 -- An ended message may have released its group's next one into waiting, and a grouped one
 -- fanned out may wait in this subscription: read the head again then.

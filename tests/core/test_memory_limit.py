@@ -69,6 +69,8 @@ def test_sends_are_refused_over_maxmemory_and_a_full_redis_still_drains(full_red
     call("sendMsg", topic="t", msgId="ready", msg="body", delayMillis=0)
     call("sendMsg", topic="t", msgId="later", msg="body", delayMillis=1000)
     assert call("ackMsg", topic="t", msgId="ended")["code"] == 200
+    rt.queue.pull("quiet")                 # registers the topic, which is then paused
+    assert rt.controls.pause("quiet") is True
 
     fill_up(client)
     before = snapshot(client)
@@ -95,6 +97,9 @@ def test_sends_are_refused_over_maxmemory_and_a_full_redis_still_drains(full_red
     clock.advance(1000)
     rt.scheduler.run_due()
     assert call("getMsg", topic="t", msgId="later")["delayMsg"]["status"] == 2
+    # A long poll's empty pull registers its process for the topic's hints, whose first
+    # write on a paused topic (nothing popped) is that registration: still answered.
+    assert rt.queue.pull("quiet", waiting_hub="0123456789ab 3000").messages == []
 
     # Counted: the samples wait in the process until Redis takes writes again.
     client.config_set("maxmemory", 0)
