@@ -265,6 +265,8 @@ def _scenario(dq: FakeDelayQueue) -> None:
     # migrate-storage's script, on an id with no old per-message hash: converts nothing.
     rt.scripts.migrate(rt.keys.topic(t), rt.clock.now_ms(), ["never-stored"])
     rt.scripts.migrate_order(rt.keys.topic(t), "ready", ["not-a-slot"])
+    # A hint routed to a process with no idle waiter, passed on (held polls go elsewhere).
+    rt.scripts.hint_pass(rt.keys.topic(t), "0123456789ab", True, rt.keys.hint_channel, 1)
 
 
 def _settings(**values: Any) -> Settings:
