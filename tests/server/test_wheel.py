@@ -125,7 +125,7 @@ def test_wheel_bounds_every_runtime_requirement(wheel):
     client = [req for req in runtime if req.marker is None or "extra" not in str(req.marker)]
     server = [req for req in runtime if req.marker is not None
               and req.marker.evaluate({"extra": "server"}) and not req.marker.evaluate()]
-    assert {req.name.lower() for req in client} == {"requests", "urllib3", "httpx"}
+    assert {req.name.lower() for req in client} == {"urllib3", "certifi", "httpx"}
     runtime = client + server
     names = {req.name.lower(): req for req in runtime}
     assert "gevent" in names["gunicorn"].extras
