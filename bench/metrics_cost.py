@@ -30,7 +30,7 @@ from typing import Any, Callable
 from flask import Flask
 
 from delayqueue.background.runtime import Runtime
-from delayqueue.core.monitor import COUNTERS, HISTOGRAMS
+from delayqueue.core.monitor_hash import COUNTERS, HISTOGRAMS
 from delayqueue.http.app import create_app
 from delayqueue.http.request_metrics import answer_code
 from delayqueue.monitoring.metrics import render_metrics

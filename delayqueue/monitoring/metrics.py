@@ -51,13 +51,13 @@ from redis.exceptions import RedisClusterException
 from delayqueue import __version__
 from delayqueue.core.errors import DelayQueueError
 from delayqueue.core.histogram import BOUNDS_MS, REQUEST_BOUNDS_MS
-from delayqueue.core.monitor import (
+from delayqueue.core.monitor import Monitor
+from delayqueue.core.monitor_hash import (
     COUNTERS,
     DEFAULT_SUBSCRIPTION,
     PUSH_COUNTERS,
     PUSH_OUTCOMES,
     SUBSCRIPTION_COUNTERS,
-    Monitor,
     RequestStats,
     pushes,
 )

@@ -35,13 +35,13 @@ import redis
 
 from delayqueue.core.clock import Clock
 from delayqueue.core.keys import NamespaceKeys
-from delayqueue.core.monitor import (
+from delayqueue.core.monitor import Monitor
+from delayqueue.core.monitor_hash import (
     COUNTERS,
     DEFAULT_SUBSCRIPTION,
     HISTOGRAMS,
     PUSH_COUNTERS,
     PUSH_HISTOGRAMS,
-    Monitor,
     empty_topic_stats,
     pushes,
 )

@@ -10,7 +10,8 @@ import redis
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.histogram import bucket_index
 from delayqueue.core.keys import NamespaceKeys
-from delayqueue.core.monitor import COUNTERS, MAX_BUFFERED_INTERVALS, Monitor
+from delayqueue.core.monitor import MAX_BUFFERED_INTERVALS, Monitor
+from delayqueue.core.monitor_hash import COUNTERS
 from delayqueue.core.outcome import Outcome
 from delayqueue.core.scripts import Scripts
 

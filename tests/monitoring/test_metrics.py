@@ -12,7 +12,8 @@ from delayqueue.core.clock import ManualClock
 from delayqueue.core.errors import BacklogExceeded
 from delayqueue.core.histogram import BOUNDS_MS
 from delayqueue.core.keys import NamespaceKeys
-from delayqueue.core.monitor import COUNTERS, Monitor
+from delayqueue.core.monitor import Monitor
+from delayqueue.core.monitor_hash import COUNTERS
 from delayqueue.core.requests import SendRequest, TopicSizes
 from delayqueue.core.scripts import Scripts
 from delayqueue.monitoring.metrics import QUEUE_STATES, render_metrics

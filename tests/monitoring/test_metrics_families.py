@@ -21,7 +21,7 @@ from delayqueue.background.node_registry import LOST_AFTER_MS, NodeRegistry, Pro
 from delayqueue.background.runtime import Runtime
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.histogram import REQUEST_BOUNDS_MS
-from delayqueue.core.monitor import COUNTERS, HISTOGRAMS
+from delayqueue.core.monitor_hash import COUNTERS, HISTOGRAMS
 from delayqueue.core.requests import TopicSizes
 from delayqueue.http.app import create_app
 from delayqueue.monitoring.metrics import (

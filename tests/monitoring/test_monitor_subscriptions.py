@@ -11,11 +11,7 @@ from test_metrics import START_MS, make_monitor, samples_by_name, value
 from test_snapshot import GRACE_MS, INTERVAL_MS, Fleet, read_lines, topic_info
 
 from delayqueue.core.clock import ManualClock
-from delayqueue.core.monitor import (
-    COUNTERS,
-    SUBSCRIPTION_COUNTERS,
-    parse_monitor_hash,
-)
+from delayqueue.core.monitor_hash import COUNTERS, SUBSCRIPTION_COUNTERS, parse_monitor_hash
 from delayqueue.core.requests import TopicSizes
 from delayqueue.monitoring.metrics import (
     OTHER_TOPIC,

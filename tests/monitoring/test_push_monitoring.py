@@ -10,7 +10,7 @@ from test_snapshot import GRACE_MS, INTERVAL_MS, Fleet, read_lines
 
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.histogram import BOUNDS_MS
-from delayqueue.core.monitor import PUSH_COUNTERS
+from delayqueue.core.monitor_hash import PUSH_COUNTERS
 from delayqueue.core.requests import TopicSizes
 from delayqueue.monitoring.metrics import (
     OTHER_TOPIC,

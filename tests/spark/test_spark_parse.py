@@ -181,8 +181,8 @@ def test_every_counter_the_server_writes_is_a_column_of_the_report():
     """The server's COUNTERS (every one a field of its snapshot lines) are each read by the
     report's schema under one column: a counter added to the server without the report fails
     here."""
-    from delayqueue.core.monitor import COUNTERS as SERVER_COUNTERS
-    from delayqueue.core.monitor import PUSH_COUNTERS
+    from delayqueue.core.monitor_hash import COUNTERS as SERVER_COUNTERS
+    from delayqueue.core.monitor_hash import PUSH_COUNTERS
     from spark_jobs.snapshot import COUNTERS
 
     assert sorted(field for field, _ in COUNTERS) == sorted(SERVER_COUNTERS + PUSH_COUNTERS)

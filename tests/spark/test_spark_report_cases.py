@@ -390,7 +390,7 @@ def _server_line(topic: str, minute: int, counts: dict, old: bool = False) -> st
     """A line as the server's own writer makes it (``delayqueue.monitoring.snapshot``), with
     ``counts`` in its stats; ``old``: without the debounce and schedule fields, as a server
     before them wrote it."""
-    from delayqueue.core.monitor import empty_topic_stats
+    from delayqueue.core.monitor_hash import empty_topic_stats
     from delayqueue.monitoring.snapshot import snapshot_line as server_line
 
     stats = {**empty_topic_stats(), **counts}

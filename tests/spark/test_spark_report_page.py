@@ -184,6 +184,6 @@ def test_the_server_writes_the_version_the_docs_say_carries_the_dead_letters():
 
 
 def _zero_stats() -> dict:
-    from delayqueue.core.monitor import empty_topic_stats
+    from delayqueue.core.monitor_hash import empty_topic_stats
 
     return empty_topic_stats()

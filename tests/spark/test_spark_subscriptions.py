@@ -24,7 +24,7 @@ def _server_line(topic: str, minute: int, counts: dict, info: dict,
                  subscription: str | None = None) -> str:
     """A line as the server's writer makes it (``delayqueue.monitoring.snapshot``): the topic's,
     or a named subscription's."""
-    from delayqueue.core.monitor import empty_topic_stats
+    from delayqueue.core.monitor_hash import empty_topic_stats
     from delayqueue.monitoring.snapshot import snapshot_line as topic_line
     from delayqueue.monitoring.snapshot import subscription_line
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from delayqueue.core.histogram import BOUNDS_MS, percentile
-from delayqueue.core.monitor import FIELD_SEPARATOR, Monitor, parse_monitor_hash
+from delayqueue.core.monitor import Monitor
+from delayqueue.core.monitor_hash import FIELD_SEPARATOR, parse_monitor_hash
 from delayqueue.core.queue import DelayQueue
 from delayqueue.core.requests import TopicSizes
 
