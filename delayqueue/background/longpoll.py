@@ -130,6 +130,9 @@ class Hub:
         # callable(topic, hub id, leave, count): passes a routed hint on (the runtime's
         # Scripts.hint_pass); None: a plain PUBLISH to every hub
         self.pass_hint = None
+        # A Cluster's sharded hints (shard_hints.ShardHints): told of each topic's first and
+        # last waiter here; None: every hint comes on the classic channel.
+        self.shards = None
 
     # -- waiters -------------------------------------------------------------------------
     def register(self, topic: str, subscription: str | None = None,
@@ -138,7 +141,14 @@ class Hub:
             waiter = Waiter(topic, self.releases, subscription, pusher)
             self._waiters[waiter.key].append(waiter)
             self._subscriptions[topic].add(subscription)
+        if self.shards is not None:
+            # Before the first pull: a hint sent after it is heard.
+            self.shards.want(topic)
         return waiter
+
+    def has_waiters(self, topic: str) -> bool:
+        with self._lock:
+            return topic in self._subscriptions
 
     def unregister(self, waiter: Waiter) -> None:
         with self._lock:
@@ -157,6 +167,8 @@ class Hub:
                     # ...nor, once the topic has no waiter at all, its counter meaningful.
                     del self._subscriptions[waiter.topic]
                     self._seq.pop(waiter.topic, None)
+                    if self.shards is not None:
+                        self.shards.release(waiter.topic)
             elif was_leader:
                 # The new leader may be sleeping on the safety interval only: let it
                 # re-read the topic's next due time.
@@ -186,6 +198,15 @@ class Hub:
             woken = [self._wake((topic, subscription), count)
                      for subscription in self._subscriptions.get(topic, ())]
         return min(woken, default=0)
+
+    def missed(self, topic: str) -> None:
+        """Hints of ``topic`` may have gone unheard (its channel was resubscribed): every
+        waiter of it re-checks."""
+        self.invalidate(topic)
+        with self._lock:
+            for subscription in self._subscriptions.get(topic, ()):
+                for waiter in self._waiters.get((topic, subscription), ()):
+                    waiter.event.set()
 
     def _wake(self, key: Key, count: int) -> int:
         woken = 0
@@ -274,9 +295,13 @@ class Hub:
     def start(self) -> None:
         self._thread = threading.Thread(target=self.run, name="dq-hub", daemon=True)
         self._thread.start()
+        if self.shards is not None:
+            self.shards.start()
 
     def stop(self) -> None:
         self._stop.set()
+        if self.shards is not None:
+            self.shards.stop()
         self.wake_all()
 
     def drain(self) -> None:
