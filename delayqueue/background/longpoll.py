@@ -27,9 +27,13 @@ hub whose waiters just left; one with no idle waiter at all also leaves the topi
 (lua/hint_pass.lua) until one of its long polls waits again, so under full load, when
 nobody waits, hints go back to every process at no extra cost per hint. Under a steady
 load one ready message wakes one waiter in the fleet instead of one per process. On a
-Cluster every hint goes to every process (a classic PUBLISH answers only the subscribers of
-the node it ran on, so a routed one could not tell a hub that is gone from one subscribed
-elsewhere).
+Cluster older than Redis 7 every hint goes to every process (a classic PUBLISH answers only
+the subscribers of the node it ran on, so a routed one could not tell a hub that is gone
+from one subscribed elsewhere). On a Cluster of Redis >= 7 hints are sharded
+(``shard_hints.py``): a script SPUBLISHes on the topic's own channel and the hub SSUBSCRIBEs
+the channel of each topic it has waiters on (``register`` waits for it before the first
+pull), so a hint reaches the topic's master and the processes waiting there only; the
+namespace channel still carries the control messages and the "0 <topic>" due hints.
 
 The hub also remembers, per topic, what the process's last pull saw: "ready was empty and
 nothing is due before T", valid while no hint for the topic has arrived since, for at most

@@ -44,7 +44,7 @@ def hold(rt: Runtime, topic: str) -> tuple[threading.Thread, dict]:
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     # Held: its topic's channel is subscribed on the topic's master.
-    wait_until(lambda: topic in rt.hub.shards.subscribed(), 5, message=lambda: repr((out, rt.hub.shards._wanted, rt.hub.shards._placed, rt.hub.shards._confirmed, [(s.dead, s.thread.is_alive(), s.pubsub.shard_channels) for s in rt.hub.shards._shards.values()])))
+    wait_until(lambda: topic in rt.hub.shards.subscribed(), 5)
     return thread, out
 
 
