@@ -137,6 +137,53 @@ def write_result(name: str, figures: dict[str, Any], settings: dict[str, Any]) -
     return path
 
 
+# -- Redis work: CPU from /proc, commands from INFO commandstats ------------------------------
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class RedisMeter:
+    """The Redis work of one redis-server over a window, for any system that uses it (ours
+    or a peer): the server's CPU (user + system, /proc/<pid>/stat of the pid INFO names: a
+    loopback server on this machine) and its commands (INFO commandstats, which counts the
+    commands scripts run as well as the ones clients send; our own INFO calls left out).
+
+        meter = RedisMeter(url); before = meter.read(); ...; meter.per_message(before, n)
+    """
+
+    def __init__(self, url: str) -> None:
+        self.client = redis.Redis.from_url(url, decode_responses=True)
+        self.pid = int(self.client.info("server")["process_id"])
+
+    def cpu_seconds(self) -> float:
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return float("nan")
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK    # utime, stime: stat(5) 14, 15
+
+    def read(self) -> dict[str, Any]:
+        calls = {name.removeprefix("cmdstat_"): int(value["calls"])
+                 for name, value in self.client.info("commandstats").items()}
+        return {"cpu": self.cpu_seconds(), "calls": calls}
+
+    def per_message(self, before: dict[str, Any], messages: int,
+                    after: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Redis CPU µs, commands, and the commands by name, per message, since ``before``."""
+        after = after or self.read()
+        n = max(messages, 1)
+        calls = {name: count - before["calls"].get(name, 0)
+                 for name, count in after["calls"].items() if name != "info"}
+        calls = {name: count for name, count in calls.items() if count > 0}
+        return {"redis_cpu_us_per_message": round((after["cpu"] - before["cpu"]) / n * 1e6, 1),
+                "redis_commands_per_message": round(sum(calls.values()) / n, 2),
+                "redis_commands_by_name": {name: round(count / n, 3) for name, count in
+                                           sorted(calls.items(), key=lambda kv: -kv[1])}}
+
+    def close(self) -> None:
+        self.client.close()
+
+
 # -- the system under test -------------------------------------------------------------------
 
 @dataclass

@@ -5,8 +5,10 @@ for BullMQ (the ``bullmq`` Python package), Dramatiq (Redis broker) and arq (def
 For each workload ours runs first (``w1_replica``, ``w3_immediate``, ``w6_precision``: a node on
 its redis-server, driven over HTTP), then each peer (``bench/peers/``: the library's own
 producer and worker processes). Prints one table per workload, rows = systems, with the
-ratios peer/ours, and writes ``bench/results/peers-*.json``. The peers are installed in the
-benchmark venv only.
+ratios peer/ours, and writes ``bench/results/peers-*.json``. W3 also gives each system's
+Redis work per message (common.RedisMeter: the redis-server's CPU from /proc, its commands
+from INFO commandstats, the scripts' own included), single-message and with batches. The
+peers are installed in the benchmark venv only.
 
     cd bench && ../.venv-bench/bin/python peers_compare.py --workload all
     cd bench && ../.venv-bench/bin/python peers_compare.py --workload w6 --duration 180
@@ -137,7 +139,9 @@ COLUMNS: dict[str, list[tuple[str, Callable[[dict], Any]]]] = {
            ("max", lag("max")), ("early", plain("early")), ("dup", plain("duplicates")),
            ("lost", plain("lost"))],
     "w3": [("msg/s", plain("throughput")), ("messages", plain("messages")),
-           ("seconds", plain("seconds")), ("dup", plain("duplicates")), ("lost", plain("lost"))],
+           ("seconds", plain("seconds")), ("dup", plain("duplicates")), ("lost", plain("lost")),
+           ("redis us/msg", plain("redis_cpu_us_per_message")),
+           ("cmds/msg", plain("redis_commands_per_message"))],
     "w6": [("lag p50", lag("p50")), ("p99", lag("p99")), ("max", lag("max")),
            ("early", plain("early")), ("lost", plain("lost"))],
 }
@@ -210,8 +214,38 @@ def bars(results: dict[str, dict]) -> list[str]:
     return lines
 
 
+def print_redis_commands(results: dict[str, dict], top: int = 8) -> None:
+    """Each system's Redis commands per message by name (W3), the most frequent first."""
+    print("  Redis commands per message by name (INFO commandstats, scripts' own included):")
+    for name, figures in results.items():
+        by_name = figures.get("redis_commands_by_name") or {}
+        print(f"    {name}: " + ", ".join(f"{command} {count:g}" for command, count in
+                                         list(by_name.items())[:top]))
+
+
+# issue 32: Redis CPU per message, ours against Dramatiq's (single path) and at most 30 µs
+# with batches of 100.
+BATCH_REDIS_US_BAR = 30.0
+
+
+def w3_redis_bars(results: dict[str, dict]) -> list[str]:
+    cpu = plain("redis_cpu_us_per_message")
+    lines = []
+    ours, dramatiq = cpu(results.get("ours", {})), cpu(results.get("dramatiq", {}))
+    if ours is not None and dramatiq is not None:
+        lines.append(f"ours single-message Redis CPU {ours:g} us/msg, dramatiq {dramatiq:g}, "
+                     f"bar <= dramatiq: {'met' if ours <= dramatiq else 'NOT met'}")
+    batch = cpu(results.get("ours-batch", {}))
+    if batch is not None:
+        verdict = "met" if batch <= BATCH_REDIS_US_BAR else "NOT met"
+        lines.append(f"ours with batches Redis CPU {batch:g} us/msg, bar <= "
+                     f"{BATCH_REDIS_US_BAR:g}: {verdict}")
+    return lines
+
+
 def w3_bars(results: dict[str, dict]) -> list[str]:
-    """W3 with batches against BullMQ in the same run (bar: ratio >= 1.0), single sends beside."""
+    """W3 with batches against BullMQ in the same run (bar: ratio >= 1.0), single sends beside;
+    then the Redis CPU bars (w3_redis_bars)."""
     lines = []
     bullmq = plain("throughput")(results.get("bullmq", {}))
     for name, label in (("ours-batch", "ours with batches"), ("ours", "ours single-message")):
@@ -220,7 +254,7 @@ def w3_bars(results: dict[str, dict]) -> list[str]:
             lines.append(f"{label} / bullmq throughput = {r:.2f}"
                          + (f", bar >= 1: {'met' if r >= 1.0 else 'NOT met'}"
                             if name == "ours-batch" else ""))
-    return lines
+    return lines + w3_redis_bars(results)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -247,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         print_workload(workload, params, results, ratios)
         figures[workload] = {"params": params, "systems": results, "peer_over_ours": ratios}
         if workload == "w3":
+            print_redis_commands(results)
             figures[workload]["bars"] = w3_bars(results)
             for line in figures[workload]["bars"]:
                 print(f"  bar: {line}")

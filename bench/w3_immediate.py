@@ -16,7 +16,7 @@ import asyncio
 import time
 import uuid
 
-from common import node_workers_cpu, print_table, progress, stack, write_result
+from common import RedisMeter, node_workers_cpu, print_table, progress, stack, write_result
 from load import ConsumerFleet, Http, Ledger, produce, produce_batches
 
 
@@ -36,6 +36,8 @@ def run(*, messages: int = 20_000, consumers: int = 8, topics: int = 4, batch: i
                               ack_batch=batches > 0)
         time.sleep(1.0)  # let the consumers' first polls arrive
         cpu0 = node_workers_cpu(s.node)
+        meter = RedisMeter(s.redis.url)
+        redis0 = meter.read()
 
         async def send() -> float:
             http = Http(s.base)
@@ -53,6 +55,8 @@ def run(*, messages: int = 20_000, consumers: int = 8, topics: int = 4, batch: i
         fleet.wait_for(len(ledger.sent), 120, "acked")
         elapsed = time.monotonic() - started
         cpu = node_workers_cpu(s.node) - cpu0
+        redis1 = meter.read()
+        meter.close()
         received = fleet.stop()
     ledger.merge(received)
     figures = ledger.figures()
@@ -62,6 +66,7 @@ def run(*, messages: int = 20_000, consumers: int = 8, topics: int = 4, batch: i
         "throughput": round(figures["delivered"] / elapsed, 1),
         "send_seconds": round(send_s, 2),
         "node_cpu_us_per_message": round(cpu / max(figures["delivered"], 1) * 1e6, 1),
+        **meter.per_message(redis0, figures["delivered"], redis1),
     })
     return figures
 
@@ -87,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         ("lag p50 / p99 / max (ms)", f"{lag.get('p50')} / {lag.get('p99')} / {lag.get('max')}"),
         ("early / duplicates / lost", f"{f['early']} / {f['duplicates']} / {f['lost']}"),
         ("node worker CPU per message (us)", f["node_cpu_us_per_message"]),
+        ("Redis CPU per message (us)", f["redis_cpu_us_per_message"]),
+        ("Redis commands per message", f"{f['redis_commands_per_message']}: " + ", ".join(
+            f"{k} {v}" for k, v in list(f["redis_commands_by_name"].items())[:8])),
     ])
     write_result("w3batch" if args.batches else "w3", f, settings)
     return 0 if f["lost"] == 0 and f["duplicates"] == 0 else 1

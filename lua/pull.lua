@@ -71,33 +71,54 @@ end
 local fanned = fan_out(now, promote_limit)
 
 local messages, ended_here, dead_lettered = {}, 0, 0
--- Bounded work: skipping dead entries costs at most `count` extra pops per call.
-local pops_left = s.paused and 0 or count * 2
-while #messages < count and pops_left > 0 do
-  local popped = redis.call('ZPOPMIN', tk.ready)
-  if not popped[1] then break end
-  pops_left = pops_left - 1
-  local slot = member_slot(popped[1])
-  local m = load_ready(slot, popped[2])
+
+-- Hand out the ready entry `member` (score `score`): true when it was delivered, false when
+-- it ended here or its record was gone (the entry is dropped).
+local function hand_out(member, score)
+  local slot = member_slot(member)
+  local m = load_ready(slot, score)
   if not m then
     redis.call('ZREM', tk.expire, slot)
-  else
-    local deliveries, max_retry = tonumber(m[DELIVERIES]), tonumber(m[MAX_RETRY])
-    if now >= tonumber(m[EXPIRE_TIME]) or deliveries >= max_retry + 1 then
-      if deliveries == 0 then
-        end_message(m, Status.EXPIRED, now, end_life, s.dedupWindowMillis)
-      else
-        dead_lettered = dead_lettered + end_exhausted(m, now, end_life, s)
-      end
-      ended_here = ended_here + 1
+    return false
+  end
+  local deliveries, max_retry = tonumber(m[DELIVERIES]), tonumber(m[MAX_RETRY])
+  if now >= tonumber(m[EXPIRE_TIME]) or deliveries >= max_retry + 1 then
+    if deliveries == 0 then
+      end_message(m, Status.EXPIRED, now, end_life, s.dedupWindowMillis)
     else
-      m[DELIVERIES], m[STATUS], m.dt = deliveries + 1, Status.CONSUMING, now
-      -- first delivery in a named subscription: its expiry is this subscription's from now
-      if m.fresh then zadd_due(tk.expire, m[EXPIRE_TIME], slot) end
-      save_message(tk.msgs, m)
-      zadd_due(tk.ack, now + ack_timeout, slot)
-      table.insert(m, 1, m.id)
-      messages[#messages + 1] = m
+      dead_lettered = dead_lettered + end_exhausted(m, now, end_life, s)
+    end
+    ended_here = ended_here + 1
+    return false
+  end
+  m[DELIVERIES], m[STATUS], m.dt = deliveries + 1, Status.CONSUMING, now
+  -- first delivery in a named subscription: its expiry is this subscription's from now
+  if m.fresh then zadd_due(tk.expire, m[EXPIRE_TIME], slot) end
+  save_message(tk.msgs, m)
+  zadd_due(tk.ack, now + ack_timeout, slot)
+  table.insert(m, 1, m.id)
+  messages[#messages + 1] = m
+  return true
+end
+
+-- Bounded work: skipping dead entries costs at most `count` extra pops per call. The entries
+-- still wanted are popped in one ZPOPMIN; when one of them is not handed out (it ended, and
+-- may have made its group's next message ready, which a pop one at a time could meet before
+-- the rest), the rest go back as they were and the loop pops again: the same messages, in the
+-- same order, as one ZPOPMIN per entry.
+local pops_left = s.paused and 0 or count * 2
+while #messages < count and pops_left > 0 do
+  local popped = redis.call('ZPOPMIN', tk.ready, math.min(count - #messages, pops_left))
+  if not popped[1] then break end
+  for i = 1, #popped, 2 do
+    pops_left = pops_left - 1
+    if not hand_out(popped[i], popped[i + 1]) and i + 2 <= #popped then
+      local back = {}
+      for j = i + 2, #popped, 2 do
+        back[#back + 1], back[#back + 2] = popped[j + 1], popped[j]
+      end
+      redis.call('ZADD', tk.ready, unpack(back))
+      break
     end
   end
 end

@@ -45,8 +45,8 @@
   first write, so a refusal (BACKLOG, CONSUMING, OTHER_GROUP; a DUPLICATE is none) writes
   nothing; then every message is written (no pcall: a Lua error,
   a bug, fails the whole call).
-  Memory: grows Redis (one record, one zset entry per message), so the first write is INCR
-  of the sequence, a deny-oom command: over maxmemory Redis refuses the whole call (OOM) before anything is
+  Memory: grows Redis (one record, one zset entry per message), so the first write is INCRBY
+  of the sequence (the call's accepts take theirs in one: includes/accept.lua), a deny-oom command: over maxmemory Redis refuses the whole call (OOM) before anything is
   written, and once a call has written it is not stopped halfway. Keep it first.
   Publishes "<k> <topic>" on the hint channel once, when k > 0 messages are ready at once
   (held long polls wake k waiters). ]]
@@ -124,7 +124,7 @@ local function send_one(at)
   if ttl < 0 then ttl = s.ttlMillis end
   local own_retry = max_retry >= 0 or (replaced and existing.own_retry) or false
   if max_retry < 0 then max_retry = replaced and tonumber(existing[MAX_RETRY]) or s.maxRetry end
-  -- accept's first write is the deny-oom INCR of the sequence (see Memory above)
+  -- accept's first write is the deny-oom INCRBY of the sequence (see Memory above)
   local m = accept(now, msg_id, slot, existing, body,
     attributes ~= '' and attributes or false, trigger, ttl, max_retry,
     group ~= '' and group or false, {own_retry = own_retry, fan = fan, detached = detached})
@@ -163,6 +163,7 @@ local function refusals()
 end
 
 local replies
+reserve_seqs(n)
 if atomic then
   local counted = live
   replies = refusals()
@@ -173,6 +174,7 @@ if atomic then
 else
   replies = each_on_its_own(n, function(i) return send_one(entry_at(i)) end)
 end
+release_seqs()
 -- Messages due at once reach the named subscriptions in this same call.
 if fan then fan_out(now, n) end
 publish_advanced(channel, topic, now)

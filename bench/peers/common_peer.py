@@ -34,7 +34,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from common import now_ms, progress, summary
+from common import RedisMeter, now_ms, progress, summary
 
 BODY = "x" * 64                 # the payload, as in our load generator
 READY_TIMEOUT_S = 60.0
@@ -170,13 +170,16 @@ async def _produce(peer: "Peer", redis_url: str, topics: list[str],
 
 def execute(peer: "Peer", redis_url: str, topics: list[str], consumers: int,
             plan: list[tuple[str, str, int]], *, rate: float = 0.0, concurrency: int = 64,
-            grace_s: float = 30.0, processes: int | None = None, **options: Any) -> Run:
+            grace_s: float = 30.0, processes: int | None = None,
+            on_start: Callable[[], None] | None = None, on_end: Callable[[], None] | None = None,
+            **options: Any) -> Run:
     """Start the consumer processes, produce ``plan``, collect receipts, stop everything.
 
     ``consumers`` jobs in flight per topic, split over ``processes`` consumer processes
     (default: one per core, at most one per consumer). Collection ends when every sent message
     has been received, or ``grace_s`` after the last trigger time / last receipt, whichever
-    is later.
+    is later. ``on_start`` runs once the consumers are ready, just before the producer starts;
+    ``on_end`` once collection ended (after the half second kept for late duplicates).
     """
     options = {**peer.options, **options}
     processes = processes or max(1, min(consumers, os.cpu_count() or 1))
@@ -207,6 +210,8 @@ def execute(peer: "Peer", redis_url: str, topics: list[str], consumers: int,
             receive(0.1)
         if len(ready) < len(workers):
             progress(f"{peer.name}: only {len(ready)}/{len(workers)} consumer processes ready")
+        if on_start:
+            on_start()
         asyncio.run(asyncio.wait_for(
             _produce(peer, redis_url, topics, plan, run, rate=rate, concurrency=concurrency,
                      options=options), PRODUCE_TIMEOUT_S))
@@ -220,6 +225,8 @@ def execute(peer: "Peer", redis_url: str, topics: list[str], consumers: int,
         linger = time.monotonic() + 0.5          # late duplicates
         while time.monotonic() < linger:
             receive(0.05)
+        if on_end:
+            on_end()
     except asyncio.TimeoutError:
         progress(f"{peer.name}: producer timed out after {PRODUCE_TIMEOUT_S:.0f} s")
         run.errors += 1
@@ -265,18 +272,25 @@ class Peer:
            concurrency: int = 32, **options: Any) -> dict[str, Any]:
         """W3 immediate: delay 0, ``consumers`` in all spread over ``topics``; end to end,
         from the first enqueue to the last job completed (topics and producer concurrency
-        as in w3_immediate)."""
+        as in w3_immediate); the Redis work (common.RedisMeter) from the producer's start to
+        the end of collection."""
         names = [f"t{i}" for i in range(topics)]
         plan = [(names[i % topics], f"m{i}", 0) for i in range(messages)]
+        meter, readings = RedisMeter(redis_url), []
         run = execute(self, redis_url, names, max(1, consumers // topics), plan,
-                      concurrency=concurrency, **options)
+                      concurrency=concurrency, on_start=lambda: readings.append(meter.read()),
+                      on_end=lambda: readings.append(meter.read()), **options)
+        meter.close()
         figures = run.lag_figures()
+        redis_work = meter.per_message(readings[0], figures["delivered"], readings[-1]) \
+            if len(readings) == 2 else {}
         end_ms = max(run.last_done_ms, run.last_receipt_ms)
         seconds = (end_ms - run.started_ms) / 1000.0
         return {"throughput": round(figures["delivered"] / seconds, 1) if seconds > 0 else 0.0,
                 "messages": messages, "seconds": round(seconds, 3),
                 "delivered": figures["delivered"],
-                **{k: figures[k] for k in ("sent", "duplicates", "lost", "errors")}}
+                **{k: figures[k] for k in ("sent", "duplicates", "lost", "errors")},
+                **redis_work}
 
     def w6(self, redis_url: str, *, duration_s: float, delay_s: float = 5.0, rate: float = 1.0,
            **options: Any) -> dict[str, Any]:

@@ -3,9 +3,39 @@
   Its functions use the topic's keys by name (includes/keys.lua). ]]
 --@include group
 
+-- Sequences for a run of accepts (send.lua's entries): the first accept of the run takes
+-- as many as the run may need in one INCRBY, not one INCR each; the run's end gives back
+-- what it did not use (release_seqs), so the topic's sequence ends where one INCR per accept
+-- leaves it and each message has the sequence it would have had. Outside a run (a schedule's
+-- occurrence) each accept takes its own INCR. Either way the first write is that deny-oom
+-- INCR / INCRBY (send.lua's Memory note).
+local seq_run = {wanted = 0, next = 1, last = 0}
+
+-- At most `count` accepts follow, until release_seqs.
+local function reserve_seqs(count)
+  seq_run.wanted = count
+end
+
+local function take_seq()
+  if seq_run.next > seq_run.last then
+    if seq_run.wanted <= 0 then return next_seq() end
+    seq_run.last = redis.call('INCRBY', tk.seq, seq_run.wanted)
+    seq_run.next, seq_run.wanted = seq_run.last - seq_run.wanted + 1, 0
+  end
+  local seq = seq_run.next
+  seq_run.next = seq + 1
+  return seq
+end
+
+local function release_seqs()
+  local unused = seq_run.last - seq_run.next + 1
+  if unused > 0 then redis.call('DECRBY', tk.seq, unused) end
+  seq_run.wanted, seq_run.next, seq_run.last = 0, 1, 0
+end
+
 -- Write a new message with this msgId at `slot` (replacing `existing`, a record with this
--- msgId, when there is one): it takes the topic's next acceptance sequence (the INCR is its
--- first write: see send.lua's Memory note), joins its group when it has one, and is placed
+-- msgId, when there is one): it takes the topic's next acceptance sequence (take_seq: the
+-- INCR is its first write, see send.lua's Memory note), joins its group when it has one, and is placed
 -- (waiting, ready or blocked) and saved. `attributes` and `group` are false when none.
 -- `existing` ended: it is wholly replaced (out of `ended` and the dead queue). `existing`
 -- live, waiting or ready or blocked (a replace, sendMsg onDuplicate=replace; the caller has
@@ -19,7 +49,7 @@
 -- subscription does not hold it; only the fan-out does).
 local function accept(now, msg_id, slot, existing, body, attributes, trigger, ttl, max_retry,
     group, options)
-  local seq = next_seq()
+  local seq = take_seq()
   local is_replace = existing and is_live(existing[STATUS])
   local was_front = is_replace and existing[GROUP] and
     redis.call('HGET', tk.groups, existing[GROUP]) == existing.slot

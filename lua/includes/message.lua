@@ -189,7 +189,7 @@ end
 local function fresh_delivery(tm, trigger)
   local m = {}
   for i = BODY, GROUP do m[i] = tm[i] end
-  if trigger then m[TRIGGER_TIME] = trigger end
+  if trigger then m[TRIGGER_TIME] = num(trigger) end
   m.id, m.slot, m.seq, m.own_retry, m.fresh = tm.id, tm.slot, tm.seq, tm.own_retry, true
   m[STATUS], m[DELIVERIES], m[RECEIPT] = num(Status.READY), '0', false
   if not tm.own_retry then
@@ -210,16 +210,18 @@ end
 
 local find_delivery   -- (below: it reads the topic's record with find_message)
 
--- The message with this msgId, or nil: its digest slot, else its "=" slot. Second value:
--- its slot, or the one a new message with this msgId takes (the digest slot when free).
+-- The message with this msgId, or nil: its digest slot, else its "=" slot, both read in one
+-- HMGET (a send of a new msgId, the common case, misses both). Second value: its slot, or
+-- the one a new message with this msgId takes (the digest slot when free).
 local function find_message(msgs, id)
   if msgs ~= tk.bodies then return find_delivery(id) end
-  local digest = digest_slot(id)
-  local m = load_slot(msgs, digest)
+  local digest, own_slot = digest_slot(id), '=' .. id
+  local records = redis.call('HMGET', msgs, digest, own_slot)
+  local m = records[1] and decode(records[1], digest)
   if m and m.id == id then return m, digest end
-  local own = load_slot(msgs, '=' .. id)
-  if own and own.id == id then return own, own.slot end
-  return nil, m and ('=' .. id) or digest
+  local own = records[2] and decode(records[2], own_slot)
+  if own and own.id == id then return own, own_slot end
+  return nil, m and own_slot or digest
 end
 
 -- In a named subscription: the delivery state of the message with this msgId (its record, or
@@ -251,9 +253,12 @@ local function in_dedup_window(m, now, window)
 end
 
 -- Store m (at m.slot): every write of a record goes through here. Numbers are kept as the
--- strings scripts reply with.
+-- strings scripts reply with: a field still a string is one decode (or num) wrote, already
+-- in that form; only the fields the call set to numbers are formatted.
 local function save_message(msgs, m)
-  for i = PRODUCE_TIME, STATUS do m[i] = num(m[i]) end   -- the numeric fields
+  for i = PRODUCE_TIME, STATUS do   -- the numeric fields
+    if type(m[i]) ~= 'string' then m[i] = num(m[i]) end
+  end
   m[RECEIPT] = m.dt and string.format('%x.%x', m.dt, tonumber(m[DELIVERIES])) or false
   if m[RECEIPT] and msgs ~= tk.bodies then m[RECEIPT] = m[RECEIPT] .. receipt_tag() end
   m.fresh = nil
@@ -341,20 +346,16 @@ end
 -- (the index lives in another slot) it is the topic's own due record, and the caller lowers
 -- the index to the returned time (ZADD LT). Either way the index is at most the record, and
 -- the record at most every score a call wrote since the scheduler last set it (record_due).
+-- On one Redis that is a single ZADD LT CH (it changed the entry: lowered, or added).
 local function due_lowered()
   if not written_due then return -1 end
-  local current
   if DUE_DIRECT then
-    current = redis.call('ZSCORE', tk.due, DUE_TOPIC)
-  else
-    current = redis.call('GET', tk.due)
+    local changed = redis.call('ZADD', tk.due, 'LT', 'CH', written_due, DUE_TOPIC)
+    return changed == 1 and written_due or -1
   end
+  local current = redis.call('GET', tk.due)
   if current and tonumber(current) <= written_due then return -1 end
-  if DUE_DIRECT then
-    redis.call('ZADD', tk.due, written_due, DUE_TOPIC)
-  else
-    redis.call('SET', tk.due, written_due)
-  end
+  redis.call('SET', tk.due, written_due)
   return written_due
 end
 
