@@ -95,31 +95,47 @@ class Scheduler:
     def run_due(self) -> int | None:
         """Visit every topic whose due time has come; returns the next due time, if any.
 
-        One round trip when none is due (the claims, one per due index shard, answer their
-        heads); else three, however many topics are due: the claims, the scripts, the
-        write-backs with the new heads. Each shard gives at most its part of
-        TOPICS_PER_TICK, earliest first; a shard with more due leaves them to the next tick,
-        which then comes at once.
+        One round trip when none is due; else three (four with shards), however many topics
+        are due: the claims, the scripts, the write-backs with the new heads.
         """
-        shards = self.keys.shards
-        now = self.clock.now_ms()
-        limit = -(-TOPICS_PER_TICK // shards)
-        if shards == 1:
-            claims = [self.scripts.due_claim(self.keys, now, limit, CLAIMED_MS)]
-        else:
-            trip = self.scripts.round_trip()
-            for shard in range(shards):
-                self.scripts.due_claim(self.keys, now, limit, CLAIMED_MS, shard, trip=trip)
-            claims = trip.execute(raise_on_error=True)
-        claimed = [topic for claim in claims for topic in claim.topics]
+        claimed, head = self._claim(self.clock.now_ms())
         if not claimed:
-            heads = [claim.head for claim in claims if claim.head >= 0]
-            return min(heads) if heads else None
+            return head
         try:
             return self._write_back(self.visit(claimed))
         except Exception:
             self._release(claimed)
             raise
+
+    def _claim(self, now: int) -> tuple[list[str], int | None]:
+        """Claim up to TOPICS_PER_TICK due topics; with none due, the earliest due time.
+
+        One shard: its claim answers its head when none is due. Several: the heads of every
+        shard first, one plain read each in one pipelined round trip (cheaper than a script
+        per shard on every idle tick), then a claim for each shard whose head has come, in
+        one more round trip, each taking its part of TOPICS_PER_TICK: a shard with more due
+        leaves them to the next tick, which then comes at once.
+        """
+        if self.keys.shards == 1:
+            claim = self.scripts.due_claim(self.keys, now, TOPICS_PER_TICK, CLAIMED_MS)
+            return claim.topics, claim.head if claim.head >= 0 else None
+        pipe = self.client.pipeline(transaction=False)
+        for key in self.keys.due_indexes:
+            pipe.zrangebyscore(key, "-inf", f"({CLAIMED_MS}", start=0, num=1,
+                               withscores=True)
+        heads = {shard: int(head[0][1]) for shard, head in enumerate(pipe.execute()) if head}
+        due = [shard for shard, head in heads.items() if head <= now]
+        later = [head for head in heads.values() if head > now]
+        if not due:
+            return [], min(later, default=None)
+        trip = self.scripts.round_trip()
+        for shard in due:
+            self.scripts.due_claim(self.keys, now, -(-TOPICS_PER_TICK // len(due)),
+                                   CLAIMED_MS, shard, trip=trip)
+        claims = trip.execute(raise_on_error=True)
+        claimed = [topic for claim in claims for topic in claim.topics]
+        later += [claim.head for claim in claims if claim.head >= 0]
+        return claimed, None if claimed else min(later, default=None)
 
     def _write_back(self, next_due: dict[str, int]) -> int | None:
         """Each claimed topic's next due time (compared with the claim); the new head."""
