@@ -3,6 +3,12 @@ the cost of a long-poll hint sent with classic PUBLISH against sharded SPUBLISH.
 
     .venv/bin/python bench/cluster_cpu.py [--topics 60] [--seconds 30] [--hints 20000]
 
+Under the load the server sends its hints as it does on a Cluster >= 7 (SPUBLISH on the
+topic's channel, background/shard_hints.py); the bench counts them (INFO commandstats,
+summed over the nodes) and prices them both ways with the per-hint CPU it measures after
+the load (all nodes, one subscriber): "after" as sent, "before" as the same number of
+classic PUBLISHes the cluster bus would have carried to every node.
+
 Starts its own 3 masters + 3 replicas (tests/support/topologies.py) and one node (2 gevent
 workers). The load is the failover checker's (tests/support/failover.py): a paced producer
 (sends due 0..300 ms later) and one long-polling consumer per topic, acking. Redis CPU is
@@ -42,6 +48,17 @@ def cpu_all(cluster: ClusterTopology) -> dict[int, float]:
     return {s.port: cpu(s.port) for s in cluster.servers}
 
 
+def publish_stats(cluster: ClusterTopology) -> dict[str, dict]:
+    """calls and usec of PUBLISH and SPUBLISH summed over the nodes (INFO commandstats)."""
+    totals = {name: {"calls": 0, "usec": 0} for name in ("publish", "spublish")}
+    for s in cluster.servers:
+        stats = redis.Redis(port=s.port).info("commandstats")
+        for name, total in totals.items():
+            for field in total:
+                total[field] += stats.get(f"cmdstat_{name}", {}).get(field, 0)
+    return totals
+
+
 def placement(cluster: ClusterTopology, namespace: str) -> dict:
     """Which master holds each key family (the topics: those the load registered)."""
     keys = NamespaceKeys("dq", namespace, shard_count(0, cluster=True))
@@ -54,7 +71,8 @@ def placement(cluster: ClusterTopology, namespace: str) -> dict:
             cluster.master_of_slot(key_slot(keys.base.encode())),
         f"registry and due index: {keys.shards} shards, per master": dict(shards),
         f"topic keys {{ns:topic}} of {len(topics)} topics, per master": dict(per_master),
-        "hint channel (classic pub/sub)": "every node (a PUBLISH is broadcast on the bus)",
+        "hint channels": "each topic's own, in its slot (SPUBLISH: its master only); "
+                         "control messages: the namespace channel, every node (PUBLISH)",
     }
 
 
@@ -104,6 +122,29 @@ def measure_hints(cluster: ClusterTopology, count: int) -> dict:
     return results
 
 
+def load_run(cluster: ClusterTopology, args) -> dict:
+    """The load on a fresh namespace, with the hint commands it sent."""
+    namespace = unique_namespace()
+    for s in cluster.servers:
+        redis.Redis(port=s.port).config_resetstat()
+    with ServerProcess(cluster.url, settings={"namespace": namespace}, workers=2) as node:
+        before = cpu_all(cluster)
+        started = time.monotonic()
+        checker = run_under_load(node.url, lambda: time.sleep(args.seconds),
+                                 topics=args.topics)
+        elapsed = time.monotonic() - started
+        after = cpu_all(cluster)
+    roles = cluster.roles()
+    return {
+        "load": checker.summary(), "seconds": round(elapsed, 1),
+        "redis_cpu_percent_by_node": {
+            f"{port} ({roles.get(port)})": round((after[port] - before[port]) / elapsed
+                                                 * 100, 1) for port in after},
+        "hint_commands": publish_stats(cluster),
+        "placement": placement(cluster, namespace),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--topics", type=int, default=60)
@@ -113,25 +154,16 @@ def main() -> None:
     cluster = ClusterTopology(Path(tempfile.mkdtemp(prefix="dq-cpu-"))).start()
     try:
         masters = cluster.masters()
-        namespace = unique_namespace()
-        with ServerProcess(cluster.url, settings={"namespace": namespace},
-                           workers=2) as node:
-            before = cpu_all(cluster)
-            started = time.monotonic()
-            checker = run_under_load(node.url, lambda: time.sleep(args.seconds),
-                                     topics=args.topics)
-            elapsed = time.monotonic() - started
-            after = cpu_all(cluster)
-        roles = cluster.roles()
-        print(json.dumps({
-            "load": checker.summary(), "seconds": round(elapsed, 1),
-            "redis_cpu_percent_by_node": {
-                f"{port} ({roles.get(port)})": round((after[port] - before[port]) / elapsed
-                                                     * 100, 1) for port in after},
-            "masters": masters,
-            "placement": placement(cluster, namespace),
-        }, indent=1))
-        print(json.dumps({"hints": measure_hints(cluster, args.hints)}, indent=1))
+        run = load_run(cluster, args)
+        hints = measure_hints(cluster, args.hints)
+        sent = sum(h["calls"] for h in run["hint_commands"].values())
+        run["hint_cpu_under_load_ms_per_s"] = {
+            label: round(sent * hints[command]["cpu_us_per_hint_total"] / 1000
+                         / run["seconds"], 2)
+            for label, command in (("before (classic PUBLISH)", "PUBLISH"),
+                                   ("after (sharded SPUBLISH)", "SPUBLISH"))}
+        print(json.dumps({"masters": masters, **run}, indent=1))
+        print(json.dumps({"hints": hints}, indent=1))
     finally:
         cluster.stop()
 

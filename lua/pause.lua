@@ -27,6 +27,6 @@ else
 end
 local ready = redis.call('ZCARD', tk.ready)
 if not pause and changed == 1 and ready > 0 and channel ~= '' then
-  redis.call('PUBLISH', channel, ready .. ' ' .. topic)
+  publish_hint(channel, topic, ready)
 end
 return {OK, changed, ready}

@@ -104,7 +104,7 @@ end
 
 local ready_left = redis.call('ZCARD', tk.ready)
 if fanned > 0 then   -- handed to the named subscriptions: their consumers wake too
-  redis.call('PUBLISH', channel, math.max(ready_left, fanned) .. ' ' .. topic)
+  publish_hint(channel, topic, math.max(ready_left, fanned))
 elseif advanced.readied > 0 and ready_left > 0 and not s.paused then   -- promoted, or a group's next released
   publish_ready(channel, topic, ready_left, now)
 end

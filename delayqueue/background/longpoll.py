@@ -27,9 +27,13 @@ hub whose waiters just left; one with no idle waiter at all also leaves the topi
 (lua/hint_pass.lua) until one of its long polls waits again, so under full load, when
 nobody waits, hints go back to every process at no extra cost per hint. Under a steady
 load one ready message wakes one waiter in the fleet instead of one per process. On a
-Cluster every hint goes to every process (a classic PUBLISH answers only the subscribers of
-the node it ran on, so a routed one could not tell a hub that is gone from one subscribed
-elsewhere).
+Cluster older than Redis 7 every hint goes to every process (a classic PUBLISH answers only
+the subscribers of the node it ran on, so a routed one could not tell a hub that is gone
+from one subscribed elsewhere). On a Cluster of Redis >= 7 hints are sharded
+(``shard_hints.py``): a script SPUBLISHes on the topic's own channel and the hub SSUBSCRIBEs
+the channel of each topic it has waiters on (``register`` waits for it before the first
+pull), so a hint reaches the topic's master and the processes waiting there only; the
+namespace channel still carries the control messages and the "0 <topic>" due hints.
 
 The hub also remembers, per topic, what the process's last pull saw: "ready was empty and
 nothing is due before T", valid while no hint for the topic has arrived since, for at most
@@ -130,6 +134,9 @@ class Hub:
         # callable(topic, hub id, leave, count): passes a routed hint on (the runtime's
         # Scripts.hint_pass); None: a plain PUBLISH to every hub
         self.pass_hint = None
+        # A Cluster's sharded hints (shard_hints.ShardHints): told of each topic's first and
+        # last waiter here; None: every hint comes on the classic channel.
+        self.shards = None
 
     # -- waiters -------------------------------------------------------------------------
     def register(self, topic: str, subscription: str | None = None,
@@ -138,7 +145,14 @@ class Hub:
             waiter = Waiter(topic, self.releases, subscription, pusher)
             self._waiters[waiter.key].append(waiter)
             self._subscriptions[topic].add(subscription)
+        if self.shards is not None:
+            # Before the first pull: a hint sent after it is heard.
+            self.shards.want(topic)
         return waiter
+
+    def has_waiters(self, topic: str) -> bool:
+        with self._lock:
+            return topic in self._subscriptions
 
     def unregister(self, waiter: Waiter) -> None:
         with self._lock:
@@ -157,6 +171,8 @@ class Hub:
                     # ...nor, once the topic has no waiter at all, its counter meaningful.
                     del self._subscriptions[waiter.topic]
                     self._seq.pop(waiter.topic, None)
+                    if self.shards is not None:
+                        self.shards.release(waiter.topic)
             elif was_leader:
                 # The new leader may be sleeping on the safety interval only: let it
                 # re-read the topic's next due time.
@@ -186,6 +202,15 @@ class Hub:
             woken = [self._wake((topic, subscription), count)
                      for subscription in self._subscriptions.get(topic, ())]
         return min(woken, default=0)
+
+    def missed(self, topic: str) -> None:
+        """Hints of ``topic`` may have gone unheard (its channel was resubscribed): every
+        waiter of it re-checks."""
+        self.invalidate(topic)
+        with self._lock:
+            for subscription in self._subscriptions.get(topic, ()):
+                for waiter in self._waiters.get((topic, subscription), ()):
+                    waiter.event.set()
 
     def _wake(self, key: Key, count: int) -> int:
         woken = 0
@@ -274,9 +299,13 @@ class Hub:
     def start(self) -> None:
         self._thread = threading.Thread(target=self.run, name="dq-hub", daemon=True)
         self._thread.start()
+        if self.shards is not None:
+            self.shards.start()
 
     def stop(self) -> None:
         self._stop.set()
+        if self.shards is not None:
+            self.shards.stop()
         self.wake_all()
 
     def drain(self) -> None:

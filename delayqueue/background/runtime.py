@@ -37,6 +37,7 @@ from .push import REFRESH_S, Pusher
 from .push_client import PushClient
 from .recurring import TICK_MS, Recurring
 from .scheduler import Scheduler
+from .shard_hints import ShardHints
 
 logger = logging.getLogger(__name__)
 
@@ -93,10 +94,17 @@ class Runtime:
             on_recycle=self.queue.forget,
         )
         # Hints go to one process only where its channel is heard on the node that publishes
-        # (one Redis); a Cluster's classic PUBLISH answers only that node's subscribers.
+        # (one Redis); a Cluster's classic PUBLISH answers only that node's subscribers, and
+        # its sharded hints reach the processes waiting on the topic (below).
         self.hub = Hub(self.client, self.keys.hint_channel,
                        routed=not self.scripts.runner.cluster)
         self.hub.on_control = self.on_control
+        if self.scripts.runner.cluster:
+            # A Cluster of Redis >= 7 (found at start): each topic's hints on its own shard
+            # channel, subscribed while the process has waiters on it.
+            self.hub.shards = ShardHints(
+                self.client, lambda topic: self.keys.topic(topic).hint_channel,
+                self.hub.dispatch, self.hub.has_waiters, self.hub.missed)
         self.hub.pass_hint = lambda topic, hub_id, leave, count: self.scripts.hint_pass(
             self.keys.topic(topic), hub_id, leave, self.keys.hint_channel, count)
         self.snapshots = SnapshotWriter(

@@ -323,6 +323,13 @@ class TopicKeys:
         return f"{self.base}:hubs"
 
     @property
+    def hint_channel(self) -> str:
+        """Shard channel of the topic's hints on a Cluster of Redis >= 7: SPUBLISHed by its
+        scripts, SSUBSCRIBEd by the processes with waiters on it (lua/includes/keys.lua
+        publish_hint, background/shard_hints.py); in the topic's slot."""
+        return f"{self.base}:hint"
+
+    @property
     def due(self) -> str:
         """STRING: the topic's due record on a Redis Cluster, the lowest due time its scripts
         gave the namespace due index since the scheduler last wrote the exact one

@@ -193,9 +193,15 @@ local HUBS = TOPIC_BASE .. ':hubs'   -- TopicKeys.hubs, KEYS[1] of hint_pass.lua
 -- topic has named subscriptions (a hub's waiters may be of one subscription only), or the
 -- call works in one. A hub that cannot take its share passes it on to every hub; a share
 -- nobody heard (the hub's process is gone; on a Cluster, subscribed through another node)
--- goes to every hub from here, and that hub leaves the set.
+-- goes to every hub from here, and that hub leaves the set. On a Cluster of Redis >= 7 the
+-- hint goes on the topic's shard channel to the processes waiting on it (publish_hint),
+-- without reading the hub set: routing to one hub is for one Redis only.
 local function publish_ready(channel, topic, k, now)
   if k <= 0 or channel == '' then return end
+  if SHARDED_HINTS then
+    publish_hint(channel, topic, k)
+    return
+  end
   local hubs = {}
   if not tk.sub then hubs = redis.call('ZRANGEBYSCORE', HUBS, now, '+inf') end
   if #hubs > 0 and redis.call('HLEN', tk.subs) > 0 then hubs = {} end
@@ -210,7 +216,7 @@ local function publish_ready(channel, topic, k, now)
     end
   end
   if n == 0 then unheard = k end
-  if unheard > 0 then redis.call('PUBLISH', channel, unheard .. ' ' .. topic) end
+  if unheard > 0 then publish_hint(channel, topic, unheard) end
 end
 
 -- Publish "<k> <topic>" when this call made k messages ready.

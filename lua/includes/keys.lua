@@ -50,6 +50,19 @@ local TOPIC_BASE = string.sub(KEYS[13], 1, -6)
 -- topic's member there (TOPIC_BASE is "<prefix>:{<ns>:<topic>}").
 local DUE_DIRECT = string.sub(tk.due, 1, #TOPIC_BASE) ~= TOPIC_BASE
 local DUE_TOPIC = DUE_DIRECT and string.sub(TOPIC_BASE, #tk.due - 5 + 2, -2)
+-- Hints are sharded on a Cluster (KEYS[19] is the topic's own due record there) of Redis
+-- >= 7: SPUBLISH on the topic's own channel (TopicKeys.hint_channel, in the topic's slot),
+-- heard by the processes subscribed to it only; elsewhere a classic PUBLISH on the
+-- namespace hint channel, heard by every process.
+local SHARDED_HINTS = not DUE_DIRECT and (redis.REDIS_VERSION_NUM or 0) >= 0x070000
+
+-- Tell every process waiting on the topic that k messages became ready: "<k> <topic>".
+local function publish_hint(channel, topic, k)
+  if SHARDED_HINTS then
+    return redis.call('SPUBLISH', TOPIC_BASE .. ':hint', k .. ' ' .. topic)
+  end
+  return redis.call('PUBLISH', channel, k .. ' ' .. topic)
+end
 -- The named subscription this call works in, or false for the default one.
 tk.sub = tk.msgs ~= tk.bodies and string.match(tk.msgs, ':s:([^:]+):msgs$') or false
 -- The context this call was made in (use_context switches, this restores).
