@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import redis  # noqa: E402
 from redis.cluster import key_slot  # noqa: E402
 
+from delayqueue.core.bookkeeping import registered_topics, shard_count  # noqa: E402
 from delayqueue.core.keys import NamespaceKeys  # noqa: E402
 
 from support.failover import run_under_load  # noqa: E402
@@ -60,13 +61,15 @@ def publish_stats(cluster: ClusterTopology) -> dict[str, dict]:
 
 def placement(cluster: ClusterTopology, namespace: str) -> dict:
     """Which master holds each key family (the topics: those the load registered)."""
-    keys = NamespaceKeys("dq", namespace)
-    topics = cluster.client().zrange(keys.topics, 0, -1)
+    keys = NamespaceKeys("dq", namespace, shard_count(0, cluster=True))
+    topics = registered_topics(cluster.client(), keys)
     per_master = Counter(cluster.master_of_slot(key_slot(keys.topic(t).base.encode()))
                          for t in topics)
+    shards = Counter(cluster.master_of_slot(key_slot(key.encode())) for key in keys.registries)
     return {
-        "namespace keys {ns} (registry, due index, monitor counters, leases, offline)":
+        "namespace keys {ns} (monitor counters, leases, node registry, offline)":
             cluster.master_of_slot(key_slot(keys.base.encode())),
+        f"registry and due index: {keys.shards} shards, per master": dict(shards),
         f"topic keys {{ns:topic}} of {len(topics)} topics, per master": dict(per_master),
         "hint channels": "each topic's own, in its slot (SPUBLISH: its master only); "
                          "control messages: the namespace channel, every node (PUBLISH)",

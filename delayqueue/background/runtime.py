@@ -13,9 +13,9 @@ from typing import Callable
 
 import redis
 
+from delayqueue.core.bookkeeping import namespace_keys
 from delayqueue.core.clock import Clock, RedisClock
 from delayqueue.core.errors import redis_errors
-from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.monitor import Monitor
 from delayqueue.core.queue import DelayQueue
 from delayqueue.core.schedules import Schedules
@@ -71,7 +71,7 @@ class Runtime:
         self.clock = clock or RedisClock(self.client)
         self.scripts = Scripts(self.client, runner=ScriptRunner(
             self.client, settings.redis_wait_replicas, settings.redis_wait_timeout_millis))
-        self.keys = NamespaceKeys(settings.redis_key_prefix, settings.namespace)
+        self.keys = namespace_keys(settings, self.scripts.runner.cluster)
         self.monitor = Monitor(self.client, self.keys, self.clock,
                                settings.monitor_interval_seconds, self.scripts,
                                history_ms=settings.monitor_history_minutes * 60_000)

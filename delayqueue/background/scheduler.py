@@ -1,6 +1,7 @@
 """The scheduler: promotion, ack timeouts and expiry of every due topic, and registry upkeep.
 
-A topic's due time (the namespace due index, ``keys.due``) is the earliest moment it needs
+A topic's due time (the namespace due index, ``keys.due_of(topic)``: one key on one Redis,
+split into ``keys.shards`` on a Cluster, core/bookkeeping.py) is the earliest moment it needs
 the scheduler: the head of its waiting queue, its ack deadlines or its expiry index, or the
 end of an ended message's retention (plus a slack, so purges come in bulk). A tick
 visits only topics whose due time has come, so idle topics cost nothing per tick, and
@@ -23,6 +24,7 @@ from typing import Callable
 
 import redis
 
+from delayqueue.core.bookkeeping import RecycleCursor, registered_topics, stale_page
 from delayqueue.core.clock import Clock
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.monitor import Monitor
@@ -93,18 +95,47 @@ class Scheduler:
     def run_due(self) -> int | None:
         """Visit every topic whose due time has come; returns the next due time, if any.
 
-        One round trip when none is due (the claim answers the head); else three, however
-        many topics are due: the claim, the scripts, the write-backs with the new head.
+        One round trip when none is due; else three (four with shards), however many topics
+        are due: the claims, the scripts, the write-backs with the new heads.
         """
-        claim = self.scripts.due_claim(self.keys, self.clock.now_ms(), TOPICS_PER_TICK,
-                                       CLAIMED_MS)
-        if not claim.topics:
-            return claim.head if claim.head >= 0 else None
+        claimed, head = self._claim(self.clock.now_ms())
+        if not claimed:
+            return head
         try:
-            return self._write_back(self.visit(claim.topics))
+            return self._write_back(self.visit(claimed))
         except Exception:
-            self._release(claim.topics)
+            self._release(claimed)
             raise
+
+    def _claim(self, now: int) -> tuple[list[str], int | None]:
+        """Claim up to TOPICS_PER_TICK due topics; with none due, the earliest due time.
+
+        One shard: its claim answers its head when none is due. Several: the heads of every
+        shard first, one plain read each in one pipelined round trip (cheaper than a script
+        per shard on every idle tick), then a claim for each shard whose head has come, in
+        one more round trip, each taking its part of TOPICS_PER_TICK: a shard with more due
+        leaves them to the next tick, which then comes at once.
+        """
+        if self.keys.shards == 1:
+            claim = self.scripts.due_claim(self.keys, now, TOPICS_PER_TICK, CLAIMED_MS)
+            return claim.topics, claim.head if claim.head >= 0 else None
+        pipe = self.client.pipeline(transaction=False)
+        for key in self.keys.due_indexes:
+            pipe.zrangebyscore(key, "-inf", f"({CLAIMED_MS}", start=0, num=1,
+                               withscores=True)
+        heads = {shard: int(head[0][1]) for shard, head in enumerate(pipe.execute()) if head}
+        due = [shard for shard, head in heads.items() if head <= now]
+        later = [head for head in heads.values() if head > now]
+        if not due:
+            return [], min(later, default=None)
+        trip = self.scripts.round_trip()
+        for shard in due:
+            self.scripts.due_claim(self.keys, now, -(-TOPICS_PER_TICK // len(due)),
+                                   CLAIMED_MS, shard, trip=trip)
+        claims = trip.execute(raise_on_error=True)
+        claimed = [topic for claim in claims for topic in claim.topics]
+        later += [claim.head for claim in claims if claim.head >= 0]
+        return claimed, None if claimed else min(later, default=None)
 
     def _write_back(self, next_due: dict[str, int]) -> int | None:
         """Each claimed topic's next due time (compared with the claim); the new head."""
@@ -112,10 +143,12 @@ class Scheduler:
         for topic, due in next_due.items():
             self.scripts.due_set(self.keys, topic, CLAIMED_MS, due, trip=trip)
         # The head among real due times: topics another tick claims are its own to write back.
-        trip.command("ZRANGEBYSCORE", self.keys.due, "-inf", f"({CLAIMED_MS}", "LIMIT", 0, 1,
-                     "WITHSCORES", withscores=True)
-        head = trip.execute(raise_on_error=True)[-1]
-        return int(head[0][1]) if head else None
+        for key in self.keys.due_indexes:
+            trip.command("ZRANGEBYSCORE", key, "-inf", f"({CLAIMED_MS}", "LIMIT", 0, 1,
+                         "WITHSCORES", withscores=True)
+        heads = trip.execute(raise_on_error=True)[len(next_due):]
+        times = [int(head[0][1]) for head in heads if head]
+        return min(times) if times else None
 
     def _release(self, topics: list[str]) -> None:
         """A tick that failed after its claim makes its topics due now, so the next tick
@@ -192,7 +225,7 @@ class Scheduler:
             self.recycle_topics()
 
     def topics(self) -> list[str]:
-        return sorted(self.client.zrange(self.keys.topics, 0, -1))
+        return registered_topics(self.client, self.keys)
 
     def repair_due_index(self) -> int:
         """Re-derive topics' due times from their queue heads; returns topics repaired.
@@ -222,7 +255,7 @@ class Scheduler:
             for i, topic in enumerate(part):
                 scores = [h[0][1] for h in heads[6 * i:6 * i + 6] if h]
                 if scores:
-                    fix.zadd(self.keys.due, {topic: min(scores)}, lt=True)
+                    fix.zadd(self.keys.due_of(topic), {topic: min(scores)}, lt=True)
                     repaired += 1
             fix.execute()
         return repaired
@@ -232,20 +265,31 @@ class Scheduler:
         (``TopicKeys.holdings``) is gone, so no message, live or retained, is left behind; a
         topic with retained records waits until the scheduler has purged them. Its
         acceptance sequence is dropped with it (atomically, only while it still holds
-        nothing), so a recycled topic leaves no key behind."""
+        nothing), so a recycled topic leaves no key behind.
+
+        Each run looks at up to REGISTRY_CHUNK stale topics, from where the last run stopped
+        (``NamespaceKeys.recycle_cursor``, fleet-wide): stale topics that still hold
+        messages are passed over, so every stale topic is reached within
+        stale / REGISTRY_CHUNK runs, however many idle ones sort before it."""
         cutoff = self.clock.now_ms() - self.topic_inactive_ms
-        stale = self.client.zrangebyscore(self.keys.topics, "-inf", f"({cutoff}", start=0,
-                                          num=REGISTRY_CHUNK, withscores=True)
+        cursor = RecycleCursor.load(self.client.get(self.keys.recycle_cursor),
+                                    self.keys.shards)
+        stale, after = stale_page(self.client, self.keys, cursor, cutoff, REGISTRY_CHUNK)
         pipe = self.client.pipeline(transaction=False)
-        for topic, _ in stale:
+        for _, topic, _ in stale:
             pipe.exists(*self.keys.topic(topic).holdings)
         live = pipe.execute() if stale else []
         recycled = []
-        for (topic, seen), count in zip(stale, live):
+        for (_, topic, seen), count in zip(stale, live):
             if count == 0 and self.scripts.recycle(self.keys, topic, seen) == Outcome.OK:
                 self.scripts.drop_sequence(self.keys.topic(topic))
                 self.on_recycle(topic)
                 recycled.append(topic)
+        if after != cursor:
+            try:
+                self.client.set(self.keys.recycle_cursor, after.dump())
+            except redis.exceptions.OutOfMemoryError:
+                pass  # over maxmemory: the next run walks these again, recycling what it can
         if recycled:
             logger.info("recycled %d inactive topics", len(recycled))
         return recycled

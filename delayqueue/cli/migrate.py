@@ -31,9 +31,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         import redis
+        from redis.cluster import RedisCluster
 
+        from delayqueue.core.bookkeeping import namespace_keys
         from delayqueue.core.clock import RedisClock
-        from delayqueue.core.keys import NamespaceKeys
         from delayqueue.core.storage import migrate
         from delayqueue.settings.config import ConfigError, load_settings
         from delayqueue.settings.redis_connection import connect_redis
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
                            socket_timeout_ms=settings.redis_socket_timeout_millis,
                            connect_timeout_ms=settings.redis_connect_timeout_millis,
                            max_connections=2)
-    keys = NamespaceKeys(settings.redis_key_prefix, settings.namespace)
+    keys = namespace_keys(settings, isinstance(client, RedisCluster))
     try:
         migrate(client, keys, RedisClock(client).now_ms,
                 lambda line: print(line, file=sys.stderr, flush=True))

@@ -2,33 +2,120 @@
 
 Topic keys share the hash tag ``{<namespace>:<topic>}`` so each Lua script touches one Redis
 Cluster slot. Namespace keys use ``{<namespace>}``: they are bookkeeping (registry, due index,
-monitor counters, leases), never the truth about a message.
+monitor counters, leases), never the truth about a message. The registry and the due index
+may be split into ``shards`` by topic (``bookkeeping-shards``, on a Cluster): shard i's two
+keys carry a tag of their own, ``<namespace>:{b<n>`` (``dq:{default:{b7}:due``: no topic's
+tag, since a topic holds no '{'), whose slot lies in the middle of the i-th of ``shards``
+equal slot ranges, so a balanced Cluster spreads them over its masters. With one shard
+they are the namespace's own ``{<namespace>}:topics`` and ``:due``.
 """
 
 from __future__ import annotations
 
 import functools
+import zlib
 from dataclasses import dataclass
+
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+
+MAX_SHARDS = 256   # a shard's slot range is then 64 slots: its tag is found in ~64 tries
+
+
+def shard_of(topic: str, shards: int) -> int:
+    """The bookkeeping shard of a topic: stable across processes and versions."""
+    return zlib.crc32(topic.encode()) % shards if shards > 1 else 0
+
+
+@functools.lru_cache(maxsize=1024)
+def shard_tag(namespace: str, shard: int, shards: int) -> str:
+    """The hash tag of shard ``shard`` of ``shards``: the namespace itself for one shard, else
+    ``<namespace>:{b<n>`` with the smallest n whose slot lies near the middle of the shard's
+    range [shard * 16384 / shards, (shard + 1) * 16384 / shards), within 1/16 of its width:
+    deterministic, no configuration. Near the middle, not anywhere in it, so a range that
+    straddles two masters' halves of a balanced Cluster falls on one of them by rule
+    (16 shards on 3 masters: 5, 6, 5), not by chance (4, 6, 6)."""
+    if shards <= 1:
+        return namespace
+    width = REDIS_CLUSTER_HASH_SLOTS / shards
+    middle = (shard + 0.5) * width
+    reach = max(width / 16, 1.0)
+    n = 0
+    while True:
+        tag = f"{namespace}:{{b{n}"
+        if abs(key_slot(tag.encode()) + 0.5 - middle) <= reach:
+            return tag
+        n += 1
 
 
 @dataclass(frozen=True)
 class NamespaceKeys:
     prefix: str
     namespace: str
+    shards: int = 1
 
     @property
     def base(self) -> str:
         return f"{self.prefix}:{{{self.namespace}}}"
 
+    def shard_base(self, shard: int) -> str:
+        return f"{self.prefix}:{{{shard_tag(self.namespace, shard, self.shards)}}}"
+
+    def shard_of(self, topic: str) -> int:
+        return shard_of(topic, self.shards)
+
+    def registry(self, shard: int) -> str:
+        """ZSET topic -> last time (ms) the topic was used: shard ``shard`` of the topic
+        registry."""
+        return f"{self.shard_base(shard)}:topics"
+
+    def due_index(self, shard: int) -> str:
+        """ZSET topic -> earliest time (ms) the topic needs the scheduler: shard ``shard`` of
+        the due index."""
+        return f"{self.shard_base(shard)}:due"
+
+    def registry_of(self, topic: str) -> str:
+        """The registry shard holding ``topic``."""
+        return self.registry(self.shard_of(topic))
+
+    def due_of(self, topic: str) -> str:
+        """The due index shard holding ``topic``."""
+        return self.due_index(self.shard_of(topic))
+
+    @property
+    def registries(self) -> tuple[str, ...]:
+        return tuple(self.registry(i) for i in range(self.shards))
+
+    @property
+    def due_indexes(self) -> tuple[str, ...]:
+        return tuple(self.due_index(i) for i in range(self.shards))
+
     @property
     def topics(self) -> str:
-        """ZSET topic -> last time (ms) the topic was used: the topic registry."""
-        return f"{self.base}:topics"
+        """The topic registry of a one-shard namespace (``registry_of`` names a topic's)."""
+        return self._single(self.registry(0))
 
     @property
     def due(self) -> str:
-        """ZSET topic -> earliest time (ms) the topic needs the scheduler (the due index)."""
-        return f"{self.base}:due"
+        """The due index of a one-shard namespace (``due_of`` names a topic's)."""
+        return self._single(self.due_index(0))
+
+    def _single(self, key: str) -> str:
+        if self.shards != 1:
+            raise ValueError(f"namespace '{self.namespace}' has {self.shards} bookkeeping "
+                             "shards: name the topic's (registry_of, due_of)")
+        return key
+
+    @property
+    def shards_mark(self) -> str:
+        """STRING: how many bookkeeping shards the namespace was laid out with
+        (core/bookkeeping.py): a node configured with another count refuses to start."""
+        return f"{self.base}:bookkeeping-shards"
+
+    @property
+    def recycle_cursor(self) -> str:
+        """STRING "<shard> <score> <topic>": where the recycle sweep's walk over the stale
+        topics stopped (background/scheduler.py)."""
+        return f"{self.base}:recycle-cursor"
 
     @property
     def hint_channel(self) -> str:

@@ -20,9 +20,10 @@ import redis
 
 from delayqueue.settings.config import Settings
 
+from .bookkeeping import namespace_keys, registered_topics
 from .clock import Clock
 from .errors import DelayQueueError, as_error, redis_errors
-from .keys import NamespaceKeys, SubscriptionKeys, TopicKeys
+from .keys import SubscriptionKeys, TopicKeys
 from .message import DelayMsg
 from .monitor import Monitor
 from .outcome import Outcome
@@ -74,7 +75,7 @@ class DelayQueue:
         self.clock = clock
         self.monitor = monitor
         self.settings = settings
-        self.keys = NamespaceKeys(settings.redis_key_prefix, settings.namespace)
+        self.keys = namespace_keys(settings, scripts.runner.cluster)
         self.defaults = server_defaults(settings)
         self.end_life_ms = settings.end_life_msg_expire_millis
         self.hint_horizon_ms = settings.long_polling_safety_millis
@@ -112,9 +113,9 @@ class DelayQueue:
             return
         pipe = self.client.pipeline(transaction=False)
         if touch:
-            pipe.zadd(self.keys.topics, {topic: now_ms})
+            pipe.zadd(self.keys.registry_of(topic), {topic: now_ms})
         if lower:
-            pipe.zadd(self.keys.due, {topic: lowered_due_ms}, lt=True)
+            pipe.zadd(self.keys.due_of(topic), {topic: lowered_due_ms}, lt=True)
         if hint:
             # execute_command: a Cluster pipeline refuses .publish() (any node will do:
             # a classic PUBLISH reaches the subscribers of every node).
@@ -190,7 +191,7 @@ class DelayQueue:
         memory) answers its DelayQueueError for each of its entries and the others stand."""
         bump = self._touch_due(topic)
         if bump:
-            trip.command("ZADD", self.keys.topics, now_ms, topic)
+            trip.command("ZADD", self.keys.registry_of(topic), now_ms, topic)
         replies = trip.execute()
         if bump:
             self._touched[topic] = time.monotonic()
@@ -382,7 +383,7 @@ class DelayQueue:
     # -- reads ---------------------------------------------------------------------------
     def topics(self) -> list[str]:
         with redis_errors():
-            return sorted(self.client.zrange(self.keys.topics, 0, -1))
+            return registered_topics(self.client, self.keys)
 
     def topic_info(self, topic: str) -> dict:
         """getTopicInfo: the default subscription's sizes, and every subscription's."""

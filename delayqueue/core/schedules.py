@@ -197,7 +197,7 @@ class Schedules:
         entry = member(topic, spec.schedule_id)
         with redis_errors():
             pipe = self.client.pipeline(transaction=False)
-            pipe.zadd(self.keys.topics, {topic: now})
+            pipe.zadd(self.keys.registry_of(topic), {topic: now})
             pipe.sadd(self.keys.schedule_topics, topic)
             pipe.zadd(self.keys.schedule_index, {entry: now})
             pipe.execute()
@@ -502,7 +502,7 @@ class Schedules:
         with redis_errors():
             pipe = self.client.pipeline(transaction=False)
             pipe.hget(tk.schedules, schedule_id)
-            _known_reads(pipe, self.keys.topics, topic, tk)
+            _known_reads(pipe, self.keys.registry_of(topic), topic, tk)
             raw, score, held = pipe.execute()
         if raw is not None:
             return json.loads(raw)
@@ -513,7 +513,7 @@ class Schedules:
     def _known(self, topic: str) -> None:
         tk = self.queue.topic_keys(topic)
         pipe = self.client.pipeline(transaction=False)
-        _known_reads(pipe, self.keys.topics, topic, tk)
+        _known_reads(pipe, self.keys.registry_of(topic), topic, tk)
         score, held = pipe.execute()
         if score is None and held == 0:
             raise _no_topic(topic)

@@ -429,20 +429,21 @@ class Scripts:
                           cursor: str) -> SubscriptionDropReply:
         return self._run("subscription_drop", self._keys(dk), [limit, now_ms, cursor])
 
-    # -- namespace scripts (bookkeeping, slot {ns}) ----------------------------------------
+    # -- namespace scripts (bookkeeping: slot {ns}, or a registry and due index shard's) ------
     def schedule_unindex(self, nk: NamespaceKeys, member: str, seen_ms: float) -> Outcome:
         """Drop a schedule's index entry if its score is still ``seen_ms``."""
         return self._run("schedule_unindex", [nk.schedule_index], [member, seen_ms])
 
-    def due_claim(self, nk: NamespaceKeys, now_ms: int, limit: int,
-                  claim_ms: int) -> DueClaimReply:
-        """Claim the due topics for a tick: their scores become ``claim_ms`` until
-        ``due_set`` writes back each one's next due time (compared with ``claim_ms``)."""
-        return self._run("due_claim", [nk.due], [now_ms, limit, claim_ms])
+    def due_claim(self, nk: NamespaceKeys, now_ms: int, limit: int, claim_ms: int,
+                  shard: int = 0, trip: RoundTrip | None = None) -> DueClaimReply:
+        """Claim the due topics of one due index shard for a tick: their scores become
+        ``claim_ms`` until ``due_set`` writes back each one's next due time (compared with
+        ``claim_ms``)."""
+        return self._run("due_claim", [nk.due_index(shard)], [now_ms, limit, claim_ms], trip)
 
     def due_set(self, nk: NamespaceKeys, topic: str, claim_ms: int, next_ms: int,
                 trip: RoundTrip | None = None) -> Outcome:
-        return self._run("due_set", [nk.due], [topic, claim_ms, next_ms], trip)
+        return self._run("due_set", [nk.due_of(topic)], [topic, claim_ms, next_ms], trip)
 
     def hint_pass(self, tk: TopicKeys, hub_id: str, leave: bool, channel: str,
                   count: int) -> int:
@@ -452,7 +453,8 @@ class Scripts:
                          [hub_id, 1 if leave else 0, channel, count, tk.topic])
 
     def recycle(self, nk: NamespaceKeys, topic: str, seen_ms: float) -> Outcome:
-        return self._run("recycle", [nk.topics, nk.due], [topic, seen_ms])
+        return self._run("recycle", [nk.registry_of(topic), nk.due_of(topic)],
+                         [topic, seen_ms])
 
     def monitor_flush(self, nk: NamespaceKeys, interval_start_ms: int, ttl_ms: int,
                       groups: Sequence[str], trip: RoundTrip | None = None) -> int:

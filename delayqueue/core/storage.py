@@ -32,7 +32,9 @@ import re
 from typing import Callable
 
 import redis
+from redis.cluster import RedisCluster
 
+from .bookkeeping import ShardCountError, check_shards, namespace_keys, registered_topics
 from .keys import NamespaceKeys, TopicKeys
 from .scripts import Scripts
 
@@ -43,7 +45,8 @@ MIGRATE_COMMAND = "delayqueue migrate-storage"
 
 
 class StorageFormatError(RuntimeError):
-    """The namespace holds messages in a format this version does not read."""
+    """The namespace holds messages in a format this version does not read (or, as
+    ``ShardCountError``, keeps its bookkeeping in another number of shards)."""
 
 
 def check_format(client: redis.Redis, keys: NamespaceKeys) -> None:
@@ -75,7 +78,7 @@ def check_format(client: redis.Redis, keys: NamespaceKeys) -> None:
 
 
 def _holds_old_format(client: redis.Redis, keys: NamespaceKeys) -> bool:
-    topics = client.zrange(keys.topics, 0, -1)
+    topics = registered_topics(client, keys)
     for start in range(0, len(topics), MIGRATE_CHUNK):
         tks = [keys.topic(topic) for topic in topics[start:start + MIGRATE_CHUNK]]
         pipe = client.pipeline(transaction=False)
@@ -119,7 +122,7 @@ def migrate(client: redis.Redis, keys: NamespaceKeys, now: Callable[[], int],
     Returns how many messages were converted. Every node must be stopped while it runs.
     """
     scripts = Scripts(client)
-    topics = sorted(client.zrange(keys.topics, 0, -1))
+    topics = registered_topics(client, keys)
     total = 0
     for n, topic in enumerate(topics, 1):
         tk = keys.topic(topic)
@@ -171,8 +174,8 @@ def _scan_chunks(client: redis.Redis, match: str):
 
 def check_node_start(settings) -> str | None:
     """The check a node makes before its workers start (gunicorn_conf.py): raises
-    ``StorageFormatError``; returns a warning line when Redis cannot be reached to check (the
-    node starts, as it does whenever Redis is down)."""
+    ``StorageFormatError`` (a ShardCountError as one too); returns a warning line when
+    Redis cannot be reached to check (the node starts, as it does whenever Redis is down)."""
     from delayqueue.settings.redis_connection import connect_redis
 
     client = connect_redis(settings.redis_url,
@@ -180,7 +183,11 @@ def check_node_start(settings) -> str | None:
                            connect_timeout_ms=settings.redis_connect_timeout_millis,
                            max_connections=1)
     try:
-        check_format(client, NamespaceKeys(settings.redis_key_prefix, settings.namespace))
+        keys = namespace_keys(settings, isinstance(client, RedisCluster))
+        check_format(client, keys)
+        check_shards(client, keys)
+    except ShardCountError as exc:
+        raise StorageFormatError(str(exc)) from None
     except redis.RedisError as exc:
         return f"storage format not checked, Redis unreachable: {exc}"
     finally:

@@ -92,7 +92,7 @@ class TopicControls:
         return reply.changed == 1
 
     def _registered(self, topic: str) -> bool:
-        return self.queue.client.zscore(self.queue.keys.topics, topic) is not None
+        return self.queue.client.zscore(self.queue.keys.registry_of(topic), topic) is not None
 
     def known(self, topic: str) -> bool:
         """The topic exists: registered, or holding a record, a sequence or settings (what
@@ -101,7 +101,7 @@ class TopicControls:
         tk = self.queue.topic_keys(topic)
         with redis_errors():
             pipe = self.queue.client.pipeline(transaction=False)
-            pipe.zscore(self.queue.keys.topics, topic)
+            pipe.zscore(self.queue.keys.registry_of(topic), topic)
             pipe.exists(tk.msgs, tk.seq, tk.config)
             score, held = pipe.execute()
         return score is not None or held > 0

@@ -336,6 +336,10 @@ class Settings:
                                        _integer(1))
     due_repair_seconds: int = _setting(5, "how often the registry sweep repairs the due index",
                                        _integer(1))
+    bookkeeping_shards: int = _setting(
+        0, "on a Redis Cluster, how many shards (each its own slot) the topic registry and the "
+        "due index are split into by topic; 0: 16 on a Cluster, 1 on one Redis",
+        _integer(0, 256))
     # Request limits.
     max_long_polling_timeout_millis: int = _setting(60_000, "max longPollingTimeoutMillis",
                                                     _integer(1))
@@ -380,6 +384,10 @@ class Settings:
                 f"long-polling-timeout-millis: must be <= max-long-polling-timeout-millis "
                 f"({self.max_long_polling_timeout_millis}), got {self.long_polling_timeout_millis}"
             )
+        if self.bookkeeping_shards > 1 and scheme_of(self.redis_url) not in CLUSTER_SCHEMES:
+            raise ConfigError(
+                f"bookkeeping-shards: {self.bookkeeping_shards} needs a Redis Cluster "
+                "(redis-cluster://); on one Redis it must be 0 or 1")
 
     def __repr__(self) -> str:  # never print a Redis password
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -16,7 +16,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import requests
+from redis.cluster import RedisCluster
 
+from delayqueue.core.bookkeeping import shard_count
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.settings.redis_connection import connect_redis
 
@@ -49,14 +51,16 @@ def wait_until_pulled(redis_url: str, topic: str, timeout_s: float = 10.0,
                       namespace: str = "default") -> None:
     """Wait until a node has run a pull on ``topic``, a topic never used before.
 
-    A node registers a topic (``dq:{default}:topics``) right after the first script that
+    A node registers a topic (``dq:{default}:topics``, on a Cluster its shard of the
+    registry) right after the first script that
     touched it in the process; for a pull, after the script found nothing to hand out. A
     long poll that pulled is then waiting: a message sent now reaches it only through a hint
     or its own re-check, never through that first pull.
     """
     client = connect_redis(redis_url, socket_timeout_ms=2000, connect_timeout_ms=1000,
                            max_connections=4)  # any redis-url: Sentinel and Cluster too
-    registry = NamespaceKeys("dq", namespace).topics
+    shards = shard_count(0, isinstance(client, RedisCluster))     # the nodes' default
+    registry = NamespaceKeys("dq", namespace, shards).registry_of(topic)
     try:
         wait_until(lambda: client.zscore(registry, topic) is not None, timeout_s,
                    interval_s=0.005, message=f"no pull on {topic!r} reached Redis")
