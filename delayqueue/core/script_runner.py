@@ -6,9 +6,11 @@
 - the default: redis-py's ``Script`` (EVALSHA, SCRIPT LOAD and again on NOSCRIPT: after a
   restart or a failover, whose new master never saw our SCRIPT LOAD). On a Cluster client
   that also follows MOVED and ASK, and reloads on the node that answered NOSCRIPT.
-- queued in a Cluster pipeline (a round trip on a Cluster): EVAL with the source. redis-py
-  refuses EVALSHA in a Cluster pipeline, and a pipeline cannot be replayed after a NOSCRIPT;
-  Redis caches an EVAL'd script by its SHA, so the cost is the bytes sent.
+- several in a Cluster pipeline (a round trip on a Cluster): EVALSHA, each addressed to its
+  slot's master, and the calls refused NOSCRIPT again once the script is loaded on every
+  master (``RoundTrip._cluster_pipeline``). It used to send EVAL with the whole source (40 to
+  57 KB a call, which Redis hashed each time to find its cached script): on a Cluster that
+  was most of Redis's CPU per message outside the scripts.
 - a write of ``WAITED`` when ``wait_replicas`` > 0: the script and ``WAIT n timeout`` in one
   non-transactional pipeline on one connection (WAIT counts the writes of its own
   connection), on the master that owns the keys' slot. Fewer replicas than ``n`` in time
@@ -272,12 +274,41 @@ class RoundTrip:
                 answers[position] = self.runner.wait_timeout(name, acked)
 
     def _cluster_pipeline(self) -> list[Any]:
-        pipe = self.client.pipeline(transaction=False)
-        for call in self._calls:
-            self.runner.run(call.name, call.script, call.keys, call.args, pipe)
-        for args, options in self._commands:
-            pipe.execute_command(*args, **options)
-        return pipe.execute(raise_on_error=False)
+        """Every call as an EVALSHA in one Cluster pipeline, addressed to the master of its
+        keys' slot (``target_nodes``: redis-py would otherwise ask a node for the keys of each
+        EVALSHA with COMMAND GETKEYS); the calls refused NOSCRIPT (a master that never loaded
+        the script: a new one after a failover) run again in a second pipeline once the script
+        is loaded on every master (nothing of theirs ran). The other commands run once."""
+        client = self.client
+        replies: list[Any] = [None] * len(self._calls)
+        pending = list(range(len(self._calls)))
+        command_answers: list[Any] = []
+        for attempt in (1, 2):
+            pipe = client.pipeline(transaction=False)
+            for i in pending:
+                call = self._calls[i]
+                pipe.execute_command("EVALSHA", call.script.sha, len(call.keys), *call.keys,
+                                     *call.args,
+                                     target_nodes=client.get_node_from_key(call.keys[0]))
+            if attempt == 1:
+                for args, options in self._commands:
+                    pipe.execute_command(*args, **options)
+            answers = pipe.execute(raise_on_error=False)
+            if attempt == 1:
+                command_answers = answers[len(pending):]
+            missing = []
+            for i, answer in zip(pending, answers):
+                if isinstance(answer, NoScriptError) and attempt == 1:
+                    missing.append(i)
+                else:
+                    replies[i] = answer
+            if not missing:
+                break
+            for script in {id(self._calls[i].script): self._calls[i].script
+                           for i in missing}.values():
+                script.sha = client.script_load(script.script)
+            pending = missing
+        return replies + command_answers
 
     def _one_by_one(self) -> list[Any]:
         """Each call on its own (a Cluster round trip that must WAIT): a call that fails,

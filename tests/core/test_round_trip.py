@@ -56,3 +56,37 @@ def test_raise_on_error_raises_the_first_failure_once_every_call_ran(redis_clien
         trip.execute(raise_on_error=True)
     assert redis_client.hlen(fine.msgs) == 1
 
+
+
+def _calls(cluster, name: str) -> int:
+    return sum(redis.Redis(port=port).info("commandstats").get(f"cmdstat_{name}", {})
+               .get("calls", 0) for port in cluster.masters())
+
+
+def test_a_cluster_round_trip_sends_evalsha_to_each_slot_and_loads_scripts_a_master_lacks(
+        redis_cluster):
+    """On a Cluster a round trip of calls in several slots is one pipeline of EVALSHAs, not
+    EVALs of the whole source, nor a COMMAND GETKEYS per call; a master without the script
+    (flushed: as after a failover) answers NOSCRIPT, and those calls alone run again."""
+    client = redis_cluster.client()
+    scripts = Scripts(client)
+    ns = NamespaceKeys("dq", "trip-cluster")
+    topics = [f"t{i}" for i in range(12)]   # spread over the three masters
+    for port in redis_cluster.masters():
+        redis.Redis(port=port).script_flush()
+    before = {name: _calls(redis_cluster, name)
+              for name in ("eval", "evalsha", "command|getkeys")}
+    for _ in range(2):   # the first meets NOSCRIPT everywhere, the second none
+        trip = scripts.round_trip()
+        for topic in topics:
+            scripts.send_many(ns.topic(topic), T0, ns.hint_channel, DEFAULTS,
+                              [SendArgs(f"m{_}", "body", T0, -1, -1, "")], trip=trip)
+        trip.command("ZADD", ns.registry_of("t0"), "1", "t0")
+        answers = trip.execute()
+        assert [a.outcome for a in answers[:-1]] == [Outcome.OK] * len(topics)
+        assert answers[-1] in (0, 1)
+    assert _calls(redis_cluster, "eval") == before["eval"]
+    assert _calls(redis_cluster, "command|getkeys") == before["command|getkeys"]
+    # 12 refused NOSCRIPT and run again, then 12: the registry ZADD ran once per trip
+    assert _calls(redis_cluster, "evalsha") - before["evalsha"] == 36
+    assert client.zcard(ns.topic("t3").ready) == 2

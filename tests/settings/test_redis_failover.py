@@ -102,7 +102,10 @@ def test_ten_thousand_random_topics_touch_one_slot_per_script(redis_cluster):
                                           queue.defaults, [SendArgs("m", "x", now, -1, -1, "")],
                                           trip=trip)
             assert [reply.outcome for reply in trip.execute()] == [Outcome.OK] * len(chunk)
-        queue.client.zadd(queue.keys.topics, {topic: now for topic in topics})
+        register = queue.client.pipeline(transaction=False)
+        for topic in topics:   # each in its bookkeeping shard's registry
+            register.zadd(queue.keys.registry_of(topic), {topic: now})
+        register.execute()
         for topic in topics[:200]:
             [pulled] = queue.pull(topic).messages
             assert queue.ack(topic, "m", pulled.receipt).status == 4
