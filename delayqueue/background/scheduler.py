@@ -24,7 +24,13 @@ from typing import Callable
 
 import redis
 
-from delayqueue.core.bookkeeping import RecycleCursor, registered_topics, stale_page
+from delayqueue.core.bookkeeping import (
+    RecycleCursor,
+    claimed,
+    registered_topics,
+    stale_page,
+    used_since,
+)
 from delayqueue.core.clock import Clock
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.monitor import Monitor
@@ -40,6 +46,9 @@ logger = logging.getLogger(__name__)
 TOPICS_PER_TICK = 200         # most due topics one scheduler tick visits
 ROUNDS_PER_TOPIC = 10         # most script rounds for one busy topic per tick
 REGISTRY_CHUNK = 500          # topics per pipelined round trip in the registry sweeps
+# A Cluster's repair sweep looks back this far before the last sweep's start: the registry
+# touch's rate limit (REGISTRY_TOUCH_S) and a second of slack.
+REPAIR_MARGIN_MS = 2000
 CLAIMED_MS = 2**53 - 1        # a claimed topic's due score: after every real time, an exact double
 
 
@@ -230,18 +239,25 @@ class Scheduler:
     def repair_due_index(self) -> int:
         """Re-derive topics' due times from their queue heads; returns topics repaired.
 
-        On a Cluster every registered topic: it covers a process killed between a script and
-        its due-index write (the index is in another slot). On one Redis the scripts lower
+        It covers a due-index write lost outside the script. On one Redis the scripts lower
         the index themselves, so only the topics a tick claimed and never wrote back (its
-        process killed mid-tick) can be left too late: the sweep visits those alone, and
-        idle topics cost it nothing. Cost: six O(log n) reads per visited topic, pipelined
-        in chunks. The head of ``ended`` is taken as is (the scripts add a purge slack to
-        it): a visit that comes early only writes back the exact due time.
+        process killed mid-tick) can be left too late: the sweep visits those alone. On a
+        Cluster the index is in another slot than the topic, and a process killed (or a
+        master failing) between a script and its bookkeeping loses the write: the sweep
+        visits the claimed topics, every topic used since the last sweep started (its mark,
+        less ``REPAIR_MARGIN_MS``: a request touches the registry at most once a second per
+        process, in the round trip that lowers the index), and ``REGISTRY_CHUNK`` of the
+        others, walking them with a cursor (a write lost with the registry touch of a topic
+        unused for a while: found within topics / REGISTRY_CHUNK sweeps). So idle topics
+        cost a constant slice per sweep, not a visit each. Cost: six O(log n) reads per
+        visited topic, pipelined in chunks. The head of ``ended`` is taken as is (the
+        scripts add a purge slack to it): a visit that comes early only writes back the
+        exact due time.
         """
-        if self.scripts.lowers_due_index:
-            topics = sorted(self.client.zrangebyscore(self.keys.due, CLAIMED_MS, CLAIMED_MS))
-        else:
-            topics = self.topics()
+        topics = set(claimed(self.client, self.keys, CLAIMED_MS))
+        if not self.scripts.lowers_due_index:
+            topics.update(self._cluster_repair_topics())
+        topics = sorted(topics)
         repaired = 0
         for start in range(0, len(topics), REGISTRY_CHUNK):
             part = topics[start:start + REGISTRY_CHUNK]
@@ -259,6 +275,28 @@ class Scheduler:
                     repaired += 1
             fix.execute()
         return repaired
+
+    def _cluster_repair_topics(self) -> list[str]:
+        """A Cluster's repair sweep: the topics used since the last sweep's mark, and a page
+        of the others from the walk's cursor (every registered topic when no mark is known
+        yet); the mark and cursor move on for the next sweep."""
+        started = self.clock.now_ms()
+        mark = self.client.get(self.keys.repair_mark)
+        if mark is None:
+            topics = registered_topics(self.client, self.keys)
+            after = RecycleCursor()
+        else:
+            since = int(mark) - REPAIR_MARGIN_MS
+            cursor = RecycleCursor.load(self.client.get(self.keys.repair_cursor),
+                                        self.keys.shards)
+            page, after = stale_page(self.client, self.keys, cursor, since, REGISTRY_CHUNK)
+            topics = used_since(self.client, self.keys, since) + [t for _, t, _ in page]
+        try:
+            self.client.set(self.keys.repair_mark, started)
+            self.client.set(self.keys.repair_cursor, after.dump())
+        except redis.exceptions.OutOfMemoryError:
+            pass  # over maxmemory: the next sweep looks back from the old mark, a wider window
+        return topics
 
     def recycle_topics(self) -> list[str]:
         """Forget topics unused for ``topic_inactive_ms`` that hold nothing: every topic key

@@ -77,8 +77,26 @@ def registered_topics(client: redis.Redis, keys: NamespaceKeys) -> list[str]:
     return sorted(topic for part in pipe.execute() for topic in part)
 
 
+def used_since(client: redis.Redis, keys: NamespaceKeys, since_ms: float) -> list[str]:
+    """The registered topics last used at or after ``since_ms``: one ZRANGEBYSCORE per
+    shard in one pipelined round trip."""
+    pipe = client.pipeline(transaction=False)
+    for key in keys.registries:
+        pipe.zrangebyscore(key, since_ms, "+inf")
+    return [topic for part in pipe.execute() for topic in part]
+
+
+def claimed(client: redis.Redis, keys: NamespaceKeys, claimed_ms: int) -> list[str]:
+    """The topics a tick claimed (their due score ``claimed_ms``) and did not write back."""
+    pipe = client.pipeline(transaction=False)
+    for key in keys.due_indexes:
+        pipe.zrangebyscore(key, claimed_ms, claimed_ms)
+    return [topic for part in pipe.execute() for topic in part]
+
+
 class RecycleCursor(NamedTuple):
-    """Where the recycle sweep's walk over the stale topics stopped: after ``topic``, last
+    """Where a sweep's walk over the stale topics stopped (the recycle sweep's, and on a
+    Cluster the repair sweep's over the topics unused since its mark): after ``topic``, last
     used at ``seen``, in shard ``shard`` (registry order: by score, then by name)."""
     shard: int = 0
     seen: float = float("-inf")

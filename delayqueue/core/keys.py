@@ -112,6 +112,18 @@ class NamespaceKeys:
         return f"{self.base}:bookkeeping-shards"
 
     @property
+    def repair_mark(self) -> str:
+        """STRING: when (fleet clock, ms) the last repair sweep on a Cluster started; the next
+        visits the topics used since then (background/scheduler.py repair_due_index)."""
+        return f"{self.base}:repair-mark"
+
+    @property
+    def repair_cursor(self) -> str:
+        """STRING "<shard> <score> <topic>": where the repair sweep's walk over the topics
+        not used since its mark stopped (a Cluster only)."""
+        return f"{self.base}:repair-cursor"
+
+    @property
     def recycle_cursor(self) -> str:
         """STRING "<shard> <score> <topic>": where the recycle sweep's walk over the stale
         topics stopped (background/scheduler.py)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import redis
 
 from delayqueue.background.runtime import Runtime
+from delayqueue.background.scheduler import REGISTRY_CHUNK
 from delayqueue.core.clock import ManualClock
 from delayqueue.core.keys import NamespaceKeys
 from delayqueue.core.queue import SCRIPT_LIMIT
@@ -145,17 +146,59 @@ def test_scheduler_ticks_are_at_least_the_min_gap_apart_even_when_a_topic_is_due
             assert sleep_s == clock.seconds_until(clock.now_ms() + 2)  # due + 1 ms, exact
 
 
-def test_on_a_cluster_the_repair_sweep_lowers_every_registered_topic_its_bookkeeping_missed(
+def _lost_due_times(client: redis.Redis, rt: Runtime, topics: list[str], trigger_ms: int,
+                    used_ms: int) -> None:
+    """Each topic holds one message due at ``trigger_ms`` and was last used at ``used_ms``,
+    and its due-index write was lost (a process killed after the script)."""
+    trip = rt.scripts.round_trip(client)
+    for topic in topics:
+        rt.scripts.send_many(rt.queue.topic_keys(topic), trigger_ms - 1, rt.keys.hint_channel,
+                             rt.queue.defaults, [SendArgs("m", "body", trigger_ms, -1, -1, "")],
+                             trip=trip)
+    trip.execute(raise_on_error=True)
+    client.zadd(rt.keys.topics, dict.fromkeys(topics, used_ms))
+    client.zrem(rt.keys.due, *topics)
+
+
+def test_on_a_cluster_the_repair_sweep_visits_the_topics_used_since_it_last_ran_and_a_slice_of_the_rest(
         redis_url, redis_client):
     """Where the due index is in another slot than the topics (a Cluster), a process killed
-    between a script and its index write leaves the index too late: the sweep reads every
-    registered topic's heads."""
+    between a script and its index write leaves the index too late. The first sweep reads
+    every registered topic; later ones the topics used since the previous one started and a
+    page of REGISTRY_CHUNK of the others, walked with a cursor: idle topics cost a bounded
+    slice per sweep, and every lost write is still found."""
     clock = ManualClock()
     rt = make_runtime(redis_url, clock)
     rt.scripts.lowers_due_index = False
-    for n in range(20):
-        fill_waiting(redis_client, rt, f"lost-{n}", 1, clock.now_ms() + 1000)
-    redis_client.zadd(rt.keys.topics, {f"lost-{n}": clock.now_ms() for n in range(20)})
-    assert redis_client.zcard(rt.keys.due) == 0       # fill_waiting does no bookkeeping
-    assert rt.scheduler.repair_due_index() == 20
-    assert redis_client.zscore(rt.keys.due, "lost-7") == clock.now_ms() + 1000
+    due = clock.now_ms() + 3_600_000
+    first = [f"first-{n}" for n in range(20)]
+    _lost_due_times(redis_client, rt, first, due, clock.now_ms() - 7_200_000)
+    assert rt.scheduler.repair_due_index() == 20          # no mark yet: every topic
+    assert redis_client.zscore(rt.keys.due, "first-7") == due
+
+    idle = [f"idle-{n:04}" for n in range(1200)]
+    _lost_due_times(redis_client, rt, idle, due, clock.now_ms() - 3_600_000)
+    clock.advance(5000)
+    _lost_due_times(redis_client, rt, ["busy"], due, clock.now_ms())   # used since the mark
+    visited = []
+    real = rt.scheduler.client.pipeline
+
+    def counting_pipeline(*args, **kwargs):
+        pipe = real(*args, **kwargs)
+        original = pipe.zrange
+        pipe.zrange = lambda key, *a, **k: visited.append(key) or original(key, *a, **k)
+        return pipe
+
+    rt.scheduler.client.pipeline = counting_pipeline
+    repaired = []
+    for _ in range(3):
+        visited.clear()
+        repaired.append(rt.scheduler.repair_due_index())
+        assert len(visited) <= 6 * (1 + REGISTRY_CHUNK)   # six heads per visited topic
+        clock.advance(5000)
+    # busy in every sweep (used at the second one's mark, inside the third's margin, then at
+    # the end of the walk); the 20 + 1,200 unused ones (first's used longest ago) 500, 500,
+    # 220: every lost write found within three sweeps
+    assert repaired == [1 + REGISTRY_CHUNK, 1 + REGISTRY_CHUNK, 1 + 220]
+    assert redis_client.zscore(rt.keys.due, "busy") == due
+    assert {redis_client.zscore(rt.keys.due, t) for t in idle} == {due}
