@@ -97,6 +97,11 @@ class FleetActivity:
         self._last = now
         return changed
 
+    def reset(self) -> None:
+        """Read everything again next time: a read that failed after a poll lost the topics
+        that poll named."""
+        self._raw = None
+
     def _add(self, before: dict[str, int | float], after: dict[str, int | float]) -> set[str]:
         """Add to the totals what one interval hash gained since it was last read; the topics
         whose fields moved."""
@@ -233,9 +238,13 @@ class MetricsSizes:
     def queue_sizes(self) -> dict[str, TopicSizes]:
         with self._lock:
             changed = self.activity.poll()
-            topics = self.registry.topics(changed)
-            now = self.queue.clock.now_ms()
-            cached = self.cache.get(topics, changed, now)
+            try:
+                topics = self.registry.topics(changed)
+                now = self.queue.clock.now_ms()
+                cached = self.cache.get(topics, changed, now)
+            except Exception:
+                self.activity.reset()
+                raise
             self.cache.keep(topics)
             self._sizes = {t: (_aged(sizes, read, now),
                                {n: _aged(v, read, now) for n, v in named.items()})
@@ -273,7 +282,11 @@ class SnapshotSizes:
 
     def refresh(self) -> None:
         self._changed = self.activity.poll()
-        self._topics = self.registry.topics(self._changed)
+        try:
+            self._topics = self.registry.topics(self._changed)
+        except Exception:
+            self.activity.reset()
+            raise
         if self._changed is None or len(self.cache.entries) > 2 * len(self._topics) + 1000:
             self.cache.keep(self._topics)
 
@@ -281,9 +294,12 @@ class SnapshotSizes:
         return self._topics
 
     def infos(self, topics: list[str]) -> list[dict]:
-        now = self.queue.clock.now_ms()
-        cached = self.cache.get(topics, self._changed, now)
-        return [cached[t] for t in topics]
+        try:
+            cached = self.cache.get(topics, self._changed, self.queue.clock.now_ms())
+        except Exception:
+            self.activity.reset()
+            raise
+        return [_unpack(t, cached[t]) for t in topics]
 
     def _read(self, topics: list[str], now_ms: int) -> list[tuple[Any, int]]:
         infos = self.queue.topic_infos(topics)
@@ -303,4 +319,25 @@ class SnapshotSizes:
                 if sub.get("createdTime") is not None:      # a named one
                     entry.append((tk.subscription(sub["subscription"]).held, (0,)))
             probes.append(entry)
-        return list(zip(infos, next_changes(self.queue.client, probes, now_ms)))
+        return list(zip(map(_pack, infos), next_changes(self.queue.client, probes, now_ms)))
+
+
+# A topic_infos entry kept as tuples (a dict each would cost a 100,000-topic fleet ~150 MB).
+INFO_FIELDS = ("waitingQueueSize", "readyQueueSize", "ackQueueSize", "deadQueueSize",
+               "groupBlockedSize", "paused")
+BUCKET_NAMES = tuple(name for name, _, _ in WAITING_BUCKETS)
+
+
+def _pack(info: dict) -> tuple:
+    return (tuple(info[name] for name in INFO_FIELDS),
+            tuple(info["waitingQueueInfo"][name] for name in BUCKET_NAMES),
+            info.get("subscriptions"))
+
+
+def _unpack(topic: str, packed: tuple) -> dict:
+    values, buckets, subscriptions = packed
+    info = {"topic": topic, **dict(zip(INFO_FIELDS, values)),
+            "waitingQueueInfo": dict(zip(BUCKET_NAMES, buckets))}
+    if subscriptions is not None:
+        info["subscriptions"] = subscriptions
+    return info

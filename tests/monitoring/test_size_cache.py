@@ -7,6 +7,7 @@ ManualClock, so a scrape's window and the time-dependent sizes are exact.
 
 from __future__ import annotations
 
+import pytest
 import redis
 
 from delayqueue.background.runtime import Runtime
@@ -169,3 +170,44 @@ def test_cached_figures_match_a_fresh_read_after_every_kind_of_event(redis_url):
     check("reschedule")
     clock.advance(2 * 60_000)                 # l1 comes within the hour: its bucket moves
     check("time alone: a waiting message changes bucket")
+
+
+def test_a_change_flushed_after_a_scrape_is_read_by_the_next(redis_url):
+    """A sample reaches Redis up to about a second after its change: the scrape in between
+    shows the size before it, the next one the size after."""
+    clock = ManualClock(START_MS)
+    rt = runtime(redis_url, clock)
+    sizes = MetricsSizes(rt.queue, rt.monitor, named_subscription_sizes)
+    rt.queue.send("a", "b", msg_id="1")
+    rt.monitor.flush()
+    assert sizes.queue_sizes()["a"].ready == 1
+    rt.queue.send("a", "b", msg_id="2")          # its sample still in this process
+    clock.advance(1_000)
+    assert sizes.queue_sizes()["a"].ready == 1
+    clock.advance(1_000)
+    rt.monitor.flush()                            # recorded in the interval read before
+    clock.advance(SCRAPE_MS)
+    assert sizes.queue_sizes() == rt.queue.queue_sizes()
+
+
+def test_a_read_that_fails_after_the_poll_reads_everything_next_time(redis_url):
+    clock = ManualClock(START_MS)
+    rt = runtime(redis_url, clock)
+    sizes = MetricsSizes(rt.queue, rt.monitor, named_subscription_sizes)
+    add_idle(rt, 0, 3)
+    rt.monitor.flush()
+    sizes.queue_sizes()
+    rt.queue.send("idle-0001", "b", msg_id="now")
+    rt.monitor.flush()
+    clock.advance(SCRAPE_MS)
+    read = sizes.cache.read
+
+    def fail(topics, now_ms):
+        raise redis.ConnectionError("lost after the poll")
+    sizes.cache.read = fail
+    with pytest.raises(redis.ConnectionError):
+        sizes.queue_sizes()
+    sizes.cache.read = read
+    clock.advance(SCRAPE_MS)
+    assert sizes.queue_sizes() == rt.queue.queue_sizes()
+    assert sizes.queue_sizes()["idle-0001"].ready == 1
