@@ -88,21 +88,26 @@ def calls(client: redis.Redis) -> dict[str, int]:
             for name, value in client.info("commandstats").items()}
 
 
-def scrape(base: str) -> int:
-    answer = requests.get(base + "/metrics", timeout=60)
-    answer.raise_for_status()
-    return len(answer.content)
+def scrape(base: str) -> float | None:
+    """One GET /metrics: its seconds, or None when it failed (a worker killed by gunicorn's
+    timeout answers nothing)."""
+    started = time.monotonic()
+    try:
+        requests.get(base + "/metrics", timeout=120).raise_for_status()
+    except requests.RequestException as exc:
+        common.progress(f"/metrics failed: {exc}")
+        return None
+    return time.monotonic() - started
 
 
 def window(s: common.Stack, seconds: float, scrape_every: float | None) -> dict[str, Any]:
     """Redis CPU and commands per second over ``seconds``, scraping /metrics or not."""
     cpu0, calls0, t0 = redis_cpu(s.client), calls(s.client), time.monotonic()
-    scrapes = 0
+    took: list[float | None] = []
     next_scrape = t0
     while time.monotonic() - t0 < seconds:
         if scrape_every is not None and time.monotonic() >= next_scrape:
-            scrape(s.base)
-            scrapes += 1
+            took.append(scrape(s.base))
             next_scrape += scrape_every
         time.sleep(0.2)
     elapsed = time.monotonic() - t0
@@ -111,7 +116,10 @@ def window(s: common.Stack, seconds: float, scrape_every: float | None) -> dict[
     per_s = {name: round((n - calls0.get(name, 0)) / elapsed, 2) for name, n in calls1.items()
              if name not in ("info",) and n > calls0.get(name, 0)}
     top = dict(sorted(per_s.items(), key=lambda item: -item[1])[:8])
-    return {"cpu_pct": round((cpu1 - cpu0) / elapsed * 100, 3), "scrapes": scrapes,
+    answered = [t for t in took if t is not None]
+    return {"cpu_pct": round((cpu1 - cpu0) / elapsed * 100, 3), "scrapes": len(took),
+            "scrapes_failed": len(took) - len(answered),
+            "scrape_s_max": round(max(answered), 3) if answered else None,
             "commands_per_s": round(sum(per_s.values()), 1), "top": top}
 
 
@@ -193,6 +201,9 @@ def main() -> None:
             (f"{n}: Redis CPU, no scrapes", f"{run['quiet']['cpu_pct']:.3f} % of a core"),
             (f"{n}: Redis CPU, /metrics every {p.scrape_every:g} s",
              f"{run['scraped']['cpu_pct']:.3f} % of a core"),
+            (f"{n}: scrapes answered / failed, slowest",
+             f"{run['scraped']['scrapes'] - run['scraped']['scrapes_failed']} / "
+             f"{run['scraped']['scrapes_failed']}, {run['scraped']['scrape_s_max']} s"),
             (f"{n}: commands/s, no scrapes", run["quiet"]["commands_per_s"]),
             (f"{n}: commands/s, scraped", run["scraped"]["commands_per_s"]),
             (f"{n}: top commands/s, scraped",
