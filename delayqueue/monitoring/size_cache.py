@@ -24,6 +24,7 @@ every ``FULL_READ_MS`` the whole state is read again, which bounds that case.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -40,6 +41,10 @@ LATE_MS = 30_000
 # Everything is read again this often (and on a process's first read).
 FULL_READ_MS = 6 * 3_600_000
 NEVER = 2**62
+# Topics read per round trip when many are stale (a process's first read): between two
+# chunks the process yields (under gevent a read of 100,000 topics in one pipeline would hold
+# the worker's loop past gunicorn's timeout, and the worker would be killed mid-scrape).
+READ_CHUNK = 1000
 # The lower bounds of the delay buckets past the first: a waiting message crosses one when
 # its trigger time comes within it.
 BUCKET_FLOORS = tuple(lo for _, lo, _ in WAITING_BUCKETS if lo is not None)
@@ -170,9 +175,12 @@ class TopicCache:
         entries = self.entries
         stale = [t for t in topics if changed is None or t in changed or t not in entries
                  or entries[t][1] <= now_ms]
-        if stale:
-            entries.update(zip(stale, self.read(stale, now_ms)))
-            self.topics_read += len(stale)
+        for first in range(0, len(stale), READ_CHUNK):
+            if first:
+                time.sleep(0)   # let the worker's other greenlets (its heartbeat) run
+            chunk = stale[first:first + READ_CHUNK]
+            entries.update(zip(chunk, self.read(chunk, now_ms)))
+            self.topics_read += len(chunk)
         return {topic: entries[topic][0] for topic in topics}
 
     def keep(self, topics: Iterable[str]) -> None:
