@@ -24,6 +24,8 @@ from delayqueue.core.scripts import Scripts
 from delayqueue.core.subscriptions import Subscriptions
 from delayqueue.core.topic_admin import TopicAdmin
 from delayqueue.core.topic_controls import TopicControls
+from delayqueue.monitoring.metrics import named_subscription_sizes
+from delayqueue.monitoring.size_cache import MetricsSizes, SnapshotSizes
 from delayqueue.monitoring.snapshot import SnapshotWriter
 from delayqueue.settings.config import ConfigError, Settings
 from delayqueue.settings.push_networks import AllowedNetworks
@@ -112,7 +114,10 @@ class Runtime:
             settings.namespace, settings.monitor_interval_seconds,
             topics=self.queue.topics, topic_infos=self.queue.topic_infos,
             subscription_infos=self.queue.subscription_infos,
+            sizes=SnapshotSizes(self.queue, self.monitor),
         )
+        # /metrics' reads, cached in this process: only changed topics are read again.
+        self.metrics_sizes = MetricsSizes(self.queue, self.monitor, named_subscription_sizes)
         self.pusher = Pusher(
             self.queue, self.hub, self.clock, self.monitor, self.keys,
             PushClient(AllowedNetworks.parse(settings.push_allowed_networks)), settings)

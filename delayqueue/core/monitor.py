@@ -37,6 +37,7 @@ from delayqueue.core.monitor_hash import (
     PUSH_COUNTERS,
     PUSH_HISTOGRAMS,
     REQUEST_TOPIC,
+    TOUCHED,
     field_number,
     field_prefix,
     field_text,
@@ -201,6 +202,12 @@ class Monitor:
             self.incr(topic, "triggerMsgReady", promoted, subscription=subscription)
             self.observe(topic, "readyQueueTimeGap", [float(g) for g in gaps_ms],
                          subscription=subscription)
+
+    def touch(self, topic: str) -> None:
+        """Name ``topic`` as changed in this interval's hash when nothing counted the change
+        (a pause, a dead-letter purge, a subscription created...): the size caches
+        (monitoring/size_cache.py) re-read only the topics the interval hashes name."""
+        self._record(_ADD, (topic, None, TOUCHED), 1)
 
     def count_event(self, event: str, n: int = 1) -> None:
         if event not in EVENTS:
@@ -396,12 +403,14 @@ class Monitor:
             data["pushStatsList"] = pushed
         return data
 
-    def totals(self) -> dict:
+    def totals(self, raw: dict | None = None) -> dict:
         """Cumulative fleet-wide stats: {"topics": {topic: stats}, "subscriptions":
         {(topic, subscription): stats} (the named ones), "loops": {loop: histogram},
         "events": {event: count}, "audit": {route: audited writes},
-        "requests": RequestStats}."""
-        raw = self.client.hgetall(self.keys.monitor_total)
+        "requests": RequestStats}. ``raw``: the cumulative hash as already read (a cache of
+        it: monitoring/size_cache.py), else read now."""
+        if raw is None:
+            raw = self.client.hgetall(self.keys.monitor_total)
         subscriptions: dict[tuple[str, str], dict] = {}
         topics, loops = parse_monitor_hash(raw, subscriptions)
         events = dict.fromkeys(EVENTS, 0)

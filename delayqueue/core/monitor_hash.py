@@ -25,6 +25,10 @@ them under ``(topic, subscription)``.
 Push delivery (background/push.py) records per subscription the same way: one counter per
 outcome class of a POST (``PUSH_COUNTERS``: ``push2xx`` ... ``pushRefused``) and the POSTs'
 latency histogram ``pushMillis`` (``PUSH_HISTOGRAMS``, the bounds of the time gaps).
+
+``"<topic>\ttouched"`` (``TOUCHED``) counts the changes to a topic's sizes or state that no
+counter records (pause, resume, a dead-letter purge or trim, a reschedule, a subscription
+created, changed or deleted): no reader shows it, it names the topic as changed.
 """
 
 from __future__ import annotations
@@ -62,6 +66,10 @@ EVENT_TOPIC = "\tevent"
 AUDIT_TOPIC = "\taudit"
 REQUEST_TOPIC = "\trequest"
 FIELD_SEPARATOR = "\t"
+# A field that marks a topic as changed without counting anything (``Monitor.touch``): a
+# pause, a purge of dead letters, a subscription's creation... The readers of sizes
+# (monitoring/size_cache.py) re-read the topics the interval hashes name; parsers skip it.
+TOUCHED = "touched"
 
 
 def empty_histogram(bounds: tuple[float, ...] = BOUNDS_MS) -> dict[str, Any]:

@@ -338,6 +338,7 @@ class DelayQueue:
             reply = self.scripts.reschedule(self.topic_keys(topic), msg_id, now, trigger,
                                             self.keys.hint_channel)
             self.bookkeep(topic, now, reply.lowered_due)
+        self.monitor.touch(topic)   # sizes may move (ready -> waiting): the size caches' signal
         return _raise(_answer("reschedule", topic, msg_id, reply))
 
     def get(self, topic: str, msg_id: str, subscription: str | None = None) -> DelayMsg:
@@ -470,14 +471,17 @@ class DelayQueue:
         default = self.settings.dead_letter_retention_millis
         return {topic: int(value) if value else default for topic, value in zip(topics, own)}
 
-    def queue_sizes(self, health: bool = True) -> dict[str, TopicSizes]:
+    def queue_sizes(self, health: bool = True, topics: list[str] | None = None
+                    ) -> dict[str, TopicSizes]:
         """The sizes of every registered topic and its pause, one pipelined round trip
         (waiting counts blocked messages not yet due, as getTopicInfo does); with ``health``
         (/metrics), its dead letters and the age of its oldest ready message too, in the
         same round trip: the ready queue scores each message by when it became ready, and
         the age is against the fleet's clock. Without (the console's sort by backlog), two
-        commands fewer per topic."""
-        topics = self.topics()
+        commands fewer per topic. ``topics``: those only (monitoring/size_cache.py re-reads the
+        changed ones), else every registered topic."""
+        if topics is None:
+            topics = self.topics()
         width = 8 if health else 6
         with redis_errors():
             now = self.clock.now_ms()

@@ -113,6 +113,7 @@ class Subscriptions:
             if values:
                 self._write(topic, name, values, reset=False)
             self.queue.bookkeep(topic, now)
+        self.queue.monitor.touch(topic)   # a new line in /metrics and the snapshot
         return self.info(topic, name)
 
     def delete(self, topic: str, name: str) -> None:
@@ -134,6 +135,7 @@ class Subscriptions:
             self.queue.client.delete(tk.subscription(name).push_errors)
             free_dropped(self.queue.client, self.scripts, self.queue.keys, self.clock, topic,
                          drop_id)
+        self.queue.monitor.touch(topic)
 
     def names(self, topic: str) -> list[str]:
         """The named subscriptions, by name."""
@@ -221,6 +223,7 @@ class Subscriptions:
                     self.queue.topic_keys(topic).subs, name):
                 raise NotFound(f"subscription: no subscription '{name}' on topic '{topic}'")
             self._write(topic, name, values, reset)
+        self.queue.monitor.touch(topic)   # a subscription's pause or push URL: its sizes' line
         return self.get_config(topic, name)
 
     def _write(self, topic: str, name: str | None, values: Mapping[str, Any],

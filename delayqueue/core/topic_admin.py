@@ -88,7 +88,10 @@ class TopicAdmin:
                     raise error
                 total += reply.count
                 if msg_id or reply.count < SCRIPT_LIMIT:
-                    return total
+                    break
+        if total:
+            self.queue.monitor.touch(topic)   # the size caches' signal: no counter says it
+        return total
 
     def trim(self, topic: str, subscription: str | None = None) -> int:
         """Apply the topic's retention and max size now, in bounded slices."""
@@ -100,7 +103,10 @@ class TopicAdmin:
                                                self.queue.defaults)
                 total += count
                 if count < SCRIPT_LIMIT:
-                    return total
+                    break
+        if total:
+            self.queue.monitor.touch(topic)
+        return total
 
     # -- topic settings ------------------------------------------------------------------------
     def get_config(self, topic: str) -> tuple[dict[str, Any], dict[str, str]]:

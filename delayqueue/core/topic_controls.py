@@ -89,6 +89,8 @@ class TopicControls:
         error = refusal("pause", reply.outcome, topic, None)
         if error:
             raise error
+        if reply.changed == 1:
+            self.monitor.touch(topic)   # no counter records a pause: the size caches' signal
         return reply.changed == 1
 
     def _registered(self, topic: str) -> bool:

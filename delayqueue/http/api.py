@@ -5,7 +5,6 @@ Each view's path, methods and access rule are its row in endpoints.py (``@route`
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from flask import Blueprint, Response, jsonify
@@ -14,7 +13,7 @@ from delayqueue.background.longpoll import long_poll
 from delayqueue.core.errors import BadRequest, DelayQueueError, MissingParameter, redis_errors
 from delayqueue.core.requests import AckRequest, SendRequest, SendResult, VisibilityRequest
 from delayqueue.core.topic_controls import BLOCKED, PURGE_LIMIT, PURGE_MAX, VIEWS
-from delayqueue.monitoring.metrics import named_subscription_sizes, render_metrics
+from delayqueue.monitoring.metrics import render_metrics
 from delayqueue.monitoring.monitor_text import monitor_string
 
 from .endpoints import route
@@ -349,9 +348,10 @@ def offline() -> Response:
 def prometheus() -> Response:
     """Answers even when Redis cannot be read: delayqueue_redis_up 0, no fleet series."""
     rt = runtime()
+    sizes = rt.metrics_sizes     # this process's cache: only changed topics are read again
     body, content_type = render_metrics(
-        rt.monitor, rt.queue.queue_sizes, rt.nodes.long_polls, rt.settings.metrics_max_topics,
-        functools.partial(named_subscription_sizes, rt.queue))
+        rt.monitor, sizes.queue_sizes, rt.nodes.long_polls, rt.settings.metrics_max_topics,
+        sizes.subscription_sizes, totals=sizes.totals)
     return Response(body, content_type=content_type)
 
 

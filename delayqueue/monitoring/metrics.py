@@ -195,9 +195,10 @@ class MonitorCollector(Collector):
     def __init__(self, monitor: Monitor,
                  queue_sizes: Callable[[], dict[str, TopicSizes]],
                  long_polls: Callable[[], dict[str, int]] = dict, max_topics: int = 0,
-                 subscription_sizes: Callable[[list[str]], SubscriptionSizes] | None = None
-                 ) -> None:
+                 subscription_sizes: Callable[[list[str]], SubscriptionSizes] | None = None,
+                 totals: Callable[[], dict] | None = None) -> None:
         self.monitor = monitor
+        self.totals = totals or monitor.totals
         self.queue_sizes = queue_sizes
         self.long_polls = long_polls
         self.max_topics = max_topics
@@ -208,7 +209,7 @@ class MonitorCollector(Collector):
         try:
             sizes = self.queue_sizes()
             named = self.subscription_sizes(sorted(sizes)) if self.subscription_sizes else {}
-            return FleetReads(self.monitor.totals(), sizes,
+            return FleetReads(self.totals(), sizes,
                               redis_version(self.monitor.client), self.long_polls(), named)
         except REDIS_FAILURES as exc:
             logger.debug("/metrics: Redis read failed: %s", exc)
@@ -477,13 +478,15 @@ class MonitorCollector(Collector):
 
 def render_metrics(monitor: Monitor, queue_sizes: Callable[[], dict[str, TopicSizes]],
                    long_polls: Callable[[], dict[str, int]] = dict, max_topics: int = 0,
-                   subscription_sizes: Callable[[list[str]], SubscriptionSizes] | None = None
-                   ) -> tuple[bytes, str]:
+                   subscription_sizes: Callable[[list[str]], SubscriptionSizes] | None = None,
+                   totals: Callable[[], dict] | None = None) -> tuple[bytes, str]:
     """The /metrics body and its content type. ``long_polls``: node -> held long polls (the
     node registry's, read by the caller: this floor does not know the registry);
     ``subscription_sizes``: topics -> the sizes of their named subscriptions
-    (``named_subscription_sizes`` with the queue), none when not given."""
+    (``named_subscription_sizes`` with the queue), none when not given; ``totals``: the
+    cumulative counters (``Monitor.totals`` when not given; a node passes its cache's,
+    monitoring/size_cache.py, called after ``queue_sizes``)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(MonitorCollector(monitor, queue_sizes, long_polls, max_topics,
-                                       subscription_sizes))
+                                       subscription_sizes, totals))
     return generate_latest(registry), CONTENT_TYPE_LATEST

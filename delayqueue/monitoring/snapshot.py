@@ -45,6 +45,7 @@ from delayqueue.core.monitor_hash import (
     empty_topic_stats,
     pushes,
 )
+from delayqueue.monitoring.size_cache import SnapshotSizes
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +121,8 @@ class SnapshotWriter:
                  topics: Callable[[], list[str]],
                  topic_infos: Callable[[list[str]], list[dict]],
                  grace_ms: int = 2000, max_catch_up: int = 60,
-                 subscription_infos: Callable[[str], list[dict]] | None = None) -> None:
+                 subscription_infos: Callable[[str], list[dict]] | None = None,
+                 sizes: SnapshotSizes | None = None) -> None:
         self.monitor = monitor
         self.client = client
         self.keys = keys
@@ -131,6 +133,9 @@ class SnapshotWriter:
         self.topics = topics
         self.topic_infos = topic_infos
         self.subscription_infos = subscription_infos
+        # Given, the sizes come from its cache (idle topics cost nothing) and stand for
+        # ``topics`` and ``topic_infos``, with each topic's named subscriptions.
+        self.sizes = sizes
         self.grace_ms = grace_ms
         self.max_catch_up = max(1, max_catch_up)
 
@@ -158,6 +163,8 @@ class SnapshotWriter:
         written = 0
         info_cache: dict[str, dict] = {}
         start = first
+        if self.sizes is not None and start <= latest:
+            self.sizes.refresh()
         for _ in range(self.max_catch_up):
             if start > latest:
                 break
@@ -180,10 +187,14 @@ class SnapshotWriter:
 
     def _write_interval(self, start: int, info_cache: dict[str, dict]) -> int:
         stats, named_stats = self.monitor.read_interval_subscriptions(start)
-        topics = sorted(set(self.topics()) | set(stats) | {topic for topic, _ in named_stats})
-        # Queue sizes are as of writing time: one pipelined read per tick for all topics.
+        registered = self.sizes.topics() if self.sizes is not None else self.topics()
+        topics = sorted(set(registered) | set(stats) | {topic for topic, _ in named_stats})
+        # Queue sizes are as of writing time: one pipelined read per tick for all topics (with
+        # ``sizes``, for the topics that changed only: the cache holds the others').
         missing = [topic for topic in topics if topic not in info_cache]
-        if missing:
+        if missing and self.sizes is not None:
+            info_cache.update(zip(missing, self.sizes.infos(missing)))
+        elif missing:
             info_cache.update(zip(missing, self.topic_infos(missing)))
             for topic in self._with_subscriptions(missing):
                 info_cache[topic] = {**info_cache[topic],
