@@ -63,6 +63,7 @@ from delayqueue.core.monitor_hash import (
 )
 from delayqueue.core.queue import DelayQueue
 from delayqueue.core.requests import TopicSizes
+from delayqueue.monitoring.cooperative import cooperative
 
 logger = logging.getLogger(__name__)
 
@@ -253,7 +254,7 @@ class MonitorCollector(Collector):
 
         # (topic, subscription or None, op) -> count: None for the topic's own ops
         counts: dict[tuple[str, str | None, str], int] = {}
-        for topic in topics:
+        for topic in cooperative(topics):
             for op in COUNTERS:
                 sub = DEFAULT_SUBSCRIPTION if op in SUBSCRIPTION_COUNTERS else None
                 key = (label[topic], sub, op)
@@ -291,7 +292,7 @@ class MonitorCollector(Collector):
         merged: dict[tuple[str, str, str], list] = {}
         sources = [((label[topic], DEFAULT_SUBSCRIPTION), topics[topic]) for topic in topics]
         sources += [(sub_label[named], stats) for named, stats in named_stats.items()]
-        for (topic, sub), stats in sources:
+        for (topic, sub), stats in cooperative(sources):
             for kind, name in TIME_GAP_KINDS:
                 hist = stats[name]
                 if hist["count"]:
@@ -366,7 +367,7 @@ class MonitorCollector(Collector):
                 row[i] += getattr(values, state)
             ages[key] = max(ages.get(key, 0), values.oldest_ready_age_ms)
 
-        for topic, values in queue_sizes.items():
+        for topic, values in cooperative(queue_sizes.items()):
             name = label[topic]
             waiting[name] = waiting.get(name, 0) + values.waiting
             paused[name] = paused.get(name, 0) + int(values.paused)

@@ -45,6 +45,7 @@ from delayqueue.core.monitor_hash import (
     empty_topic_stats,
     pushes,
 )
+from delayqueue.monitoring.cooperative import cooperative
 from delayqueue.monitoring.size_cache import SnapshotSizes
 
 logger = logging.getLogger(__name__)
@@ -201,7 +202,7 @@ class SnapshotWriter:
                                      "subscriptions": self.subscription_infos(topic)}
         end = start + self.interval_ms
         lines = []
-        for topic in topics:
+        for topic in cooperative(topics):
             info = info_cache[topic]
             records = [snapshot_line(self.namespace, topic, start, end,
                                      stats.get(topic) or empty_topic_stats(), info)]
