@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 
@@ -137,9 +138,12 @@ class Include:
     tail: str = ""
 
 
+@lru_cache(maxsize=256)
 def split_include(text: str, where: str) -> Include:
     """Split an include into top-level statements by the house's layout (module docstring);
-    the parts joined again are ``text``. Raises ScriptSourceError at a line outside it."""
+    the parts joined again are ``text``. Raises ScriptSourceError at a line outside it.
+    Cached by text: every script that pastes an include reuses its split (do not change
+    the parts)."""
     lines = text.splitlines(keepends=True)
     starts, offset = [], 0
     for line in lines:
@@ -333,13 +337,18 @@ def assemble_source(path: Path, directory: Path) -> str:
             pieces.append(line[len(line.rstrip("\r\n")):])
         else:
             pieces.append(line)
-    root = used_names([t for t in tokens(own, path.name) if t.kind != "comment"])
-    kept = _reached([p for p in pieces if isinstance(p, Statement)], root)
+    kept = _reached([p for p in pieces if isinstance(p, Statement)], _root_names(own, path.name))
     return "".join(p if isinstance(p, str) else p.text for p in pieces
                    if isinstance(p, str) or id(p) in kept)
 
 
-def _reached(statements: list[Statement], root: set[str]) -> set[int]:
+@lru_cache(maxsize=256)
+def _root_names(text: str, where: str) -> frozenset[str]:
+    """The names a script's own text uses (cached: every process assembles every script)."""
+    return frozenset(used_names([t for t in tokens(text, where) if t.kind != "comment"]))
+
+
+def _reached(statements: list[Statement], root: frozenset[str]) -> set[int]:
     """The ids of the statements kept: those always kept, those defining or setting a name
     a kept text uses, until nothing more is reached."""
     names = set(root)
