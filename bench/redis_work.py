@@ -6,21 +6,36 @@ path (send, pull of 1, ack, one message per call) and for batches (send_batch, p
 ack_batch of ``--batch`` messages per call), per message: Redis CPU (the server's, from
 /proc), the time INFO commandstats gives the scripts (EVALSHA usec: the script calls' own
 time, commands inside included) and the commands by name. Then the floor every call pays:
-an EVALSHA of an empty script given the same 19 keys and ARGV a send of one message gets.
+an EVALSHA of an empty script given the same 19 keys and ARGV a send of one message gets,
+and a send of zero messages (send.lua's top level, its includes' included, and nothing
+else: what the prelude costs above the floor).
 
     python bench/redis_work.py --messages 20000 --batch 100
+    python bench/redis_work.py --messages 1000 --against /path/to/other/checkout
+
+``--against TREE``: also the prelude of send.lua and ack.lua (a call with no message) as this
+checkout and TREE assemble them (includes pasted: TREE's ``lua_source``), loaded into the
+same Redis and called in alternating rounds, so the machine's noise falls on both alike;
+the median script time per call of each (INFO commandstats), beside an empty script's.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any, Callable
 
 from delayqueue.background.runtime import Runtime
 from delayqueue.core.requests import AckRequest, SendRequest
+from delayqueue.core.scripts import lua_source
 from delayqueue.settings.config import Settings
 
 from common import RedisMeter, print_table, progress, stack, write_result
@@ -105,7 +120,58 @@ def _floor(queue: Any, meter: RedisMeter, topic: str, calls: int) -> dict[str, A
             "script_us_per_call": round((_evalsha_usec(meter) - usec0) / calls, 2)}
 
 
-def run(*, messages: int = 20_000, batch: int = 100) -> dict:
+def _zero_send(queue: Any, meter: RedisMeter, topic: str, calls: int) -> dict[str, Any]:
+    """send.lua called with no message: its prelude and the settings read, per call."""
+    tk = queue.topic_keys(topic)
+    before = meter.read()
+    usec0 = _evalsha_usec(meter)
+    for _ in range(calls):
+        if queue.scripts.send_many(tk, 0, "hint", queue.defaults, []) != []:
+            raise SystemExit("a send of no message answered replies")
+    figures = meter.per_message(before, calls)
+    return {"redis_cpu_us_per_call": figures["redis_cpu_us_per_message"],
+            "script_us_per_call": round((_evalsha_usec(meter) - usec0) / calls, 2),
+            "commands_per_call": figures["redis_commands_per_message"]}
+
+
+def _sources(tree: Path, names: tuple[str, ...]) -> dict[str, str]:
+    """The scripts as ``tree``'s loader assembles them (its own lua_source)."""
+    code = ("import json, sys; from delayqueue.core.scripts import lua_source; "
+            "print(json.dumps({n: lua_source(n) for n in sys.argv[1:]}))")
+    out = subprocess.run([sys.executable, "-c", code, *names], cwd=tree, check=True,
+                         text=True, capture_output=True,
+                         env={**os.environ, "PYTHONPATH": str(tree)})
+    return json.loads(out.stdout)
+
+
+def _prelude(queue: Any, meter: RedisMeter, tree: Path, calls: int,
+             rounds: int = 9) -> dict[str, float]:
+    """Script time per call of send and ack given no message, this tree's against
+    ``tree``'s, and of ``return 1``: the median of ``rounds`` alternating rounds."""
+    client, names = meter.client, ("send", "ack")
+    tk = queue.topic_keys("rw-prelude")
+    keys = list(queue.scripts._keys(tk))
+    args = {"send": [0, "hint", tk.topic, 0, 0, *queue.defaults],
+            "ack": [0, 0, "hint", tk.topic, 0, *queue.defaults], "empty": []}
+    theirs = _sources(tree, names)
+    shas = {"empty": client.script_load("return 1")}
+    for name in names:
+        shas[f"{name} (this tree)"] = client.script_load(lua_source(name))
+        shas[f"{name} ({tree.name})"] = client.script_load(theirs[name])
+    samples: dict[str, list[float]] = {label: [] for label in shas}
+    for _ in range(rounds):
+        for label, sha in shas.items():
+            argv = args[label.split(" ")[0]]
+            usec0 = _evalsha_usec(meter)
+            for _ in range(calls):
+                client.evalsha(sha, len(keys), *keys, *argv)
+            samples[label].append((_evalsha_usec(meter) - usec0) / calls)
+    progress("prelude rounds, script us per call: " + "; ".join(
+        f"{label} {' '.join(f'{v:.0f}' for v in values)}" for label, values in samples.items()))
+    return {label: round(statistics.median(values), 1) for label, values in samples.items()}
+
+
+def run(*, messages: int = 20_000, batch: int = 100, against: Path | None = None) -> dict:
     messages -= messages % batch
     with stack(with_node=False) as s:
         settings = dataclasses.replace(Settings(), redis_url=s.redis.url, snapshot_dir="")
@@ -114,7 +180,10 @@ def run(*, messages: int = 20_000, batch: int = 100) -> dict:
         try:
             figures = {"single": _round(rt.queue, meter, "rw-single", messages, 1),
                        "batch": _round(rt.queue, meter, "rw-batch", messages, batch),
-                       "floor": _floor(rt.queue, meter, "rw-floor", messages)}
+                       "floor": _floor(rt.queue, meter, "rw-floor", messages),
+                       "zero_send": _zero_send(rt.queue, meter, "rw-zero", messages)}
+            if against is not None:
+                figures["prelude"] = _prelude(rt.queue, meter, against, messages)
         finally:
             meter.close()
             rt.client.close()
@@ -125,8 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--against", type=Path, default=None,
+                        help="another checkout: compare its send and ack preludes")
     args = parser.parse_args(argv)
-    f = run(messages=args.messages, batch=args.batch)
+    f = run(messages=args.messages, batch=args.batch, against=args.against)
     rows = []
     for path in ("single", "batch"):
         for phase in ("send", "pull", "ack"):
@@ -141,8 +212,14 @@ def main(argv: list[str] | None = None) -> int:
     rows.append((f"floor: empty EVALSHA, {fl['keys']} keys, {fl['argv']} ARGV: Redis CPU / "
                  "script us per call", f"{fl['redis_cpu_us_per_call']} / "
                                        f"{fl['script_us_per_call']}"))
+    z = f["zero_send"]
+    rows.append(("send of zero messages: Redis CPU / script us per call, commands per call",
+                 f"{z['redis_cpu_us_per_call']} / {z['script_us_per_call']} / "
+                 f"{z['commands_per_call']}"))
+    for label, value in f.get("prelude", {}).items():
+        rows.append((f"prelude, script us per call (median): {label}", value))
     print_table(f"Redis work per message (core without HTTP, batches of {args.batch})", rows)
-    write_result("redis-work", f, vars(args))
+    write_result("redis-work", f, {**vars(args), "against": str(args.against or "")})
     return 0
 
 

@@ -3,8 +3,10 @@
 Every state transition is one script under ``lua/``. ``--@include NAME`` pastes
 ``lua/includes/NAME.lua`` in (BullMQ's habit), so shared helpers stay in one file; includes
 may include others, each is pasted once (where first needed), and a missing one fails at
-load time. redis-py's ``Script`` runs EVALSHA and reloads the script on NOSCRIPT (after a
-Redis restart or a failover), so a restarted Redis needs no action from us.
+load time. Of each include only the top-level statements the script reaches are pasted
+(lua_include.py): Redis runs a script's whole top level on every call. redis-py's
+``Script`` runs EVALSHA and reloads the script on NOSCRIPT (after a Redis restart or a
+failover), so a restarted Redis needs no action from us.
 
 Every topic script takes the same keys in the same order: waiting, ready, ack, expire, dead,
 config, msgs, ended, seq, groups, blocked, held of the subscription it works in, then the
@@ -29,6 +31,7 @@ import redis
 from redis.commands.core import Script
 
 from .keys import NamespaceKeys, SubscriptionKeys, TopicKeys
+from .lua_include import ScriptSourceError, assemble_source  # noqa: F401 (re-exported)
 from .outcome import Outcome
 from .replies import (
     BUILDERS,
@@ -62,13 +65,8 @@ from .replies import (
 from .script_runner import RoundTrip, ScriptCall, ScriptRunner
 from .topic_config import TOPIC_SETTING_NAMES, server_defaults
 
-_INCLUDE = re.compile(r"^--@include (\w+)[ \t]*$", re.MULTILINE)
 _KEY = re.compile(r"KEYS\[(\d+)\]")
 _SLOT_HEX = re.compile(r"^local SLOT_HEX = \d+", re.MULTILINE)
-
-
-class ScriptSourceError(RuntimeError):
-    """A script cannot be assembled: a missing file or include."""
 
 
 def lua_dir() -> Path:
@@ -86,27 +84,9 @@ def lua_source(name: str, directory: Path | None = None) -> str:
 
 def assemble(path: Path, directory: Path | None = None) -> str:
     """The Lua file at ``path`` with every ``--@include`` resolved from ``directory``'s
-    includes/ (tests assemble their own probes of the includes this way)."""
-    directory = directory or lua_dir()
-    pasted: set[str] = set()
-
-    def expand(path: Path) -> str:
-        if not path.is_file():
-            raise ScriptSourceError(f"no Lua file {path}")
-
-        def include(match: re.Match) -> str:
-            part = match.group(1)
-            if part in pasted:
-                return f"-- (includes/{part}.lua: pasted above)"
-            pasted.add(part)
-            part_path = directory / "includes" / f"{part}.lua"
-            if not part_path.is_file():
-                raise ScriptSourceError(f"{path.name}: --@include {part}: no file {part_path}")
-            return expand(part_path)
-
-        return _INCLUDE.sub(include, path.read_text())
-
-    return expand(path)
+    includes/, each include's top-level statements the file reaches and no others
+    (lua_include.py; tests assemble their own probes of the includes this way)."""
+    return assemble_source(path, directory or lua_dir())
 
 
 def key_count(source: str) -> int:
