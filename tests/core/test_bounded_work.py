@@ -160,7 +160,7 @@ def _lost_due_times(client: redis.Redis, rt: Runtime, topics: list[str], trigger
     client.zrem(rt.keys.due, *topics)
 
 
-def test_on_a_cluster_the_repair_sweep_visits_the_topics_used_since_it_last_ran_and_a_slice_of_the_rest(
+def test_on_a_cluster_the_repair_sweep_visits_the_recently_used_topics_and_a_slice_of_the_rest(
         redis_url, redis_client):
     """Where the due index is in another slot than the topics (a Cluster), a process killed
     between a script and its index write leaves the index too late. The first sweep reads
