@@ -144,16 +144,18 @@ class TopicRegistry:
         self._topics: set[str] | None = None
 
     def topics(self, changed: set[str] | None) -> list[str]:
-        client, key = self.queue.client, self.queue.keys.topics
+        client, keys = self.queue.client, self.queue.keys
         if changed is None or self._topics is None:
             self._topics = set(self.queue.topics())
             return sorted(self._topics)
         unknown = sorted(changed - self._topics)
         pipe = client.pipeline(transaction=False)
         for topic in unknown:
-            pipe.zscore(key, topic)
-        pipe.zcard(key)
-        *scores, size = pipe.execute()
+            pipe.zscore(keys.registry_of(topic), topic)    # its bookkeeping shard's registry
+        for registry in keys.registries:
+            pipe.zcard(registry)
+        answers = pipe.execute()
+        scores, size = answers[:len(unknown)], sum(answers[len(unknown):])
         self._topics.update(t for t, score in zip(unknown, scores) if score is not None)
         if size != len(self._topics):       # some left (recycled), or joined unseen
             self._topics = set(self.queue.topics())
