@@ -232,11 +232,8 @@ class RoundTrip:
 
     def _pipelined(self, waits: bool) -> list[Any]:
         """Every call as a bare EVALSHA in one pipeline; the calls refused NOSCRIPT again."""
-        client = self.client
-        replies: list[Any] = [None] * len(self._calls)
-        pending = list(range(len(self._calls)))
-        for attempt in (1, 2):
-            pipe = client.pipeline(transaction=False)
+        def send(pending: list[int], attempt: int) -> list[Any]:
+            pipe = self.client.pipeline(transaction=False)
             for i in pending:
                 call = self._calls[i]
                 pipe.execute_command("EVALSHA", call.script.sha, len(call.keys), *call.keys,
@@ -249,7 +246,22 @@ class RoundTrip:
             answers = pipe.execute(raise_on_error=False)
             if waits:
                 self._check_wait(answers.pop(), pending, answers)
-            command_answers = answers[len(pending):]
+            return answers
+
+        return self._rerun_noscript(send)
+
+    def _rerun_noscript(self, send: Callable[[list[int], int], list[Any]]) -> list[Any]:
+        """``send(pending, attempt)`` runs the calls ``pending`` (indexes into the trip's calls)
+        and answers theirs, then the commands' it sent; the calls answered NOSCRIPT (nothing
+        of theirs ran) are sent once more after their scripts are loaded. One answer per call,
+        then the commands' answers of the last attempt that sent them."""
+        replies: list[Any] = [None] * len(self._calls)
+        command_answers: list[Any] = []
+        pending = list(range(len(self._calls)))
+        for attempt in (1, 2):
+            answers = send(pending, attempt)
+            if len(answers) > len(pending):
+                command_answers = answers[len(pending):]
             missing = []
             for i, answer in zip(pending, answers):
                 if isinstance(answer, NoScriptError) and attempt == 1:
@@ -260,7 +272,7 @@ class RoundTrip:
                 break
             for script in {id(self._calls[i].script): self._calls[i].script
                            for i in missing}.values():
-                script.sha = client.script_load(script.script)
+                script.sha = self.client.script_load(script.script)
             pending = missing
         return replies + command_answers
 
@@ -278,37 +290,20 @@ class RoundTrip:
         keys' slot (``target_nodes``: redis-py would otherwise ask a node for the keys of each
         EVALSHA with COMMAND GETKEYS); the calls refused NOSCRIPT (a master that never loaded
         the script: a new one after a failover) run again in a second pipeline once the script
-        is loaded on every master (nothing of theirs ran). The other commands run once."""
-        client = self.client
-        replies: list[Any] = [None] * len(self._calls)
-        pending = list(range(len(self._calls)))
-        command_answers: list[Any] = []
-        for attempt in (1, 2):
-            pipe = client.pipeline(transaction=False)
+        is loaded on every master. The other commands run once."""
+        def send(pending: list[int], attempt: int) -> list[Any]:
+            pipe = self.client.pipeline(transaction=False)
             for i in pending:
                 call = self._calls[i]
                 pipe.execute_command("EVALSHA", call.script.sha, len(call.keys), *call.keys,
                                      *call.args,
-                                     target_nodes=client.get_node_from_key(call.keys[0]))
+                                     target_nodes=self.client.get_node_from_key(call.keys[0]))
             if attempt == 1:
                 for args, options in self._commands:
                     pipe.execute_command(*args, **options)
-            answers = pipe.execute(raise_on_error=False)
-            if attempt == 1:
-                command_answers = answers[len(pending):]
-            missing = []
-            for i, answer in zip(pending, answers):
-                if isinstance(answer, NoScriptError) and attempt == 1:
-                    missing.append(i)
-                else:
-                    replies[i] = answer
-            if not missing:
-                break
-            for script in {id(self._calls[i].script): self._calls[i].script
-                           for i in missing}.values():
-                script.sha = client.script_load(script.script)
-            pending = missing
-        return replies + command_answers
+            return pipe.execute(raise_on_error=False)
+
+        return self._rerun_noscript(send)
 
     def _one_by_one(self) -> list[Any]:
         """Each call on its own (a Cluster round trip that must WAIT): a call that fails,
