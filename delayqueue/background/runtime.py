@@ -112,8 +112,6 @@ class Runtime:
         self.snapshots = SnapshotWriter(
             self.monitor, self.client, self.keys, self.clock, settings.snapshot_dir,
             settings.namespace, settings.monitor_interval_seconds,
-            topics=self.queue.topics, topic_infos=self.queue.topic_infos,
-            subscription_infos=self.queue.subscription_infos,
             sizes=SnapshotSizes(self.queue, self.monitor),
         )
         # /metrics' reads, cached in this process: only changed topics are read again.

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable
 from datetime import UTC, datetime
 
 import redis
@@ -118,12 +117,12 @@ class SnapshotWriter:
     """Writes every completed interval not yet written; see the module docstring."""
 
     def __init__(self, monitor: Monitor, client: redis.Redis, keys: NamespaceKeys, clock: Clock,
-                 directory: str, namespace: str, interval_s: int,
-                 topics: Callable[[], list[str]],
-                 topic_infos: Callable[[list[str]], list[dict]],
-                 grace_ms: int = 2000, max_catch_up: int = 60,
-                 subscription_infos: Callable[[str], list[dict]] | None = None,
-                 sizes: SnapshotSizes | None = None) -> None:
+                 directory: str, namespace: str, interval_s: int, sizes: SnapshotSizes,
+                 grace_ms: int = 2000, max_catch_up: int = 60) -> None:
+        """``sizes``: the registered topics and each one's ``topic_infos`` entry (with its
+        named subscriptions' ``listSubscriptions`` entries), through its cache: only the
+        topics that changed are read again (``SnapshotSizes``: ``refresh``, ``topics``,
+        ``infos``)."""
         self.monitor = monitor
         self.client = client
         self.keys = keys
@@ -131,11 +130,6 @@ class SnapshotWriter:
         self.directory = directory
         self.namespace = namespace
         self.interval_ms = interval_s * 1000
-        self.topics = topics
-        self.topic_infos = topic_infos
-        self.subscription_infos = subscription_infos
-        # Given, the sizes come from its cache (idle topics cost nothing) and stand for
-        # ``topics`` and ``topic_infos``, with each topic's named subscriptions.
         self.sizes = sizes
         self.grace_ms = grace_ms
         self.max_catch_up = max(1, max_catch_up)
@@ -164,7 +158,7 @@ class SnapshotWriter:
         written = 0
         info_cache: dict[str, dict] = {}
         start = first
-        if self.sizes is not None and start <= latest:
+        if start <= latest:
             self.sizes.refresh()
         for _ in range(self.max_catch_up):
             if start > latest:
@@ -174,32 +168,18 @@ class SnapshotWriter:
             start += self.interval_ms
         return written
 
-    def _with_subscriptions(self, topics: list[str]) -> list[str]:
-        """Those of ``topics`` that have named subscriptions (none without a reader of them)."""
-        if self.subscription_infos is None:
-            return []
-        pipe = self.client.pipeline(transaction=False)
-        for topic in topics:
-            pipe.hlen(self.keys.topic(topic).subs)
-        return [topic for topic, n in zip(topics, pipe.execute()) if n]
-
     def _floor(self, ms: int) -> int:
         return ms - ms % self.interval_ms
 
     def _write_interval(self, start: int, info_cache: dict[str, dict]) -> int:
         stats, named_stats = self.monitor.read_interval_subscriptions(start)
-        registered = self.sizes.topics() if self.sizes is not None else self.topics()
-        topics = sorted(set(registered) | set(stats) | {topic for topic, _ in named_stats})
-        # Queue sizes are as of writing time: one pipelined read per tick for all topics (with
-        # ``sizes``, for the topics that changed only: the cache holds the others').
+        topics = sorted(set(self.sizes.topics()) | set(stats)
+                        | {topic for topic, _ in named_stats})
+        # Queue sizes are as of writing time: one read per tick, of the topics that changed
+        # only (the cache holds the others').
         missing = [topic for topic in topics if topic not in info_cache]
-        if missing and self.sizes is not None:
+        if missing:
             info_cache.update(zip(missing, self.sizes.infos(missing)))
-        elif missing:
-            info_cache.update(zip(missing, self.topic_infos(missing)))
-            for topic in self._with_subscriptions(missing):
-                info_cache[topic] = {**info_cache[topic],
-                                     "subscriptions": self.subscription_infos(topic)}
         end = start + self.interval_ms
         lines = []
         for topic in cooperative(topics):

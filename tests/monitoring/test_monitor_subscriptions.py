@@ -173,7 +173,7 @@ def with_subscriptions(topic: str) -> dict:
 
 def test_a_named_subscription_gets_its_own_line_after_its_topics(redis_client, tmp_path):
     fleet = Fleet(redis_client, str(tmp_path / "snap"), ["t1", "t2"])
-    fleet.writer.topic_infos = lambda topics: [with_subscriptions(t) for t in topics]
+    fleet.sizes.topic_infos = lambda topics: [with_subscriptions(t) for t in topics]
     assert fleet.writer.tick() == 3     # the interval before: t1, t1/billing, t2
     fleet.monitor.incr("t1", "sendMsg", 9)
     fleet.monitor.incr("t1", "pullMsg", 2)

@@ -120,7 +120,7 @@ def test_pushes_of_folded_topics_are_summed_under_other(redis_client):
 def test_only_the_lines_of_subscriptions_that_pushed_carry_the_push_fields(redis_client,
                                                                            tmp_path):
     fleet = Fleet(redis_client, str(tmp_path / "snap"), ["t1", "t2"])
-    fleet.writer.subscription_infos = lambda topic: [{"subscription": "hook"}]
+    fleet.sizes.subscription_infos = lambda topic: [{"subscription": "hook"}]
     redis_client.hset(fleet.keys.topic("t1").subs, "hook", "{}")
     assert fleet.writer.tick() == 3     # the interval before: t1, t1/hook, t2; none pushed
     pushed(fleet.monitor, "t1", "hook", {"push2xx": [12], "push5xx": [300, 301]})

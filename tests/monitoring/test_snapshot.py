@@ -38,6 +38,32 @@ def topic_info(topic: str) -> dict:
             "groupBlockedSize": 2 if topic == "t1" else 0, "paused": topic == "t1"}
 
 
+class StaticSizes:
+    """The writer's sizes in these tests: the fleet's topics, each with ``topic_infos``'
+    figures (topic_info's unless a test sets its own) and, for a topic with named
+    subscriptions in Redis, ``subscription_infos``' entries (the writer's reads through
+    Redis are test_size_cache.py's)."""
+
+    def __init__(self, fleet: "Fleet") -> None:
+        self.fleet = fleet
+        self.topic_infos = lambda topics: [topic_info(t) for t in topics]
+        self.subscription_infos = None
+
+    def refresh(self) -> None:
+        pass
+
+    def topics(self) -> list[str]:
+        return list(self.fleet.topics)
+
+    def infos(self, topics: list[str]) -> list[dict]:
+        infos = self.topic_infos(topics)
+        if self.subscription_infos is not None:
+            for info in infos:
+                if self.fleet.client.hlen(self.fleet.keys.topic(info["topic"]).subs):
+                    info["subscriptions"] = self.subscription_infos(info["topic"])
+        return infos
+
+
 class Fleet:
     """A monitor, a writer, and a clock starting 5 s into the interval at START_MS."""
 
@@ -47,11 +73,10 @@ class Fleet:
         self.clock = ManualClock(START_MS + 5_000)
         self.topics = topics
         self.monitor = Monitor(client, self.keys, self.clock, INTERVAL_S, Scripts(client))
+        self.sizes = StaticSizes(self)
         self.writer = SnapshotWriter(
             self.monitor, client, self.keys, self.clock, directory, "default", INTERVAL_S,
-            topics=lambda: list(self.topics),
-            topic_infos=lambda topics: [topic_info(t) for t in topics], grace_ms=GRACE_MS,
-            max_catch_up=3)
+            self.sizes, grace_ms=GRACE_MS, max_catch_up=3)
 
     def mark(self) -> int | None:
         value = self.client.get(self.keys.snapshot_mark)

@@ -15,6 +15,7 @@ from delayqueue.core.clock import ManualClock
 from delayqueue.core.subscriptions import Subscriptions
 from delayqueue.http.app import create_app
 from delayqueue.monitoring.metrics import named_subscription_sizes, render_metrics
+from delayqueue.monitoring.size_cache import SnapshotSizes
 from delayqueue.monitoring.snapshot import SnapshotWriter
 from delayqueue.settings.config import load_settings
 
@@ -94,8 +95,7 @@ def test_the_snapshot_writer_gives_each_named_subscription_its_line(redis_url, t
     clock = ManualClock(START_MS + 1_000)
     rt = make_runtime(redis_url, clock)
     writer = SnapshotWriter(rt.monitor, rt.client, rt.keys, clock, str(tmp_path), "default",
-                            60, topics=rt.queue.topics, topic_infos=rt.queue.topic_infos,
-                            subscription_infos=rt.queue.subscription_infos)
+                            60, SnapshotSizes(rt.queue, rt.monitor))
     writer.tick()                      # marks the interval before: no backfill
     subs = traffic(rt)
     clock.advance(60_000 + 2_000)
