@@ -281,19 +281,23 @@ class Scheduler:
         of the others from the walk's cursor (every registered topic when no mark is known
         yet); the mark and cursor move on for the next sweep."""
         started = self.clock.now_ms()
-        mark = self.client.get(self.keys.repair_mark)
+        read = self.client.pipeline(transaction=False)   # both in {ns}: one round trip
+        read.get(self.keys.repair_mark)
+        read.get(self.keys.repair_cursor)
+        mark, raw_cursor = read.execute()
         if mark is None:
             topics = registered_topics(self.client, self.keys)
             after = RecycleCursor()
         else:
             since = int(mark) - REPAIR_MARGIN_MS
-            cursor = RecycleCursor.load(self.client.get(self.keys.repair_cursor),
-                                        self.keys.shards)
+            cursor = RecycleCursor.load(raw_cursor, self.keys.shards)
             page, after = stale_page(self.client, self.keys, cursor, since, REGISTRY_CHUNK)
             topics = used_since(self.client, self.keys, since) + [t for _, t, _ in page]
+        write = self.client.pipeline(transaction=False)
+        write.set(self.keys.repair_mark, started)
+        write.set(self.keys.repair_cursor, after.dump())
         try:
-            self.client.set(self.keys.repair_mark, started)
-            self.client.set(self.keys.repair_cursor, after.dump())
+            write.execute()
         except redis.exceptions.OutOfMemoryError:
             pass  # over maxmemory: the next sweep looks back from the old mark, a wider window
         return topics
