@@ -66,32 +66,29 @@ def check_shards(client: redis.Redis, keys: NamespaceKeys) -> None:
             "holds topics)")
 
 
-def registered_topics(client: redis.Redis, keys: NamespaceKeys) -> list[str]:
-    """Every registered topic, sorted: one ZRANGE per shard in one pipelined round trip (on
-    a Cluster, one per master)."""
-    if keys.shards == 1:
-        return sorted(client.zrange(keys.topics, 0, -1))
+def _members(client: redis.Redis, keys: tuple[str, ...], low: float | str = "-inf",
+             high: float | str = "+inf") -> list[str]:
+    """The members of every shard's zset ``keys`` scored in [low, high], shard after shard:
+    one ZRANGEBYSCORE each, in one pipelined round trip (on a Cluster, one per master)."""
     pipe = client.pipeline(transaction=False)
-    for key in keys.registries:
-        pipe.zrange(key, 0, -1)
-    return sorted(topic for part in pipe.execute() for topic in part)
+    for key in keys:
+        pipe.zrangebyscore(key, low, high)
+    return [member for part in pipe.execute() for member in part]
+
+
+def registered_topics(client: redis.Redis, keys: NamespaceKeys) -> list[str]:
+    """Every registered topic, sorted."""
+    return sorted(_members(client, keys.registries))
 
 
 def used_since(client: redis.Redis, keys: NamespaceKeys, since_ms: float) -> list[str]:
-    """The registered topics last used at or after ``since_ms``: one ZRANGEBYSCORE per
-    shard in one pipelined round trip."""
-    pipe = client.pipeline(transaction=False)
-    for key in keys.registries:
-        pipe.zrangebyscore(key, since_ms, "+inf")
-    return [topic for part in pipe.execute() for topic in part]
+    """The registered topics last used at or after ``since_ms``."""
+    return _members(client, keys.registries, since_ms)
 
 
 def claimed(client: redis.Redis, keys: NamespaceKeys, claimed_ms: int) -> list[str]:
     """The topics a tick claimed (their due score ``claimed_ms``) and did not write back."""
-    pipe = client.pipeline(transaction=False)
-    for key in keys.due_indexes:
-        pipe.zrangebyscore(key, claimed_ms, claimed_ms)
-    return [topic for part in pipe.execute() for topic in part]
+    return _members(client, keys.due_indexes, claimed_ms, claimed_ms)
 
 
 class RecycleCursor(NamedTuple):

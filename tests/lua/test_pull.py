@@ -128,3 +128,20 @@ def test_concurrent_pulls_deliver_every_id_exactly_once(scripts, tk, redis_clien
     assert sorted(got) == sorted(f"m{i}" for i in range(n))
     assert redis_client.zcard(tk.ack) == n and redis_client.zcard(tk.ready) == 0
     assert {field(redis_client, tk, f"m{i}", "n") for i in range(n)} == {"1"}
+
+
+def test_a_batch_whose_group_head_ends_hands_out_the_released_next_before_later_ones(
+        scripts, tk, redis_client):
+    """pull pops its batch in one ZPOPMIN; an entry that ends there (here a group's head,
+    expired) may release its group's next message, due earlier than the rest of the batch:
+    the rest go back and the pop runs again, so the batch comes in the order of one pop per
+    entry: the released message first."""
+    send(scripts, tk, "g1", T0, T0, ttl=100, group="G")
+    send(scripts, tk, "g2", T0, T0 + 1, group="G")     # blocked behind g1
+    send(scripts, tk, "u1", T0, T0 + 50)
+    send(scripts, tk, "u2", T0, T0 + 60)
+    result = pull(scripts, tk, T0 + 200, batch=3)
+    assert pulled_ids(result) == ["g2", "u1", "u2"]
+    assert result[3] == 1                               # g1 ended instead of handed out
+    assert_one_place(redis_client, tk, "g1", 5)
+    assert redis_client.zcard(tk.ready) == 0

@@ -21,6 +21,7 @@ from support.lua import (
     make_dead_letter,
     pull,
     pulled_ids,
+    ready_member,
     ready_slots,
     retention_end,
     send,
@@ -197,3 +198,20 @@ def test_an_atomic_call_without_a_backlog_limit_is_a_plain_send(scripts, tk, red
     assert {r[0] for r in replies} == {Outcome.OK}
     assert ready_slots(redis_client, tk) == [slot_of(redis_client, tk, f"m{i}")
                                              for i in range(100)]
+
+
+def test_a_send_call_gives_each_accepted_message_the_next_sequence_and_leaves_the_counter_there(
+        scripts, tk, redis_client):
+    """A call takes its sequences in one INCRBY and gives the unused back: duplicates take
+    none, so the accepted ones are numbered as one INCR each would number them, and the
+    topic's counter ends at the last one given."""
+    send(scripts, tk, "a", T0, T0)
+    send(scripts, tk, "b", T0, T0)
+    scripts.send_many(tk, T0, CHANNEL, DEFAULTS, [
+        SendArgs(m, "b", T0, HOUR, 1, "") for m in ("a", "c", "b", "d")])
+    seqs = {m: int(ready_member(redis_client, tk, slot_of(redis_client, tk, m))[:12], 16)
+            for m in "abcd"}
+    assert seqs == {"a": 1, "b": 2, "c": 3, "d": 4}
+    assert redis_client.get(tk.seq) == "4"
+    send(scripts, tk, "e", T0, T0)
+    assert int(ready_member(redis_client, tk, slot_of(redis_client, tk, "e"))[:12], 16) == 5
